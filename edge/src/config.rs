@@ -1,0 +1,199 @@
+//! The edge's configuration: command line (SPEC §1) merged over an optional TOML file.
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::{wire::edns::DEFAULT_UDP_PAYLOAD, xdp::XdpMode};
+
+/// Command line of `qdns-edge`. Every flag can also be set in the `--config` file
+/// (same names, `_` for `-`); flags win.
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "qdns-edge",
+    version,
+    about = "qdns data plane: authoritative DNS over UDP/TCP, with an XDP fast path"
+)]
+pub struct Args {
+    /// Address to serve DNS on (UDP and TCP); repeat for several (v4 and v6).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Vec<SocketAddr>,
+    /// Standalone mode: load the zone files of this directory (no control plane).
+    #[arg(long, value_name = "DIR")]
+    pub zones: Option<PathBuf>,
+    /// Directory for persisted state.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Attach the XDP program to this interface; repeat for several.
+    #[arg(long, value_name = "IFACE")]
+    pub xdp: Vec<String>,
+    /// XDP attach mode.
+    #[arg(long, value_enum)]
+    pub xdp_mode: Option<XdpMode>,
+    /// UDP worker threads per listen address (default: one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Largest UDP response sent to EDNS clients (512..=4096).
+    #[arg(long)]
+    pub max_udp_payload: Option<u16>,
+    /// Seconds a TCP connection may stay idle.
+    #[arg(long)]
+    pub tcp_idle_timeout: Option<u64>,
+    /// TCP connections served at once.
+    #[arg(long)]
+    pub max_tcp_connections: Option<usize>,
+    /// TOML file with any of the settings above.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The `--config` file: the same settings as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    listen: Vec<SocketAddr>,
+    zones: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    xdp: Vec<String>,
+    xdp_mode: Option<XdpMode>,
+    workers: Option<usize>,
+    max_udp_payload: Option<u16>,
+    tcp_idle_timeout: Option<u64>,
+    max_tcp_connections: Option<usize>,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Addresses to serve on.
+    pub listen: Vec<SocketAddr>,
+    /// Zone directory (standalone mode).
+    pub zones: PathBuf,
+    /// Persisted state directory.
+    pub state_dir: Option<PathBuf>,
+    /// Interfaces for the XDP program.
+    pub xdp: Vec<String>,
+    /// XDP attach mode.
+    pub xdp_mode: XdpMode,
+    /// UDP workers per address.
+    pub workers: usize,
+    /// UDP payload ceiling.
+    pub max_udp_payload: u16,
+    /// TCP idle timeout.
+    pub tcp_idle_timeout: Duration,
+    /// TCP connection cap.
+    pub max_tcp_connections: usize,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The config file cannot be read or parsed.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A setting is missing or out of range.
+    #[error("{key}: {reason}")]
+    Invalid {
+        /// The flag or key.
+        key: &'static str,
+        /// Why, and what to do.
+        reason: String,
+    },
+}
+
+impl Config {
+    /// Merges `args` over the `--config` file and validates the result.
+    pub fn from_args(args: Args) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+                toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::File {
+                    path: path.clone(),
+                    reason: e.message().to_owned(),
+                })?
+            }
+            None => FileConfig::default(),
+        };
+        let listen = if args.listen.is_empty() {
+            file.listen
+        } else {
+            args.listen
+        };
+        if listen.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "--listen",
+                reason: "at least one ADDR:PORT is required".to_owned(),
+            });
+        }
+        let zones = args.zones.or(file.zones).ok_or(ConfigError::Invalid {
+            key: "--zones",
+            reason: "a zone directory is required (the control-plane connection, --control, is not built yet)".to_owned(),
+        })?;
+        let workers = args
+            .workers
+            .or(file.workers)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+        if !(1..=256).contains(&workers) {
+            return Err(ConfigError::Invalid {
+                key: "--workers",
+                reason: format!("{workers} is outside 1..=256"),
+            });
+        }
+        let max_udp_payload = args
+            .max_udp_payload
+            .or(file.max_udp_payload)
+            .unwrap_or(DEFAULT_UDP_PAYLOAD);
+        if !(512..=4096).contains(&max_udp_payload) {
+            return Err(ConfigError::Invalid {
+                key: "--max-udp-payload",
+                reason: format!("{max_udp_payload} is outside 512..=4096"),
+            });
+        }
+        let idle = args
+            .tcp_idle_timeout
+            .or(file.tcp_idle_timeout)
+            .unwrap_or(10);
+        if !(1..=3600).contains(&idle) {
+            return Err(ConfigError::Invalid {
+                key: "--tcp-idle-timeout",
+                reason: format!("{idle} s is outside 1..=3600"),
+            });
+        }
+        let max_tcp_connections = args
+            .max_tcp_connections
+            .or(file.max_tcp_connections)
+            .unwrap_or(1024);
+        if max_tcp_connections == 0 {
+            return Err(ConfigError::Invalid {
+                key: "--max-tcp-connections",
+                reason: "must be at least 1".to_owned(),
+            });
+        }
+        Ok(Config {
+            listen,
+            zones,
+            state_dir: args.state_dir.or(file.state_dir),
+            xdp: if args.xdp.is_empty() {
+                file.xdp
+            } else {
+                args.xdp
+            },
+            xdp_mode: args.xdp_mode.or(file.xdp_mode).unwrap_or_default(),
+            workers,
+            max_udp_payload,
+            tcp_idle_timeout: Duration::from_secs(idle),
+            max_tcp_connections,
+        })
+    }
+}

@@ -1,0 +1,138 @@
+//! The answer engine: a snapshot compiled for lookups, and the responder over it.
+//!
+//! ```text
+//!  Snapshot ──compile──► Engine { zones by apex, nodes by name, precomputed RR bytes }
+//!  query bytes ──parse──► Query ──lookup──► Outcome ──respond──► response bytes
+//! ```
+//!
+//! Everything that can be precomputed is: each RRset is stored as the wire bytes of its
+//! records after the owner name (TYPE, CLASS, TTL, RDLENGTH, RDATA), so an answer is a
+//! compression pointer plus a copy. Answering allocates nothing.
+mod compile;
+mod lookup;
+mod respond;
+
+use std::collections::HashMap;
+
+pub use compile::EngineError;
+pub use respond::{Outcome, Transport, MAX_MESSAGE};
+
+use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
+
+/// Index of a node in its zone.
+type NodeId = u32;
+
+/// A compiled, immutable snapshot; swapped whole on every update.
+pub struct Engine {
+    version: u64,
+    zones: Vec<ZoneData>,
+    by_apex: HashMap<Box<[u8]>, u32>,
+    max_udp_payload: u16,
+}
+
+/// One zone, compiled.
+struct ZoneData {
+    apex: Box<[u8]>,
+    serial: u32,
+    /// The SOA record as it goes in the authority section of a negative answer
+    /// (TYPE..RDATA with TTL = min(SOA TTL, MINIMUM), RFC 2308 §3).
+    negative_soa: Box<[u8]>,
+    nodes: Vec<Node>,
+    by_name: HashMap<Box<[u8]>, NodeId>,
+}
+
+/// A name of the zone that exists: with data, or an empty non-terminal.
+struct Node {
+    /// Owner name (wire, lowercase).
+    name: Box<[u8]>,
+    /// Sorted by type.
+    rrsets: Box<[Rrset]>,
+    /// The zone cut at or above this node (the node holding the delegation NS set).
+    cut: Option<NodeId>,
+    /// This node's `*` child, for wildcard synthesis (RFC 4592).
+    wildcard: Option<NodeId>,
+}
+
+/// One RRset in answer-ready form.
+struct Rrset {
+    rtype: u16,
+    /// Records after the owner: TYPE CLASS TTL RDLENGTH RDATA, back to back.
+    records: Box<[u8]>,
+    /// Number of records.
+    count: u16,
+    /// In-zone names in the RDATA that have address records (RFC 1035 §3.3.9/§3.3.11
+    /// additional section processing, RFC 2782 for SRV).
+    targets: Box<[Target]>,
+}
+
+/// A name inside a record's RDATA whose A/AAAA go in the additional section.
+#[derive(Clone, Copy)]
+struct Target {
+    /// Offset of the name within `Rrset::records`.
+    offset: u32,
+    /// The node holding its addresses.
+    node: NodeId,
+}
+
+impl Engine {
+    /// The snapshot version this engine was compiled from.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Number of zones.
+    #[must_use]
+    pub fn zone_count(&self) -> usize {
+        self.zones.len()
+    }
+
+    /// (apex in presentation form, serial) of every zone.
+    pub fn zones(&self) -> impl Iterator<Item = (String, u32)> + '_ {
+        self.zones
+            .iter()
+            .map(|z| (qdns_zone::name::to_text(&z.apex), z.serial))
+    }
+
+    /// Sets the largest UDP response this server sends (default 1232).
+    #[must_use]
+    pub fn with_max_udp_payload(mut self, size: u16) -> Engine {
+        self.max_udp_payload = size.max(512);
+        self
+    }
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine {
+            version: 0,
+            zones: Vec::new(),
+            by_apex: HashMap::new(),
+            max_udp_payload: DEFAULT_UDP_PAYLOAD,
+        }
+    }
+}
+
+impl Rrset {
+    /// Iterates (offset within `records`, record bytes) of each record.
+    fn each_record(&self) -> impl Iterator<Item = (usize, &[u8])> + '_ {
+        let mut pos = 0usize;
+        std::iter::from_fn(move || {
+            let fixed = self.records.get(pos..pos + 10)?;
+            let rdlen = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+            let at = pos;
+            let record = self.records.get(pos..pos + 10 + rdlen)?;
+            pos += 10 + rdlen;
+            Some((at, record))
+        })
+    }
+}
+
+impl Node {
+    fn rrset(&self, rtype: u16) -> Option<&Rrset> {
+        self.rrsets.iter().find(|set| set.rtype == rtype)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,376 @@
+//! Building the response (RFC 1034 §4.3.2, RFC 1035 §4.1, RFC 2308 negative answers,
+//! RFC 6604 CNAME chains, RFC 8482 ANY, RFC 6891 EDNS, RFC 2181 §9 truncation).
+use super::{lookup::Found, Engine, NodeId, Rrset, ZoneData};
+use crate::wire::{
+    builder::NameRef,
+    edns::{opt_record, Edns, OPT_LEN},
+    header::{self, HEADER_LEN},
+    parse_query, rtype, Builder, Full, Query, Rcode, Reject,
+};
+
+/// Longest CNAME chain followed inside a zone before answering with what we have.
+pub const MAX_CNAME_CHAIN: usize = 8;
+/// Additional-section targets remembered per response.
+const MAX_TARGETS: usize = 16;
+/// Largest DNS message (TCP, RFC 1035 §4.2.2).
+pub const MAX_MESSAGE: usize = 65_535;
+/// Largest UDP response without EDNS (RFC 1035 §2.3.4).
+pub const CLASSIC_UDP: usize = 512;
+
+/// How the query arrived; decides the response size limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Datagram: 512 octets, or the EDNS payload size capped by our maximum.
+    Udp,
+    /// Stream: up to 65,535 octets.
+    Tcp,
+}
+
+/// What was sent back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Octets of the response.
+    pub len: usize,
+    /// Its response code.
+    pub rcode: Rcode,
+    /// True when TC was set.
+    pub truncated: bool,
+}
+
+/// Sections written so far.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    answer: u16,
+    authority: u16,
+    additional: u16,
+}
+
+/// Result of resolving the question.
+struct Resolution {
+    rcode: Rcode,
+    authoritative: bool,
+    counts: Counts,
+}
+
+/// The names whose addresses go in the additional section.
+struct Targets {
+    list: [(usize, NodeId); MAX_TARGETS],
+    len: usize,
+}
+
+impl Targets {
+    fn new() -> Targets {
+        Targets {
+            list: [(0, 0); MAX_TARGETS],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, at: usize, node: NodeId) {
+        if let Some(slot) = self.list.get_mut(self.len) {
+            *slot = (at, node);
+            self.len += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (usize, NodeId)> + '_ {
+        self.list.iter().take(self.len).copied()
+    }
+}
+
+impl Engine {
+    /// Answers the query in `msg` into `out`; `None` when it must be dropped (too short
+    /// to answer, or not a query). Allocation-free.
+    pub fn respond(&self, msg: &[u8], out: &mut [u8], transport: Transport) -> Option<Outcome> {
+        let query = match parse_query(msg) {
+            Ok(query) => query,
+            Err(Reject::Drop) => return None,
+            Err(Reject::Respond {
+                rcode,
+                question_end,
+                edns,
+            }) => {
+                return self.reject(msg, out, transport, rcode, question_end, edns);
+            }
+        };
+        let limit = self.size_limit(transport, query.edns);
+        let mut b = Builder::new(out, limit);
+        let question = msg.get(HEADER_LEN..query.question_end)?;
+        let base = response_flags(query.header.flags);
+        b.put(&query.header.id.to_be_bytes()).ok()?;
+        b.put(&[0; 10]).ok()?;
+        b.put(question).ok()?;
+        b.set_u16(4, 1);
+        if let Some(edns) = query.edns {
+            if edns.version > 0 {
+                return finish(
+                    b,
+                    base,
+                    Rcode::BadVers,
+                    Counts::default(),
+                    query.edns,
+                    self.max_udp_payload,
+                );
+            }
+            b.reserve(OPT_LEN);
+        }
+        let resolved = self.resolve(&query, &mut b);
+        let (flags, rcode, counts) = match resolved {
+            Ok(r) => (
+                base | if r.authoritative { header::AA } else { 0 },
+                r.rcode,
+                r.counts,
+            ),
+            Err(Full) => {
+                // Did not fit: header, question and OPT only, TC set (RFC 2181 §9).
+                b.truncate(query.question_end);
+                (base | header::TC, Rcode::NoError, Counts::default())
+            }
+        };
+        b.release(OPT_LEN);
+        finish(b, flags, rcode, counts, query.edns, self.max_udp_payload)
+    }
+
+    fn size_limit(&self, transport: Transport, edns: Option<Edns>) -> usize {
+        match (transport, edns) {
+            (Transport::Tcp, _) => MAX_MESSAGE,
+            (Transport::Udp, None) => CLASSIC_UDP,
+            (Transport::Udp, Some(edns)) => {
+                usize::from(edns.udp_payload.min(self.max_udp_payload)).max(CLASSIC_UDP)
+            }
+        }
+    }
+
+    /// FORMERR / NOTIMP for queries we cannot answer normally.
+    fn reject(
+        &self,
+        msg: &[u8],
+        out: &mut [u8],
+        transport: Transport,
+        rcode: Rcode,
+        question_end: usize,
+        edns: Option<Edns>,
+    ) -> Option<Outcome> {
+        let header = header::Header::read(msg)?;
+        let mut b = Builder::new(out, self.size_limit(transport, edns));
+        b.put(&header.id.to_be_bytes()).ok()?;
+        b.put(&[0; 10]).ok()?;
+        if question_end > HEADER_LEN {
+            b.put(msg.get(HEADER_LEN..question_end)?).ok()?;
+            b.set_u16(4, 1);
+        }
+        let flags = response_flags(header.flags) | (header.flags & header::OPCODE_MASK);
+        finish(
+            b,
+            flags,
+            rcode,
+            Counts::default(),
+            edns,
+            self.max_udp_payload,
+        )
+    }
+
+    /// RFC 1034 §4.3.2 from step 2 on.
+    fn resolve(&self, query: &Query, b: &mut Builder<'_>) -> Result<Resolution, Full> {
+        let refused = Resolution {
+            rcode: Rcode::Refused,
+            authoritative: false,
+            counts: Counts::default(),
+        };
+        if query.qclass != rtype::CLASS_IN {
+            return Ok(refused);
+        }
+        match query.qtype {
+            rtype::AXFR | rtype::IXFR => return Ok(refused),
+            rtype::MAILA | rtype::MAILB => {
+                return Ok(Resolution {
+                    rcode: Rcode::NotImp,
+                    ..refused
+                })
+            }
+            _ => {}
+        }
+        let Some(zone) = self.zone_for(&query.qname) else {
+            return Ok(refused);
+        };
+        let mut counts = Counts::default();
+        let mut current = NameRef {
+            at: HEADER_LEN,
+            wire: query.qname.as_wire(),
+        };
+        let mut targets = Targets::new();
+        for chain in 0..=MAX_CNAME_CHAIN {
+            let found = zone.find(current.wire, query.qtype);
+            let id = match found {
+                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b),
+                // A chain that leaves our authority ends here; the resolver goes on.
+                Found::Referral(_) => break,
+                Found::NxDomain => {
+                    counts.authority += put_negative(zone, current, b)?;
+                    return Ok(Resolution {
+                        rcode: Rcode::NxDomain,
+                        authoritative: true,
+                        counts,
+                    });
+                }
+                Found::Node(id) | Found::Wildcard(id) => id,
+            };
+            let Some(node) = zone.node(id) else { break };
+            let wanted = if query.qtype == rtype::ANY {
+                // RFC 8482 §4.1: one RRset is enough.
+                node.rrsets.first()
+            } else {
+                node.rrset(query.qtype)
+            };
+            if let Some(set) = wanted {
+                counts.answer += put_rrset(b, current, set, &mut targets)?;
+                counts.additional += put_additional(zone, &targets, b, false)?;
+                break;
+            }
+            let Some(cname) = node.rrset(rtype::CNAME) else {
+                counts.authority += put_negative(zone, current, b)?;
+                break;
+            };
+            let record_at = b.len();
+            counts.answer += put_rrset(b, current, cname, &mut targets)?;
+            // The target sits right after the owner and the 10 fixed octets.
+            let owner_len = b.len() - record_at - cname.records.len();
+            let target = NameRef {
+                at: record_at + owner_len + 10,
+                wire: cname.records.get(10..).unwrap_or_default(),
+            };
+            if !qdns_zone::name::is_at_or_below(target.wire, &zone.apex) {
+                break;
+            }
+            current = target;
+        }
+        Ok(Resolution {
+            rcode: Rcode::NoError,
+            authoritative: true,
+            counts,
+        })
+    }
+}
+
+/// A referral: the cut's NS set in authority, glue in additional, AA clear.
+fn referral(
+    zone: &ZoneData,
+    cut: NodeId,
+    current: NameRef<'_>,
+    b: &mut Builder<'_>,
+) -> Result<Resolution, Full> {
+    let mut counts = Counts::default();
+    let Some(node) = zone.node(cut) else {
+        return Ok(Resolution {
+            rcode: Rcode::ServFail,
+            authoritative: false,
+            counts,
+        });
+    };
+    let owner = current.suffix(current.wire.len().saturating_sub(node.name.len()));
+    let mut targets = Targets::new();
+    if let Some(ns) = node.rrset(rtype::NS) {
+        counts.authority += put_rrset(b, owner, ns, &mut targets)?;
+    }
+    // Glue is required for in-domain servers: if it does not fit, TC (RFC 9471 §3).
+    counts.additional += put_additional(zone, &targets, b, true)?;
+    Ok(Resolution {
+        rcode: Rcode::NoError,
+        authoritative: false,
+        counts,
+    })
+}
+
+/// The zone's SOA in authority, owner pointing at the apex inside `current`.
+fn put_negative(zone: &ZoneData, current: NameRef<'_>, b: &mut Builder<'_>) -> Result<u16, Full> {
+    let apex = current.suffix(current.wire.len().saturating_sub(zone.apex.len()));
+    b.put_name(apex)?;
+    b.put(&zone.negative_soa)?;
+    Ok(1)
+}
+
+/// Writes every record of `set` owned by `owner`; remembers additional-section targets.
+fn put_rrset(
+    b: &mut Builder<'_>,
+    mut owner: NameRef<'_>,
+    set: &Rrset,
+    targets: &mut Targets,
+) -> Result<u16, Full> {
+    for (at, record) in set.each_record() {
+        owner = b.put_name(owner)?;
+        let record_at = b.len();
+        b.put(record)?;
+        for target in set.targets.iter() {
+            let offset = target.offset as usize;
+            if offset >= at && offset < at + record.len() {
+                targets.push(record_at + offset - at, target.node);
+            }
+        }
+    }
+    Ok(set.count)
+}
+
+/// A and AAAA of each target. Optional data that does not fit is left out whole set by
+/// whole set; `required` data (glue) that does not fit makes the answer truncated.
+fn put_additional(
+    zone: &ZoneData,
+    targets: &Targets,
+    b: &mut Builder<'_>,
+    required: bool,
+) -> Result<u16, Full> {
+    let mut added = 0;
+    for (at, id) in targets.iter() {
+        let Some(node) = zone.node(id) else { continue };
+        let owner = NameRef {
+            at,
+            wire: &node.name,
+        };
+        for rr_type in [rtype::A, rtype::AAAA] {
+            let Some(set) = node.rrset(rr_type) else {
+                continue;
+            };
+            let mark = b.len();
+            match put_rrset(b, owner, set, &mut Targets::new()) {
+                Ok(count) => added += count,
+                Err(Full) if !required => {
+                    b.truncate(mark);
+                    return Ok(added);
+                }
+                Err(Full) => return Err(Full),
+            }
+        }
+    }
+    Ok(added)
+}
+
+/// QR set; RD and CD copied from the query.
+fn response_flags(query_flags: u16) -> u16 {
+    header::QR | (query_flags & (header::RD | header::CD))
+}
+
+/// Writes the OPT record, the flags, RCODE and section counts.
+/// `payload` is the UDP size we advertise.
+fn finish(
+    mut b: Builder<'_>,
+    flags: u16,
+    rcode: Rcode,
+    counts: Counts,
+    edns: Option<Edns>,
+    payload: u16,
+) -> Option<Outcome> {
+    let mut additional = counts.additional;
+    if let Some(edns) = edns {
+        let opt = opt_record(payload, rcode.extended_bits(), edns.dnssec_ok);
+        b.put(&opt).ok()?;
+        additional += 1;
+    }
+    b.set_u16(2, flags | rcode.header_bits());
+    b.set_u16(6, counts.answer);
+    b.set_u16(8, counts.authority);
+    b.set_u16(10, additional);
+    Some(Outcome {
+        len: b.len(),
+        rcode,
+        truncated: flags & header::TC != 0,
+    })
+}

@@ -1,0 +1,191 @@
+//! Running the edge: load the snapshot, bind the sockets, serve until shutdown.
+//!
+//! `run` takes an injected shutdown token so tests can start and stop it in-process; the
+//! binary cancels it on SIGTERM/SIGINT. SIGHUP re-reads the zone directory (standalone
+//! mode): a zone set that fails validation is logged and the running one keeps serving.
+pub mod tcp;
+pub mod udp;
+
+use std::{
+    io,
+    net::SocketAddr,
+    path::Path,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc,
+    },
+};
+
+use arc_swap::ArcSwap;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    engine::EngineError,
+    stats::{self, WorkerStats},
+    xdp::{XdpGuard, XdpLoadError},
+    Config, Engine,
+};
+
+/// A fatal start-up error (the binary prints it as one line and exits non-zero).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The zones failed validation.
+    #[error("{0}")]
+    Zone(#[from] qdns_zone::ZoneError),
+    /// The snapshot could not be compiled.
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+    /// A socket could not be bound.
+    #[error("cannot listen on {addr} ({proto}): {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// udp or tcp.
+        proto: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A thread or the runtime could not start.
+    #[error("cannot start: {0}")]
+    Start(#[source] io::Error),
+    /// XDP could not be set up.
+    #[error("{0}")]
+    Xdp(#[from] XdpLoadError),
+}
+
+/// Loads `dir` into an engine of snapshot `version`.
+pub fn load_engine(dir: &Path, version: u64, max_udp_payload: u16) -> Result<Engine, ServerError> {
+    let snapshot = qdns_zone::load_dir(dir, version)?;
+    Ok(Engine::compile(&snapshot)?.with_max_udp_payload(max_udp_payload))
+}
+
+/// Serves DNS per `config` until `shutdown` is cancelled.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
+    let version = AtomicU64::new(1);
+    let engine = load_engine(
+        &config.zones,
+        version.load(Ordering::Relaxed),
+        config.max_udp_payload,
+    )?;
+    for (zone, serial) in engine.zones() {
+        tracing::info!(%zone, serial, "zone loaded");
+    }
+    let engine = Arc::new(ArcSwap::from_pointee(engine));
+
+    // Bind everything before serving anything, so a bad address fails start-up whole.
+    let mut udp_sockets = Vec::new();
+    let mut tcp_listeners = Vec::new();
+    for &addr in &config.listen {
+        for _ in 0..config.workers {
+            udp_sockets.push(udp::bind(addr).map_err(|source| ServerError::Bind {
+                addr,
+                proto: "udp",
+                source,
+            })?);
+        }
+        // Bind TCP to the port UDP actually got (for port 0 in tests).
+        let bound = udp_sockets
+            .last()
+            .and_then(|s| s.local_addr().ok())
+            .and_then(|a| a.as_socket())
+            .unwrap_or(addr);
+        let listener = bind_tcp(bound).map_err(|source| ServerError::Bind {
+            addr,
+            proto: "tcp",
+            source,
+        })?;
+        tracing::info!(udp = %bound, tcp = %bound, workers = config.workers, "listening");
+        tcp_listeners.push(listener);
+    }
+
+    let xdp = if config.xdp.is_empty() {
+        None
+    } else {
+        Some(XdpGuard::attach(&config.xdp, config.xdp_mode)?)
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker_stats: Vec<Arc<WorkerStats>> =
+        (0..udp_sockets.len() + 1).map(|_| Arc::default()).collect();
+    let udp_threads =
+        udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
+    let tcp_stats = worker_stats.last().cloned().unwrap_or_default();
+    let limits = tcp::TcpLimits {
+        idle_timeout: config.tcp_idle_timeout,
+        max_connections: config.max_tcp_connections,
+    };
+    let mut tcp_tasks = tokio::task::JoinSet::new();
+    for listener in tcp_listeners {
+        tcp_tasks.spawn(tcp::serve(
+            listener,
+            Arc::clone(&engine),
+            Arc::clone(&tcp_stats),
+            limits,
+            shutdown.clone(),
+        ));
+    }
+
+    reload_on_hup(&config, &engine, &version, &shutdown).await;
+
+    stop.store(true, Ordering::Relaxed);
+    while tcp_tasks.join_next().await.is_some() {}
+    for thread in udp_threads {
+        let _ = thread.join();
+    }
+    let totals = stats::totals(worker_stats.iter().map(AsRef::as_ref));
+    tracing::info!(?totals, "stopped");
+    if let Some(xdp) = xdp {
+        tracing::info!(counters = ?xdp.counters(), interfaces = ?xdp.interfaces(), "detaching XDP");
+    }
+    Ok(())
+}
+
+/// Waits for shutdown; on each SIGHUP reloads the zones and swaps the engine atomically.
+async fn reload_on_hup(
+    config: &Config,
+    engine: &ArcSwap<Engine>,
+    version: &AtomicU64,
+    shutdown: &CancellationToken,
+) {
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(hup) => hup,
+        Err(err) => {
+            tracing::warn!(%err, "no SIGHUP handler: reload by restart only");
+            shutdown.cancelled().await;
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = hup.recv() => {}
+        }
+        let next = version.load(Ordering::Relaxed) + 1;
+        match load_engine(&config.zones, next, config.max_udp_payload) {
+            Ok(new) => {
+                version.store(next, Ordering::Relaxed);
+                engine.store(Arc::new(new));
+                tracing::info!(version = next, "zones reloaded");
+            }
+            Err(err) => tracing::error!(%err, "reload rejected; the running zones keep serving"),
+        }
+    }
+}
+
+fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    socket.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(socket.into())
+}

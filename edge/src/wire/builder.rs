@@ -1,0 +1,158 @@
+//! Writing a response into a caller-owned buffer, bounded by a size limit.
+//!
+//! Nothing here allocates. Names are written as compression pointers (RFC 1035 §4.1.4)
+//! to a copy that is already in the message whenever that copy is within reach of a
+//! pointer (offset < 0x4000), and literally otherwise.
+
+/// The response would exceed the size limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Full;
+
+/// A name already present, uncompressed, at offset `at` of the message being built.
+#[derive(Clone, Copy, Debug)]
+pub struct NameRef<'n> {
+    /// Offset of the literal copy in the message.
+    pub at: usize,
+    /// The name's wire form (used when a pointer cannot reach `at`).
+    pub wire: &'n [u8],
+}
+
+impl<'n> NameRef<'n> {
+    /// The suffix of this name that starts at label offset `offset` of `wire`.
+    #[must_use]
+    pub fn suffix(self, offset: usize) -> NameRef<'n> {
+        NameRef {
+            at: self.at + offset,
+            wire: self.wire.get(offset..).unwrap_or_default(),
+        }
+    }
+}
+
+/// Largest offset a compression pointer can hold.
+const MAX_POINTER: usize = 0x3fff;
+
+/// A response under construction.
+pub struct Builder<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+    limit: usize,
+}
+
+impl<'b> Builder<'b> {
+    /// A builder over `buf` that never writes past `limit` octets (nor past `buf`).
+    pub fn new(buf: &'b mut [u8], limit: usize) -> Builder<'b> {
+        let limit = limit.min(buf.len());
+        Builder { buf, len: 0, limit }
+    }
+
+    /// Octets written so far.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is written.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Lowers the limit by `octets` (room kept for the OPT record).
+    pub fn reserve(&mut self, octets: usize) {
+        self.limit = self.limit.saturating_sub(octets);
+    }
+
+    /// Raises the limit by `octets` again.
+    pub fn release(&mut self, octets: usize) {
+        self.limit = (self.limit + octets).min(self.buf.len());
+    }
+
+    /// Forgets everything past `len`.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Appends `bytes`.
+    pub fn put(&mut self, bytes: &[u8]) -> Result<(), Full> {
+        let end = self.len + bytes.len();
+        if end > self.limit {
+            return Err(Full);
+        }
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(Full)?
+            .copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+
+    /// Appends a big-endian `u16`.
+    pub fn put_u16(&mut self, value: u16) -> Result<(), Full> {
+        self.put(&value.to_be_bytes())
+    }
+
+    /// Appends a reference to `name`: a pointer if it can reach, else the literal name.
+    /// Returns where a literal copy of the name now is (for later pointers).
+    pub fn put_name<'n>(&mut self, name: NameRef<'n>) -> Result<NameRef<'n>, Full> {
+        if name.at <= MAX_POINTER {
+            self.put_u16(0xc000 | name.at as u16)?;
+            Ok(name)
+        } else {
+            let at = self.len;
+            self.put(name.wire)?;
+            Ok(NameRef {
+                at,
+                wire: name.wire,
+            })
+        }
+    }
+
+    /// Overwrites the `u16` at `at` (header fields, counts).
+    pub fn set_u16(&mut self, at: usize, value: u16) {
+        if let Some(slot) = self.buf.get_mut(at..at + 2) {
+            slot.copy_from_slice(&value.to_be_bytes());
+        }
+    }
+
+    /// Reads back the `u16` at `at`.
+    #[must_use]
+    pub fn get_u16(&self, at: usize) -> u16 {
+        self.buf
+            .get(at..at + 2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    /// The message written so far.
+    #[must_use]
+    pub fn as_slice(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn respects_limit_and_writes_pointers() {
+        let mut buf = [0u8; 64];
+        let mut b = Builder::new(&mut buf, 16);
+        b.put(&[0; 12]).unwrap();
+        let name = NameRef {
+            at: 12,
+            wire: b"\x01a\x00",
+        };
+        b.put_name(name).unwrap();
+        assert_eq!(b.as_slice()[12..], [0xc0, 12]);
+        assert_eq!(b.put(&[1, 2, 3]), Err(Full));
+        assert_eq!(b.len(), 14);
+        let far = NameRef {
+            at: 0x4000,
+            wire: b"\x01a\x00",
+        };
+        let mut big = vec![0u8; 64];
+        let mut b = Builder::new(&mut big, 64);
+        let copy = b.put_name(far).unwrap();
+        assert_eq!((copy.at, b.as_slice()), (0, &b"\x01a\x00"[..]));
+    }
+}

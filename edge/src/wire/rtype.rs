@@ -1,0 +1,37 @@
+//! RR type and class codes the responder treats specially (RFC 1035 §3.2.2, §3.2.4).
+
+/// IPv4 address.
+pub const A: u16 = 1;
+/// Name server.
+pub const NS: u16 = 2;
+/// Canonical name.
+pub const CNAME: u16 = 5;
+/// Start of authority.
+pub const SOA: u16 = 6;
+/// Mail exchange.
+pub const MX: u16 = 15;
+/// IPv6 address.
+pub const AAAA: u16 = 28;
+/// Service locator.
+pub const SRV: u16 = 33;
+/// EDNS OPT pseudo-record.
+pub const OPT: u16 = 41;
+/// Delegation signer (answered from the parent side of a cut).
+pub const DS: u16 = 43;
+/// Transaction key / signature (meta types, never asked for).
+pub const TKEY: u16 = 249;
+/// Transaction signature.
+pub const TSIG: u16 = 250;
+/// Incremental zone transfer.
+pub const IXFR: u16 = 251;
+/// Zone transfer.
+pub const AXFR: u16 = 252;
+/// Obsolete mailbox queries.
+pub const MAILB: u16 = 253;
+/// Obsolete mail agent queries.
+pub const MAILA: u16 = 254;
+/// Any type (RFC 8482).
+pub const ANY: u16 = 255;
+
+/// Class IN.
+pub const CLASS_IN: u16 = 1;

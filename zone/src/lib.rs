@@ -1,0 +1,25 @@
+//! qdns-zone: zone files in, validated snapshot out.
+//!
+//! ```text
+//!   zones/*.toml ──schema (serde, spans)──┐
+//!   [zone] include = master file ─hickory─┴─► validate ─► Snapshot { version, zones }
+//! ```
+//!
+//! Both daemons use it: `qdns-control` compiles zones into snapshots and pushes them to
+//! edges, and `qdns-edge --zones DIR` (standalone mode) loads them itself. The
+//! [`snapshot`] module is the model the edge consumes; it holds names and RDATA in
+//! uncompressed wire format so the edge can precompute answers without parsing text.
+//! Every rejection names the file, the line or key, and the reason ([`ZoneError`]).
+#![warn(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod error;
+pub mod load;
+pub mod master;
+pub mod name;
+pub mod schema;
+pub mod snapshot;
+
+pub use error::ZoneError;
+pub use load::{load_dir, load_zone_file};
+pub use snapshot::{RecordSet, Snapshot, Zone};

@@ -1,0 +1,522 @@
+//! Loading and validating zones: a directory of `*.toml` files → [`Snapshot`].
+//!
+//! Validation (RFC 1034 §4.2, RFC 2181, RFC 1912 §2.4): names inside the origin, one
+//! SOA at the apex, NS at the apex, a CNAME alone at its name and never at the apex,
+//! no record set defined twice, TTLs ≤ 2^31−1, only glue (A/AAAA) below a delegation.
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::{Path, PathBuf},
+    str::FromStr,
+};
+
+use hickory_proto::rr::{Name, RecordType};
+use toml::Spanned;
+
+use crate::{
+    master,
+    name::{self, is_at_or_below},
+    schema::{self, RrsetEntry, ZoneFile},
+    RecordSet, Snapshot, Zone, ZoneError,
+};
+
+/// Largest TTL allowed (RFC 2181 §8).
+pub const MAX_TTL: u32 = 0x7fff_ffff;
+
+const TYPE_SOA: u16 = 6;
+const TYPE_NS: u16 = 2;
+const TYPE_CNAME: u16 = 5;
+const TYPE_A: u16 = 1;
+const TYPE_AAAA: u16 = 28;
+
+/// Loads every `*.toml` file of `dir` (one zone each) into a snapshot of `version`.
+pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
+    let io = |source| ZoneError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(io)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    files.retain(|path| path.extension().is_some_and(|ext| ext == "toml") && path.is_file());
+    files.sort();
+    if files.is_empty() {
+        return Err(ZoneError::invalid(
+            dir,
+            None,
+            None,
+            "no *.toml zone file in this directory",
+        ));
+    }
+    let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
+    for path in &files {
+        let zone = load_zone_file(path)?;
+        if let Some(other) = zones.iter().find(|z| z.origin == zone.origin) {
+            return Err(ZoneError::invalid(
+                path,
+                None,
+                Some("zone.origin".to_owned()),
+                format!(
+                    "zone {} is already defined in {}",
+                    name::to_text(&zone.origin),
+                    other.source
+                ),
+            ));
+        }
+        zones.push(zone);
+    }
+    zones.sort_by(|a, b| a.origin.cmp(&b.origin));
+    Ok(Snapshot { version, zones })
+}
+
+/// Loads and validates one zone file.
+pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
+    let text = fs::read_to_string(path).map_err(|source| ZoneError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: ZoneFile = toml::from_str(&text).map_err(|err| {
+        let line = err.span().map(|span| line_of(&text, span.start));
+        ZoneError::invalid(path, line, None, err.message().trim().to_owned())
+    })?;
+    ZoneBuilder::new(path, &text, &file)?.build(&file)
+}
+
+/// 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .map_or(1, |head| head.bytes().filter(|&b| b == b'\n').count() + 1)
+}
+
+/// Where one record set came from, for error messages.
+#[derive(Clone)]
+struct Origin {
+    path: PathBuf,
+    line: Option<usize>,
+    key: Option<String>,
+}
+
+struct ZoneBuilder<'a> {
+    path: &'a Path,
+    text: &'a str,
+    origin: Name,
+    origin_wire: Vec<u8>,
+    ttl: u32,
+    sets: BTreeMap<(Vec<u8>, u16), (RecordSet, Origin)>,
+}
+
+impl<'a> ZoneBuilder<'a> {
+    fn new(path: &'a Path, text: &'a str, file: &ZoneFile) -> Result<Self, ZoneError> {
+        let mut builder = ZoneBuilder {
+            path,
+            text,
+            origin: Name::root(),
+            origin_wire: vec![0],
+            ttl: schema::DEFAULT_TTL,
+            sets: BTreeMap::new(),
+        };
+        let origin_text = file.zone.origin.get_ref();
+        if !origin_text.ends_with('.') {
+            return Err(builder.err(
+                &file.zone.origin,
+                "zone.origin",
+                format!("origin {origin_text:?} must be absolute (end with '.')"),
+            ));
+        }
+        builder.origin = Name::from_ascii(origin_text)
+            .map_err(|e| builder.err(&file.zone.origin, "zone.origin", format!("bad name: {e}")))?;
+        builder.origin_wire = name::to_wire(&builder.origin);
+        if let Some(ttl) = &file.zone.ttl {
+            builder.ttl = builder.ttl_value(ttl, "zone.ttl")?;
+        }
+        Ok(builder)
+    }
+
+    fn err<T>(&self, at: &Spanned<T>, key: &str, reason: impl Into<String>) -> ZoneError {
+        ZoneError::invalid(
+            self.path,
+            Some(line_of(self.text, at.span().start)),
+            Some(key.to_owned()),
+            reason,
+        )
+    }
+
+    fn ttl_value(&self, ttl: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
+        u32::try_from(*ttl.get_ref())
+            .ok()
+            .filter(|&t| t <= MAX_TTL)
+            .ok_or_else(|| {
+                self.err(
+                    ttl,
+                    key,
+                    format!("TTL {} is outside 0..={MAX_TTL}", ttl.get_ref()),
+                )
+            })
+    }
+
+    fn u32_value(&self, value: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
+        u32::try_from(*value.get_ref()).map_err(|_| {
+            self.err(
+                value,
+                key,
+                format!("{} is outside 0..=4294967295", value.get_ref()),
+            )
+        })
+    }
+
+    /// Resolves an owner or target name: `@`, relative, or absolute.
+    fn name(&self, text: &Spanned<String>, key: &str) -> Result<Name, ZoneError> {
+        let raw = text.get_ref().trim();
+        if raw.is_empty() {
+            return Err(self.err(text, key, "empty name"));
+        }
+        if raw == "@" {
+            return Ok(self.origin.clone());
+        }
+        Name::parse(raw, Some(&self.origin))
+            .map_err(|e| self.err(text, key, format!("bad name {raw:?}: {e}")))
+    }
+
+    fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
+        let key = (set.name.clone(), set.rtype);
+        if let Some((_, first)) = self.sets.get(&key) {
+            return Err(ZoneError::invalid(
+                &origin.path,
+                origin.line,
+                origin.key,
+                format!(
+                    "{} {} is defined twice (also at {}{}); merge the values into one set",
+                    name::to_text(&set.name),
+                    type_name(set.rtype),
+                    first.path.display(),
+                    first.line.map(|l| format!(":{l}")).unwrap_or_default()
+                ),
+            ));
+        }
+        self.sets.insert(key, (set, origin));
+        Ok(())
+    }
+
+    fn here(&self, at: Option<usize>, key: Option<String>) -> Origin {
+        Origin {
+            path: self.path.to_path_buf(),
+            line: at,
+            key,
+        }
+    }
+
+    fn build(mut self, file: &ZoneFile) -> Result<Zone, ZoneError> {
+        if let Some(include) = &file.zone.include {
+            self.include(include)?;
+        }
+        self.soa(file)?;
+        self.apex_ns(file)?;
+        for (index, entry) in file.rrset.iter().enumerate() {
+            self.rrset(index, entry)?;
+        }
+        self.validate()?;
+        let soa = self
+            .sets
+            .get(&(self.origin_wire.clone(), TYPE_SOA))
+            .map(|(set, _)| set.clone());
+        let Some(soa) = soa else {
+            return Err(ZoneError::invalid(
+                self.path,
+                None,
+                Some("zone.soa".to_owned()),
+                "the zone has no SOA",
+            ));
+        };
+        let rdata = soa.rdata.first().map(Vec::as_slice).unwrap_or_default();
+        let fixed = rdata.len().saturating_sub(20);
+        let field = |i: usize| {
+            rdata
+                .get(fixed + 4 * i..fixed + 4 * i + 4)
+                .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let (serial, minimum) = (field(0), field(4));
+        Ok(Zone {
+            origin: self.origin_wire,
+            source: self.path.display().to_string(),
+            serial,
+            negative_ttl: soa.ttl.min(minimum),
+            rrsets: self.sets.into_values().map(|(set, _)| set).collect(),
+        })
+    }
+
+    fn include(&mut self, include: &Spanned<String>) -> Result<(), ZoneError> {
+        let base = self.path.parent().unwrap_or_else(|| Path::new("."));
+        let master_path = base.join(include.get_ref());
+        let text = fs::read_to_string(&master_path).map_err(|e| {
+            self.err(
+                include,
+                "zone.include",
+                format!("cannot read {}: {e}", master_path.display()),
+            )
+        })?;
+        for parsed in master::parse(&text, &master_path, &self.origin, self.ttl)? {
+            let origin = Origin {
+                path: master_path.clone(),
+                line: parsed.line,
+                key: None,
+            };
+            let set = RecordSet {
+                name: parsed.name,
+                rtype: parsed.rtype,
+                ttl: parsed.ttl,
+                rdata: parsed.rdata,
+            };
+            if set.ttl > MAX_TTL {
+                return Err(ZoneError::invalid(
+                    &origin.path,
+                    origin.line,
+                    None,
+                    format!("TTL {} is above {MAX_TTL}", set.ttl),
+                ));
+            }
+            self.insert(set, origin)?;
+        }
+        Ok(())
+    }
+
+    fn soa(&mut self, file: &ZoneFile) -> Result<(), ZoneError> {
+        let Some(soa) = &file.zone.soa else {
+            return Ok(());
+        };
+        let key = (self.origin_wire.clone(), TYPE_SOA);
+        if let Some((_, first)) = self.sets.get(&key) {
+            return Err(self.err(
+                soa,
+                "zone.soa",
+                format!(
+                    "the SOA is also in {}; keep one of the two",
+                    first.path.display()
+                ),
+            ));
+        }
+        let soa = soa.get_ref();
+        let mut rdata = name::to_wire(&self.name(&soa.mname, "zone.soa.mname")?);
+        rdata.extend(name::to_wire(&self.name(&soa.rname, "zone.soa.rname")?));
+        for (value, key) in [
+            (&soa.serial, "zone.soa.serial"),
+            (&soa.refresh, "zone.soa.refresh"),
+            (&soa.retry, "zone.soa.retry"),
+            (&soa.expire, "zone.soa.expire"),
+            (&soa.minimum, "zone.soa.minimum"),
+        ] {
+            rdata.extend(self.u32_value(value, key)?.to_be_bytes());
+        }
+        let line = Some(line_of(
+            self.text,
+            file.zone.soa.as_ref().map_or(0, |s| s.span().start),
+        ));
+        let set = RecordSet {
+            name: self.origin_wire.clone(),
+            rtype: TYPE_SOA,
+            ttl: self.ttl,
+            rdata: vec![rdata],
+        };
+        let origin = self.here(line, Some("zone.soa".to_owned()));
+        self.insert(set, origin)
+    }
+
+    fn apex_ns(&mut self, file: &ZoneFile) -> Result<(), ZoneError> {
+        let Some(ns) = &file.zone.ns else {
+            return Ok(());
+        };
+        let key = (self.origin_wire.clone(), TYPE_NS);
+        if let Some((_, first)) = self.sets.get(&key) {
+            return Err(self.err(
+                ns,
+                "zone.ns",
+                format!(
+                    "the apex NS set is also in {}; keep one of the two",
+                    first.path.display()
+                ),
+            ));
+        }
+        let mut rdata = Vec::new();
+        for (i, target) in ns.get_ref().names.iter().enumerate() {
+            rdata.push(name::to_wire(
+                &self.name(target, &format!("zone.ns.names[{i}]"))?,
+            ));
+        }
+        if rdata.is_empty() {
+            return Err(self.err(ns, "zone.ns.names", "at least one name server is required"));
+        }
+        let set = RecordSet {
+            name: self.origin_wire.clone(),
+            rtype: TYPE_NS,
+            ttl: self.ttl,
+            rdata,
+        };
+        let origin = self.here(
+            Some(line_of(self.text, ns.span().start)),
+            Some("zone.ns".to_owned()),
+        );
+        self.insert(set, origin)
+    }
+
+    fn rrset(&mut self, index: usize, entry: &RrsetEntry) -> Result<(), ZoneError> {
+        let key = |field: &str| format!("rrset[{index}].{field}");
+        let owner = self.name(&entry.name, &key("name"))?;
+        let owner_wire = name::to_wire(&owner);
+        if !is_at_or_below(&owner_wire, &self.origin_wire) {
+            return Err(self.err(
+                &entry.name,
+                &key("name"),
+                format!("{owner} is outside the zone {}", self.origin),
+            ));
+        }
+        let rtype = RecordType::from_str(&entry.rtype.get_ref().to_ascii_uppercase())
+            .ok()
+            .filter(|t| !matches!(t, RecordType::Unknown(_)) && is_data_type(u16::from(*t)))
+            .ok_or_else(|| {
+                self.err(
+                    &entry.rtype,
+                    &key("type"),
+                    format!("unknown or non-data RR type {:?}", entry.rtype.get_ref()),
+                )
+            })?;
+        if rtype == RecordType::SOA {
+            return Err(self.err(
+                &entry.rtype,
+                &key("type"),
+                "the SOA comes from [zone.soa] or the included master file",
+            ));
+        }
+        let ttl = match &entry.ttl {
+            Some(ttl) => self.ttl_value(ttl, &key("ttl"))?,
+            None => self.ttl,
+        };
+        let values = entry.values.get_ref();
+        if values.is_empty() {
+            return Err(self.err(
+                &entry.values,
+                &key("values"),
+                "at least one value is required",
+            ));
+        }
+        let mut rdata: Vec<Vec<u8>> = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let wire = master::parse_value(&self.origin, &owner, rtype, value.get_ref()).map_err(
+                |reason| {
+                    self.err(
+                        value,
+                        &key(&format!("values[{i}]")),
+                        format!("invalid {rtype} value {:?}: {reason}", value.get_ref()),
+                    )
+                },
+            )?;
+            if rdata.contains(&wire) {
+                return Err(self.err(value, &key(&format!("values[{i}]")), "duplicate value"));
+            }
+            rdata.push(wire);
+        }
+        let set = RecordSet {
+            name: owner_wire,
+            rtype: u16::from(rtype),
+            ttl,
+            rdata,
+        };
+        let origin = self.here(
+            Some(line_of(self.text, entry.name.span().start)),
+            Some(format!("rrset[{index}]")),
+        );
+        self.insert(set, origin)
+    }
+
+    /// Whole-zone rules, once every set is in.
+    fn validate(&self) -> Result<(), ZoneError> {
+        let fail = |origin: &Origin, reason: String| {
+            ZoneError::invalid(&origin.path, origin.line, origin.key.clone(), reason)
+        };
+        if !self.sets.contains_key(&(self.origin_wire.clone(), TYPE_NS)) {
+            return Err(ZoneError::invalid(
+                self.path,
+                None,
+                Some("zone.ns".to_owned()),
+                "the zone has no NS records at its apex",
+            ));
+        }
+        let cuts: BTreeSet<&[u8]> = self
+            .sets
+            .keys()
+            .filter(|(owner, rtype)| *rtype == TYPE_NS && *owner != self.origin_wire)
+            .map(|(owner, _)| owner.as_slice())
+            .collect();
+        for ((owner, rtype), (set, origin)) in &self.sets {
+            let text = name::to_text(owner);
+            if !is_at_or_below(owner, &self.origin_wire) {
+                return Err(fail(
+                    origin,
+                    format!("{text} is outside the zone {}", self.origin),
+                ));
+            }
+            if *rtype == TYPE_SOA && *owner != self.origin_wire {
+                return Err(fail(
+                    origin,
+                    format!("SOA at {text}: an SOA belongs at the apex only"),
+                ));
+            }
+            if *rtype == TYPE_SOA && set.rdata.len() != 1 {
+                return Err(fail(
+                    origin,
+                    "the zone must have exactly one SOA record".to_owned(),
+                ));
+            }
+            if *rtype == TYPE_CNAME {
+                if *owner == self.origin_wire {
+                    return Err(fail(
+                        origin,
+                        "a CNAME cannot be at the zone apex (RFC 1912 §2.4)".to_owned(),
+                    ));
+                }
+                if set.rdata.len() > 1 {
+                    return Err(fail(
+                        origin,
+                        format!(
+                            "{text} has {} CNAME records; one is allowed (RFC 2181 §10.1)",
+                            set.rdata.len()
+                        ),
+                    ));
+                }
+                if let Some(((_, other), _)) = self
+                    .sets
+                    .range((owner.clone(), 0)..=(owner.clone(), u16::MAX))
+                    .find(|((_, t), _)| *t != TYPE_CNAME)
+                {
+                    return Err(fail(origin, format!("{text} has a CNAME and other data ({}); a CNAME must be alone (RFC 1034 §3.6.2)", type_name(*other))));
+                }
+            }
+            // Data at or below a zone cut is occluded, except the cut's NS and glue.
+            for cut in &cuts {
+                let at_cut = owner.as_slice() == *cut;
+                let below = is_at_or_below(owner, cut) && !at_cut;
+                let glue = matches!(*rtype, TYPE_A | TYPE_AAAA);
+                if (at_cut && !matches!(*rtype, TYPE_NS | 43)) || (below && !glue) {
+                    return Err(fail(origin, format!(
+                        "{text} {} is at or below the delegation {}; only NS (and DS) at the cut and A/AAAA glue below it are allowed",
+                        type_name(*rtype),
+                        name::to_text(cut)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// False for meta and question-only types (RFC 6895 §3.1), which never sit in a zone.
+fn is_data_type(rtype: u16) -> bool {
+    !matches!(rtype, 0 | 41 | 128..=255)
+}
+
+fn type_name(rtype: u16) -> String {
+    RecordType::from(rtype).to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+use std::fs;
+
+use super::*;
+
+const HEAD: &str = r#"
+[zone]
+origin = "example.com."
+ttl = 60
+
+[zone.soa]
+mname = "ns1.example.com."
+rname = "hostmaster.example.com."
+serial = 2026120101
+refresh = 7200
+retry = 900
+expire = 1209600
+minimum = 30
+
+[zone.ns]
+names = ["ns1", "ns2.example.com."]
+"#;
+
+fn load(body: &str) -> Result<Zone, ZoneError> {
+    load_with(body, None)
+}
+
+fn load_with(body: &str, master: Option<&str>) -> Result<Zone, ZoneError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("example.com.toml");
+    fs::write(&path, body).unwrap();
+    if let Some(master) = master {
+        fs::write(dir.path().join("example.com.zone"), master).unwrap();
+    }
+    load_zone_file(&path)
+}
+
+fn error(body: &str) -> String {
+    let msg = load(body).unwrap_err().to_string();
+    assert!(
+        msg.contains("example.com.toml"),
+        "error names the file: {msg}"
+    );
+    assert!(!msg.contains('\n'), "error is one line: {msg}");
+    msg
+}
+
+#[test]
+fn loads_plain_zone() {
+    let zone = load(&format!(
+        "{HEAD}\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.1\", \"192.0.2.2\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(zone.origin, b"\x07example\x03com\x00");
+    assert_eq!(zone.serial, 2026120101);
+    assert_eq!(zone.negative_ttl, 30, "min(SOA TTL 60, minimum 30)");
+    let www = zone.rrset(b"\x03www\x07example\x03com\x00", 1).unwrap();
+    assert_eq!(www.ttl, 60);
+    assert_eq!(www.rdata.len(), 2);
+    let ns = zone.rrset(&zone.origin, 2).unwrap();
+    assert_eq!(ns.rdata[0], b"\x03ns1\x07example\x03com\x00");
+}
+
+#[test]
+fn rejects_bad_address_with_line_and_key() {
+    let body =
+        format!("{HEAD}\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.300\"]\n");
+    let line = body
+        .lines()
+        .position(|l| l.contains("192.0.2.300"))
+        .unwrap()
+        + 1;
+    let msg = error(&body);
+    assert!(
+        msg.contains(&format!(":{line}: rrset[0].values[0]")),
+        "{msg}"
+    );
+    assert!(msg.contains("invalid A value"), "{msg}");
+}
+
+#[test]
+fn rejects_name_outside_origin() {
+    let msg = error(&format!(
+        "{HEAD}\n[[rrset]]\nname = \"www.example.org.\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n"
+    ));
+    assert!(
+        msg.contains("rrset[0].name") && msg.contains("outside the zone"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn rejects_unknown_key_and_relative_origin() {
+    let msg = error(&format!(
+        "{HEAD}\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalue = [\"192.0.2.1\"]\n"
+    ));
+    assert!(msg.contains("unknown field `value`"), "{msg}");
+    let msg = error(&HEAD.replace("\"example.com.\"", "\"example.com\""));
+    assert!(
+        msg.contains("zone.origin") && msg.contains("absolute"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn rejects_cname_with_other_data_and_at_apex() {
+    let msg = error(&format!(
+        "{HEAD}\n[[rrset]]\nname = \"x\"\ntype = \"CNAME\"\nvalues = [\"www\"]\n[[rrset]]\nname = \"x\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n"
+    ));
+    assert!(msg.contains("CNAME and other data"), "{msg}");
+    let msg = error(&format!(
+        "{HEAD}\n[[rrset]]\nname = \"@\"\ntype = \"CNAME\"\nvalues = [\"www\"]\n"
+    ));
+    assert!(msg.contains("apex"), "{msg}");
+}
+
+#[test]
+fn rejects_duplicates_and_bad_ttl() {
+    let set = "[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n";
+    let msg = error(&format!("{HEAD}\n{set}{set}"));
+    assert!(msg.contains("defined twice"), "{msg}");
+    let msg = error(&format!(
+        "{HEAD}\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nttl = -1\nvalues = [\"192.0.2.1\"]\n"
+    ));
+    assert!(msg.contains("rrset[0].ttl"), "{msg}");
+}
+
+#[test]
+fn rejects_data_below_delegation_but_keeps_glue() {
+    let deleg = "[[rrset]]\nname = \"sub\"\ntype = \"NS\"\nvalues = [\"ns.sub\"]\n[[rrset]]\nname = \"ns.sub\"\ntype = \"A\"\nvalues = [\"192.0.2.53\"]\n";
+    load(&format!("{HEAD}\n{deleg}")).unwrap();
+    let msg = error(&format!(
+        "{HEAD}\n{deleg}[[rrset]]\nname = \"x.sub\"\ntype = \"TXT\"\nvalues = ['\"hidden\"']\n"
+    ));
+    assert!(msg.contains("below the delegation"), "{msg}");
+}
+
+#[test]
+fn include_master_file_merges_and_reports_lines() {
+    let body = format!("{HEAD}").replace("ttl = 60", "ttl = 60\ninclude = \"example.com.zone\"");
+    let zone = load_with(&body, Some("mail IN MX 10 mx\nmx 120 IN A 192.0.2.25\n")).unwrap();
+    let mx = zone.rrset(b"\x04mail\x07example\x03com\x00", 15).unwrap();
+    assert_eq!(mx.ttl, 60);
+    assert_eq!(
+        zone.rrset(b"\x02mx\x07example\x03com\x00", 1).unwrap().ttl,
+        120
+    );
+
+    let err = load_with(&body, Some("ok IN A 192.0.2.1\nbad IN MX ten mx\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("example.com.zone:2:"), "{err}");
+
+    let err = load_with(&body, Some("@ IN SOA a. b. 1 2 3 4 5\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("SOA is also in"), "{err}");
+}
+
+#[test]
+fn load_dir_rejects_duplicate_origins_and_empty_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(load_dir(dir.path(), 1)
+        .unwrap_err()
+        .to_string()
+        .contains("no *.toml"));
+    fs::write(dir.path().join("a.toml"), HEAD).unwrap();
+    fs::write(dir.path().join("b.toml"), HEAD).unwrap();
+    let msg = load_dir(dir.path(), 1).unwrap_err().to_string();
+    assert!(
+        msg.contains("b.toml") && msg.contains("already defined"),
+        "{msg}"
+    );
+}
