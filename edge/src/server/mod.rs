@@ -63,6 +63,8 @@ pub fn load_engine(dir: &Path, version: u64, max_udp_payload: u16) -> Result<Eng
 
 /// Serves DNS per `config` until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
+    // Installed first: SIGHUP's default action would kill the process.
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let version = AtomicU64::new(1);
     let engine = load_engine(
         &config.zones,
@@ -78,25 +80,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let mut udp_sockets = Vec::new();
     let mut tcp_listeners = Vec::new();
     for &addr in &config.listen {
-        for _ in 0..config.workers {
-            udp_sockets.push(udp::bind(addr).map_err(|source| ServerError::Bind {
-                addr,
-                proto: "udp",
-                source,
-            })?);
-        }
-        // Bind TCP to the port UDP actually got (for port 0 in tests).
-        let bound = udp_sockets
-            .last()
-            .and_then(|s| s.local_addr().ok())
-            .and_then(|a| a.as_socket())
-            .unwrap_or(addr);
-        let listener = bind_tcp(bound).map_err(|source| ServerError::Bind {
-            addr,
-            proto: "tcp",
-            source,
-        })?;
+        let (sockets, listener) = bind_address(addr, config.workers)?;
+        let bound = listener.local_addr().unwrap_or(addr);
         tracing::info!(udp = %bound, tcp = %bound, workers = config.workers, "listening");
+        udp_sockets.extend(sockets);
         tcp_listeners.push(listener);
     }
 
@@ -127,7 +114,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         ));
     }
 
-    reload_on_hup(&config, &engine, &version, &shutdown).await;
+    reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
 
     stop.store(true, Ordering::Relaxed);
     while tcp_tasks.join_next().await.is_some() {}
@@ -144,12 +131,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
 /// Waits for shutdown; on each SIGHUP reloads the zones and swaps the engine atomically.
 async fn reload_on_hup(
+    hup: io::Result<tokio::signal::unix::Signal>,
     config: &Config,
     engine: &ArcSwap<Engine>,
     version: &AtomicU64,
     shutdown: &CancellationToken,
 ) {
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+    let mut hup = match hup {
         Ok(hup) => hup,
         Err(err) => {
             tracing::warn!(%err, "no SIGHUP handler: reload by restart only");
@@ -172,6 +160,45 @@ async fn reload_on_hup(
             Err(err) => tracing::error!(%err, "reload rejected; the running zones keep serving"),
         }
     }
+}
+
+/// Binds `workers` UDP sockets and one TCP listener on the same address and port.
+/// With port 0 the first UDP socket picks the port; if TCP cannot have that port too,
+/// another is tried.
+fn bind_address(
+    addr: SocketAddr,
+    workers: usize,
+) -> Result<(Vec<socket2::Socket>, tokio::net::TcpListener), ServerError> {
+    let udp_err = |source| ServerError::Bind {
+        addr,
+        proto: "udp",
+        source,
+    };
+    let attempts = if addr.port() == 0 { 32 } else { 1 };
+    let mut last = None;
+    for _ in 0..attempts {
+        let first = udp::bind(addr).map_err(udp_err)?;
+        let bound = first
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .unwrap_or(addr);
+        match bind_tcp(bound) {
+            Ok(listener) => {
+                let mut sockets = vec![first];
+                for _ in 1..workers {
+                    sockets.push(udp::bind(bound).map_err(udp_err)?);
+                }
+                return Ok((sockets, listener));
+            }
+            Err(err) => last = Some(err),
+        }
+    }
+    Err(ServerError::Bind {
+        addr,
+        proto: "tcp",
+        source: last.unwrap_or_else(|| io::Error::other("no attempt made")),
+    })
 }
 
 fn bind_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpListener> {

@@ -1,0 +1,85 @@
+//! The edge answers the DNS clients operators use: dig (BIND) and kdig (Knot).
+mod common;
+
+use std::process::Command;
+
+use common::Edge;
+
+fn run(tool: &str, args: &[String]) -> String {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} is required (scripts/setup installs it): {e}"));
+    assert!(
+        out.status.success(),
+        "{tool} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn dig_gets_authoritative_answers_over_udp_and_tcp_v4_and_v6() {
+    let edge = Edge::start();
+    for addr in edge.addrs() {
+        for transport in ["+notcp", "+tcp"] {
+            let out = run(
+                "dig",
+                &[
+                    format!("@{}", addr.ip()),
+                    "-p".into(),
+                    addr.port().to_string(),
+                    transport.into(),
+                    "www.example.com".into(),
+                    "A".into(),
+                ],
+            );
+            assert!(out.contains("status: NOERROR"), "{out}");
+            assert!(out.contains("flags: qr aa"), "{out}");
+            assert!(
+                out.contains("192.0.2.10") && out.contains("192.0.2.11"),
+                "{out}"
+            );
+        }
+        // dig retries a truncated answer over TCP by itself.
+        let out = run(
+            "dig",
+            &[
+                format!("@{}", addr.ip()),
+                "-p".into(),
+                addr.port().to_string(),
+                "big.example.com".into(),
+                "TXT".into(),
+            ],
+        );
+        assert!(out.contains("Truncated, retrying in TCP mode"), "{out}");
+        assert_eq!(out.matches("record-").count(), 20, "{out}");
+    }
+}
+
+#[test]
+fn kdig_sees_nxdomain_refused_and_edns() {
+    let edge = Edge::start();
+    let at = |addr: std::net::SocketAddr| {
+        vec![
+            format!("@{}", addr.ip()),
+            "-p".into(),
+            addr.port().to_string(),
+        ]
+    };
+    for addr in edge.addrs() {
+        let mut args = at(addr);
+        args.extend(["nope.example.com".into(), "A".into(), "+edns".into()]);
+        let out = run("kdig", &args);
+        assert!(out.contains("status: NXDOMAIN;"), "{out}");
+        assert!(
+            out.contains("Version: 0; flags: ; UDP size: 1232 B"),
+            "{out}"
+        );
+        assert!(out.contains("SOA"), "{out}");
+        let mut args = at(addr);
+        args.extend(["www.example.org".into(), "A".into(), "+tcp".into()]);
+        let out = run("kdig", &args);
+        assert!(out.contains("status: REFUSED;"), "{out}");
+    }
+}

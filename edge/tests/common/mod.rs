@@ -1,0 +1,292 @@
+//! Helpers for the edge's integration tests: start the real `qdns-edge` binary on
+//! loopback, and talk to it as a DNS client (hickory-proto builds and parses messages,
+//! independently of the edge's own wire code).
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpStream, UdpSocket},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+use hickory_proto::{
+    op::{Edns, Message, Query},
+    rr::{Name, RecordType},
+};
+
+/// The example zones (the fixture of these tests).
+pub fn example_zones() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones")
+}
+
+/// A running `qdns-edge`, killed (by its PID) on drop.
+pub struct Edge {
+    child: Child,
+    /// IPv4 service address.
+    pub v4: SocketAddr,
+    /// IPv6 service address.
+    pub v6: SocketAddr,
+    stderr: std::sync::Mutex<mpsc::Receiver<String>>,
+}
+
+impl Edge {
+    /// Starts the edge on ephemeral loopback ports with the example zones.
+    pub fn start() -> Edge {
+        Edge::start_with(&example_zones(), &[])
+    }
+
+    /// Starts the edge on ephemeral loopback ports serving `zones`, with `extra` flags.
+    pub fn start_with(zones: &Path, extra: &[&str]) -> Edge {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_qdns-edge"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--listen",
+                "[::1]:0",
+                "--workers",
+                "2",
+                "--zones",
+            ])
+            .arg(zones)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn qdns-edge");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            // Every line is echoed, so a failing test shows what the edge said.
+            for line in BufReader::new(stderr).lines() {
+                let line = match line {
+                    Ok(line) => line,
+                    Err(e) => format!("(stderr unreadable: {e})"),
+                };
+                eprintln!("[qdns-edge] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let mut addrs = Vec::new();
+        let mut seen = Vec::new();
+        while addrs.len() < 2 {
+            let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
+                panic!(
+                    "qdns-edge did not start (status {:?}); stderr:\n{}",
+                    child.try_wait(),
+                    seen.join("\n")
+                );
+            };
+            seen.push(line.clone());
+            if let Some(rest) = line.split("udp=").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap();
+                addrs.push(addr.parse::<SocketAddr>().unwrap());
+            }
+        }
+        Edge {
+            child,
+            v4: addrs[0],
+            v6: addrs[1],
+            stderr: std::sync::Mutex::new(rx),
+        }
+    }
+
+    /// Both service addresses.
+    pub fn addrs(&self) -> [SocketAddr; 2] {
+        [self.v4, self.v6]
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal to the edge.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args(["-s", signal, &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for a log line containing `needle`.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.lock().unwrap().recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no log line containing {needle:?} within {timeout:?}"),
+            }
+        }
+    }
+
+    /// Stops the edge with SIGTERM and returns its exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "qdns-edge did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Options of a test query.
+#[derive(Clone, Copy)]
+pub struct Ask {
+    /// EDNS payload size, or no EDNS.
+    pub edns: Option<u16>,
+    /// EDNS version.
+    pub version: u8,
+    /// DO bit.
+    pub dnssec_ok: bool,
+    /// RD bit.
+    pub recursion_desired: bool,
+}
+
+impl Default for Ask {
+    fn default() -> Self {
+        Ask {
+            edns: Some(1232),
+            version: 0,
+            dnssec_ok: false,
+            recursion_desired: false,
+        }
+    }
+}
+
+/// Wire bytes of a query for `name`/`qtype`.
+pub fn query(name: &str, qtype: RecordType, ask: Ask) -> Vec<u8> {
+    let mut msg = Message::query();
+    msg.metadata.id = rand_id();
+    msg.metadata.recursion_desired = ask.recursion_desired;
+    msg.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    if let Some(payload) = ask.edns {
+        let mut edns = Edns::new();
+        edns.set_max_payload(payload);
+        edns.set_version(ask.version);
+        edns.set_dnssec_ok(ask.dnssec_ok);
+        msg.set_edns(edns);
+    }
+    msg.to_vec().unwrap()
+}
+
+fn rand_id() -> u16 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::Instant::now()) as u16
+}
+
+/// Parses a response, checking it answers `query` (same ID, QR set).
+pub fn parse_response(query: &[u8], response: &[u8]) -> Message {
+    let msg = Message::from_vec(response)
+        .unwrap_or_else(|e| panic!("unparseable response {response:02x?}: {e}"));
+    assert_eq!(
+        msg.metadata.id,
+        u16::from_be_bytes([query[0], query[1]]),
+        "ID echoed"
+    );
+    assert_eq!(
+        msg.metadata.message_type,
+        hickory_proto::op::MessageType::Response
+    );
+    msg
+}
+
+/// Sends `query` over UDP and returns the raw response. Like dig, it tries three
+/// times (UDP is lossy: a full socket queue drops datagrams); a server that stalls
+/// still fails.
+pub fn udp_raw(addr: SocketAddr, query: &[u8]) -> Vec<u8> {
+    let socket = UdpSocket::bind(if addr.is_ipv4() {
+        "127.0.0.1:0"
+    } else {
+        "[::1]:0"
+    })
+    .unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = vec![0u8; 65_535];
+    for _ in 0..3 {
+        socket.send_to(query, addr).unwrap();
+        if let Ok((len, from)) = socket.recv_from(&mut buf) {
+            assert_eq!(from, addr);
+            buf.truncate(len);
+            return buf;
+        }
+    }
+    panic!("no UDP response from {addr} after 3 tries");
+}
+
+/// Sends `query` over TCP (one connection) and returns the raw response.
+pub fn tcp_raw(addr: SocketAddr, query: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    write_framed(&mut stream, query);
+    read_framed(&mut stream)
+}
+
+/// Writes one length-prefixed message.
+pub fn write_framed(stream: &mut TcpStream, msg: &[u8]) {
+    let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(msg);
+    stream.write_all(&framed).unwrap();
+}
+
+/// Reads one length-prefixed message.
+pub fn read_framed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).unwrap();
+    let mut buf = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut buf).unwrap();
+    buf
+}
+
+/// The transports a behaviour is checked over.
+#[derive(Clone, Copy, Debug)]
+pub enum Via {
+    /// UDP.
+    Udp,
+    /// TCP.
+    Tcp,
+}
+
+/// Asks over `via` at `addr` and parses the answer.
+pub fn ask(addr: SocketAddr, via: Via, name: &str, qtype: RecordType, opts: Ask) -> Message {
+    let q = query(name, qtype, opts);
+    let raw = match via {
+        Via::Udp => udp_raw(addr, &q),
+        Via::Tcp => tcp_raw(addr, &q),
+    };
+    parse_response(&q, &raw)
+}
+
+/// Every (address, transport) pair of an edge.
+pub fn every_path(edge: &Edge) -> Vec<(SocketAddr, Via)> {
+    let mut out = Vec::new();
+    for addr in edge.addrs() {
+        out.push((addr, Via::Udp));
+        out.push((addr, Via::Tcp));
+    }
+    out
+}

@@ -1,0 +1,167 @@
+//! Start-up, reload and shutdown of the real binary (SPEC §1, §2).
+mod common;
+
+use std::{fs, process::Command, time::Duration};
+
+use common::{ask, example_zones, Ask, Edge, Via};
+use hickory_proto::{op::ResponseCode, rr::RecordType};
+
+fn copy_examples(dir: &std::path::Path) {
+    for entry in fs::read_dir(example_zones()).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+}
+
+/// Runs the binary expecting a start-up failure; returns its stderr.
+fn start_fails(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdns-edge"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "start-up must fail for {args:?}");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn invalid_zone_stops_start_up_with_one_line_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    let path = dir.path().join("example.net.toml");
+    let text = fs::read_to_string(&path)
+        .unwrap()
+        .replace("203.0.113.80", "203.0.113.800");
+    let line = text
+        .lines()
+        .position(|l| l.contains("203.0.113.800"))
+        .unwrap()
+        + 1;
+    fs::write(&path, text).unwrap();
+    let stderr = start_fails(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--zones",
+        dir.path().to_str().unwrap(),
+    ]);
+    let last = stderr.lines().last().unwrap();
+    assert!(last.starts_with("qdns-edge: "), "{stderr}");
+    assert!(
+        last.contains(&format!("example.net.toml:{line}: rrset[0].values[0]")),
+        "{last}"
+    );
+    assert!(last.contains("invalid A value"), "{last}");
+}
+
+#[test]
+fn port_in_use_and_missing_zones_fail_clearly() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    // A plain (non-SO_REUSEPORT) holder makes the bind fail.
+    let listen = format!("127.0.0.1:{port}");
+    let stderr = start_fails(&[
+        "--listen",
+        &listen,
+        "--zones",
+        example_zones().to_str().unwrap(),
+    ]);
+    assert!(
+        stderr.contains(&format!("cannot listen on {listen} (udp)")),
+        "{stderr}"
+    );
+    let stderr = start_fails(&["--listen", "127.0.0.1:0", "--zones", "/nonexistent/zones"]);
+    assert!(
+        stderr.contains("/nonexistent/zones: cannot read"),
+        "{stderr}"
+    );
+    let stderr = start_fails(&["--zones", "/tmp"]);
+    assert!(stderr.contains("--listen"), "{stderr}");
+}
+
+#[test]
+fn sighup_reloads_and_a_bad_reload_keeps_the_running_zones() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    let edge = Edge::start_with(dir.path(), &[]);
+    let net = dir.path().join("example.net.toml");
+    let original = fs::read_to_string(&net).unwrap();
+    fs::write(&net, original.replace("203.0.113.80", "203.0.113.81")).unwrap();
+    edge.signal("HUP");
+    edge.wait_for_log("zones reloaded", Duration::from_secs(10));
+    let msg = ask(
+        edge.v4,
+        Via::Udp,
+        "www.example.net.",
+        RecordType::A,
+        Ask::default(),
+    );
+    assert_eq!(format!("{:?}", msg.answers[0].data), "A(A(203.0.113.81))");
+
+    fs::write(&net, original.replace("203.0.113.80", "not-an-address")).unwrap();
+    edge.signal("HUP");
+    let line = edge.wait_for_log("reload rejected", Duration::from_secs(10));
+    assert!(line.contains("example.net.toml"), "{line}");
+    let msg = ask(
+        edge.v4,
+        Via::Tcp,
+        "www.example.net.",
+        RecordType::A,
+        Ask::default(),
+    );
+    assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(
+        format!("{:?}", msg.answers[0].data),
+        "A(A(203.0.113.81))",
+        "old data still served"
+    );
+}
+
+#[test]
+fn sigterm_stops_cleanly() {
+    let edge = Edge::start();
+    ask(
+        edge.v6,
+        Via::Udp,
+        "www.example.com.",
+        RecordType::A,
+        Ask::default(),
+    );
+    let status = edge.stop();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn config_file_sets_flags_and_flags_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("edge.toml");
+    fs::write(
+        &config,
+        format!(
+            "zones = {:?}\nworkers = 1\nmax_udp_payload = 600\n",
+            example_zones().to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let edge = Edge::start_with(
+        &example_zones(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--max-udp-payload",
+            "700",
+        ],
+    );
+    let msg = ask(
+        edge.v4,
+        Via::Udp,
+        "www.example.com.",
+        RecordType::A,
+        Ask::default(),
+    );
+    assert_eq!(msg.edns.unwrap().max_payload(), 700);
+    fs::write(&config, "listen = [\"127.0.0.1:0\"]\nbogus = 1\n").unwrap();
+    let stderr = start_fails(&["--config", config.to_str().unwrap()]);
+    assert!(
+        stderr.contains("edge.toml") && stderr.contains("bogus"),
+        "{stderr}"
+    );
+}

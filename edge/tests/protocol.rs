@@ -1,0 +1,585 @@
+//! SPEC §7 behaviour of the real `qdns-edge` binary over real sockets: each test runs
+//! over UDP and TCP, IPv4 and IPv6, with hickory-proto as the client.
+mod common;
+
+use std::{
+    net::{Ipv4Addr, TcpStream},
+    sync::OnceLock,
+    time::Duration,
+};
+
+use common::{
+    ask, every_path, parse_response, query, read_framed, tcp_raw, udp_raw, write_framed, Ask, Edge,
+    Via,
+};
+use hickory_proto::{
+    op::{OpCode, ResponseCode},
+    rr::{RData, RecordType},
+};
+
+/// One edge shared by the tests of this file (they only read).
+fn edge() -> &'static Edge {
+    static EDGE: OnceLock<Edge> = OnceLock::new();
+    EDGE.get_or_init(Edge::start)
+}
+
+fn a_values(msg: &hickory_proto::op::Message) -> Vec<Ipv4Addr> {
+    let mut out: Vec<_> = msg
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(a.0),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn authoritative_answer_with_aa_and_case_echo() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(addr, via, "WwW.ExAmPlE.cOm.", RecordType::A, Ask::default());
+        assert_eq!(
+            msg.metadata.response_code,
+            ResponseCode::NoError,
+            "{via:?} {addr}"
+        );
+        assert!(msg.metadata.authoritative, "AA over {via:?} {addr}");
+        assert!(!msg.metadata.recursion_available);
+        assert_eq!(
+            msg.queries[0].name().to_ascii(),
+            "WwW.ExAmPlE.cOm.",
+            "question case echoed"
+        );
+        assert_eq!(
+            a_values(&msg),
+            vec![Ipv4Addr::new(192, 0, 2, 10), Ipv4Addr::new(192, 0, 2, 11)]
+        );
+        assert_eq!(
+            msg.answers[0].name.to_ascii(),
+            "WwW.ExAmPlE.cOm.",
+            "owner echoes the question's case"
+        );
+        assert_eq!(msg.answers[0].ttl, 30);
+    }
+}
+
+#[test]
+fn nxdomain_with_soa_and_negative_ttl() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(
+            addr,
+            via,
+            "nope.example.net.",
+            RecordType::A,
+            Ask::default(),
+        );
+        assert_eq!(
+            msg.metadata.response_code,
+            ResponseCode::NXDomain,
+            "{via:?}"
+        );
+        assert!(msg.metadata.authoritative);
+        assert!(msg.answers.is_empty());
+        assert_eq!(msg.authorities.len(), 1);
+        let soa = &msg.authorities[0];
+        assert_eq!(soa.record_type(), RecordType::SOA);
+        assert_eq!(soa.name.to_ascii().to_lowercase(), "example.net.");
+        // example.net: zone ttl 300, SOA minimum 120 → min = 120 (RFC 2308 §3).
+        assert_eq!(soa.ttl, 120);
+    }
+}
+
+#[test]
+fn nodata_with_soa_and_empty_non_terminal() {
+    for (addr, via) in every_path(edge()) {
+        for name in ["www.example.com.", "ent.tree.example.com."] {
+            let qtype = if name.starts_with("www") {
+                RecordType::MX
+            } else {
+                RecordType::A
+            };
+            let msg = ask(addr, via, name, qtype, Ask::default());
+            assert_eq!(
+                msg.metadata.response_code,
+                ResponseCode::NoError,
+                "{name} {via:?}"
+            );
+            assert!(msg.metadata.authoritative);
+            assert!(msg.answers.is_empty(), "{name}");
+            assert_eq!(msg.authorities[0].record_type(), RecordType::SOA, "{name}");
+            assert_eq!(msg.authorities[0].ttl, 60);
+        }
+    }
+}
+
+#[test]
+fn refused_outside_every_zone() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(addr, via, "www.example.org.", RecordType::A, Ask::default());
+        assert_eq!(msg.metadata.response_code, ResponseCode::Refused, "{via:?}");
+        assert!(!msg.metadata.authoritative);
+        assert!(msg.answers.is_empty() && msg.authorities.is_empty());
+    }
+}
+
+#[test]
+fn formerr_for_malformed_queries() {
+    // QDCOUNT 2, a pointer in the question, trailing garbage, two OPT records.
+    let good = query(
+        "www.example.com.",
+        RecordType::A,
+        Ask {
+            edns: None,
+            ..Ask::default()
+        },
+    );
+    let mut two_questions = good.clone();
+    two_questions[5] = 2;
+    let mut pointer = good[..12].to_vec();
+    pointer.extend([0xc0, 0x0c, 0, 1, 0, 1]);
+    let mut trailing = good.clone();
+    trailing.extend(b"junk");
+    let mut two_opts = query("www.example.com.", RecordType::A, Ask::default());
+    let opt = two_opts[two_opts.len() - 11..].to_vec();
+    two_opts.extend(opt);
+    two_opts[11] = 2;
+    for (addr, via) in every_path(edge()) {
+        for (what, bad) in [
+            ("qdcount", &two_questions),
+            ("pointer", &pointer),
+            ("trailing", &trailing),
+            ("two OPT", &two_opts),
+        ] {
+            let raw = match via {
+                Via::Udp => udp_raw(addr, bad),
+                Via::Tcp => tcp_raw(addr, bad),
+            };
+            let msg = parse_response(bad, &raw);
+            assert_eq!(
+                msg.metadata.response_code,
+                ResponseCode::FormErr,
+                "{what} over {via:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn notimp_for_other_opcodes() {
+    for (addr, via) in every_path(edge()) {
+        let mut q = query(
+            "example.com.",
+            RecordType::SOA,
+            Ask {
+                edns: None,
+                ..Ask::default()
+            },
+        );
+        q[2] = (q[2] & !0x78) | (u8::from(OpCode::Notify) << 3);
+        let raw = match via {
+            Via::Udp => udp_raw(addr, &q),
+            Via::Tcp => tcp_raw(addr, &q),
+        };
+        let msg = parse_response(&q, &raw);
+        assert_eq!(msg.metadata.response_code, ResponseCode::NotImp, "{via:?}");
+        assert_eq!(msg.metadata.op_code, OpCode::Notify, "opcode echoed");
+    }
+}
+
+#[test]
+fn name_compression_in_responses() {
+    for (addr, via) in every_path(edge()) {
+        let q = query(
+            "www.example.com.",
+            RecordType::A,
+            Ask {
+                edns: None,
+                ..Ask::default()
+            },
+        );
+        let raw = match via {
+            Via::Udp => udp_raw(addr, &q),
+            Via::Tcp => tcp_raw(addr, &q),
+        };
+        // Header 12 + question 21 + two answers of pointer(2) + 10 + 4 = 65 octets.
+        assert_eq!(raw.len(), 12 + 21 + 2 * 16, "{via:?}");
+        assert_eq!(
+            &raw[33..35],
+            &[0xc0, 0x0c],
+            "owner is a pointer to the question"
+        );
+        parse_response(&q, &raw);
+    }
+}
+
+#[test]
+fn cname_chased_inside_the_zone() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(
+            addr,
+            via,
+            "chain.example.com.",
+            RecordType::A,
+            Ask::default(),
+        );
+        let types: Vec<_> = msg.answers.iter().map(|r| r.record_type()).collect();
+        assert_eq!(
+            types,
+            [
+                RecordType::CNAME,
+                RecordType::CNAME,
+                RecordType::A,
+                RecordType::A
+            ],
+            "{via:?}"
+        );
+        assert_eq!(msg.answers[1].name.to_ascii(), "alias.example.com.");
+        assert_eq!(msg.answers[2].name.to_ascii(), "www.example.com.");
+        assert!(msg.metadata.authoritative);
+        // A CNAME to another zone is not chased across zones.
+        let msg = ask(
+            addr,
+            via,
+            "outside.example.com.",
+            RecordType::A,
+            Ask::default(),
+        );
+        assert_eq!(msg.answers.len(), 1);
+        assert_eq!(msg.answers[0].record_type(), RecordType::CNAME);
+        // Asking for the CNAME itself is not chased.
+        let msg = ask(
+            addr,
+            via,
+            "alias.example.com.",
+            RecordType::CNAME,
+            Ask::default(),
+        );
+        assert_eq!(msg.answers.len(), 1);
+    }
+}
+
+#[test]
+fn delegation_answered_as_referral_with_glue() {
+    for (addr, via) in every_path(edge()) {
+        for name in ["sub.example.com.", "host.deep.sub.example.com."] {
+            let msg = ask(addr, via, name, RecordType::A, Ask::default());
+            assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{name}");
+            assert!(
+                !msg.metadata.authoritative,
+                "a referral is not authoritative"
+            );
+            assert!(msg.answers.is_empty());
+            let ns: Vec<_> = msg
+                .authorities
+                .iter()
+                .map(|r| (r.name.to_ascii(), r.record_type()))
+                .collect();
+            assert_eq!(ns.len(), 2, "{ns:?}");
+            assert!(
+                ns.iter()
+                    .all(|(n, t)| n == "sub.example.com." && *t == RecordType::NS),
+                "{ns:?}"
+            );
+            let glue: Vec<_> = msg.additionals.iter().map(|r| r.name.to_ascii()).collect();
+            assert_eq!(
+                glue,
+                ["ns.sub.example.com."],
+                "in-zone glue only, over {via:?}"
+            );
+        }
+        // DS is answered from the parent side of the cut, authoritatively.
+        let msg = ask(
+            addr,
+            via,
+            "sub.example.com.",
+            RecordType::DS,
+            Ask::default(),
+        );
+        assert!(msg.metadata.authoritative);
+        assert_eq!(msg.authorities[0].record_type(), RecordType::SOA);
+    }
+}
+
+#[test]
+fn additional_addresses_for_mx_targets() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(addr, via, "example.com.", RecordType::MX, Ask::default());
+        assert_eq!(msg.answers.len(), 2);
+        let extra: Vec<_> = msg
+            .additionals
+            .iter()
+            .map(|r| (r.name.to_ascii(), r.record_type()))
+            .collect();
+        assert_eq!(
+            extra,
+            [("mail.example.com.".to_owned(), RecordType::A)],
+            "{via:?}"
+        );
+    }
+}
+
+#[test]
+fn wildcard_synthesis() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(
+            addr,
+            via,
+            "Any.Thing.wild.example.com.",
+            RecordType::A,
+            Ask::default(),
+        );
+        assert_eq!(a_values(&msg), [Ipv4Addr::new(192, 0, 2, 99)], "{via:?}");
+        assert_eq!(
+            msg.answers[0].name.to_ascii(),
+            "Any.Thing.wild.example.com."
+        );
+        let msg = ask(
+            addr,
+            via,
+            "x.wild.example.com.",
+            RecordType::AAAA,
+            Ask::default(),
+        );
+        assert!(msg.answers.is_empty() && msg.metadata.response_code == ResponseCode::NoError);
+    }
+}
+
+#[test]
+fn any_answered_per_rfc8482() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(addr, via, "example.com.", RecordType::ANY, Ask::default());
+        assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
+        assert!(msg.metadata.authoritative);
+        let types: std::collections::BTreeSet<_> =
+            msg.answers.iter().map(|r| r.record_type()).collect();
+        assert_eq!(
+            types.len(),
+            1,
+            "one RRset, not all of them ({types:?}) over {via:?}"
+        );
+    }
+}
+
+#[test]
+fn edns_opt_echo_payload_and_do_bit() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(
+            addr,
+            via,
+            "www.example.com.",
+            RecordType::A,
+            Ask {
+                edns: Some(4096),
+                dnssec_ok: true,
+                ..Ask::default()
+            },
+        );
+        let edns = msg.edns.as_ref().expect("OPT echoed");
+        assert_eq!(edns.max_payload(), 1232, "our advertised size");
+        assert_eq!(edns.version(), 0);
+        assert!(edns.flags().dnssec_ok, "DO copied (RFC 3225)");
+        let msg = ask(
+            addr,
+            via,
+            "www.example.com.",
+            RecordType::A,
+            Ask {
+                edns: None,
+                ..Ask::default()
+            },
+        );
+        assert!(msg.edns.is_none(), "no OPT without one in the query");
+    }
+}
+
+#[test]
+fn badvers_for_edns_version_above_zero() {
+    for (addr, via) in every_path(edge()) {
+        let msg = ask(
+            addr,
+            via,
+            "www.example.com.",
+            RecordType::A,
+            Ask {
+                version: 1,
+                ..Ask::default()
+            },
+        );
+        // hickory names code 16 BADSIG (it is BADVERS in an OPT context, RFC 6891 §9).
+        assert_eq!(
+            u16::from(msg.metadata.response_code),
+            16,
+            "BADVERS over {via:?}"
+        );
+        assert_eq!(msg.edns.as_ref().unwrap().version(), 0);
+        assert!(msg.answers.is_empty());
+    }
+}
+
+#[test]
+fn truncation_over_udp_and_full_answer_over_tcp() {
+    for addr in edge().addrs() {
+        for edns in [None, Some(512), Some(1232)] {
+            let msg = ask(
+                addr,
+                Via::Udp,
+                "big.example.com.",
+                RecordType::TXT,
+                Ask {
+                    edns,
+                    ..Ask::default()
+                },
+            );
+            assert!(msg.metadata.truncation, "TC with edns {edns:?}");
+            assert!(msg.answers.is_empty());
+            assert_eq!(
+                msg.edns.is_some(),
+                edns.is_some(),
+                "OPT kept in a truncated answer"
+            );
+        }
+        // Fits in a large EDNS buffer? Our ceiling is 1232, so still TC at 4096.
+        let msg = ask(
+            addr,
+            Via::Udp,
+            "big.example.com.",
+            RecordType::TXT,
+            Ask {
+                edns: Some(4096),
+                ..Ask::default()
+            },
+        );
+        assert!(msg.metadata.truncation);
+        let msg = ask(
+            addr,
+            Via::Tcp,
+            "big.example.com.",
+            RecordType::TXT,
+            Ask::default(),
+        );
+        assert!(!msg.metadata.truncation);
+        assert_eq!(msg.answers.len(), 20);
+        // 512 octets are enough for www without EDNS: no TC.
+        let msg = ask(
+            addr,
+            Via::Udp,
+            "www.example.com.",
+            RecordType::A,
+            Ask {
+                edns: None,
+                ..Ask::default()
+            },
+        );
+        assert!(!msg.metadata.truncation);
+    }
+}
+
+#[test]
+fn tcp_pipelining_on_one_connection() {
+    for addr in edge().addrs() {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        let names = [
+            "www.example.com.",
+            "static.example.com.",
+            "nope.example.com.",
+            "big.example.com.",
+        ];
+        let queries: Vec<_> = names
+            .iter()
+            .map(|n| query(n, RecordType::A, Ask::default()))
+            .collect();
+        // All queries first, then all answers.
+        for q in &queries {
+            write_framed(&mut stream, q);
+        }
+        let mut ids: Vec<u16> = Vec::new();
+        for _ in &queries {
+            let raw = read_framed(&mut stream);
+            ids.push(u16::from_be_bytes([raw[0], raw[1]]));
+        }
+        let mut sent: Vec<u16> = queries
+            .iter()
+            .map(|q| u16::from_be_bytes([q[0], q[1]]))
+            .collect();
+        sent.sort_unstable();
+        ids.sort_unstable();
+        assert_eq!(ids, sent, "every pipelined query answered");
+    }
+}
+
+#[test]
+fn tcp_idle_connections_are_closed() {
+    let edge = Edge::start_with(&common::example_zones(), &["--tcp-idle-timeout", "1"]);
+    let mut stream = TcpStream::connect(edge.v4).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 1];
+    let n = std::io::Read::read(&mut stream, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "server closed the idle connection");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
+        "closed after {waited:?}"
+    );
+}
+
+#[test]
+fn tcp_connection_cap_queues_extra_clients() {
+    let edge = Edge::start_with(
+        &common::example_zones(),
+        &["--max-tcp-connections", "2", "--tcp-idle-timeout", "2"],
+    );
+    // Two idle connections take both slots; a third client waits until one times out.
+    let _a = TcpStream::connect(edge.v4).unwrap();
+    let _b = TcpStream::connect(edge.v4).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let q = query("www.example.com.", RecordType::A, Ask::default());
+    let started = std::time::Instant::now();
+    let raw = tcp_raw_patient(edge.v4, &q);
+    parse_response(&q, &raw);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "third connection waited for a slot"
+    );
+}
+
+fn tcp_raw_patient(addr: std::net::SocketAddr, q: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write_framed(&mut stream, q);
+    read_framed(&mut stream)
+}
+
+#[test]
+fn record_types_served() {
+    let cases = [
+        ("www.example.com.", RecordType::AAAA),
+        ("example.com.", RecordType::NS),
+        ("example.com.", RecordType::SOA),
+        ("example.com.", RecordType::MX),
+        ("example.com.", RecordType::TXT),
+        ("example.com.", RecordType::CAA),
+        ("_sip._udp.example.com.", RecordType::SRV),
+        ("4.2.0.192.in-addr.example.com.", RecordType::PTR),
+        ("alias.example.com.", RecordType::CNAME),
+    ];
+    for (addr, via) in every_path(edge()) {
+        for (name, qtype) in cases {
+            let msg = ask(addr, via, name, qtype, Ask::default());
+            assert!(!msg.answers.is_empty(), "{name} {qtype} over {via:?}");
+            assert!(
+                msg.answers.iter().all(|r| r.record_type() == qtype),
+                "{name} {qtype}"
+            );
+        }
+    }
+}
