@@ -138,7 +138,8 @@ impl Config {
         }
         let zones = args.zones.or(file.zones).ok_or(ConfigError::Invalid {
             key: "--zones",
-            reason: "a zone directory is required (the control-plane connection, --control, is not built yet)".to_owned(),
+            reason: "a zone directory is required (the control-plane connection, --control, is not built yet)"
+                .to_owned(),
         })?;
         let workers = args
             .workers
@@ -160,20 +161,14 @@ impl Config {
                 reason: format!("{max_udp_payload} is outside 512..=4096"),
             });
         }
-        let idle = args
-            .tcp_idle_timeout
-            .or(file.tcp_idle_timeout)
-            .unwrap_or(10);
+        let idle = args.tcp_idle_timeout.or(file.tcp_idle_timeout).unwrap_or(10);
         if !(1..=3600).contains(&idle) {
             return Err(ConfigError::Invalid {
                 key: "--tcp-idle-timeout",
                 reason: format!("{idle} s is outside 1..=3600"),
             });
         }
-        let max_tcp_connections = args
-            .max_tcp_connections
-            .or(file.max_tcp_connections)
-            .unwrap_or(1024);
+        let max_tcp_connections = args.max_tcp_connections.or(file.max_tcp_connections).unwrap_or(1024);
         if max_tcp_connections == 0 {
             return Err(ConfigError::Invalid {
                 key: "--max-tcp-connections",
@@ -184,11 +179,7 @@ impl Config {
             listen,
             zones,
             state_dir: args.state_dir.or(file.state_dir),
-            xdp: if args.xdp.is_empty() {
-                file.xdp
-            } else {
-                args.xdp
-            },
+            xdp: if args.xdp.is_empty() { file.xdp } else { args.xdp },
             xdp_mode: args.xdp_mode.or(file.xdp_mode).unwrap_or_default(),
             workers,
             max_udp_payload,

@@ -48,10 +48,7 @@ fn fatal(err: &dyn std::fmt::Display) -> ExitCode {
 
 async fn wait_for_stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         std::future::pending::<()>().await;
         return;
     };

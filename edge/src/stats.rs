@@ -58,10 +58,6 @@ pub fn totals<'a>(workers: impl Iterator<Item = &'a WorkerStats>) -> Totals {
         totals.truncated += worker.truncated.load(Relaxed);
         totals.dropped += worker.dropped.load(Relaxed);
     }
-    totals.rcode = Rcode::ALL
-        .iter()
-        .zip(rcode)
-        .map(|(r, n)| (r.label(), n))
-        .collect();
+    totals.rcode = Rcode::ALL.iter().zip(rcode).map(|(r, n)| (r.label(), n)).collect();
     totals
 }

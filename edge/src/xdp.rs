@@ -1,10 +1,10 @@
 //! Loading the XDP program into the kernel and attaching it to interfaces.
 //!
 //! The object is built from `ebpf/xdp` by `build.rs` and embedded. Attachments are
-//! detached when the [`XdpGuard`] is dropped (on exit and on SIGTERM).
+//! detached when the [`XdpProgram`] is dropped (on exit and on SIGTERM).
 use aya::{
     maps::PerCpuArray,
-    programs::{Xdp, XdpMode as AttachMode},
+    programs::{TestRun, TestRunOptions, Xdp, XdpMode as AttachMode},
     Ebpf,
 };
 use qdns_abi::{Counter, STATS_MAP};
@@ -54,23 +54,45 @@ pub enum XdpLoadError {
 }
 
 /// The loaded program and its attachments; dropping it detaches everything.
-pub struct XdpGuard {
+pub struct XdpProgram {
     ebpf: Ebpf,
     interfaces: Vec<String>,
 }
 
-impl XdpGuard {
-    /// Loads the embedded program and attaches it to each of `interfaces`.
-    pub fn attach(interfaces: &[String], mode: XdpMode) -> Result<XdpGuard, XdpLoadError> {
+/// Result of one BPF_PROG_TEST_RUN of the program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRunOutcome {
+    /// The XDP action returned (`XDP_PASS` = 2, `XDP_TX` = 3, ...).
+    pub action: u32,
+    /// The packet as the program left it.
+    pub packet: Vec<u8>,
+    /// Kernel-measured run time, averaged over the repeats.
+    pub duration: std::time::Duration,
+}
+
+impl XdpProgram {
+    /// Loads the embedded object and the program into the kernel (not attached).
+    pub fn load() -> Result<XdpProgram, XdpLoadError> {
         let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(Box::new(e)))?;
-        let program: &mut Xdp = ebpf
-            .program_mut(PROGRAM)
-            .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?
-            .try_into()
-            .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
-        program
+        Self::program(&mut ebpf)?
             .load()
             .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        Ok(XdpProgram {
+            ebpf,
+            interfaces: Vec::new(),
+        })
+    }
+
+    fn program(ebpf: &mut Ebpf) -> Result<&mut Xdp, XdpLoadError> {
+        ebpf.program_mut(PROGRAM)
+            .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?
+            .try_into()
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))
+    }
+
+    /// Attaches the loaded program to each of `interfaces`.
+    pub fn attach(&mut self, interfaces: &[String], mode: XdpMode) -> Result<(), XdpLoadError> {
+        let program = Self::program(&mut self.ebpf)?;
         for iface in interfaces {
             let attached = match mode {
                 XdpMode::Native => program.attach(iface, AttachMode::Driver),
@@ -89,10 +111,29 @@ impl XdpGuard {
                 },
             })?;
             tracing::info!(%iface, ?mode, "XDP program attached");
+            self.interfaces.push(iface.clone());
         }
-        Ok(XdpGuard {
-            ebpf,
-            interfaces: interfaces.to_vec(),
+        Ok(())
+    }
+
+    /// Runs the program once on `packet` in the kernel (BPF_PROG_TEST_RUN), `repeat`
+    /// times, and returns the verdict and the packet as the program left it.
+    pub fn test_run(&mut self, packet: &[u8], repeat: u32) -> Result<TestRunOutcome, XdpLoadError> {
+        let program = Self::program(&mut self.ebpf)?;
+        let mut out = vec![0u8; packet.len() + 256];
+        let result = program
+            .test_run(TestRunOptions {
+                data_in: Some(packet),
+                data_out: Some(&mut out),
+                repeat,
+                ..TestRunOptions::default()
+            })
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        out.truncate(result.data_size_out as usize);
+        Ok(TestRunOutcome {
+            action: result.return_value,
+            packet: out,
+            duration: result.duration,
         })
     }
 
@@ -103,6 +144,7 @@ impl XdpGuard {
     }
 
     /// Counter totals summed over CPUs, labelled by [`Counter::label`].
+    #[must_use]
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let Some(map) = self.ebpf.map(STATS_MAP) else {
             return Vec::new();

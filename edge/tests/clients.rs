@@ -36,10 +36,7 @@ fn dig_gets_authoritative_answers_over_udp_and_tcp_v4_and_v6() {
             );
             assert!(out.contains("status: NOERROR"), "{out}");
             assert!(out.contains("flags: qr aa"), "{out}");
-            assert!(
-                out.contains("192.0.2.10") && out.contains("192.0.2.11"),
-                "{out}"
-            );
+            assert!(out.contains("192.0.2.10") && out.contains("192.0.2.11"), "{out}");
         }
         // dig retries a truncated answer over TCP by itself.
         let out = run(
@@ -60,22 +57,13 @@ fn dig_gets_authoritative_answers_over_udp_and_tcp_v4_and_v6() {
 #[test]
 fn kdig_sees_nxdomain_refused_and_edns() {
     let edge = Edge::start();
-    let at = |addr: std::net::SocketAddr| {
-        vec![
-            format!("@{}", addr.ip()),
-            "-p".into(),
-            addr.port().to_string(),
-        ]
-    };
+    let at = |addr: std::net::SocketAddr| vec![format!("@{}", addr.ip()), "-p".into(), addr.port().to_string()];
     for addr in edge.addrs() {
         let mut args = at(addr);
         args.extend(["nope.example.com".into(), "A".into(), "+edns".into()]);
         let out = run("kdig", &args);
         assert!(out.contains("status: NXDOMAIN;"), "{out}");
-        assert!(
-            out.contains("Version: 0; flags: ; UDP size: 1232 B"),
-            "{out}"
-        );
+        assert!(out.contains("Version: 0; flags: ; UDP size: 1232 B"), "{out}");
         assert!(out.contains("SOA"), "{out}");
         let mut args = at(addr);
         args.extend(["www.example.org".into(), "A".into(), "+tcp".into()]);

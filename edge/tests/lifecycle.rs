@@ -31,18 +31,9 @@ fn invalid_zone_stops_start_up_with_one_line_naming_file_line_and_key() {
     let text = fs::read_to_string(&path)
         .unwrap()
         .replace("203.0.113.80", "203.0.113.800");
-    let line = text
-        .lines()
-        .position(|l| l.contains("203.0.113.800"))
-        .unwrap()
-        + 1;
+    let line = text.lines().position(|l| l.contains("203.0.113.800")).unwrap() + 1;
     fs::write(&path, text).unwrap();
-    let stderr = start_fails(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--zones",
-        dir.path().to_str().unwrap(),
-    ]);
+    let stderr = start_fails(&["--listen", "127.0.0.1:0", "--zones", dir.path().to_str().unwrap()]);
     let last = stderr.lines().last().unwrap();
     assert!(last.starts_with("qdns-edge: "), "{stderr}");
     assert!(
@@ -58,21 +49,10 @@ fn port_in_use_and_missing_zones_fail_clearly() {
     let port = taken.local_addr().unwrap().port();
     // A plain (non-SO_REUSEPORT) holder makes the bind fail.
     let listen = format!("127.0.0.1:{port}");
-    let stderr = start_fails(&[
-        "--listen",
-        &listen,
-        "--zones",
-        example_zones().to_str().unwrap(),
-    ]);
-    assert!(
-        stderr.contains(&format!("cannot listen on {listen} (udp)")),
-        "{stderr}"
-    );
+    let stderr = start_fails(&["--listen", &listen, "--zones", example_zones().to_str().unwrap()]);
+    assert!(stderr.contains(&format!("cannot listen on {listen} (udp)")), "{stderr}");
     let stderr = start_fails(&["--listen", "127.0.0.1:0", "--zones", "/nonexistent/zones"]);
-    assert!(
-        stderr.contains("/nonexistent/zones: cannot read"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("/nonexistent/zones: cannot read"), "{stderr}");
     let stderr = start_fails(&["--zones", "/tmp"]);
     assert!(stderr.contains("--listen"), "{stderr}");
 }
@@ -87,26 +67,14 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_running_zones() {
     fs::write(&net, original.replace("203.0.113.80", "203.0.113.81")).unwrap();
     edge.signal("HUP");
     edge.wait_for_log("zones reloaded", Duration::from_secs(10));
-    let msg = ask(
-        edge.v4,
-        Via::Udp,
-        "www.example.net.",
-        RecordType::A,
-        Ask::default(),
-    );
+    let msg = ask(edge.v4, Via::Udp, "www.example.net.", RecordType::A, Ask::default());
     assert_eq!(format!("{:?}", msg.answers[0].data), "A(A(203.0.113.81))");
 
     fs::write(&net, original.replace("203.0.113.80", "not-an-address")).unwrap();
     edge.signal("HUP");
     let line = edge.wait_for_log("reload rejected", Duration::from_secs(10));
     assert!(line.contains("example.net.toml"), "{line}");
-    let msg = ask(
-        edge.v4,
-        Via::Tcp,
-        "www.example.net.",
-        RecordType::A,
-        Ask::default(),
-    );
+    let msg = ask(edge.v4, Via::Tcp, "www.example.net.", RecordType::A, Ask::default());
     assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
     assert_eq!(
         format!("{:?}", msg.answers[0].data),
@@ -118,13 +86,7 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_running_zones() {
 #[test]
 fn sigterm_stops_cleanly() {
     let edge = Edge::start();
-    ask(
-        edge.v6,
-        Via::Udp,
-        "www.example.com.",
-        RecordType::A,
-        Ask::default(),
-    );
+    ask(edge.v6, Via::Udp, "www.example.com.", RecordType::A, Ask::default());
     let status = edge.stop();
     assert_eq!(status.code(), Some(0));
 }
@@ -143,25 +105,11 @@ fn config_file_sets_flags_and_flags_win() {
     .unwrap();
     let edge = Edge::start_with(
         &example_zones(),
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--max-udp-payload",
-            "700",
-        ],
+        &["--config", config.to_str().unwrap(), "--max-udp-payload", "700"],
     );
-    let msg = ask(
-        edge.v4,
-        Via::Udp,
-        "www.example.com.",
-        RecordType::A,
-        Ask::default(),
-    );
+    let msg = ask(edge.v4, Via::Udp, "www.example.com.", RecordType::A, Ask::default());
     assert_eq!(msg.edns.unwrap().max_payload(), 700);
     fs::write(&config, "listen = [\"127.0.0.1:0\"]\nbogus = 1\n").unwrap();
     let stderr = start_fails(&["--config", config.to_str().unwrap()]);
-    assert!(
-        stderr.contains("edge.toml") && stderr.contains("bogus"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("edge.toml") && stderr.contains("bogus"), "{stderr}");
 }

@@ -8,10 +8,7 @@ use std::{
     time::Duration,
 };
 
-use common::{
-    ask, every_path, parse_response, query, read_framed, tcp_raw, udp_raw, write_framed, Ask, Edge,
-    Via,
-};
+use common::{ask, every_path, parse_response, query, read_framed, tcp_raw, udp_raw, write_framed, Ask, Edge, Via};
 use hickory_proto::{
     op::{OpCode, ResponseCode},
     rr::{RData, RecordType},
@@ -40,11 +37,7 @@ fn a_values(msg: &hickory_proto::op::Message) -> Vec<Ipv4Addr> {
 fn authoritative_answer_with_aa_and_case_echo() {
     for (addr, via) in every_path(edge()) {
         let msg = ask(addr, via, "WwW.ExAmPlE.cOm.", RecordType::A, Ask::default());
-        assert_eq!(
-            msg.metadata.response_code,
-            ResponseCode::NoError,
-            "{via:?} {addr}"
-        );
+        assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{via:?} {addr}");
         assert!(msg.metadata.authoritative, "AA over {via:?} {addr}");
         assert!(!msg.metadata.recursion_available);
         assert_eq!(
@@ -68,18 +61,8 @@ fn authoritative_answer_with_aa_and_case_echo() {
 #[test]
 fn nxdomain_with_soa_and_negative_ttl() {
     for (addr, via) in every_path(edge()) {
-        let msg = ask(
-            addr,
-            via,
-            "nope.example.net.",
-            RecordType::A,
-            Ask::default(),
-        );
-        assert_eq!(
-            msg.metadata.response_code,
-            ResponseCode::NXDomain,
-            "{via:?}"
-        );
+        let msg = ask(addr, via, "nope.example.net.", RecordType::A, Ask::default());
+        assert_eq!(msg.metadata.response_code, ResponseCode::NXDomain, "{via:?}");
         assert!(msg.metadata.authoritative);
         assert!(msg.answers.is_empty());
         assert_eq!(msg.authorities.len(), 1);
@@ -101,11 +84,7 @@ fn nodata_with_soa_and_empty_non_terminal() {
                 RecordType::A
             };
             let msg = ask(addr, via, name, qtype, Ask::default());
-            assert_eq!(
-                msg.metadata.response_code,
-                ResponseCode::NoError,
-                "{name} {via:?}"
-            );
+            assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{name} {via:?}");
             assert!(msg.metadata.authoritative);
             assert!(msg.answers.is_empty(), "{name}");
             assert_eq!(msg.authorities[0].record_type(), RecordType::SOA, "{name}");
@@ -157,11 +136,7 @@ fn formerr_for_malformed_queries() {
                 Via::Tcp => tcp_raw(addr, bad),
             };
             let msg = parse_response(bad, &raw);
-            assert_eq!(
-                msg.metadata.response_code,
-                ResponseCode::FormErr,
-                "{what} over {via:?}"
-            );
+            assert_eq!(msg.metadata.response_code, ResponseCode::FormErr, "{what} over {via:?}");
         }
     }
 }
@@ -205,11 +180,7 @@ fn name_compression_in_responses() {
         };
         // Header 12 + question 21 + two answers of pointer(2) + 10 + 4 = 65 octets.
         assert_eq!(raw.len(), 12 + 21 + 2 * 16, "{via:?}");
-        assert_eq!(
-            &raw[33..35],
-            &[0xc0, 0x0c],
-            "owner is a pointer to the question"
-        );
+        assert_eq!(&raw[33..35], &[0xc0, 0x0c], "owner is a pointer to the question");
         parse_response(&q, &raw);
     }
 }
@@ -217,45 +188,22 @@ fn name_compression_in_responses() {
 #[test]
 fn cname_chased_inside_the_zone() {
     for (addr, via) in every_path(edge()) {
-        let msg = ask(
-            addr,
-            via,
-            "chain.example.com.",
-            RecordType::A,
-            Ask::default(),
-        );
+        let msg = ask(addr, via, "chain.example.com.", RecordType::A, Ask::default());
         let types: Vec<_> = msg.answers.iter().map(|r| r.record_type()).collect();
         assert_eq!(
             types,
-            [
-                RecordType::CNAME,
-                RecordType::CNAME,
-                RecordType::A,
-                RecordType::A
-            ],
+            [RecordType::CNAME, RecordType::CNAME, RecordType::A, RecordType::A],
             "{via:?}"
         );
         assert_eq!(msg.answers[1].name.to_ascii(), "alias.example.com.");
         assert_eq!(msg.answers[2].name.to_ascii(), "www.example.com.");
         assert!(msg.metadata.authoritative);
         // A CNAME to another zone is not chased across zones.
-        let msg = ask(
-            addr,
-            via,
-            "outside.example.com.",
-            RecordType::A,
-            Ask::default(),
-        );
+        let msg = ask(addr, via, "outside.example.com.", RecordType::A, Ask::default());
         assert_eq!(msg.answers.len(), 1);
         assert_eq!(msg.answers[0].record_type(), RecordType::CNAME);
         // Asking for the CNAME itself is not chased.
-        let msg = ask(
-            addr,
-            via,
-            "alias.example.com.",
-            RecordType::CNAME,
-            Ask::default(),
-        );
+        let msg = ask(addr, via, "alias.example.com.", RecordType::CNAME, Ask::default());
         assert_eq!(msg.answers.len(), 1);
     }
 }
@@ -266,10 +214,7 @@ fn delegation_answered_as_referral_with_glue() {
         for name in ["sub.example.com.", "host.deep.sub.example.com."] {
             let msg = ask(addr, via, name, RecordType::A, Ask::default());
             assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{name}");
-            assert!(
-                !msg.metadata.authoritative,
-                "a referral is not authoritative"
-            );
+            assert!(!msg.metadata.authoritative, "a referral is not authoritative");
             assert!(msg.answers.is_empty());
             let ns: Vec<_> = msg
                 .authorities
@@ -278,25 +223,14 @@ fn delegation_answered_as_referral_with_glue() {
                 .collect();
             assert_eq!(ns.len(), 2, "{ns:?}");
             assert!(
-                ns.iter()
-                    .all(|(n, t)| n == "sub.example.com." && *t == RecordType::NS),
+                ns.iter().all(|(n, t)| n == "sub.example.com." && *t == RecordType::NS),
                 "{ns:?}"
             );
             let glue: Vec<_> = msg.additionals.iter().map(|r| r.name.to_ascii()).collect();
-            assert_eq!(
-                glue,
-                ["ns.sub.example.com."],
-                "in-zone glue only, over {via:?}"
-            );
+            assert_eq!(glue, ["ns.sub.example.com."], "in-zone glue only, over {via:?}");
         }
         // DS is answered from the parent side of the cut, authoritatively.
-        let msg = ask(
-            addr,
-            via,
-            "sub.example.com.",
-            RecordType::DS,
-            Ask::default(),
-        );
+        let msg = ask(addr, via, "sub.example.com.", RecordType::DS, Ask::default());
         assert!(msg.metadata.authoritative);
         assert_eq!(msg.authorities[0].record_type(), RecordType::SOA);
     }
@@ -312,36 +246,17 @@ fn additional_addresses_for_mx_targets() {
             .iter()
             .map(|r| (r.name.to_ascii(), r.record_type()))
             .collect();
-        assert_eq!(
-            extra,
-            [("mail.example.com.".to_owned(), RecordType::A)],
-            "{via:?}"
-        );
+        assert_eq!(extra, [("mail.example.com.".to_owned(), RecordType::A)], "{via:?}");
     }
 }
 
 #[test]
 fn wildcard_synthesis() {
     for (addr, via) in every_path(edge()) {
-        let msg = ask(
-            addr,
-            via,
-            "Any.Thing.wild.example.com.",
-            RecordType::A,
-            Ask::default(),
-        );
+        let msg = ask(addr, via, "Any.Thing.wild.example.com.", RecordType::A, Ask::default());
         assert_eq!(a_values(&msg), [Ipv4Addr::new(192, 0, 2, 99)], "{via:?}");
-        assert_eq!(
-            msg.answers[0].name.to_ascii(),
-            "Any.Thing.wild.example.com."
-        );
-        let msg = ask(
-            addr,
-            via,
-            "x.wild.example.com.",
-            RecordType::AAAA,
-            Ask::default(),
-        );
+        assert_eq!(msg.answers[0].name.to_ascii(), "Any.Thing.wild.example.com.");
+        let msg = ask(addr, via, "x.wild.example.com.", RecordType::AAAA, Ask::default());
         assert!(msg.answers.is_empty() && msg.metadata.response_code == ResponseCode::NoError);
     }
 }
@@ -352,13 +267,8 @@ fn any_answered_per_rfc8482() {
         let msg = ask(addr, via, "example.com.", RecordType::ANY, Ask::default());
         assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
         assert!(msg.metadata.authoritative);
-        let types: std::collections::BTreeSet<_> =
-            msg.answers.iter().map(|r| r.record_type()).collect();
-        assert_eq!(
-            types.len(),
-            1,
-            "one RRset, not all of them ({types:?}) over {via:?}"
-        );
+        let types: std::collections::BTreeSet<_> = msg.answers.iter().map(|r| r.record_type()).collect();
+        assert_eq!(types.len(), 1, "one RRset, not all of them ({types:?}) over {via:?}");
     }
 }
 
@@ -408,11 +318,7 @@ fn badvers_for_edns_version_above_zero() {
             },
         );
         // hickory names code 16 BADSIG (it is BADVERS in an OPT context, RFC 6891 §9).
-        assert_eq!(
-            u16::from(msg.metadata.response_code),
-            16,
-            "BADVERS over {via:?}"
-        );
+        assert_eq!(u16::from(msg.metadata.response_code), 16, "BADVERS over {via:?}");
         assert_eq!(msg.edns.as_ref().unwrap().version(), 0);
         assert!(msg.answers.is_empty());
     }
@@ -427,18 +333,11 @@ fn truncation_over_udp_and_full_answer_over_tcp() {
                 Via::Udp,
                 "big.example.com.",
                 RecordType::TXT,
-                Ask {
-                    edns,
-                    ..Ask::default()
-                },
+                Ask { edns, ..Ask::default() },
             );
             assert!(msg.metadata.truncation, "TC with edns {edns:?}");
             assert!(msg.answers.is_empty());
-            assert_eq!(
-                msg.edns.is_some(),
-                edns.is_some(),
-                "OPT kept in a truncated answer"
-            );
+            assert_eq!(msg.edns.is_some(), edns.is_some(), "OPT kept in a truncated answer");
         }
         // Fits in a large EDNS buffer? Our ceiling is 1232, so still TC at 4096.
         let msg = ask(
@@ -452,13 +351,7 @@ fn truncation_over_udp_and_full_answer_over_tcp() {
             },
         );
         assert!(msg.metadata.truncation);
-        let msg = ask(
-            addr,
-            Via::Tcp,
-            "big.example.com.",
-            RecordType::TXT,
-            Ask::default(),
-        );
+        let msg = ask(addr, Via::Tcp, "big.example.com.", RecordType::TXT, Ask::default());
         assert!(!msg.metadata.truncation);
         assert_eq!(msg.answers.len(), 20);
         // 512 octets are enough for www without EDNS: no TC.
@@ -480,19 +373,14 @@ fn truncation_over_udp_and_full_answer_over_tcp() {
 fn tcp_pipelining_on_one_connection() {
     for addr in edge().addrs() {
         let mut stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(3)))
-            .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let names = [
             "www.example.com.",
             "static.example.com.",
             "nope.example.com.",
             "big.example.com.",
         ];
-        let queries: Vec<_> = names
-            .iter()
-            .map(|n| query(n, RecordType::A, Ask::default()))
-            .collect();
+        let queries: Vec<_> = names.iter().map(|n| query(n, RecordType::A, Ask::default())).collect();
         // All queries first, then all answers.
         for q in &queries {
             write_framed(&mut stream, q);
@@ -502,10 +390,7 @@ fn tcp_pipelining_on_one_connection() {
             let raw = read_framed(&mut stream);
             ids.push(u16::from_be_bytes([raw[0], raw[1]]));
         }
-        let mut sent: Vec<u16> = queries
-            .iter()
-            .map(|q| u16::from_be_bytes([q[0], q[1]]))
-            .collect();
+        let mut sent: Vec<u16> = queries.iter().map(|q| u16::from_be_bytes([q[0], q[1]])).collect();
         sent.sort_unstable();
         ids.sort_unstable();
         assert_eq!(ids, sent, "every pipelined query answered");
@@ -516,9 +401,7 @@ fn tcp_pipelining_on_one_connection() {
 fn tcp_idle_connections_are_closed() {
     let edge = Edge::start_with(&common::example_zones(), &["--tcp-idle-timeout", "1"]);
     let mut stream = TcpStream::connect(edge.v4).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let started = std::time::Instant::now();
     let mut buf = [0u8; 1];
     let n = std::io::Read::read(&mut stream, &mut buf).unwrap_or(0);
@@ -552,9 +435,7 @@ fn tcp_connection_cap_queues_extra_clients() {
 
 fn tcp_raw_patient(addr: std::net::SocketAddr, q: &[u8]) -> Vec<u8> {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write_framed(&mut stream, q);
     read_framed(&mut stream)
 }
@@ -576,10 +457,7 @@ fn record_types_served() {
         for (name, qtype) in cases {
             let msg = ask(addr, via, name, qtype, Ask::default());
             assert!(!msg.answers.is_empty(), "{name} {qtype} over {via:?}");
-            assert!(
-                msg.answers.iter().all(|r| r.record_type() == qtype),
-                "{name} {qtype}"
-            );
+            assert!(msg.answers.iter().all(|r| r.record_type() == qtype), "{name} {qtype}");
         }
     }
 }

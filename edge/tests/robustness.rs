@@ -70,11 +70,7 @@ fn still_answers(edge: &Edge) {
     for addr in edge.addrs() {
         for via in [Via::Udp, Via::Tcp] {
             let msg = ask(addr, via, "www.example.com.", RecordType::A, Ask::default());
-            assert_eq!(
-                msg.metadata.response_code,
-                ResponseCode::NoError,
-                "{via:?} {addr}"
-            );
+            assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{via:?} {addr}");
             assert_eq!(msg.answers.len(), 2);
         }
     }
@@ -86,12 +82,7 @@ fn ten_thousand_garbage_datagrams_then_a_normal_query() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let packets = garbage(&mut rng);
     for addr in edge.addrs() {
-        let socket = UdpSocket::bind(if addr.is_ipv4() {
-            "127.0.0.1:0"
-        } else {
-            "[::1]:0"
-        })
-        .unwrap();
+        let socket = UdpSocket::bind(if addr.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" }).unwrap();
         for (i, packet) in packets.iter().enumerate() {
             // Oversized datagrams above 64 KiB cannot be sent; those above our 4 KiB
             // receive buffer are dropped and counted by the edge.
@@ -121,9 +112,7 @@ fn junk_tcp_streams_do_not_stall_the_server() {
     let mut held = Vec::new();
     for i in 0..50 {
         let mut stream = TcpStream::connect(edge.v4).unwrap();
-        stream
-            .set_write_timeout(Some(Duration::from_secs(2)))
-            .unwrap();
+        stream.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
         let junk: Vec<u8> = (0..rng.below(3000)).map(|_| rng.next() as u8).collect();
         let _ = stream.write_all(&junk);
         if i % 10 == 0 {
@@ -144,17 +133,12 @@ fn junk_tcp_streams_do_not_stall_the_server() {
     for mut stream in held {
         // Junk that happened to frame queries got answers; after them comes EOF (or a
         // reset), never a connection left hanging.
-        stream
-            .set_read_timeout(Some(Duration::from_secs(3)))
-            .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let mut sink = Vec::new();
         match stream.read_to_end(&mut sink) {
             Ok(_) => {}
             Err(e) => assert!(
-                !matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ),
+                !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
                 "stalled connection still open"
             ),
         }

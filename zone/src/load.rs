@@ -147,23 +147,12 @@ impl<'a> ZoneBuilder<'a> {
         u32::try_from(*ttl.get_ref())
             .ok()
             .filter(|&t| t <= MAX_TTL)
-            .ok_or_else(|| {
-                self.err(
-                    ttl,
-                    key,
-                    format!("TTL {} is outside 0..={MAX_TTL}", ttl.get_ref()),
-                )
-            })
+            .ok_or_else(|| self.err(ttl, key, format!("TTL {} is outside 0..={MAX_TTL}", ttl.get_ref())))
     }
 
     fn u32_value(&self, value: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
-        u32::try_from(*value.get_ref()).map_err(|_| {
-            self.err(
-                value,
-                key,
-                format!("{} is outside 0..=4294967295", value.get_ref()),
-            )
-        })
+        u32::try_from(*value.get_ref())
+            .map_err(|_| self.err(value, key, format!("{} is outside 0..=4294967295", value.get_ref())))
     }
 
     /// Resolves an owner or target name: `@`, relative, or absolute.
@@ -175,8 +164,7 @@ impl<'a> ZoneBuilder<'a> {
         if raw == "@" {
             return Ok(self.origin.clone());
         }
-        Name::parse(raw, Some(&self.origin))
-            .map_err(|e| self.err(text, key, format!("bad name {raw:?}: {e}")))
+        Name::parse(raw, Some(&self.origin)).map_err(|e| self.err(text, key, format!("bad name {raw:?}: {e}")))
     }
 
     fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
@@ -290,10 +278,7 @@ impl<'a> ZoneBuilder<'a> {
             return Err(self.err(
                 soa,
                 "zone.soa",
-                format!(
-                    "the SOA is also in {}; keep one of the two",
-                    first.path.display()
-                ),
+                format!("the SOA is also in {}; keep one of the two", first.path.display()),
             ));
         }
         let soa = soa.get_ref();
@@ -308,10 +293,7 @@ impl<'a> ZoneBuilder<'a> {
         ] {
             rdata.extend(self.u32_value(value, key)?.to_be_bytes());
         }
-        let line = Some(line_of(
-            self.text,
-            file.zone.soa.as_ref().map_or(0, |s| s.span().start),
-        ));
+        let line = Some(line_of(self.text, file.zone.soa.as_ref().map_or(0, |s| s.span().start)));
         let set = RecordSet {
             name: self.origin_wire.clone(),
             rtype: TYPE_SOA,
@@ -339,9 +321,7 @@ impl<'a> ZoneBuilder<'a> {
         }
         let mut rdata = Vec::new();
         for (i, target) in ns.get_ref().names.iter().enumerate() {
-            rdata.push(name::to_wire(
-                &self.name(target, &format!("zone.ns.names[{i}]"))?,
-            ));
+            rdata.push(name::to_wire(&self.name(target, &format!("zone.ns.names[{i}]"))?));
         }
         if rdata.is_empty() {
             return Err(self.err(ns, "zone.ns.names", "at least one name server is required"));
@@ -352,10 +332,7 @@ impl<'a> ZoneBuilder<'a> {
             ttl: self.ttl,
             rdata,
         };
-        let origin = self.here(
-            Some(line_of(self.text, ns.span().start)),
-            Some("zone.ns".to_owned()),
-        );
+        let origin = self.here(Some(line_of(self.text, ns.span().start)), Some("zone.ns".to_owned()));
         self.insert(set, origin)
     }
 
@@ -393,23 +370,17 @@ impl<'a> ZoneBuilder<'a> {
         };
         let values = entry.values.get_ref();
         if values.is_empty() {
-            return Err(self.err(
-                &entry.values,
-                &key("values"),
-                "at least one value is required",
-            ));
+            return Err(self.err(&entry.values, &key("values"), "at least one value is required"));
         }
         let mut rdata: Vec<Vec<u8>> = Vec::with_capacity(values.len());
         for (i, value) in values.iter().enumerate() {
-            let wire = master::parse_value(&self.origin, &owner, rtype, value.get_ref()).map_err(
-                |reason| {
-                    self.err(
-                        value,
-                        &key(&format!("values[{i}]")),
-                        format!("invalid {rtype} value {:?}: {reason}", value.get_ref()),
-                    )
-                },
-            )?;
+            let wire = master::parse_value(&self.origin, &owner, rtype, value.get_ref()).map_err(|reason| {
+                self.err(
+                    value,
+                    &key(&format!("values[{i}]")),
+                    format!("invalid {rtype} value {:?}: {reason}", value.get_ref()),
+                )
+            })?;
             if rdata.contains(&wire) {
                 return Err(self.err(value, &key(&format!("values[{i}]")), "duplicate value"));
             }
@@ -430,9 +401,8 @@ impl<'a> ZoneBuilder<'a> {
 
     /// Whole-zone rules, once every set is in.
     fn validate(&self) -> Result<(), ZoneError> {
-        let fail = |origin: &Origin, reason: String| {
-            ZoneError::invalid(&origin.path, origin.line, origin.key.clone(), reason)
-        };
+        let fail =
+            |origin: &Origin, reason: String| ZoneError::invalid(&origin.path, origin.line, origin.key.clone(), reason);
         if !self.sets.contains_key(&(self.origin_wire.clone(), TYPE_NS)) {
             return Err(ZoneError::invalid(
                 self.path,
@@ -450,22 +420,13 @@ impl<'a> ZoneBuilder<'a> {
         for ((owner, rtype), (set, origin)) in &self.sets {
             let text = name::to_text(owner);
             if !is_at_or_below(owner, &self.origin_wire) {
-                return Err(fail(
-                    origin,
-                    format!("{text} is outside the zone {}", self.origin),
-                ));
+                return Err(fail(origin, format!("{text} is outside the zone {}", self.origin)));
             }
             if *rtype == TYPE_SOA && *owner != self.origin_wire {
-                return Err(fail(
-                    origin,
-                    format!("SOA at {text}: an SOA belongs at the apex only"),
-                ));
+                return Err(fail(origin, format!("SOA at {text}: an SOA belongs at the apex only")));
             }
             if *rtype == TYPE_SOA && set.rdata.len() != 1 {
-                return Err(fail(
-                    origin,
-                    "the zone must have exactly one SOA record".to_owned(),
-                ));
+                return Err(fail(origin, "the zone must have exactly one SOA record".to_owned()));
             }
             if *rtype == TYPE_CNAME {
                 if *owner == self.origin_wire {
@@ -488,7 +449,13 @@ impl<'a> ZoneBuilder<'a> {
                     .range((owner.clone(), 0)..=(owner.clone(), u16::MAX))
                     .find(|((_, t), _)| *t != TYPE_CNAME)
                 {
-                    return Err(fail(origin, format!("{text} has a CNAME and other data ({}); a CNAME must be alone (RFC 1034 §3.6.2)", type_name(*other))));
+                    return Err(fail(
+                        origin,
+                        format!(
+                            "{text} has a CNAME and other data ({}); a CNAME must be alone (RFC 1034 §3.6.2)",
+                            type_name(*other)
+                        ),
+                    ));
                 }
             }
             // Data at or below a zone cut is occluded, except the cut's NS and glue.

@@ -32,12 +32,7 @@ pub struct ParsedSet {
 
 /// Parses master-file `text` (from `path`, for errors and `$INCLUDE`) under `origin`,
 /// with `default_ttl` for records without a TTL and no `$TTL`.
-pub fn parse(
-    text: &str,
-    path: &Path,
-    origin: &Name,
-    default_ttl: u32,
-) -> Result<Vec<ParsedSet>, ZoneError> {
+pub fn parse(text: &str, path: &Path, origin: &Name, default_ttl: u32) -> Result<Vec<ParsedSet>, ZoneError> {
     let run = |body: &str| {
         // The reader wants a TTL for every record; `$TTL` first supplies the zone default
         // (a `$TTL` in the file still overrides it from its line on).
@@ -61,17 +56,14 @@ pub fn parse(
                     path,
                     None,
                     None,
-                    format!(
-                        "{} {}: only class IN is served",
-                        record.name,
-                        record.record_type()
-                    ),
+                    format!("{} {}: only class IN is served", record.name, record.record_type()),
                 ));
             }
             ttl = ttl.min(record.ttl);
-            rdata.push(encode_rdata(&record.data).map_err(|reason| {
-                ZoneError::invalid(path, None, None, format!("{}: {reason}", record.name))
-            })?);
+            rdata.push(
+                encode_rdata(&record.data)
+                    .map_err(|reason| ZoneError::invalid(path, None, None, format!("{}: {reason}", record.name)))?,
+            );
         }
         if rdata.is_empty() {
             continue;
@@ -91,12 +83,7 @@ pub fn parse(
 
 /// Parses the presentation-format `value` of one record of `rtype` owned by `owner`.
 /// Relative names in the value are relative to `origin`.
-pub fn parse_value(
-    origin: &Name,
-    owner: &Name,
-    rtype: RecordType,
-    value: &str,
-) -> Result<Vec<u8>, String> {
+pub fn parse_value(origin: &Name, owner: &Name, rtype: RecordType, value: &str) -> Result<Vec<u8>, String> {
     if value.contains('\n') || value.contains('$') && value.trim_start().starts_with('$') {
         return Err("a value must be one line of RDATA".to_owned());
     }
@@ -210,9 +197,7 @@ fn find_owner_line(text: &str, owner: &Name, origin: &Name) -> Option<usize> {
                 return false;
             }
             let first = first.to_ascii_lowercase();
-            first == full
-                || relative.as_deref() == Some(first.as_str())
-                || (first == "@" && owner == origin)
+            first == full || relative.as_deref() == Some(first.as_str()) || (first == "@" && owner == origin)
         })
         .map(|index| index + 1)
 }
@@ -240,8 +225,7 @@ mod tests {
 
     #[test]
     fn error_names_the_failing_line() {
-        let text =
-            "a IN A 192.0.2.1\nb IN TXT ( \"x\"\n  \"y\" )\nc IN A 300.1.1.1\nd IN A 192.0.2.4\n";
+        let text = "a IN A 192.0.2.1\nb IN TXT ( \"x\"\n  \"y\" )\nc IN A 300.1.1.1\nd IN A 192.0.2.4\n";
         let err = parse(text, Path::new("z.zone"), &origin(), 60).unwrap_err();
         let msg = err.to_string();
         assert!(msg.starts_with("z.zone:4: "), "{msg}");

@@ -24,9 +24,7 @@ pub fn to_text(wire: &[u8]) -> String {
         if len == 0 {
             break;
         }
-        let label = wire
-            .get(pos + 1..pos + 1 + usize::from(len))
-            .unwrap_or_default();
+        let label = wire.get(pos + 1..pos + 1 + usize::from(len)).unwrap_or_default();
         for &byte in label {
             match byte {
                 b'.' | b'\\' => {

@@ -45,8 +45,6 @@ impl Zone {
     /// The record set of `name` and `rtype`, if any.
     #[must_use]
     pub fn rrset(&self, name: &[u8], rtype: u16) -> Option<&RecordSet> {
-        self.rrsets
-            .iter()
-            .find(|set| set.name == name && set.rtype == rtype)
+        self.rrsets.iter().find(|set| set.name == name && set.rtype == rtype)
     }
 }

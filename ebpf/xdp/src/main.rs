@@ -7,9 +7,7 @@
 #![no_std]
 #![no_main]
 
-use aya_ebpf::{
-    bindings::xdp_action, macros::map, macros::xdp, maps::PerCpuArray, programs::XdpContext,
-};
+use aya_ebpf::{bindings::xdp_action, macros::map, macros::xdp, maps::PerCpuArray, programs::XdpContext};
 use qdns_abi::Counter;
 
 /// Per-CPU counters indexed by [`Counter`].

@@ -68,12 +68,7 @@ impl Engine {
     }
 }
 
-fn compile_zone(
-    apex: &[u8],
-    serial: u32,
-    negative_ttl: u32,
-    sets: &[RecordSet],
-) -> Result<ZoneData, EngineError> {
+fn compile_zone(apex: &[u8], serial: u32, negative_ttl: u32, sets: &[RecordSet]) -> Result<ZoneData, EngineError> {
     let zone_text = || name::to_text(apex);
     let bad = |set: &RecordSet, reason| EngineError::BadRecordSet {
         zone: zone_text(),
@@ -123,9 +118,7 @@ fn compile_zone(
         list.sort_by_key(|set| set.rtype);
         let mut rrsets = Vec::with_capacity(list.len());
         for set in list.iter() {
-            rrsets.push(
-                compile_rrset(set).ok_or_else(|| bad(set, "RDATA longer than 65535 octets"))?,
-            );
+            rrsets.push(compile_rrset(set).ok_or_else(|| bad(set, "RDATA longer than 65535 octets"))?);
         }
         nodes.push(Node {
             name: owner.clone(),
@@ -187,8 +180,8 @@ fn compile_zone(
         .find(|set| set.rtype == rtype::SOA && set.name == apex)
         .and_then(|set| set.rdata.first())
         .ok_or_else(|| EngineError::NoSoa { zone: zone_text() })?;
-    let negative_soa = record_bytes(rtype::SOA, negative_ttl, soa)
-        .ok_or_else(|| EngineError::NoSoa { zone: zone_text() })?;
+    let negative_soa =
+        record_bytes(rtype::SOA, negative_ttl, soa).ok_or_else(|| EngineError::NoSoa { zone: zone_text() })?;
     Ok(ZoneData {
         apex: apex.into(),
         serial,

@@ -89,9 +89,7 @@ impl Engine {
 
     /// (apex in presentation form, serial) of every zone.
     pub fn zones(&self) -> impl Iterator<Item = (String, u32)> + '_ {
-        self.zones
-            .iter()
-            .map(|z| (qdns_zone::name::to_text(&z.apex), z.serial))
+        self.zones.iter().map(|z| (qdns_zone::name::to_text(&z.apex), z.serial))
     }
 
     /// Sets the largest UDP response this server sends (default 1232).

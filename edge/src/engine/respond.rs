@@ -116,11 +116,7 @@ impl Engine {
         }
         let resolved = self.resolve(&query, &mut b);
         let (flags, rcode, counts) = match resolved {
-            Ok(r) => (
-                base | if r.authoritative { header::AA } else { 0 },
-                r.rcode,
-                r.counts,
-            ),
+            Ok(r) => (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts),
             Err(Full) => {
                 // Did not fit: header, question and OPT only, TC set (RFC 2181 §9).
                 b.truncate(query.question_end);
@@ -135,9 +131,7 @@ impl Engine {
         match (transport, edns) {
             (Transport::Tcp, _) => MAX_MESSAGE,
             (Transport::Udp, None) => CLASSIC_UDP,
-            (Transport::Udp, Some(edns)) => {
-                usize::from(edns.udp_payload.min(self.max_udp_payload)).max(CLASSIC_UDP)
-            }
+            (Transport::Udp, Some(edns)) => usize::from(edns.udp_payload.min(self.max_udp_payload)).max(CLASSIC_UDP),
         }
     }
 
@@ -160,14 +154,7 @@ impl Engine {
             b.set_u16(4, 1);
         }
         let flags = response_flags(header.flags) | (header.flags & header::OPCODE_MASK);
-        finish(
-            b,
-            flags,
-            rcode,
-            Counts::default(),
-            edns,
-            self.max_udp_payload,
-        )
+        finish(b, flags, rcode, Counts::default(), edns, self.max_udp_payload)
     }
 
     /// RFC 1034 §4.3.2 from step 2 on.
@@ -253,12 +240,7 @@ impl Engine {
 }
 
 /// A referral: the cut's NS set in authority, glue in additional, AA clear.
-fn referral(
-    zone: &ZoneData,
-    cut: NodeId,
-    current: NameRef<'_>,
-    b: &mut Builder<'_>,
-) -> Result<Resolution, Full> {
+fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<'_>) -> Result<Resolution, Full> {
     let mut counts = Counts::default();
     let Some(node) = zone.node(cut) else {
         return Ok(Resolution {
@@ -290,12 +272,7 @@ fn put_negative(zone: &ZoneData, current: NameRef<'_>, b: &mut Builder<'_>) -> R
 }
 
 /// Writes every record of `set` owned by `owner`; remembers additional-section targets.
-fn put_rrset(
-    b: &mut Builder<'_>,
-    mut owner: NameRef<'_>,
-    set: &Rrset,
-    targets: &mut Targets,
-) -> Result<u16, Full> {
+fn put_rrset(b: &mut Builder<'_>, mut owner: NameRef<'_>, set: &Rrset, targets: &mut Targets) -> Result<u16, Full> {
     for (at, record) in set.each_record() {
         owner = b.put_name(owner)?;
         let record_at = b.len();
@@ -312,19 +289,11 @@ fn put_rrset(
 
 /// A and AAAA of each target. Optional data that does not fit is left out whole set by
 /// whole set; `required` data (glue) that does not fit makes the answer truncated.
-fn put_additional(
-    zone: &ZoneData,
-    targets: &Targets,
-    b: &mut Builder<'_>,
-    required: bool,
-) -> Result<u16, Full> {
+fn put_additional(zone: &ZoneData, targets: &Targets, b: &mut Builder<'_>, required: bool) -> Result<u16, Full> {
     let mut added = 0;
     for (at, id) in targets.iter() {
         let Some(node) = zone.node(id) else { continue };
-        let owner = NameRef {
-            at,
-            wire: &node.name,
-        };
+        let owner = NameRef { at, wire: &node.name };
         for rr_type in [rtype::A, rtype::AAAA] {
             let Some(set) = node.rrset(rr_type) else {
                 continue;

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     engine::EngineError,
     stats::{self, WorkerStats},
-    xdp::{XdpGuard, XdpLoadError},
+    xdp::{XdpLoadError, XdpProgram},
     Config, Engine,
 };
 
@@ -66,11 +66,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     // Installed first: SIGHUP's default action would kill the process.
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let version = AtomicU64::new(1);
-    let engine = load_engine(
-        &config.zones,
-        version.load(Ordering::Relaxed),
-        config.max_udp_payload,
-    )?;
+    let engine = load_engine(&config.zones, version.load(Ordering::Relaxed), config.max_udp_payload)?;
     for (zone, serial) in engine.zones() {
         tracing::info!(%zone, serial, "zone loaded");
     }
@@ -81,8 +77,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let mut tcp_listeners = Vec::new();
     for &addr in &config.listen {
         let (sockets, listener) = bind_address(addr, config.workers)?;
-        let bound = listener.local_addr().unwrap_or(addr);
-        tracing::info!(udp = %bound, tcp = %bound, workers = config.workers, "listening");
         udp_sockets.extend(sockets);
         tcp_listeners.push(listener);
     }
@@ -90,14 +84,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let xdp = if config.xdp.is_empty() {
         None
     } else {
-        Some(XdpGuard::attach(&config.xdp, config.xdp_mode)?)
+        let mut program = XdpProgram::load()?;
+        program.attach(&config.xdp, config.xdp_mode)?;
+        Some(program)
     };
+    // Logged once everything is in place: tests and operators take it as "ready".
+    for listener in &tcp_listeners {
+        if let Ok(bound) = listener.local_addr() {
+            tracing::info!(udp = %bound, tcp = %bound, workers = config.workers, "listening");
+        }
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let worker_stats: Vec<Arc<WorkerStats>> =
-        (0..udp_sockets.len() + 1).map(|_| Arc::default()).collect();
-    let udp_threads =
-        udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
+    let worker_stats: Vec<Arc<WorkerStats>> = (0..udp_sockets.len() + 1).map(|_| Arc::default()).collect();
+    let udp_threads = udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
     let tcp_stats = worker_stats.last().cloned().unwrap_or_default();
     let limits = tcp::TcpLimits {
         idle_timeout: config.tcp_idle_timeout,
@@ -178,11 +178,7 @@ fn bind_address(
     let mut last = None;
     for _ in 0..attempts {
         let first = udp::bind(addr).map_err(udp_err)?;
-        let bound = first
-            .local_addr()
-            .ok()
-            .and_then(|a| a.as_socket())
-            .unwrap_or(addr);
+        let bound = first.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
         match bind_tcp(bound) {
             Ok(listener) => {
                 let mut sockets = vec![first];

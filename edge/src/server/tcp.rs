@@ -65,12 +65,7 @@ pub async fn serve(
 }
 
 /// Serves one connection: reads framed queries, writes framed responses in order.
-async fn connection(
-    stream: TcpStream,
-    engine: &ArcSwap<Engine>,
-    stats: &WorkerStats,
-    idle: Duration,
-) {
+async fn connection(stream: TcpStream, engine: &ArcSwap<Engine>, stats: &WorkerStats, idle: Duration) {
     let _ = stream.set_nodelay(true);
     let (read, write) = stream.into_split();
     let mut reader = BufReader::new(read);
@@ -81,9 +76,7 @@ async fn connection(
         // The idle timeout covers waiting for a query and reading it whole.
         let read = tokio::time::timeout(idle, async {
             let len = usize::from(reader.read_u16().await?);
-            let buf = query
-                .get_mut(..len)
-                .ok_or(std::io::ErrorKind::InvalidData)?;
+            let buf = query.get_mut(..len).ok_or(std::io::ErrorKind::InvalidData)?;
             reader.read_exact(buf).await?;
             Ok::<usize, std::io::Error>(len)
         })

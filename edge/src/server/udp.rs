@@ -121,11 +121,7 @@ pub fn worker(socket: &Socket, engine: &ArcSwap<Engine>, stats: &WorkerStats, st
                 stats.count(None);
                 continue;
             }
-            let outcome = engine.respond(
-                &batch.queries[i][..len],
-                &mut batch.responses[i],
-                Transport::Udp,
-            );
+            let outcome = engine.respond(&batch.queries[i][..len], &mut batch.responses[i], Transport::Udp);
             stats.count(outcome);
             let Some(outcome) = outcome else { continue };
             let io = &mut *batch.io;
@@ -145,14 +141,7 @@ pub fn worker(socket: &Socket, engine: &ArcSwap<Engine>, stats: &WorkerStats, st
         let mut sent = 0;
         while sent < to_send {
             // SAFETY: headers [sent, to_send) point into `batch` and are fully set above.
-            let n = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    batch.io.send_hdrs[sent..].as_mut_ptr(),
-                    (to_send - sent) as u32,
-                    0,
-                )
-            };
+            let n = unsafe { libc::sendmmsg(fd, batch.io.send_hdrs[sent..].as_mut_ptr(), (to_send - sent) as u32, 0) };
             match usize::try_from(n) {
                 Ok(0) | Err(_) => {
                     // EAGAIN or an error for the first datagram (e.g. unreachable peer):
@@ -176,10 +165,7 @@ pub fn spawn(
     for (i, socket) in sockets.into_iter().enumerate() {
         let engine = Arc::clone(engine);
         let stop = Arc::clone(stop);
-        let stats = stats
-            .get(i % stats.len().max(1))
-            .cloned()
-            .unwrap_or_default();
+        let stats = stats.get(i % stats.len().max(1)).cloned().unwrap_or_default();
         handles.push(
             std::thread::Builder::new()
                 .name(format!("qdns-udp-{i}"))

@@ -78,10 +78,7 @@ impl<'b> Builder<'b> {
         if end > self.limit {
             return Err(Full);
         }
-        self.buf
-            .get_mut(self.len..end)
-            .ok_or(Full)?
-            .copy_from_slice(bytes);
+        self.buf.get_mut(self.len..end).ok_or(Full)?.copy_from_slice(bytes);
         self.len = end;
         Ok(())
     }
@@ -100,10 +97,7 @@ impl<'b> Builder<'b> {
         } else {
             let at = self.len;
             self.put(name.wire)?;
-            Ok(NameRef {
-                at,
-                wire: name.wire,
-            })
+            Ok(NameRef { at, wire: name.wire })
         }
     }
 
@@ -117,9 +111,7 @@ impl<'b> Builder<'b> {
     /// Reads back the `u16` at `at`.
     #[must_use]
     pub fn get_u16(&self, at: usize) -> u16 {
-        self.buf
-            .get(at..at + 2)
-            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+        self.buf.get(at..at + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
     }
 
     /// The message written so far.

@@ -45,13 +45,8 @@ impl NameBuf {
             if len + 1 + label_len > MAX_NAME_LEN {
                 return Err(NameError::TooLong);
             }
-            let label = msg
-                .get(pos..pos + 1 + label_len)
-                .ok_or(NameError::Truncated)?;
-            let dst = out
-                .bytes
-                .get_mut(len..len + 1 + label_len)
-                .ok_or(NameError::TooLong)?;
+            let label = msg.get(pos..pos + 1 + label_len).ok_or(NameError::Truncated)?;
+            let dst = out.bytes.get_mut(len..len + 1 + label_len).ok_or(NameError::TooLong)?;
             for (d, s) in dst.iter_mut().zip(label) {
                 *d = s.to_ascii_lowercase();
             }
@@ -134,14 +129,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_names() {
-        assert_eq!(
-            NameBuf::parse(b"\x03ww", 0).err(),
-            Some(NameError::Truncated)
-        );
-        assert_eq!(
-            NameBuf::parse(b"\xc0\x0c", 0).err(),
-            Some(NameError::BadLabel)
-        );
+        assert_eq!(NameBuf::parse(b"\x03ww", 0).err(), Some(NameError::Truncated));
+        assert_eq!(NameBuf::parse(b"\xc0\x0c", 0).err(), Some(NameError::BadLabel));
         assert_eq!(NameBuf::parse(b"\x40", 0).err(), Some(NameError::BadLabel));
         let mut long = Vec::new();
         for _ in 0..5 {

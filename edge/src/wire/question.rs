@@ -73,8 +73,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, Reject> {
     let Ok((qname, after_name)) = NameBuf::parse(msg, HEADER_LEN) else {
         return Err(Reject::formerr(HEADER_LEN, None));
     };
-    let (Some(qtype), Some(qclass)) = (read_u16(msg, after_name), read_u16(msg, after_name + 2))
-    else {
+    let (Some(qtype), Some(qclass)) = (read_u16(msg, after_name), read_u16(msg, after_name + 2)) else {
         return Err(Reject::formerr(HEADER_LEN, None));
     };
     let question_end = after_name + 4;
@@ -88,8 +87,8 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, Reject> {
     if header.ancount != 0 || header.nscount != 0 {
         return Err(Reject::formerr(question_end, None));
     }
-    let (edns, end) = read_additional(msg, question_end, header.arcount)
-        .map_err(|edns| Reject::formerr(question_end, edns))?;
+    let (edns, end) =
+        read_additional(msg, question_end, header.arcount).map_err(|edns| Reject::formerr(question_end, edns))?;
     if end != msg.len() {
         return Err(Reject::formerr(question_end, edns));
     }
@@ -108,11 +107,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, Reject> {
 
 /// Walks the additional section; returns the OPT record (if any) and the end offset.
 /// On error returns the OPT read so far, so FORMERR can still carry an OPT.
-fn read_additional(
-    msg: &[u8],
-    mut pos: usize,
-    count: u16,
-) -> Result<(Option<Edns>, usize), Option<Edns>> {
+fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edns>, usize), Option<Edns>> {
     let mut edns = None;
     for _ in 0..count {
         let owner = pos;
@@ -225,12 +220,7 @@ mod tests {
                 ..
             })
         ));
-        let bad_option = query(
-            b"\x00",
-            1,
-            &[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 3, 0, 1, 0],
-            1,
-        );
+        let bad_option = query(b"\x00", 1, &[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 3, 0, 1, 0], 1);
         assert!(matches!(
             parse_query(&bad_option),
             Err(Reject::Respond {

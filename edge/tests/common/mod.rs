@@ -40,7 +40,21 @@ impl Edge {
 
     /// Starts the edge on ephemeral loopback ports serving `zones`, with `extra` flags.
     pub fn start_with(zones: &Path, extra: &[&str]) -> Edge {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_qdns-edge"))
+        Edge::start_in(&[], zones, extra)
+    }
+
+    /// Like [`Edge::start_with`], run through `prefix` (e.g. `ip netns exec NS`, which
+    /// execs the edge, so the PID stays the edge's).
+    pub fn start_in(prefix: &[&str], zones: &Path, extra: &[&str]) -> Edge {
+        let mut command = match prefix.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_qdns-edge"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_qdns-edge")),
+        };
+        let mut child = command
             .args([
                 "--listen",
                 "127.0.0.1:0",
@@ -126,20 +140,34 @@ impl Edge {
         }
     }
 
-    /// Stops the edge with SIGTERM and returns its exit status.
-    pub fn stop(mut self) -> std::process::ExitStatus {
+    /// Stops the edge with SIGTERM; returns its exit status and the log lines it wrote
+    /// that no earlier `wait_for_log` consumed.
+    pub fn stop_with_log(mut self) -> (std::process::ExitStatus, Vec<String>) {
         self.signal("TERM");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
+        let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
+                break status;
             }
             assert!(
                 std::time::Instant::now() < deadline,
                 "qdns-edge did not stop on SIGTERM"
             );
             std::thread::sleep(Duration::from_millis(20));
+        };
+        let rx = self.stderr.lock().unwrap();
+        let mut lines = Vec::new();
+        // The reader thread ends at EOF, which disconnects the channel.
+        while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+            lines.push(line);
         }
+        drop(rx);
+        (status, lines)
+    }
+
+    /// Stops the edge with SIGTERM and returns its exit status.
+    pub fn stop(self) -> std::process::ExitStatus {
+        self.stop_with_log().0
     }
 }
 
@@ -197,17 +225,9 @@ fn rand_id() -> u16 {
 
 /// Parses a response, checking it answers `query` (same ID, QR set).
 pub fn parse_response(query: &[u8], response: &[u8]) -> Message {
-    let msg = Message::from_vec(response)
-        .unwrap_or_else(|e| panic!("unparseable response {response:02x?}: {e}"));
-    assert_eq!(
-        msg.metadata.id,
-        u16::from_be_bytes([query[0], query[1]]),
-        "ID echoed"
-    );
-    assert_eq!(
-        msg.metadata.message_type,
-        hickory_proto::op::MessageType::Response
-    );
+    let msg = Message::from_vec(response).unwrap_or_else(|e| panic!("unparseable response {response:02x?}: {e}"));
+    assert_eq!(msg.metadata.id, u16::from_be_bytes([query[0], query[1]]), "ID echoed");
+    assert_eq!(msg.metadata.message_type, hickory_proto::op::MessageType::Response);
     msg
 }
 
@@ -215,15 +235,8 @@ pub fn parse_response(query: &[u8], response: &[u8]) -> Message {
 /// times (UDP is lossy: a full socket queue drops datagrams); a server that stalls
 /// still fails.
 pub fn udp_raw(addr: SocketAddr, query: &[u8]) -> Vec<u8> {
-    let socket = UdpSocket::bind(if addr.is_ipv4() {
-        "127.0.0.1:0"
-    } else {
-        "[::1]:0"
-    })
-    .unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
+    let socket = UdpSocket::bind(if addr.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" }).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let mut buf = vec![0u8; 65_535];
     for _ in 0..3 {
         socket.send_to(query, addr).unwrap();
@@ -239,9 +252,7 @@ pub fn udp_raw(addr: SocketAddr, query: &[u8]) -> Vec<u8> {
 /// Sends `query` over TCP (one connection) and returns the raw response.
 pub fn tcp_raw(addr: SocketAddr, query: &[u8]) -> Vec<u8> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(3)))
-        .unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     write_framed(&mut stream, query);
     read_framed(&mut stream)
 }

@@ -36,10 +36,7 @@ fn load_with(body: &str, master: Option<&str>) -> Result<Zone, ZoneError> {
 
 fn error(body: &str) -> String {
     let msg = load(body).unwrap_err().to_string();
-    assert!(
-        msg.contains("example.com.toml"),
-        "error names the file: {msg}"
-    );
+    assert!(msg.contains("example.com.toml"), "error names the file: {msg}");
     assert!(!msg.contains('\n'), "error is one line: {msg}");
     msg
 }
@@ -62,18 +59,10 @@ fn loads_plain_zone() {
 
 #[test]
 fn rejects_bad_address_with_line_and_key() {
-    let body =
-        format!("{HEAD}\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.300\"]\n");
-    let line = body
-        .lines()
-        .position(|l| l.contains("192.0.2.300"))
-        .unwrap()
-        + 1;
+    let body = format!("{HEAD}\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.300\"]\n");
+    let line = body.lines().position(|l| l.contains("192.0.2.300")).unwrap() + 1;
     let msg = error(&body);
-    assert!(
-        msg.contains(&format!(":{line}: rrset[0].values[0]")),
-        "{msg}"
-    );
+    assert!(msg.contains(&format!(":{line}: rrset[0].values[0]")), "{msg}");
     assert!(msg.contains("invalid A value"), "{msg}");
 }
 
@@ -95,10 +84,7 @@ fn rejects_unknown_key_and_relative_origin() {
     ));
     assert!(msg.contains("unknown field `value`"), "{msg}");
     let msg = error(&HEAD.replace("\"example.com.\"", "\"example.com\""));
-    assert!(
-        msg.contains("zone.origin") && msg.contains("absolute"),
-        "{msg}"
-    );
+    assert!(msg.contains("zone.origin") && msg.contains("absolute"), "{msg}");
 }
 
 #[test]
@@ -140,10 +126,7 @@ fn include_master_file_merges_and_reports_lines() {
     let zone = load_with(&body, Some("mail IN MX 10 mx\nmx 120 IN A 192.0.2.25\n")).unwrap();
     let mx = zone.rrset(b"\x04mail\x07example\x03com\x00", 15).unwrap();
     assert_eq!(mx.ttl, 60);
-    assert_eq!(
-        zone.rrset(b"\x02mx\x07example\x03com\x00", 1).unwrap().ttl,
-        120
-    );
+    assert_eq!(zone.rrset(b"\x02mx\x07example\x03com\x00", 1).unwrap().ttl, 120);
 
     let err = load_with(&body, Some("ok IN A 192.0.2.1\nbad IN MX ten mx\n"))
         .unwrap_err()
@@ -159,15 +142,9 @@ fn include_master_file_merges_and_reports_lines() {
 #[test]
 fn load_dir_rejects_duplicate_origins_and_empty_dirs() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(load_dir(dir.path(), 1)
-        .unwrap_err()
-        .to_string()
-        .contains("no *.toml"));
+    assert!(load_dir(dir.path(), 1).unwrap_err().to_string().contains("no *.toml"));
     fs::write(dir.path().join("a.toml"), HEAD).unwrap();
     fs::write(dir.path().join("b.toml"), HEAD).unwrap();
     let msg = load_dir(dir.path(), 1).unwrap_err().to_string();
-    assert!(
-        msg.contains("b.toml") && msg.contains("already defined"),
-        "{msg}"
-    );
+    assert!(msg.contains("b.toml") && msg.contains("already defined"), "{msg}");
 }
