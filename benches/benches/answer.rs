@@ -58,6 +58,7 @@ fn answer(c: &mut Criterion) {
     group.finish();
 }
 
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
 fn report_allocations() {
     let engine = example_engine();
     let mut out = vec![0u8; 65_535];

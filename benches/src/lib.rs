@@ -6,6 +6,9 @@ use std::path::Path;
 use qdns_edge::Engine;
 
 /// The engine over `examples/zones`, as the edge would compile it.
+///
+/// # Panics
+/// When the example zones do not load (a broken checkout).
 #[must_use]
 pub fn example_engine() -> Engine {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");

@@ -59,7 +59,7 @@ pub struct XdpProgram {
     interfaces: Vec<String>,
 }
 
-/// Result of one BPF_PROG_TEST_RUN of the program.
+/// Result of one `BPF_PROG_TEST_RUN` of the program.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestRunOutcome {
     /// The XDP action returned (`XDP_PASS` = 2, `XDP_TX` = 3, ...).
@@ -116,7 +116,7 @@ impl XdpProgram {
         Ok(())
     }
 
-    /// Runs the program once on `packet` in the kernel (BPF_PROG_TEST_RUN), `repeat`
+    /// Runs the program once on `packet` in the kernel (`BPF_PROG_TEST_RUN`), `repeat`
     /// times, and returns the verdict and the packet as the program left it.
     pub fn test_run(&mut self, packet: &[u8], repeat: u32) -> Result<TestRunOutcome, XdpLoadError> {
         let program = Self::program(&mut self.ebpf)?;
@@ -155,10 +155,7 @@ impl XdpProgram {
         Counter::ALL
             .iter()
             .map(|&counter| {
-                let total = array
-                    .get(&(counter as u32), 0)
-                    .map(|values| values.iter().sum())
-                    .unwrap_or(0);
+                let total = array.get(&(counter as u32), 0).map_or(0, |values| values.iter().sum());
                 (counter.label(), total)
             })
             .collect()

@@ -189,7 +189,7 @@ fn name_compression_in_responses() {
 fn cname_chased_inside_the_zone() {
     for (addr, via) in every_path(edge()) {
         let msg = ask(addr, via, "chain.example.com.", RecordType::A, Ask::default());
-        let types: Vec<_> = msg.answers.iter().map(|r| r.record_type()).collect();
+        let types: Vec<_> = msg.answers.iter().map(hickory_proto::rr::Record::record_type).collect();
         assert_eq!(
             types,
             [RecordType::CNAME, RecordType::CNAME, RecordType::A, RecordType::A],
@@ -267,7 +267,8 @@ fn any_answered_per_rfc8482() {
         let msg = ask(addr, via, "example.com.", RecordType::ANY, Ask::default());
         assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
         assert!(msg.metadata.authoritative);
-        let types: std::collections::BTreeSet<_> = msg.answers.iter().map(|r| r.record_type()).collect();
+        let types: std::collections::BTreeSet<_> =
+            msg.answers.iter().map(hickory_proto::rr::Record::record_type).collect();
         assert_eq!(types.len(), 1, "one RRset, not all of them ({types:?}) over {via:?}");
     }
 }
@@ -428,7 +429,7 @@ fn tcp_connection_cap_queues_extra_clients() {
     let raw = tcp_raw_patient(edge.v4, &q);
     parse_response(&q, &raw);
     assert!(
-        started.elapsed() >= Duration::from_millis(1000),
+        started.elapsed() >= Duration::from_secs(1),
         "third connection waited for a slot"
     );
 }

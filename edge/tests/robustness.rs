@@ -38,7 +38,7 @@ fn garbage(rng: &mut Rng) -> Vec<Vec<u8>> {
             0 => (0..rng.below(600)).map(|_| rng.next() as u8).collect(),
             1 => {
                 let mut p = valid.clone();
-                for _ in 0..1 + rng.below(4) {
+                for _ in 0..=rng.below(4) {
                     let at = rng.below(p.len());
                     p[at] = rng.next() as u8;
                 }

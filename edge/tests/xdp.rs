@@ -1,4 +1,4 @@
-//! The XDP program in the real kernel (needs root, as CI has): BPF_PROG_TEST_RUN on a
+//! The XDP program in the real kernel (needs root, as CI has): `BPF_PROG_TEST_RUN` on a
 //! loaded program, and the program attached to the loopback of a network namespace
 //! this test creates, with real queries going through it.
 //!

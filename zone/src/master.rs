@@ -93,7 +93,7 @@ pub fn parse_value(origin: &Name, owner: &Name, rtype: RecordType, value: &str) 
         .map_err(|err| err.to_string())?;
     let mut records = sets.into_values().flat_map(|set| {
         set.records_without_rrsigs()
-            .map(|record| (&record.data).clone())
+            .map(|record| record.data.clone())
             .collect::<Vec<_>>()
     });
     match (records.next(), records.next()) {

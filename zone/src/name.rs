@@ -1,13 +1,15 @@
 //! Domain names in the snapshot: absolute, lowercase, uncompressed wire format.
 //!
 //! RFC 1035 §3.1 (labels ≤ 63 octets, names ≤ 255 octets) and §2.3.1 (presentation).
+use std::fmt::Write as _;
+
 use hickory_proto::rr::Name;
 
 /// Wire form of `name`, lowercased, uncompressed, ending with the root label.
 #[must_use]
 pub fn to_wire(name: &Name) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 1);
-    for label in name.iter() {
+    for label in name {
         out.push(label.len() as u8);
         out.extend(label.iter().map(u8::to_ascii_lowercase));
     }
@@ -32,7 +34,9 @@ pub fn to_text(wire: &[u8]) -> String {
                     out.push(char::from(byte));
                 }
                 0x21..=0x7e => out.push(char::from(byte)),
-                _ => out.push_str(&format!("\\{byte:03}")),
+                _ => {
+                    let _ = write!(out, "\\{byte:03}");
+                }
             }
         }
         out.push('.');

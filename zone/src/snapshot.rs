@@ -28,7 +28,7 @@ pub struct Zone {
     pub rrsets: Vec<RecordSet>,
 }
 
-/// One RRset: all records of one owner name and type.
+/// One `RRset`: all records of one owner name and type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordSet {
     /// Owner name (wire format, lowercase).

@@ -128,53 +128,8 @@ fn compile_zone(apex: &[u8], serial: u32, negative_ttl: u32, sets: &[RecordSet])
         });
     }
     // 3. Zone cuts (NS below the apex), wildcards, additional-section targets.
-    for (id, owner) in owners.iter().enumerate() {
-        if owner.as_ref() != apex {
-            let is_cut = |wire: &[u8]| {
-                by_name
-                    .get(wire)
-                    .and_then(|&n| nodes.get(n as usize))
-                    .is_some_and(|n| n.rrset(rtype::NS).is_some())
-            };
-            // The topmost cut at or above this node, below the apex.
-            let mut cut = None;
-            for start in label_starts(owner) {
-                let ancestor = owner.get(start..).unwrap_or_default();
-                if ancestor == apex {
-                    break;
-                }
-                if is_cut(ancestor) {
-                    cut = by_name.get(ancestor).copied();
-                }
-            }
-            if let Some(node) = nodes.get_mut(id) {
-                node.cut = cut;
-            }
-        }
-        if owner.first() == Some(&1) && owner.get(1) == Some(&b'*') {
-            if let Some(parent) = name::parent(owner).and_then(|p| by_name.get(p)).copied() {
-                if let Some(node) = nodes.get_mut(parent as usize) {
-                    node.wildcard = Some(id as NodeId);
-                }
-            }
-        }
-    }
-    for id in 0..nodes.len() {
-        let targets: Vec<Vec<Target>> = nodes
-            .get(id)
-            .map(|node| {
-                node.rrsets
-                    .iter()
-                    .map(|set| find_targets(set, &by_name, &nodes))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Some(node) = nodes.get_mut(id) {
-            for (set, found) in node.rrsets.iter_mut().zip(targets) {
-                set.targets = found.into_boxed_slice();
-            }
-        }
-    }
+    link_cuts_and_wildcards(apex, &owners, &by_name, &mut nodes);
+    link_targets(&by_name, &mut nodes);
     let soa = sets
         .iter()
         .find(|set| set.rtype == rtype::SOA && set.name == apex)
@@ -189,6 +144,64 @@ fn compile_zone(apex: &[u8], serial: u32, negative_ttl: u32, sets: &[RecordSet])
         nodes,
         by_name,
     })
+}
+
+/// Marks each node with the topmost zone cut at or above it (below the apex), and each
+/// parent of a `*` label with its wildcard child.
+fn link_cuts_and_wildcards(
+    apex: &[u8],
+    owners: &[Box<[u8]>],
+    by_name: &HashMap<Box<[u8]>, NodeId>,
+    nodes: &mut [Node],
+) {
+    for (id, owner) in owners.iter().enumerate() {
+        if owner.as_ref() != apex {
+            let mut cut = None;
+            for start in label_starts(owner) {
+                let ancestor = owner.get(start..).unwrap_or_default();
+                if ancestor == apex {
+                    break;
+                }
+                let node = by_name.get(ancestor).copied();
+                if node
+                    .and_then(|n| nodes.get(n as usize))
+                    .is_some_and(|n| n.rrset(rtype::NS).is_some())
+                {
+                    cut = node;
+                }
+            }
+            if let Some(node) = nodes.get_mut(id) {
+                node.cut = cut;
+            }
+        }
+        if owner.first() == Some(&1) && owner.get(1) == Some(&b'*') {
+            if let Some(parent) = name::parent(owner).and_then(|p| by_name.get(p)).copied() {
+                if let Some(node) = nodes.get_mut(parent as usize) {
+                    node.wildcard = Some(id as NodeId);
+                }
+            }
+        }
+    }
+}
+
+/// Resolves the additional-section targets of every NS, MX and SRV set.
+fn link_targets(by_name: &HashMap<Box<[u8]>, NodeId>, nodes: &mut [Node]) {
+    for id in 0..nodes.len() {
+        let targets: Vec<Vec<Target>> = nodes
+            .get(id)
+            .map(|node| {
+                node.rrsets
+                    .iter()
+                    .map(|set| find_targets(set, by_name, nodes))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(node) = nodes.get_mut(id) {
+            for (set, found) in node.rrsets.iter_mut().zip(targets) {
+                set.targets = found.into_boxed_slice();
+            }
+        }
+    }
 }
 
 fn compile_rrset(set: &RecordSet) -> Option<Rrset> {

@@ -5,7 +5,7 @@
 //!  query bytes ──parse──► Query ──lookup──► Outcome ──respond──► response bytes
 //! ```
 //!
-//! Everything that can be precomputed is: each RRset is stored as the wire bytes of its
+//! Everything that can be precomputed is: each `RRset` is stored as the wire bytes of its
 //! records after the owner name (TYPE, CLASS, TTL, RDLENGTH, RDATA), so an answer is a
 //! compression pointer plus a copy. Answering allocates nothing.
 mod compile;
@@ -53,7 +53,7 @@ struct Node {
     wildcard: Option<NodeId>,
 }
 
-/// One RRset in answer-ready form.
+/// One `RRset` in answer-ready form.
 struct Rrset {
     rtype: u16,
     /// Records after the owner: TYPE CLASS TTL RDLENGTH RDATA, back to back.

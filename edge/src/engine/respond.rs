@@ -115,13 +115,12 @@ impl Engine {
             b.reserve(OPT_LEN);
         }
         let resolved = self.resolve(&query, &mut b);
-        let (flags, rcode, counts) = match resolved {
-            Ok(r) => (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts),
-            Err(Full) => {
-                // Did not fit: header, question and OPT only, TC set (RFC 2181 §9).
-                b.truncate(query.question_end);
-                (base | header::TC, Rcode::NoError, Counts::default())
-            }
+        let (flags, rcode, counts) = if let Ok(r) = resolved {
+            (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts)
+        } else {
+            // Did not fit: header, question and OPT only, TC set (RFC 2181 §9).
+            b.truncate(query.question_end);
+            (base | header::TC, Rcode::NoError, Counts::default())
         };
         b.release(OPT_LEN);
         finish(b, flags, rcode, counts, query.edns, self.max_udp_payload)
@@ -277,7 +276,7 @@ fn put_rrset(b: &mut Builder<'_>, mut owner: NameRef<'_>, set: &Rrset, targets: 
         owner = b.put_name(owner)?;
         let record_at = b.len();
         b.put(record)?;
-        for target in set.targets.iter() {
+        for target in &set.targets {
             let offset = target.offset as usize;
             if offset >= at && offset < at + record.len() {
                 targets.push(record_at + offset - at, target.node);

@@ -96,7 +96,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let worker_stats: Vec<Arc<WorkerStats>> = (0..udp_sockets.len() + 1).map(|_| Arc::default()).collect();
+    let worker_stats: Vec<Arc<WorkerStats>> = (0..=udp_sockets.len()).map(|_| Arc::default()).collect();
     let udp_threads = udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
     let tcp_stats = worker_stats.last().cloned().unwrap_or_default();
     let limits = tcp::TcpLimits {

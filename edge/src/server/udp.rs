@@ -1,4 +1,4 @@
-//! UDP workers: one thread per socket, several sockets per address on SO_REUSEPORT so
+//! UDP workers: one thread per socket, several sockets per address on `SO_REUSEPORT` so
 //! the kernel spreads queries across cores; each worker receives and sends in batches
 //! with recvmmsg/sendmmsg. Buffers are allocated once per worker; the query path does
 //! not allocate.
@@ -29,7 +29,7 @@ const MAX_RESPONSE: usize = 4096;
 /// How often a blocked worker wakes to check for shutdown.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Binds one SO_REUSEPORT UDP socket on `addr`.
+/// Binds one `SO_REUSEPORT` UDP socket on `addr`.
 pub fn bind(addr: SocketAddr) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if addr.is_ipv6() {

@@ -135,7 +135,7 @@ impl Edge {
             match self.stderr.lock().unwrap().recv_timeout(left) {
                 Ok(line) if line.contains(needle) => return line,
                 Ok(_) => {}
-                Err(_) => panic!("no log line containing {needle:?} within {timeout:?}"),
+                Err(e) => panic!("no log line containing {needle:?} within {timeout:?} ({e})"),
             }
         }
     }

@@ -48,7 +48,7 @@ fn loads_plain_zone() {
     ))
     .unwrap();
     assert_eq!(zone.origin, b"\x07example\x03com\x00");
-    assert_eq!(zone.serial, 2026120101);
+    assert_eq!(zone.serial, 2_026_120_101);
     assert_eq!(zone.negative_ttl, 30, "min(SOA TTL 60, minimum 30)");
     let www = zone.rrset(b"\x03www\x07example\x03com\x00", 1).unwrap();
     assert_eq!(www.ttl, 60);
@@ -122,7 +122,9 @@ fn rejects_data_below_delegation_but_keeps_glue() {
 
 #[test]
 fn include_master_file_merges_and_reports_lines() {
-    let body = format!("{HEAD}").replace("ttl = 60", "ttl = 60\ninclude = \"example.com.zone\"");
+    let body = HEAD
+        .to_string()
+        .replace("ttl = 60", "ttl = 60\ninclude = \"example.com.zone\"");
     let zone = load_with(&body, Some("mail IN MX 10 mx\nmx 120 IN A 192.0.2.25\n")).unwrap();
     let mx = zone.rrset(b"\x04mail\x07example\x03com\x00", 15).unwrap();
     assert_eq!(mx.ttl, 60);
