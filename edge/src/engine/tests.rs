@@ -1,1 +1,150 @@
+//! Engine cases that are awkward to reach over a socket: CNAME loops and chain limits,
+//! names beyond compression-pointer range, required glue that does not fit.
+use std::fmt::Write as _;
 
+use hickory_proto::{
+    op::{Message, Query, ResponseCode},
+    rr::{Name, RecordType},
+};
+
+use super::{Engine, Outcome, Transport};
+
+const HEAD: &str = r#"
+[zone]
+origin = "t.example."
+ttl = 60
+[zone.soa]
+mname = "ns.t.example."
+rname = "h.t.example."
+serial = 1
+refresh = 1
+retry = 1
+expire = 1
+minimum = 5
+[zone.ns]
+names = ["ns.t.example."]
+"#;
+
+fn engine(rrsets: &str) -> Engine {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.toml"), format!("{HEAD}{rrsets}")).unwrap();
+    Engine::compile(&qdns_zone::load_dir(dir.path(), 1).unwrap()).unwrap()
+}
+
+fn rrset(name: &str, rtype: &str, values: &[&str]) -> String {
+    let values: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    format!(
+        "[[rrset]]\nname = \"{name}\"\ntype = \"{rtype}\"\nvalues = [{}]\n",
+        values.join(", ")
+    )
+}
+
+fn ask(engine: &Engine, name: &str, qtype: RecordType, transport: Transport) -> (Message, Outcome) {
+    let mut query = Message::query();
+    query.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    let bytes = query.to_vec().unwrap();
+    let mut out = vec![0u8; 65_535];
+    let outcome = engine.respond(&bytes, &mut out, transport).unwrap();
+    (Message::from_vec(&out[..outcome.len]).unwrap(), outcome)
+}
+
+#[test]
+fn cname_loop_ends_after_the_chain_limit() {
+    let e = engine(&(rrset("a", "CNAME", &["b"]) + &rrset("b", "CNAME", &["a"])));
+    let (msg, _) = ask(&e, "a.t.example.", RecordType::A, Transport::Udp);
+    assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(msg.answers.len(), super::respond::MAX_CNAME_CHAIN + 1);
+    assert!(msg.answers.iter().all(|r| r.record_type() == RecordType::CNAME));
+}
+
+#[test]
+fn chain_into_a_missing_name_is_nxdomain_with_the_cname() {
+    let e = engine(&rrset("a", "CNAME", &["gone"]));
+    let (msg, _) = ask(&e, "a.t.example.", RecordType::A, Transport::Udp);
+    // RFC 6604: the RCODE describes the last name of the chain.
+    assert_eq!(msg.metadata.response_code, ResponseCode::NXDomain);
+    assert_eq!(msg.answers.len(), 1);
+    assert_eq!(msg.authorities[0].record_type(), RecordType::SOA);
+    assert_eq!(msg.authorities[0].ttl, 5);
+}
+
+#[test]
+fn answers_past_pointer_range_decode_and_oversize_truncates() {
+    // 200 TXT records of ~257 octets (~51 KB): the answer runs past offset 0x3fff, the
+    // owners keep pointing at names early in the message, and it decodes cleanly.
+    // (The literal fallback for far names is covered by the builder's tests.)
+    let mut values = Vec::new();
+    for i in 0..200 {
+        let mut v = String::from("\"");
+        let _ = write!(v, "{i:04}");
+        v.push_str(&"x".repeat(240));
+        v.push('"');
+        values.push(v);
+    }
+    let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+    let e = engine(&(rrset("big", "TXT", &refs) + &rrset("alias", "CNAME", &["big"])));
+    let (msg, outcome) = ask(&e, "alias.t.example.", RecordType::TXT, Transport::Tcp);
+    assert!(outcome.len > 0x3fff, "{}", outcome.len);
+    assert_eq!(msg.answers.len(), 201);
+    assert!(msg.answers[1..].iter().all(|r| r.name.to_ascii() == "big.t.example."));
+    let (msg, _) = ask(&e, "alias.t.example.", RecordType::TXT, Transport::Udp);
+    assert!(msg.metadata.truncation);
+    // Past 65,535 octets even TCP cannot carry it: TC, never a broken message.
+    let more: Vec<String> = (200..300).map(|i| format!("\"{i:04}{}\"", "y".repeat(240))).collect();
+    let all: Vec<&str> = refs.iter().copied().chain(more.iter().map(String::as_str)).collect();
+    let e = engine(&rrset("big", "TXT", &all));
+    let (msg, _) = ask(&e, "big.t.example.", RecordType::TXT, Transport::Tcp);
+    assert!(msg.metadata.truncation && msg.answers.is_empty());
+}
+
+#[test]
+fn glue_that_does_not_fit_truncates_the_referral() {
+    // 13 name servers with long names and glue: the NS set fits 512, the glue does not.
+    let mut zone = String::new();
+    let mut ns = Vec::new();
+    for i in 0..13 {
+        let host = format!("ns{i}-with-a-rather-long-label-to-fill-the-space.sub");
+        ns.push(host.clone());
+        zone += &rrset(&host, "A", &[&format!("192.0.2.{i}")]);
+        zone += &rrset(&host, "AAAA", &[&format!("2001:db8::{i}")]);
+    }
+    let refs: Vec<&str> = ns.iter().map(String::as_str).collect();
+    zone += &rrset("sub", "NS", &refs);
+    let e = engine(&zone);
+    let (msg, outcome) = ask(&e, "www.sub.t.example.", RecordType::A, Transport::Udp);
+    assert!(
+        outcome.truncated && msg.metadata.truncation,
+        "required glue missing → TC (RFC 9471)"
+    );
+    let (msg, _) = ask(&e, "www.sub.t.example.", RecordType::A, Transport::Tcp);
+    assert_eq!(msg.authorities.len(), 13);
+    assert_eq!(msg.additionals.len(), 26);
+}
+
+#[test]
+fn optional_additional_data_is_dropped_not_truncated() {
+    let mut zone = rrset("@", "MX", &["10 mx"]);
+    let addrs: Vec<String> = (0..60).map(|i| format!("2001:db8::{i}")).collect();
+    let refs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    zone += &rrset("mx", "AAAA", &refs);
+    let e = engine(&zone);
+    let (msg, outcome) = ask(&e, "t.example.", RecordType::MX, Transport::Udp);
+    assert!(!outcome.truncated);
+    assert_eq!(msg.answers.len(), 1);
+    assert!(
+        msg.additionals.is_empty(),
+        "the AAAA set does not fit 512 and is left out whole"
+    );
+}
+
+#[test]
+fn compile_rejects_a_snapshot_without_soa() {
+    let mut snapshot = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.toml"), HEAD).unwrap();
+        qdns_zone::load_dir(dir.path(), 1).unwrap()
+    };
+    snapshot.zones[0].rrsets.retain(|set| set.rtype != 6);
+    let err = Engine::compile(&snapshot).err().unwrap();
+    assert_eq!(err.to_string(), "zone t.example.: no SOA record at the apex");
+}
