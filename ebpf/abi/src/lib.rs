@@ -1,13 +1,20 @@
 //! qdns-abi: everything the XDP program and user space must agree on.
 //!
 //! One source of truth, compiled for `bpfel-unknown-none` (by the XDP crate) and for the
-//! host (by `qdns-edge`): map names, map key/value layouts and the per-CPU counter
-//! indices. Every type here is `#[repr(C)]`, `Copy`, and free of implicit padding; a
-//! `const` size assertion sits beside each one. An incompatible layout change bumps the
-//! `_V<n>` suffix of the map name, so a stale object fails with "map not found" instead
-//! of being misread.
+//! host (by `qdns-edge` and `qdns-control`): map names, map key/value layouts, per-CPU
+//! counter indices, and the pure answer-selection and derived-health functions of SPEC
+//! §3 ([`select`], [`health`]), so both data paths choose identically. Every type here
+//! is `#[repr(C)]`, `Copy`, and free of implicit padding; a `const` size assertion sits
+//! beside each one. An incompatible layout change bumps the `_V<n>` suffix of the map
+//! name, so a stale object fails with "map not found" instead of being misread.
 #![no_std]
 #![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod health;
+pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
 pub const STATS_MAP: &str = "QDNS_STATS_V1";
