@@ -62,6 +62,14 @@ fn respond_allocates_nothing() {
         query("big.example.com.", RecordType::TXT, classic),
         query("www.example.org.", RecordType::A, plain),
         query("www.example.com.", RecordType::A, Ask { version: 1, ..plain }),
+        // Policy sets (examples/zones/shop.example.toml): weighted, failover,
+        // multivalue, zonal, alias, weighted CNAME chased.
+        query("www.shop.example.", RecordType::A, plain),
+        query("api.shop.example.", RecordType::A, plain),
+        query("mv.shop.example.", RecordType::AAAA, plain),
+        query("lb.shop.example.", RecordType::A, plain),
+        query("app.shop.example.", RecordType::A, plain),
+        query("shop.shop.example.", RecordType::A, plain),
     ];
     let mut garbage = queries[0].clone();
     garbage.extend(b"trailing");

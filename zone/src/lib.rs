@@ -13,13 +13,16 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod checks;
 pub mod error;
+pub mod evaluate;
 pub mod load;
 pub mod master;
 pub mod name;
+pub mod policy;
 pub mod schema;
 pub mod snapshot;
 
 pub use error::ZoneError;
 pub use load::{load_dir, load_zone_file};
-pub use snapshot::{RecordSet, Snapshot, Zone};
+pub use snapshot::{Answer, Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone};

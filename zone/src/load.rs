@@ -68,7 +68,13 @@ pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
         zones.push(zone);
     }
     zones.sort_by(|a, b| a.origin.cmp(&b.origin));
-    Ok(Snapshot { version, zones })
+    let mut base = 0u32;
+    for zone in &mut zones {
+        zone.slot_base = base;
+        base += zone.slots.len() as u32;
+    }
+    let bitmap = crate::evaluate::all_checks_healthy(&zones);
+    Ok(Snapshot { version, zones, bitmap })
 }
 
 /// Loads and validates one zone file.
@@ -85,26 +91,32 @@ pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
 }
 
 /// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset)
         .map_or(1, |head| head.bytes().filter(|&b| b == b'\n').count() + 1)
 }
 
 /// Where one record set came from, for error messages.
 #[derive(Clone)]
-struct Origin {
-    path: PathBuf,
-    line: Option<usize>,
-    key: Option<String>,
+pub(crate) struct Origin {
+    pub(crate) path: PathBuf,
+    pub(crate) line: Option<usize>,
+    pub(crate) key: Option<String>,
 }
 
-struct ZoneBuilder<'a> {
-    path: &'a Path,
-    text: &'a str,
-    origin: Name,
-    origin_wire: Vec<u8>,
-    ttl: u32,
-    sets: BTreeMap<(Vec<u8>, u16), (RecordSet, Origin)>,
+pub(crate) struct ZoneBuilder<'a> {
+    pub(crate) path: &'a Path,
+    pub(crate) text: &'a str,
+    pub(crate) origin: Name,
+    pub(crate) origin_wire: Vec<u8>,
+    pub(crate) ttl: u32,
+    pub(crate) sets: BTreeMap<(Vec<u8>, u16), (RecordSet, Origin)>,
+    /// Health slots in evaluation order.
+    pub(crate) slots: Vec<crate::Slot>,
+    /// Check id → slot.
+    pub(crate) checks: BTreeMap<String, u32>,
+    /// Alias members to resolve once every set is known.
+    pub(crate) aliases: Vec<crate::policy::PendingAlias>,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -116,6 +128,9 @@ impl<'a> ZoneBuilder<'a> {
             origin_wire: vec![0],
             ttl: schema::DEFAULT_TTL,
             sets: BTreeMap::new(),
+            slots: Vec::new(),
+            checks: BTreeMap::new(),
+            aliases: Vec::new(),
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -134,7 +149,7 @@ impl<'a> ZoneBuilder<'a> {
         Ok(builder)
     }
 
-    fn err<T>(&self, at: &Spanned<T>, key: &str, reason: impl Into<String>) -> ZoneError {
+    pub(crate) fn err<T>(&self, at: &Spanned<T>, key: &str, reason: impl Into<String>) -> ZoneError {
         ZoneError::invalid(
             self.path,
             Some(line_of(self.text, at.span().start)),
@@ -143,20 +158,20 @@ impl<'a> ZoneBuilder<'a> {
         )
     }
 
-    fn ttl_value(&self, ttl: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
+    pub(crate) fn ttl_value(&self, ttl: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
         u32::try_from(*ttl.get_ref())
             .ok()
             .filter(|&t| t <= MAX_TTL)
             .ok_or_else(|| self.err(ttl, key, format!("TTL {} is outside 0..={MAX_TTL}", ttl.get_ref())))
     }
 
-    fn u32_value(&self, value: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
+    pub(crate) fn u32_value(&self, value: &Spanned<i64>, key: &str) -> Result<u32, ZoneError> {
         u32::try_from(*value.get_ref())
             .map_err(|_| self.err(value, key, format!("{} is outside 0..=4294967295", value.get_ref())))
     }
 
     /// Resolves an owner or target name: `@`, relative, or absolute.
-    fn name(&self, text: &Spanned<String>, key: &str) -> Result<Name, ZoneError> {
+    pub(crate) fn name(&self, text: &Spanned<String>, key: &str) -> Result<Name, ZoneError> {
         let raw = text.get_ref().trim();
         if raw.is_empty() {
             return Err(self.err(text, key, "empty name"));
@@ -167,7 +182,7 @@ impl<'a> ZoneBuilder<'a> {
         Name::parse(raw, Some(&self.origin)).map_err(|e| self.err(text, key, format!("bad name {raw:?}: {e}")))
     }
 
-    fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
+    pub(crate) fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
         let key = (set.name.clone(), set.rtype);
         if let Some((_, first)) = self.sets.get(&key) {
             return Err(ZoneError::invalid(
@@ -187,7 +202,7 @@ impl<'a> ZoneBuilder<'a> {
         Ok(())
     }
 
-    fn here(&self, at: Option<usize>, key: Option<String>) -> Origin {
+    pub(crate) fn here(&self, at: Option<usize>, key: Option<String>) -> Origin {
         Origin {
             path: self.path.to_path_buf(),
             line: at,
@@ -201,9 +216,15 @@ impl<'a> ZoneBuilder<'a> {
         }
         self.soa(file)?;
         self.apex_ns(file)?;
+        self.health_checks(&file.health_check)?;
         for (index, entry) in file.rrset.iter().enumerate() {
-            self.rrset(index, entry)?;
+            if entry.policy.is_some() {
+                self.policy_rrset(index, entry)?;
+            } else {
+                self.rrset(index, entry)?;
+            }
         }
+        self.resolve_aliases()?;
         self.validate()?;
         let soa = self
             .sets
@@ -231,6 +252,8 @@ impl<'a> ZoneBuilder<'a> {
             serial,
             negative_ttl: soa.ttl.min(minimum),
             rrsets: self.sets.into_values().map(|(set, _)| set).collect(),
+            slot_base: 0,
+            slots: self.slots,
         })
     }
 
@@ -255,6 +278,7 @@ impl<'a> ZoneBuilder<'a> {
                 rtype: parsed.rtype,
                 ttl: parsed.ttl,
                 rdata: parsed.rdata,
+                policy: None,
             };
             if set.ttl > MAX_TTL {
                 return Err(ZoneError::invalid(
@@ -299,6 +323,7 @@ impl<'a> ZoneBuilder<'a> {
             rtype: TYPE_SOA,
             ttl: self.ttl,
             rdata: vec![rdata],
+            policy: None,
         };
         let origin = self.here(line, Some("zone.soa".to_owned()));
         self.insert(set, origin)
@@ -331,12 +356,83 @@ impl<'a> ZoneBuilder<'a> {
             rtype: TYPE_NS,
             ttl: self.ttl,
             rdata,
+            policy: None,
         };
         let origin = self.here(Some(line_of(self.text, ns.span().start)), Some("zone.ns".to_owned()));
         self.insert(set, origin)
     }
 
     fn rrset(&mut self, index: usize, entry: &RrsetEntry) -> Result<(), ZoneError> {
+        let key = |field: &str| format!("rrset[{index}].{field}");
+        let (owner, owner_wire, rtype) = self.owner_and_type(entry, index)?;
+        let ttl = match &entry.ttl {
+            Some(ttl) => self.ttl_value(ttl, &key("ttl"))?,
+            None => self.ttl,
+        };
+        if let Some(members) = &entry.members {
+            return Err(self.err(
+                members,
+                &key("members"),
+                "members need a policy (weighted, failover, multivalue)",
+            ));
+        }
+        if let Some(zones) = &entry.zones {
+            return Err(self.err(zones, &key("zones"), "zones need policy = \"zonal\""));
+        }
+        let Some(values_spanned) = &entry.values else {
+            return Err(self.err(&entry.name, &key("values"), "a plain record set needs values"));
+        };
+        let values = values_spanned.get_ref();
+        if values.is_empty() {
+            return Err(self.err(values_spanned, &key("values"), "at least one value is required"));
+        }
+        let rdata = self.values(&owner, rtype, values, &key("values"))?;
+        let set = RecordSet {
+            name: owner_wire,
+            rtype: u16::from(rtype),
+            ttl,
+            rdata,
+            policy: None,
+        };
+        let origin = self.here(
+            Some(line_of(self.text, entry.name.span().start)),
+            Some(format!("rrset[{index}]")),
+        );
+        self.insert(set, origin)
+    }
+
+    /// Parses presentation-format `values` of `rtype` owned by `owner` (`key` prefixes
+    /// the error keys).
+    pub(crate) fn values(
+        &self,
+        owner: &Name,
+        rtype: RecordType,
+        values: &[Spanned<String>],
+        key: &str,
+    ) -> Result<Vec<Vec<u8>>, ZoneError> {
+        let mut rdata: Vec<Vec<u8>> = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let wire = master::parse_value(&self.origin, owner, rtype, value.get_ref()).map_err(|reason| {
+                self.err(
+                    value,
+                    &format!("{key}[{i}]"),
+                    format!("invalid {rtype} value {:?}: {reason}", value.get_ref()),
+                )
+            })?;
+            if rdata.contains(&wire) {
+                return Err(self.err(value, &format!("{key}[{i}]"), "duplicate value"));
+            }
+            rdata.push(wire);
+        }
+        Ok(rdata)
+    }
+
+    /// Resolves and checks an rrset's owner name and type.
+    pub(crate) fn owner_and_type(
+        &self,
+        entry: &RrsetEntry,
+        index: usize,
+    ) -> Result<(Name, Vec<u8>, RecordType), ZoneError> {
         let key = |field: &str| format!("rrset[{index}].{field}");
         let owner = self.name(&entry.name, &key("name"))?;
         let owner_wire = name::to_wire(&owner);
@@ -364,39 +460,7 @@ impl<'a> ZoneBuilder<'a> {
                 "the SOA comes from [zone.soa] or the included master file",
             ));
         }
-        let ttl = match &entry.ttl {
-            Some(ttl) => self.ttl_value(ttl, &key("ttl"))?,
-            None => self.ttl,
-        };
-        let values = entry.values.get_ref();
-        if values.is_empty() {
-            return Err(self.err(&entry.values, &key("values"), "at least one value is required"));
-        }
-        let mut rdata: Vec<Vec<u8>> = Vec::with_capacity(values.len());
-        for (i, value) in values.iter().enumerate() {
-            let wire = master::parse_value(&self.origin, &owner, rtype, value.get_ref()).map_err(|reason| {
-                self.err(
-                    value,
-                    &key(&format!("values[{i}]")),
-                    format!("invalid {rtype} value {:?}: {reason}", value.get_ref()),
-                )
-            })?;
-            if rdata.contains(&wire) {
-                return Err(self.err(value, &key(&format!("values[{i}]")), "duplicate value"));
-            }
-            rdata.push(wire);
-        }
-        let set = RecordSet {
-            name: owner_wire,
-            rtype: u16::from(rtype),
-            ttl,
-            rdata,
-        };
-        let origin = self.here(
-            Some(line_of(self.text, entry.name.span().start)),
-            Some(format!("rrset[{index}]")),
-        );
-        self.insert(set, origin)
+        Ok((owner, owner_wire, rtype))
     }
 
     /// Whole-zone rules, once every set is in.

@@ -14,9 +14,80 @@ pub const DEFAULT_TTL: u32 = 3600;
 pub struct ZoneFile {
     /// The `[zone]` table.
     pub zone: ZoneSection,
+    /// The `[[health_check]]` tables.
+    #[serde(default)]
+    pub health_check: Vec<HealthCheckEntry>,
     /// The `[[rrset]]` tables.
     #[serde(default)]
     pub rrset: Vec<RrsetEntry>,
+}
+
+/// One `[[health_check]]` table (SPEC §2, §4).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckEntry {
+    /// Unique id within the zone file.
+    pub id: Spanned<String>,
+    /// `http`, `https`, `tcp`, `calculated` or `external`.
+    #[serde(rename = "type")]
+    pub kind: Spanned<String>,
+    /// Target address (http, https, tcp).
+    pub ip: Option<Spanned<String>>,
+    /// Target port (default 80 / 443; required for tcp).
+    pub port: Option<Spanned<i64>>,
+    /// HTTP path (default `/`).
+    pub path: Option<Spanned<String>>,
+    /// HTTP Host header and TLS SNI (default the ip).
+    pub host: Option<Spanned<String>>,
+    /// Seconds between checks: 10 or 30 (default 30).
+    pub interval: Option<Spanned<i64>>,
+    /// Consecutive results to change state, 1..=10 (default 3).
+    pub failure_threshold: Option<Spanned<i64>>,
+    /// The body's first 5120 bytes must contain it (http, https).
+    pub search_string: Option<Spanned<String>>,
+    /// Healthy ↔ unhealthy.
+    #[serde(default)]
+    pub inverted: bool,
+    /// Always healthy.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Children of a calculated check.
+    pub children: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Healthy iff at least this many children are (calculated).
+    pub healthy_threshold: Option<Spanned<i64>>,
+}
+
+/// One member of a policy record set.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberEntry {
+    /// Unique id within the record set.
+    pub id: Spanned<String>,
+    /// Weight 0..=255 (weighted).
+    pub weight: Option<Spanned<i64>>,
+    /// `primary` or `secondary` (failover).
+    pub role: Option<Spanned<String>>,
+    /// RDATA in presentation format (or `alias`).
+    pub values: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Health check id; none = always healthy.
+    pub health_check: Option<Spanned<String>>,
+    /// Another record set of the zone, same type (instead of `values`).
+    pub alias: Option<Spanned<String>>,
+    /// Alias healthy iff its target has a healthy member.
+    #[serde(default)]
+    pub evaluate_target_health: bool,
+}
+
+/// One availability zone of a zonal record set.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AzEntry {
+    /// AZ name, unique within the record set.
+    pub az: Spanned<String>,
+    /// The node addresses answered for this AZ.
+    pub values: Spanned<Vec<Spanned<String>>>,
+    /// Target group → health check ids of its targets in this AZ.
+    pub targets: Spanned<std::collections::BTreeMap<String, Vec<Spanned<String>>>>,
 }
 
 /// `[zone]`: origin, default TTL, optional master file, SOA and apex NS.
@@ -63,7 +134,7 @@ pub struct NsSection {
     pub names: Vec<Spanned<String>>,
 }
 
-/// One `[[rrset]]` table (plain record set).
+/// One `[[rrset]]` table: plain (`values`) or with a routing policy (`policy`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RrsetEntry {
@@ -74,6 +145,18 @@ pub struct RrsetEntry {
     pub rtype: Spanned<String>,
     /// TTL; the zone's `ttl` when absent.
     pub ttl: Option<Spanned<i64>>,
-    /// RDATA of each record, in presentation format for the type.
-    pub values: Spanned<Vec<Spanned<String>>>,
+    /// RDATA of each record, in presentation format for the type (plain sets).
+    pub values: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `weighted`, `failover`, `multivalue` or `zonal`; none = plain.
+    pub policy: Option<Spanned<String>>,
+    /// Members of a weighted, failover or multivalue set.
+    pub members: Option<Spanned<Vec<Spanned<MemberEntry>>>>,
+    /// AZs of a zonal set.
+    pub zones: Option<Spanned<Vec<Spanned<AzEntry>>>>,
+    /// Zonal: count targets in every AZ (default false).
+    pub cross_zone: Option<bool>,
+    /// Fail open when the healthy share is below this fraction (default 0.0).
+    pub fail_open_below: Option<Spanned<f64>>,
+    /// TTL while any candidate is unhealthy or the set fails open.
+    pub degraded_ttl: Option<Spanned<i64>>,
 }

@@ -11,6 +11,20 @@ pub struct Snapshot {
     pub version: u64,
     /// The zones, each validated on its own.
     pub zones: Vec<Zone>,
+    /// Health of every slot of every zone (bit set = healthy), `slot_count` bits.
+    pub bitmap: Vec<u64>,
+}
+
+impl Snapshot {
+    /// Total health slots over all zones.
+    #[must_use]
+    pub fn slot_count(&self) -> u32 {
+        self.zones
+            .iter()
+            .map(|z| z.slot_base + z.slots.len() as u32)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// One authoritative zone.
@@ -26,6 +40,96 @@ pub struct Zone {
     pub negative_ttl: u32,
     /// Every record set of the zone, the apex SOA and NS included.
     pub rrsets: Vec<RecordSet>,
+    /// First global health slot of this zone: local slot `i` is bit `slot_base + i`.
+    pub slot_base: u32,
+    /// Health slots, in evaluation order (every slot after the slots it depends on).
+    pub slots: Vec<Slot>,
+}
+
+/// One bit of health: a check, or a status derived from others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    /// Display name: the check id, or `rrset/member`, `rrset@az`.
+    pub name: String,
+    /// How its status is found.
+    pub rule: SlotRule,
+}
+
+/// How a slot's status is found. Slot numbers inside are local to the zone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SlotRule {
+    /// A probed check (http, https, tcp) or an `external` one (status set by operators).
+    Check {
+        /// Probe settings; `None` for `external`.
+        probe: Option<Probe>,
+        /// Healthy ↔ unhealthy.
+        inverted: bool,
+        /// Always healthy.
+        disabled: bool,
+    },
+    /// Healthy iff at least `threshold` of `children` are.
+    Calculated {
+        /// Child slots.
+        children: Vec<u32>,
+        /// Threshold.
+        threshold: u32,
+    },
+    /// Alias with evaluate-target-health: healthy iff any of `members` is (the target
+    /// set's member or AZ slots; empty = a plain target, always healthy).
+    AliasTarget {
+        /// Slots of the target's candidates.
+        members: Vec<u32>,
+    },
+    /// An AZ of a zonal set: healthy iff every target group has a healthy target (in
+    /// this AZ unless `cross_zone`), and not shifted away.
+    Az {
+        /// Owner of the record set (wire).
+        rrset: Vec<u8>,
+        /// Type of the record set.
+        rtype: u16,
+        /// AZ name.
+        az: String,
+        /// This AZ's index in the set.
+        index: u32,
+        /// (AZ index, group index, check slot) of every target of the set.
+        targets: Vec<(u32, u32, u32)>,
+        /// Number of target groups.
+        groups: u32,
+        /// Count targets in every AZ.
+        cross_zone: bool,
+    },
+}
+
+/// What a checker probes (SPEC §4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probe {
+    /// `http`, `https` or `tcp`.
+    pub kind: ProbeKind,
+    /// Target address.
+    pub ip: std::net::IpAddr,
+    /// Target port.
+    pub port: u16,
+    /// HTTP path.
+    pub path: String,
+    /// HTTP Host / SNI.
+    pub host: String,
+    /// Seconds between probes (10 or 30).
+    pub interval: u32,
+    /// Consecutive results to flip (1..=10).
+    pub failure_threshold: u32,
+    /// Required body text.
+    pub search_string: Option<String>,
+}
+
+/// Probe protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProbeKind {
+    /// HTTP.
+    Http,
+    /// HTTPS.
+    Https,
+    /// TCP connect.
+    Tcp,
 }
 
 /// One `RRset`: all records of one owner name and type.
@@ -37,8 +141,64 @@ pub struct RecordSet {
     pub rtype: u16,
     /// TTL of every record of the set (RFC 2181 §5.2).
     pub ttl: u32,
-    /// RDATA of each record, wire format, names uncompressed. Never empty.
+    /// RDATA of each record, wire format, names uncompressed. Never empty for a plain
+    /// set; empty for a policy set.
     pub rdata: Vec<Vec<u8>>,
+    /// The routing policy, for a policy set.
+    pub policy: Option<Policy>,
+}
+
+/// A routing policy (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Which policy.
+    pub kind: PolicyKind,
+    /// Candidates: members, or AZs for zonal (in order).
+    pub members: Vec<Member>,
+    /// Fail open below this healthy share, in thousandths.
+    pub fail_open_below_permille: u32,
+    /// TTL while degraded or failing open.
+    pub degraded_ttl: Option<u32>,
+}
+
+/// Routing policy kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PolicyKind {
+    /// One member, by weight.
+    Weighted,
+    /// Primary (member 0) unless unhealthy, then secondary (member 1, if any).
+    Failover,
+    /// Up to 8 healthy members.
+    Multivalue,
+    /// Every healthy AZ.
+    Zonal,
+}
+
+/// One candidate of a policy set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Member id (or AZ name).
+    pub id: String,
+    /// Weight (weighted), else 0.
+    pub weight: u32,
+    /// Health slot, local to the zone, or `qdns_abi::health::ALWAYS_HEALTHY`.
+    pub slot: u32,
+    /// The check or derived slot's display name, for explain (`None` = no check).
+    pub check: Option<String>,
+    /// What it answers.
+    pub answer: Answer,
+}
+
+/// What a member answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    /// These records (wire RDATA).
+    Values(Vec<Vec<u8>>),
+    /// Whatever the record set `target` (same zone and type) answers.
+    Alias {
+        /// Owner of the target set (wire).
+        target: Vec<u8>,
+    },
 }
 
 impl Zone {

@@ -46,6 +46,7 @@ impl Engine {
             zones: Vec::with_capacity(snapshot.zones.len()),
             by_apex: HashMap::with_capacity(snapshot.zones.len()),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
+            health: arc_swap::ArcSwap::from_pointee(snapshot.bitmap.clone()),
         };
         for zone in &snapshot.zones {
             let text = || name::to_text(&zone.origin);
@@ -57,18 +58,19 @@ impl Engine {
             {
                 return Err(EngineError::DuplicateZone { zone: text() });
             }
-            engine.zones.push(compile_zone(
-                &zone.origin,
-                zone.serial,
-                zone.negative_ttl,
-                &zone.rrsets,
-            )?);
+            engine.zones.push(compile_zone(zone)?);
         }
         Ok(engine)
     }
 }
 
-fn compile_zone(apex: &[u8], serial: u32, negative_ttl: u32, sets: &[RecordSet]) -> Result<ZoneData, EngineError> {
+fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
+    let (apex, serial, negative_ttl, sets) = (
+        zone.origin.as_slice(),
+        zone.serial,
+        zone.negative_ttl,
+        zone.rrsets.as_slice(),
+    );
     let zone_text = || name::to_text(apex);
     let bad = |set: &RecordSet, reason| EngineError::BadRecordSet {
         zone: zone_text(),
@@ -93,7 +95,7 @@ fn compile_zone(apex: &[u8], serial: u32, negative_ttl: u32, sets: &[RecordSet])
         if !name::is_at_or_below(&set.name, apex) {
             return Err(bad(set, "owner outside the zone"));
         }
-        if set.rdata.is_empty() || set.rdata.len() > usize::from(u16::MAX) {
+        if (set.rdata.is_empty() && set.policy.is_none()) || set.rdata.len() > usize::from(u16::MAX) {
             return Err(bad(set, "empty or oversized record set"));
         }
         for start in label_starts(&set.name) {
@@ -127,9 +129,20 @@ fn compile_zone(apex: &[u8], serial: u32, negative_ttl: u32, sets: &[RecordSet])
             wildcard: None,
         });
     }
-    // 3. Zone cuts (NS below the apex), wildcards, additional-section targets.
+    // 3. Zone cuts (NS below the apex), wildcards, additional-section targets, policies.
     link_cuts_and_wildcards(apex, &owners, &by_name, &mut nodes);
     link_targets(&by_name, &mut nodes);
+    for set in sets {
+        let Some(policy) = &set.policy else { continue };
+        let compiled = super::policy::compile(policy, set, zone.slot_base, &by_name)
+            .ok_or_else(|| bad(set, "alias target missing or RDATA too long"))?;
+        let node = by_name
+            .get(set.name.as_slice())
+            .and_then(|&id| nodes.get_mut(id as usize));
+        if let Some(rrset) = node.and_then(|n| n.rrsets.iter_mut().find(|r| r.rtype == set.rtype)) {
+            rrset.policy = Some(Box::new(compiled));
+        }
+    }
     let soa = sets
         .iter()
         .find(|set| set.rtype == rtype::SOA && set.name == apex)
@@ -214,11 +227,12 @@ fn compile_rrset(set: &RecordSet) -> Option<Rrset> {
         records: records.into_boxed_slice(),
         count: set.rdata.len() as u16,
         targets: Box::new([]),
+        policy: None,
     })
 }
 
 /// TYPE CLASS TTL RDLENGTH RDATA of one record.
-fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u8>> {
     let rdlen = u16::try_from(rdata.len()).ok()?;
     let mut out = Vec::with_capacity(10 + rdata.len());
     out.extend(rr_type.to_be_bytes());

@@ -10,6 +10,7 @@
 //! compression pointer plus a copy. Answering allocates nothing.
 mod compile;
 mod lookup;
+mod policy;
 mod respond;
 
 use std::collections::HashMap;
@@ -22,12 +23,15 @@ use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
 /// Index of a node in its zone.
 type NodeId = u32;
 
-/// A compiled, immutable snapshot; swapped whole on every update.
+/// A compiled, immutable snapshot; swapped whole on every zone update. Health changes
+/// swap only the bitmap ([`Engine::set_health`]).
 pub struct Engine {
     version: u64,
     zones: Vec<ZoneData>,
     by_apex: HashMap<Box<[u8]>, u32>,
     max_udp_payload: u16,
+    /// Health of every slot (bit set = healthy), read at query time.
+    health: arc_swap::ArcSwap<Vec<u64>>,
 }
 
 /// One zone, compiled.
@@ -63,6 +67,8 @@ struct Rrset {
     /// In-zone names in the RDATA that have address records (RFC 1035 §3.3.9/§3.3.11
     /// additional section processing, RFC 2782 for SRV).
     targets: Box<[Target]>,
+    /// The routing policy of a policy set (then `records` is empty).
+    policy: Option<Box<policy::PolicySet>>,
 }
 
 /// A name inside a record's RDATA whose A/AAAA go in the additional section.
@@ -92,6 +98,18 @@ impl Engine {
         self.zones.iter().map(|z| (qdns_zone::name::to_text(&z.apex), z.serial))
     }
 
+    /// Replaces the health bitmap (a control-plane update); queries see the old or the
+    /// new bitmap whole.
+    pub fn set_health(&self, bitmap: Vec<u64>) {
+        self.health.store(std::sync::Arc::new(bitmap));
+    }
+
+    /// The current health bitmap.
+    #[must_use]
+    pub fn health(&self) -> std::sync::Arc<Vec<u64>> {
+        self.health.load_full()
+    }
+
     /// Sets the largest UDP response this server sends (default 1232).
     #[must_use]
     pub fn with_max_udp_payload(mut self, size: u16) -> Engine {
@@ -107,22 +125,15 @@ impl Default for Engine {
             zones: Vec::new(),
             by_apex: HashMap::new(),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
+            health: arc_swap::ArcSwap::from_pointee(Vec::new()),
         }
     }
 }
 
 impl Rrset {
-    /// Iterates (offset within `records`, record bytes) of each record.
+    /// Iterates (offset within `records`, record bytes) of each record of a plain set.
     fn each_record(&self) -> impl Iterator<Item = (usize, &[u8])> + '_ {
-        let mut pos = 0usize;
-        std::iter::from_fn(move || {
-            let fixed = self.records.get(pos..pos + 10)?;
-            let rdlen = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
-            let at = pos;
-            let record = self.records.get(pos..pos + 10 + rdlen)?;
-            pos += 10 + rdlen;
-            Some((at, record))
-        })
+        policy::records(&self.records)
     }
 }
 

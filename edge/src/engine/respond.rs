@@ -1,6 +1,12 @@
 //! Building the response (RFC 1034 §4.3.2, RFC 1035 §4.1, RFC 2308 negative answers,
 //! RFC 6604 CNAME chains, RFC 8482 ANY, RFC 6891 EDNS, RFC 2181 §9 truncation).
-use super::{lookup::Found, Engine, NodeId, Rrset, ZoneData};
+use std::cell::Cell;
+
+use super::{
+    lookup::Found,
+    policy::{records, MemberAnswer},
+    Engine, NodeId, Rrset, ZoneData,
+};
 use crate::wire::{
     builder::NameRef,
     edns::{opt_record, Edns, OPT_LEN},
@@ -82,6 +88,12 @@ impl Engine {
     /// Answers the query in `msg` into `out`; `None` when it must be dropped (too short
     /// to answer, or not a query). Allocation-free.
     pub fn respond(&self, msg: &[u8], out: &mut [u8], transport: Transport) -> Option<Outcome> {
+        self.respond_with_draw(msg, out, transport, next_draw())
+    }
+
+    /// [`Engine::respond`] with the random draw given (the XDP program's
+    /// `bpf_get_prandom_u32`), so both paths can be compared for the same draw.
+    pub fn respond_with_draw(&self, msg: &[u8], out: &mut [u8], transport: Transport, draw: u32) -> Option<Outcome> {
         let query = match parse_query(msg) {
             Ok(query) => query,
             Err(Reject::Drop) => return None,
@@ -114,7 +126,9 @@ impl Engine {
             }
             b.reserve(OPT_LEN);
         }
-        let resolved = self.resolve(&query, &mut b);
+        let health = self.health.load();
+        let ctx = Ctx { bitmap: &health, draw };
+        let resolved = self.resolve(&query, &mut b, &ctx);
         let (flags, rcode, counts) = if let Ok(r) = resolved {
             (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts)
         } else {
@@ -157,7 +171,7 @@ impl Engine {
     }
 
     /// RFC 1034 §4.3.2 from step 2 on.
-    fn resolve(&self, query: &Query, b: &mut Builder<'_>) -> Result<Resolution, Full> {
+    fn resolve(&self, query: &Query, b: &mut Builder<'_>, ctx: &Ctx<'_>) -> Result<Resolution, Full> {
         let refused = Resolution {
             rcode: Rcode::Refused,
             authoritative: false,
@@ -209,7 +223,7 @@ impl Engine {
                 node.rrset(query.qtype)
             };
             if let Some(set) = wanted {
-                counts.answer += put_rrset(b, current, set, &mut targets)?;
+                counts.answer += put_set(zone, ctx, b, current, set, &mut targets, 0)?.count;
                 counts.additional += put_additional(zone, &targets, b, false)?;
                 break;
             }
@@ -217,14 +231,10 @@ impl Engine {
                 counts.authority += put_negative(zone, current, b)?;
                 break;
             };
-            let record_at = b.len();
-            counts.answer += put_rrset(b, current, cname, &mut targets)?;
-            // The target sits right after the owner and the 10 fixed octets.
-            let owner_len = b.len() - record_at - cname.records.len();
-            let target = NameRef {
-                at: record_at + owner_len + 10,
-                wire: cname.records.get(10..).unwrap_or_default(),
-            };
+            let written = put_set(zone, ctx, b, current, cname, &mut targets, 0)?;
+            counts.answer += written.count;
+            // The chain goes on from the (first) CNAME's target, already in the message.
+            let Some(target) = written.first_rdata else { break };
             if !qdns_zone::name::is_at_or_below(target.wire, &zone.apex) {
                 break;
             }
@@ -268,6 +278,115 @@ fn put_negative(zone: &ZoneData, current: NameRef<'_>, b: &mut Builder<'_>) -> R
     b.put_name(apex)?;
     b.put(&zone.negative_soa)?;
     Ok(1)
+}
+
+/// What the query path reads besides the query: the health bitmap and the random draw.
+struct Ctx<'h> {
+    bitmap: &'h [u64],
+    draw: u32,
+}
+
+/// Longest alias chain followed (the zone loader rejects loops).
+const MAX_ALIAS_DEPTH: u32 = 8;
+
+/// Records written for one set.
+struct Written<'z> {
+    count: u16,
+    /// The first record's RDATA and where it sits in the message (CNAME chasing).
+    first_rdata: Option<NameRef<'z>>,
+}
+
+/// Writes `set` owned by `owner`: all records of a plain set, or the members its policy
+/// picks (following aliases to the target set's own pick).
+fn put_set<'z>(
+    zone: &'z ZoneData,
+    ctx: &Ctx<'_>,
+    b: &mut Builder<'_>,
+    owner: NameRef<'_>,
+    set: &'z Rrset,
+    targets: &mut Targets,
+    depth: u32,
+) -> Result<Written<'z>, Full> {
+    let Some(policy) = &set.policy else {
+        let start = b.len();
+        let count = put_rrset(b, owner, set, targets)?;
+        let first_rdata = first_rdata(b, start, owner, &set.records);
+        return Ok(Written { count, first_rdata });
+    };
+    let picked = policy.pick(ctx.bitmap, ctx.draw.rotate_left(depth * 11));
+    let mut written = Written {
+        count: 0,
+        first_rdata: None,
+    };
+    let mut owner = owner;
+    for index in 0..64usize {
+        if picked.mask >> index & 1 == 0 {
+            continue;
+        }
+        match policy.member(index) {
+            Some(MemberAnswer::Records { normal, degraded }) => {
+                let blob: &'z [u8] = if picked.degraded { degraded } else { normal };
+                for (_, record) in records(blob) {
+                    let start = b.len();
+                    owner = b.put_name(owner)?;
+                    b.put(record)?;
+                    if written.first_rdata.is_none() {
+                        written.first_rdata = first_rdata(b, start, owner, record);
+                    }
+                    written.count += 1;
+                }
+            }
+            Some(&MemberAnswer::Alias(node)) if depth < MAX_ALIAS_DEPTH => {
+                let Some(target) = zone.node(node).and_then(|n| n.rrset(set.rtype)) else {
+                    continue;
+                };
+                let inner = put_set(zone, ctx, b, owner, target, targets, depth + 1)?;
+                written.count += inner.count;
+                if written.first_rdata.is_none() {
+                    written.first_rdata = inner.first_rdata;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(written)
+}
+
+/// Where the RDATA of the record written at `start` (owner then `record`) sits.
+fn first_rdata<'z>(_b: &Builder<'_>, start: usize, owner: NameRef<'_>, record: &'z [u8]) -> Option<NameRef<'z>> {
+    // `owner` is where the name was pointed to (2 octets) or, past pointer range, the
+    // literal copy written at `start`.
+    let owner_len = if owner.at < start && owner.at <= 0x3fff {
+        2
+    } else {
+        owner.wire.len()
+    };
+    let rdlen = usize::from(u16::from_be_bytes([*record.get(8)?, *record.get(9)?]));
+    Some(NameRef {
+        at: start + owner_len + 10,
+        wire: record.get(10..10 + rdlen)?,
+    })
+}
+
+thread_local! {
+    /// Per-thread xorshift state for the policy draws (seeded once per thread).
+    static DRAW: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The next random draw of this thread.
+fn next_draw() -> u32 {
+    DRAW.with(|state| {
+        let mut x = state.get();
+        if x == 0 {
+            use std::hash::{BuildHasher, RandomState};
+            x = (RandomState::new().hash_one(std::thread::current().id()) as u32) | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        state.set(x);
+        x
+    })
 }
 
 /// Writes every record of `set` owned by `owner`; remembers additional-section targets.

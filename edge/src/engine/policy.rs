@@ -1,0 +1,147 @@
+//! Policy record sets at query time (SPEC §3): pick members with the `qdns-abi`
+//! selection functions over the health bitmap, then write their precomputed records.
+//!
+//! Each member's records are stored twice, with the set's TTL and with its
+//! `degraded_ttl`, so choosing the TTL costs nothing at query time.
+use std::collections::HashMap;
+
+use qdns_abi::{
+    health::slot_healthy,
+    select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember, MAX_MEMBERS},
+};
+use qdns_zone::{evaluate::global, Answer, Policy, PolicyKind, RecordSet};
+
+use super::{compile::record_bytes, NodeId};
+
+/// A compiled policy.
+pub(super) struct PolicySet {
+    kind: PolicyKind,
+    fail_open_below_permille: u32,
+    has_degraded_ttl: bool,
+    /// Global health slot of each member.
+    slots: Box<[u32]>,
+    /// Slots and weights, for weighted sets.
+    weighted: Box<[WeightedMember]>,
+    members: Box<[MemberAnswer]>,
+}
+
+/// What a chosen member writes.
+pub(super) enum MemberAnswer {
+    /// Records (TYPE..RDATA back to back) with the normal and the degraded TTL.
+    Records { normal: Box<[u8]>, degraded: Box<[u8]> },
+    /// The answer of another set of the zone (same type), at this node.
+    Alias(NodeId),
+}
+
+/// The outcome of a selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Picked {
+    /// Bit `i` = member `i` answers.
+    pub mask: u64,
+    /// Use the degraded TTL.
+    pub degraded: bool,
+    /// Chosen by fail-open.
+    pub fail_open: bool,
+}
+
+/// Compiles `policy` of `set`; `None` when an alias target is missing or RDATA is too
+/// long (the zone loader rules both out).
+pub(super) fn compile(
+    policy: &Policy,
+    set: &RecordSet,
+    base: u32,
+    by_name: &HashMap<Box<[u8]>, NodeId>,
+) -> Option<PolicySet> {
+    let mut members = Vec::with_capacity(policy.members.len());
+    for member in policy.members.iter().take(MAX_MEMBERS) {
+        members.push(match &member.answer {
+            Answer::Values(values) => {
+                let mut normal = Vec::new();
+                let mut degraded = Vec::new();
+                for rdata in values {
+                    normal.extend(record_bytes(set.rtype, set.ttl, rdata)?);
+                    degraded.extend(record_bytes(set.rtype, policy.degraded_ttl.unwrap_or(set.ttl), rdata)?);
+                }
+                MemberAnswer::Records {
+                    normal: normal.into(),
+                    degraded: degraded.into(),
+                }
+            }
+            Answer::Alias { target } => MemberAnswer::Alias(*by_name.get(target.as_slice())?),
+        });
+    }
+    let slots: Box<[u32]> = policy
+        .members
+        .iter()
+        .take(MAX_MEMBERS)
+        .map(|m| global(base, m.slot))
+        .collect();
+    let weighted = policy
+        .members
+        .iter()
+        .zip(slots.iter())
+        .map(|(m, &slot)| WeightedMember { slot, weight: m.weight })
+        .collect();
+    Some(PolicySet {
+        kind: policy.kind,
+        fail_open_below_permille: policy.fail_open_below_permille,
+        has_degraded_ttl: policy.degraded_ttl.is_some(),
+        slots,
+        weighted,
+        members: members.into(),
+    })
+}
+
+impl PolicySet {
+    /// Chooses the answering members for `bitmap` and the draw `rand`.
+    pub(super) fn pick(&self, bitmap: &[u64], rand: u32) -> Picked {
+        let (mask, fail_open) = match self.kind {
+            PolicyKind::Weighted => {
+                match select_weighted(&self.weighted, bitmap, self.fail_open_below_permille, rand) {
+                    Some(choice) => (1u64 << choice.index, choice.fail_open),
+                    None => (0, true),
+                }
+            }
+            PolicyKind::Failover => {
+                let choice = select_failover(
+                    self.slots.first().copied().unwrap_or(u32::MAX),
+                    self.slots.get(1).copied(),
+                    bitmap,
+                );
+                (1u64 << choice.index, choice.fail_open)
+            }
+            PolicyKind::Multivalue => {
+                let c = select_multivalue(&self.slots, bitmap, self.fail_open_below_permille, rand);
+                (c.mask, c.fail_open)
+            }
+            PolicyKind::Zonal => {
+                let c = select_zonal(&self.slots, bitmap);
+                (c.mask, c.fail_open)
+            }
+        };
+        let any_unhealthy = self.slots.iter().any(|&slot| !slot_healthy(bitmap, slot));
+        Picked {
+            mask,
+            degraded: self.has_degraded_ttl && (any_unhealthy || fail_open),
+            fail_open,
+        }
+    }
+
+    /// Member `index`.
+    pub(super) fn member(&self, index: usize) -> Option<&MemberAnswer> {
+        self.members.get(index)
+    }
+}
+
+/// (offset, record) of each record in a blob of TYPE..RDATA records.
+pub(super) fn records(blob: &[u8]) -> impl Iterator<Item = (usize, &[u8])> + '_ {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        let fixed = blob.get(pos..pos + 10)?;
+        let rdlen = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+        let at = pos;
+        let record = blob.get(pos..pos + 10 + rdlen)?;
+        pos += 10 + rdlen;
+        Some((at, record))
+    })
+}
