@@ -1,1 +1,236 @@
-//! placeholder
+//! qdns-control: the control plane of one edge location.
+//!
+//! ```text
+//!   zones/*.toml ─► qdns-zone (validate, slots) ─► State { snapshot, operator input }
+//!   qdnsctl ─► control socket (JSON lines) ─► handler ─► recompute health ─┐
+//!   expiry ticker (shifts, overrides) ─────────────────────────────────────┤
+//!                       edges ◄── full snapshot on connect, then deltas ◄──┘
+//! ```
+//!
+//! [`state`] holds what control knows and derives health from it; [`handler`] carries
+//! out control-socket requests; [`edges`] serves snapshots and deltas; [`explain`]
+//! answers "why this answer"; [`persist`] keeps operator input across restarts.
+//! Health probing by checkers is not part of this crate yet: probed checks stay
+//! healthy until observed, while external checks, overrides and shifts apply now.
+#![warn(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod api;
+pub mod config;
+pub mod duration;
+pub mod edges;
+pub mod explain;
+pub mod handler;
+pub mod persist;
+pub mod state;
+
+use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
+
+pub use config::Config;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::{TcpListener, UnixListener},
+    sync::{broadcast, Mutex},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    api::{Request, Response},
+    handler::{handle, next_version, Ctx},
+    state::State,
+};
+
+/// Longest control-socket request line.
+const MAX_REQUEST: usize = 64 * 1024;
+
+/// A fatal start-up error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// The zones failed validation.
+    #[error("{0}")]
+    Zone(#[from] qdns_zone::ZoneError),
+    /// The persisted operator state is unreadable.
+    #[error("{0}")]
+    State(String),
+    /// A socket could not be bound.
+    #[error("cannot listen on {what} {at}: {source}")]
+    Bind {
+        /// Which socket.
+        what: &'static str,
+        /// Where.
+        at: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Binds a Unix socket at `path`, removing a stale file left by a killed predecessor
+/// (but not the socket of a running one), with `mode`.
+async fn bind_unix(path: &Path, what: &'static str, mode: u32) -> Result<UnixListener, ControlError> {
+    let err = |source| ControlError::Bind {
+        what,
+        at: path.display().to_string(),
+        source,
+    };
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another process is serving it",
+            )));
+        }
+        std::fs::remove_file(path).map_err(err)?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let listener = UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+    Ok(listener)
+}
+
+/// Runs control until `shutdown`.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ControlError> {
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| ControlError::Bind {
+        what: "state dir",
+        at: config.state_dir.display().to_string(),
+        source,
+    })?;
+    let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
+    let snapshot = qdns_zone::load_dir(&config.zones, next_version(0))?;
+    let mut state = State::new(config.zones.clone(), snapshot, operator);
+    state.expire();
+    let _ = state.recompute();
+    for zone in &state.snapshot.zones {
+        tracing::info!(zone = %qdns_zone::name::to_text(&zone.origin), serial = zone.serial, "zone loaded");
+    }
+    state.event("reload", format!("started with snapshot {}", state.snapshot.version));
+    let (updates, _) = broadcast::channel(1024);
+    let ctx = Ctx {
+        state: Arc::new(Mutex::new(state)),
+        updates,
+        state_dir: config.state_dir.clone(),
+    };
+
+    let control = bind_unix(&config.socket, "control socket", 0o600).await?;
+    let mut tasks = tokio::task::JoinSet::new();
+    match config.edge_socket.strip_prefix("tcp://") {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr).await.map_err(|source| ControlError::Bind {
+                what: "edge socket",
+                at: config.edge_socket.clone(),
+                source,
+            })?;
+            tracing::info!(edge_socket = %listener.local_addr().map_or_else(|_| addr.to_owned(), |a| format!("tcp://{a}")), "serving edges");
+            tasks.spawn(accept_edges_tcp(listener, ctx.clone(), shutdown.clone()));
+        }
+        None => {
+            let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", 0o600).await?;
+            tracing::info!(edge_socket = %config.edge_socket, "serving edges");
+            tasks.spawn(accept_edges_unix(listener, ctx.clone(), shutdown.clone()));
+        }
+    }
+    tracing::info!(socket = %config.socket.display(), "control socket ready");
+    tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));
+    tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
+    shutdown.cancelled().await;
+    tasks.shutdown().await;
+    let _ = std::fs::remove_file(&config.socket);
+    if !config.edge_socket.starts_with("tcp://") {
+        let _ = std::fs::remove_file(&config.edge_socket);
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        if let Ok((stream, _)) = accepted {
+            let (r, w) = stream.into_split();
+            tokio::spawn(edges::serve_edge(
+                r,
+                w,
+                Arc::clone(&ctx.state),
+                ctx.updates.clone(),
+                shutdown.clone(),
+            ));
+        }
+    }
+}
+
+async fn accept_edges_tcp(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        if let Ok((stream, _)) = accepted {
+            let _ = stream.set_nodelay(true);
+            let (r, w) = stream.into_split();
+            tokio::spawn(edges::serve_edge(
+                r,
+                w,
+                Arc::clone(&ctx.state),
+                ctx.updates.clone(),
+                shutdown.clone(),
+            ));
+        }
+    }
+}
+
+async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let (r, mut w) = stream.into_split();
+            let mut lines = BufReader::new(r);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                let read = (&mut lines).take(MAX_REQUEST as u64).read_line(&mut line).await;
+                match read {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let response = match serde_json::from_str::<Request>(line.trim()) {
+                    Ok(request) => handle(&ctx, request).await,
+                    Err(e) => Response::error(format!("bad request: {e}")),
+                };
+                let mut text = serde_json::to_string(&response).unwrap_or_else(|_| "{\"ok\":false}".to_owned());
+                text.push('\n');
+                if w.write_all(text.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// Ends expired shifts and overrides every second.
+async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let mut state = ctx.state.lock().await;
+        if state.expire() {
+            if let Err(err) = persist::save(&ctx.state_dir, &state.operator) {
+                tracing::error!(%err, "cannot persist operator state");
+            }
+            ctx.push_health(&mut state);
+        }
+    }
+}

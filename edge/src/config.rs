@@ -19,8 +19,14 @@ pub struct Args {
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Vec<SocketAddr>,
     /// Standalone mode: load the zone files of this directory (no control plane).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "control")]
     pub zones: Option<PathBuf>,
+    /// Follow qdns-control at this endpoint: a Unix socket path or tcp://ADDR:PORT.
+    #[arg(long, value_name = "PATH|tcp://ADDR:PORT")]
+    pub control: Option<String>,
+    /// This edge's name as control shows it (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    pub edge_id: Option<String>,
     /// Directory for persisted state.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -54,6 +60,8 @@ struct FileConfig {
     #[serde(default)]
     listen: Vec<SocketAddr>,
     zones: Option<PathBuf>,
+    control: Option<String>,
+    edge_id: Option<String>,
     state_dir: Option<PathBuf>,
     #[serde(default)]
     xdp: Vec<String>,
@@ -69,8 +77,10 @@ struct FileConfig {
 pub struct Config {
     /// Addresses to serve on.
     pub listen: Vec<SocketAddr>,
-    /// Zone directory (standalone mode).
-    pub zones: PathBuf,
+    /// Where answers come from.
+    pub source: Source,
+    /// This edge's name.
+    pub edge_id: String,
     /// Persisted state directory.
     pub state_dir: Option<PathBuf>,
     /// Interfaces for the XDP program.
@@ -85,6 +95,20 @@ pub struct Config {
     pub tcp_idle_timeout: Duration,
     /// TCP connection cap.
     pub max_tcp_connections: usize,
+}
+
+/// Where the edge gets its zones.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Standalone: load this zone directory (SIGHUP reloads).
+    Zones(PathBuf),
+    /// Follow qdns-control; persist in the state directory.
+    Control {
+        /// The control endpoint.
+        endpoint: crate::follow::Endpoint,
+        /// Where the last snapshot is kept.
+        state_dir: PathBuf,
+    },
 }
 
 /// A configuration that cannot be used.
@@ -136,11 +160,33 @@ impl Config {
                 reason: "at least one ADDR:PORT is required".to_owned(),
             });
         }
-        let zones = args.zones.or(file.zones).ok_or(ConfigError::Invalid {
-            key: "--zones",
-            reason: "a zone directory is required (the control-plane connection, --control, is not built yet)"
-                .to_owned(),
-        })?;
+        let state_dir = args.state_dir.or(file.state_dir);
+        let source = match (args.zones.or(file.zones), args.control.or(file.control)) {
+            (Some(zones), None) => Source::Zones(zones),
+            (None, Some(control)) => Source::Control {
+                endpoint: crate::follow::Endpoint::parse(&control),
+                state_dir: state_dir.clone().ok_or(ConfigError::Invalid {
+                    key: "--state-dir",
+                    reason: "required with --control: the last snapshot is kept there".to_owned(),
+                })?,
+            },
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "--zones",
+                    reason: "use either --zones (standalone) or --control, not both".to_owned(),
+                })
+            }
+            (None, None) => {
+                return Err(ConfigError::Invalid {
+                    key: "--control",
+                    reason: "either --control ENDPOINT or --zones DIR (standalone) is required".to_owned(),
+                })
+            }
+        };
+        let edge_id = args.edge_id.or(file.edge_id).unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map_or_else(|_| "edge".to_owned(), |h| h.trim().to_owned())
+        });
         let workers = args
             .workers
             .or(file.workers)
@@ -177,8 +223,9 @@ impl Config {
         }
         Ok(Config {
             listen,
-            zones,
-            state_dir: args.state_dir.or(file.state_dir),
+            source,
+            edge_id,
+            state_dir,
             xdp: if args.xdp.is_empty() { file.xdp } else { args.xdp },
             xdp_mode: args.xdp_mode.or(file.xdp_mode).unwrap_or_default(),
             workers,

@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod follow;
 pub mod server;
 pub mod stats;
 pub mod wire;

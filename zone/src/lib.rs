@@ -22,6 +22,7 @@ pub mod name;
 pub mod policy;
 pub mod schema;
 pub mod snapshot;
+pub mod sync;
 
 pub use error::ZoneError;
 pub use load::{load_dir, load_zone_file};

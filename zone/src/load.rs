@@ -545,9 +545,7 @@ fn is_data_type(rtype: u16) -> bool {
     !matches!(rtype, 0 | 41 | 128..=255)
 }
 
-fn type_name(rtype: u16) -> String {
-    RecordType::from(rtype).to_string()
-}
+use crate::master::type_name;
 
 #[cfg(test)]
 mod tests;

@@ -102,6 +102,19 @@ pub fn parse_value(origin: &Name, owner: &Name, rtype: RecordType, value: &str) 
     }
 }
 
+/// The mnemonic of an RR type code (`A`, `AAAA`, `TYPE65534`).
+#[must_use]
+pub fn type_name(rtype: u16) -> String {
+    RecordType::from(rtype).to_string()
+}
+
+/// The type code of a mnemonic (`a`, `AAAA`), if it is a known type.
+#[must_use]
+pub fn type_code(mnemonic: &str) -> Option<u16> {
+    use std::str::FromStr as _;
+    RecordType::from_str(&mnemonic.to_ascii_uppercase()).ok().map(u16::from)
+}
+
 /// Wire RDATA with uncompressed names.
 fn encode_rdata(rdata: &RData) -> Result<Vec<u8>, String> {
     let mut buf = Vec::new();

@@ -20,6 +20,7 @@ use arc_swap::ArcSwap;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    config::Source,
     engine::EngineError,
     stats::{self, WorkerStats},
     xdp::{XdpLoadError, XdpProgram},
@@ -66,7 +67,29 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     // Installed first: SIGHUP's default action would kill the process.
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let version = AtomicU64::new(1);
-    let engine = load_engine(&config.zones, version.load(Ordering::Relaxed), config.max_udp_payload)?;
+    let engine = match &config.source {
+        Source::Zones(dir) => load_engine(dir, version.load(Ordering::Relaxed), config.max_udp_payload)?,
+        Source::Control { state_dir, .. } => {
+            std::fs::create_dir_all(state_dir).map_err(ServerError::Start)?;
+            match crate::follow::load_persisted(state_dir).map(|s| Engine::compile(&s)) {
+                Some(Ok(engine)) => {
+                    tracing::info!(
+                        version = engine.version(),
+                        "serving the persisted snapshot until control answers"
+                    );
+                    engine.with_max_udp_payload(config.max_udp_payload)
+                }
+                Some(Err(err)) => {
+                    tracing::error!(%err, "persisted snapshot does not compile; waiting for control");
+                    Engine::default()
+                }
+                None => {
+                    tracing::info!("no persisted snapshot; refusing queries until control sends one");
+                    Engine::default()
+                }
+            }
+        }
+    };
     for (zone, serial) in engine.zones() {
         tracing::info!(%zone, serial, "zone loaded");
     }
@@ -114,6 +137,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         ));
     }
 
+    if let Source::Control { endpoint, state_dir } = &config.source {
+        tokio::spawn(crate::follow::follow(
+            endpoint.clone(),
+            state_dir.clone(),
+            Arc::clone(&engine),
+            config.max_udp_payload,
+            config.edge_id.clone(),
+            shutdown.clone(),
+        ));
+    }
     reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
 
     stop.store(true, Ordering::Relaxed);
@@ -150,8 +183,12 @@ async fn reload_on_hup(
             () = shutdown.cancelled() => return,
             _ = hup.recv() => {}
         }
+        let Source::Zones(dir) = &config.source else {
+            tracing::info!("SIGHUP ignored: zones come from control (use qdnsctl reload)");
+            continue;
+        };
         let next = version.load(Ordering::Relaxed) + 1;
-        match load_engine(&config.zones, next, config.max_udp_payload) {
+        match load_engine(dir, next, config.max_udp_payload) {
             Ok(new) => {
                 version.store(next, Ordering::Relaxed);
                 engine.store(Arc::new(new));

@@ -1,0 +1,50 @@
+//! Durations on the command line (SPEC §1): a whole number with `m` or `h`.
+use std::time::Duration;
+
+/// Longest shift or override (SPEC §5).
+pub const MAX_EXPIRY: Duration = Duration::from_secs(72 * 3600);
+
+/// Parses `30m`, `2h`, `72h`.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("bad duration {text:?}: use a whole number with m or h (30m, 2h)"))?;
+    let seconds = match unit {
+        "m" => value * 60,
+        "h" => value * 3600,
+        _ => {
+            return Err(format!(
+                "bad duration {text:?}: use a whole number with m or h (30m, 2h)"
+            ))
+        }
+    };
+    if seconds == 0 {
+        return Err("a duration must be above zero".to_owned());
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
+/// Parses an expiry and checks it is at most 72 h.
+pub fn parse_expiry(text: &str) -> Result<Duration, String> {
+    let duration = parse(text)?;
+    if duration > MAX_EXPIRY {
+        return Err(format!("expiry {text} is over the 72h limit"));
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse("2d").is_err() && parse("h").is_err() && parse("0m").is_err() && parse("1.5h").is_err());
+        assert!(parse_expiry("72h").is_ok());
+        assert!(parse_expiry("73h").unwrap_err().contains("72h"));
+    }
+}

@@ -1,0 +1,288 @@
+//! "Why this answer" (SPEC §6 `explain`, `health`): candidates, their health and the
+//! reason for it, fail-open state, shifts, and the answer distribution, computed with
+//! the same `qdns-abi` functions the data plane uses.
+use qdns_abi::{
+    health::{slot_healthy, ALWAYS_HEALTHY},
+    select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember},
+};
+use qdns_zone::{evaluate::global, master::type_code, name, Answer, PolicyKind, RecordSet, SlotRule, Zone};
+use serde_json::{json, Value};
+
+use crate::state::{fails_open, now, remaining, set_label, State};
+
+/// Why slot `slot` (global) has its status.
+#[must_use]
+pub fn why(state: &State, slot: u32) -> String {
+    if slot == ALWAYS_HEALTHY {
+        return "no health check: always healthy".to_owned();
+    }
+    let bitmap = &state.snapshot.bitmap;
+    let Some(key) = state.slot_key(slot) else {
+        return "unknown slot".to_owned();
+    };
+    if let Some(o) = state.operator.overrides.get(key).filter(|o| o.expires > now()) {
+        return format!(
+            "override: forced {} for another {}s",
+            if o.healthy { "healthy" } else { "unhealthy" },
+            remaining(o.expires).as_secs()
+        );
+    }
+    let Some((zone, local)) = state.local(slot) else {
+        return "unknown slot".to_owned();
+    };
+    match &zone.slots[local].rule {
+        SlotRule::Check {
+            probe,
+            inverted,
+            disabled,
+        } => {
+            if *disabled {
+                return "disabled: always healthy".to_owned();
+            }
+            let base = match (probe, state.operator.externals.get(key)) {
+                (None, Some(e)) => format!(
+                    "external status set {} at {}",
+                    if e.healthy { "healthy" } else { "unhealthy" },
+                    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.set_at))
+                ),
+                (None, None) => "external check, never set: healthy".to_owned(),
+                (Some(p), _) => format!(
+                    "{} {}:{} — no observation yet (probing is not running): healthy until the first result",
+                    format!("{:?}", p.kind).to_lowercase(),
+                    p.ip,
+                    p.port
+                ),
+            };
+            if *inverted {
+                format!("{base}; inverted")
+            } else {
+                base
+            }
+        }
+        SlotRule::Calculated { children, threshold } => {
+            let healthy = children
+                .iter()
+                .filter(|&&c| slot_healthy(bitmap, global(zone.slot_base, c)))
+                .count();
+            format!(
+                "calculated: {healthy} of {} children healthy, needs {threshold}",
+                children.len()
+            )
+        }
+        SlotRule::AliasTarget { members } => {
+            let healthy = members
+                .iter()
+                .filter(|&&m| slot_healthy(bitmap, global(zone.slot_base, m)))
+                .count();
+            format!(
+                "alias target has {healthy} of {} candidates healthy (evaluate_target_health)",
+                members.len()
+            )
+        }
+        SlotRule::Az {
+            rrset,
+            az,
+            targets,
+            groups,
+            cross_zone,
+            index,
+            ..
+        } => {
+            let covered: Vec<String> = (0..*groups)
+                .map(|g| {
+                    let ok = targets.iter().any(|&(t_az, t_g, s)| {
+                        t_g == g && (*cross_zone || t_az == *index) && slot_healthy(bitmap, global(zone.slot_base, s))
+                    });
+                    format!("group {g} {}", if ok { "covered" } else { "has no healthy target" })
+                })
+                .collect();
+            let shifted = if state.shifted(&name::to_text(rrset), az) {
+                "; shifted away"
+            } else {
+                ""
+            };
+            format!(
+                "AZ {az}: {}{} (cross_zone {})",
+                if covered.is_empty() {
+                    "no target groups".to_owned()
+                } else {
+                    covered.join(", ")
+                },
+                shifted,
+                cross_zone
+            )
+        }
+    }
+}
+
+/// The `explain NAME TYPE` result.
+pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Value, String> {
+    let code = type_code(rtype).ok_or_else(|| format!("unknown type {rtype:?}"))?;
+    let wire = owner_wire(owner)?;
+    let (zone, set) = find_set(state, &wire, code).ok_or_else(|| {
+        format!(
+            "no {} record set at {}",
+            rtype.to_ascii_uppercase(),
+            name::to_text(&wire)
+        )
+    })?;
+    let bitmap = &state.snapshot.bitmap;
+    let Some(policy) = &set.policy else {
+        return Ok(json!({
+            "name": name::to_text(&set.name),
+            "type": qdns_zone::master::type_name(set.rtype),
+            "policy": "plain",
+            "ttl": set.ttl,
+            "answer": format!("all {} records, always", set.rdata.len()),
+        }));
+    };
+    let slots: Vec<u32> = policy.members.iter().map(|m| global(zone.slot_base, m.slot)).collect();
+    let fail_open = fails_open(zone, set, bitmap);
+    let candidates: Vec<Value> = policy
+        .members
+        .iter()
+        .zip(&slots)
+        .enumerate()
+        .map(|(i, (m, &slot))| {
+            json!({
+                "id": m.id,
+                "weight": (policy.kind == PolicyKind::Weighted).then_some(m.weight),
+                "role": (policy.kind == PolicyKind::Failover).then_some(if i == 0 { "primary" } else { "secondary" }),
+                "check": m.check,
+                "healthy": slot_healthy(bitmap, slot),
+                "why": why(state, slot),
+                "answers": match &m.answer {
+                    Answer::Values(values) => json!({"records": values.len()}),
+                    Answer::Alias { target } => json!({"alias": name::to_text(target)}),
+                },
+            })
+        })
+        .collect();
+    let distribution = distribution(
+        policy.kind,
+        &policy.members,
+        &slots,
+        bitmap,
+        policy.fail_open_below_permille,
+    );
+    let label = set_label(set);
+    let shifts: Vec<Value> = state
+        .operator
+        .shifts
+        .get(&name::to_text(&set.name))
+        .map(|azs| {
+            azs.iter()
+                .map(|(az, s)| json!({"az": az, "expires_in_s": remaining(s.expires).as_secs(), "comment": s.comment, "moves_traffic": !fail_open}))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(json!({
+        "name": name::to_text(&set.name),
+        "type": qdns_zone::master::type_name(set.rtype),
+        "policy": format!("{:?}", policy.kind).to_lowercase(),
+        "ttl": set.ttl,
+        "degraded_ttl": policy.degraded_ttl,
+        "fail_open_below": f64::from(policy.fail_open_below_permille) / 1000.0,
+        "fail_open": fail_open,
+        "fail_open_note": fail_open.then(|| format!("{label}: no candidate healthy (or below fail_open_below): every candidate is treated as healthy")),
+        "candidates": candidates,
+        "shifts": shifts,
+        "distribution": distribution,
+    }))
+}
+
+/// Share of answers per member (weighted: exact, over a grid of draws through the data
+/// plane's own function), or which members answer.
+fn distribution(
+    kind: PolicyKind,
+    members: &[qdns_zone::Member],
+    slots: &[u32],
+    bitmap: &[u64],
+    permille: u32,
+) -> Value {
+    match kind {
+        PolicyKind::Weighted => {
+            let weighted: Vec<WeightedMember> = members
+                .iter()
+                .zip(slots)
+                .map(|(m, &slot)| WeightedMember { slot, weight: m.weight })
+                .collect();
+            let mut counts = vec![0u32; members.len()];
+            for k in 0u32..4096 {
+                if let Some(choice) = select_weighted(&weighted, bitmap, permille, k << 20) {
+                    if let Some(c) = counts.get_mut(choice.index as usize) {
+                        *c += 1;
+                    }
+                }
+            }
+            members
+                .iter()
+                .zip(counts)
+                .map(|(m, c)| json!({"member": m.id, "share": (f64::from(c) / 4096.0 * 1000.0).round() / 1000.0}))
+                .collect()
+        }
+        PolicyKind::Failover => {
+            let choice = select_failover(
+                slots.first().copied().unwrap_or(u32::MAX),
+                slots.get(1).copied(),
+                bitmap,
+            );
+            json!([{"member": members.get(choice.index as usize).map(|m| m.id.clone()), "share": 1.0}])
+        }
+        PolicyKind::Multivalue => {
+            let c = select_multivalue(slots, bitmap, permille, 0);
+            let pool: Vec<&str> = members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| c.fail_open || slot_healthy(bitmap, slots[*i]))
+                .map(|(_, m)| m.id.as_str())
+                .collect();
+            json!({"answered_from": pool, "per_answer": pool.len().min(8)})
+        }
+        PolicyKind::Zonal => {
+            let c = select_zonal(slots, bitmap);
+            let azs: Vec<&str> = members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| c.mask >> i & 1 == 1)
+                .map(|(_, m)| m.id.as_str())
+                .collect();
+            json!({"answered_azs": azs})
+        }
+    }
+}
+
+/// Wire form of a presentation name (absolute; a missing trailing dot is added).
+pub fn owner_wire(owner: &str) -> Result<Vec<u8>, String> {
+    let text = if owner.ends_with('.') {
+        owner.to_owned()
+    } else {
+        format!("{owner}.")
+    };
+    let parsed = hickory_name(&text)?;
+    Ok(parsed)
+}
+
+fn hickory_name(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for label in text.trim_end_matches('.').split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err(format!("bad name {text:?}"));
+        }
+        out.push(label.len() as u8);
+        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    out.push(0);
+    Ok(out)
+}
+
+/// The zone and set with this owner and type.
+#[must_use]
+pub fn find_set<'s>(state: &'s State, owner: &[u8], rtype: u16) -> Option<(&'s Zone, &'s RecordSet)> {
+    state.snapshot.zones.iter().find_map(|zone| {
+        zone.rrsets
+            .iter()
+            .find(|s| s.name == owner && s.rtype == rtype)
+            .map(|s| (zone, s))
+    })
+}

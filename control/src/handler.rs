@@ -1,0 +1,321 @@
+//! Carrying out control-socket requests against the state; every change is persisted,
+//! re-evaluated, and pushed to the edges before the response is sent.
+use std::{path::PathBuf, sync::Arc};
+
+use qdns_zone::{name, sync::ToEdge, PolicyKind};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, Mutex};
+
+use crate::{
+    api::{Request, Response},
+    duration::parse_expiry,
+    edges::Frame,
+    explain::{explain, owner_wire, why},
+    persist,
+    state::{now, remaining, External, Override, Shift, State},
+};
+
+/// What the handler works with.
+#[derive(Clone)]
+pub struct Ctx {
+    /// The state.
+    pub state: Arc<Mutex<State>>,
+    /// Frames for the edges.
+    pub updates: broadcast::Sender<Frame>,
+    /// Where operator state is saved.
+    pub state_dir: PathBuf,
+}
+
+impl Ctx {
+    /// Recomputes health and pushes a delta if anything changed.
+    pub fn push_health(&self, state: &mut State) {
+        if let Some(delta) = state.recompute() {
+            self.broadcast(&ToEdge::Health(delta));
+        }
+    }
+
+    /// Sends a message to every edge.
+    pub fn broadcast(&self, msg: &ToEdge) {
+        match qdns_zone::sync::encode(msg) {
+            Ok(frame) => {
+                let _ = self.updates.send(Arc::new(frame));
+            }
+            Err(err) => tracing::error!(%err, "cannot encode an edge update"),
+        }
+    }
+
+    fn save(&self, state: &State) -> Result<(), String> {
+        persist::save(&self.state_dir, &state.operator).map_err(|e| format!("cannot persist operator state: {e}"))
+    }
+}
+
+/// Handles one request.
+pub async fn handle(ctx: &Ctx, request: Request) -> Response {
+    let mut state = ctx.state.lock().await;
+    match run(ctx, &mut state, request) {
+        Ok(data) => Response::ok(data),
+        Err(message) => Response::error(message),
+    }
+}
+
+fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> {
+    match request {
+        Request::Status => Ok(status(state)),
+        Request::Reload => reload(ctx, state),
+        Request::Health { check } => health(state, check.as_deref()),
+        Request::Explain { name, rtype } => explain(state, &name, &rtype),
+        Request::OverrideSet {
+            check,
+            healthy,
+            expires,
+        } => {
+            let key = state.check_key(&check)?;
+            let expiry = parse_expiry(&expires)?;
+            let t = now();
+            state.operator.overrides.insert(
+                key.clone(),
+                Override {
+                    healthy,
+                    expires: t + expiry.as_secs(),
+                    set_at: t,
+                },
+            );
+            ctx.save(state)?;
+            state.event(
+                "override",
+                format!(
+                    "{key} forced {} for {expires}",
+                    if healthy { "healthy" } else { "unhealthy" }
+                ),
+            );
+            ctx.push_health(state);
+            Ok(json!({"check": key, "healthy": healthy, "expires_in_s": expiry.as_secs()}))
+        }
+        Request::OverrideClear { check } => {
+            let key = state.check_key(&check)?;
+            if state.operator.overrides.remove(&key).is_none() {
+                return Err(format!("{key} has no override"));
+            }
+            ctx.save(state)?;
+            state.event("override", format!("override of {key} cleared"));
+            ctx.push_health(state);
+            Ok(json!({"check": key, "cleared": true}))
+        }
+        Request::External { check, healthy } => {
+            let key = state.check_key(&check)?;
+            let is_external = matches!(state.rule(&key), Some(qdns_zone::SlotRule::Check { probe: None, .. }));
+            if !is_external {
+                return Err(format!(
+                    "{key} is not an external check; use override for probed checks"
+                ));
+            }
+            state
+                .operator
+                .externals
+                .insert(key.clone(), External { healthy, set_at: now() });
+            ctx.save(state)?;
+            state.event(
+                "external",
+                format!("{key} set {}", if healthy { "healthy" } else { "unhealthy" }),
+            );
+            ctx.push_health(state);
+            Ok(json!({"check": key, "healthy": healthy}))
+        }
+        Request::ShiftStart {
+            rrset,
+            az,
+            expires,
+            comment,
+        } => {
+            let rrset = zonal_set(state, &rrset, &az)?;
+            let expiry = parse_expiry(&expires)?;
+            let t = now();
+            if state.shifted(&rrset, &az) {
+                return Err(format!("{rrset} is already shifted away from {az}; use shift update"));
+            }
+            state.operator.shifts.entry(rrset.clone()).or_default().insert(
+                az.clone(),
+                Shift {
+                    expires: t + expiry.as_secs(),
+                    started: t,
+                    comment,
+                },
+            );
+            ctx.save(state)?;
+            state.event(
+                "shift",
+                format!("shift of {rrset} away from {az} started for {expires}"),
+            );
+            ctx.push_health(state);
+            Ok(shift_list(state))
+        }
+        Request::ShiftUpdate { rrset, az, expires } => {
+            let rrset = zonal_set(state, &rrset, &az)?;
+            let expiry = parse_expiry(&expires)?;
+            let shift = state
+                .operator
+                .shifts
+                .get_mut(&rrset)
+                .and_then(|azs| azs.get_mut(&az))
+                .ok_or_else(|| format!("{rrset} has no shift away from {az}"))?;
+            shift.expires = now() + expiry.as_secs();
+            ctx.save(state)?;
+            state.event(
+                "shift",
+                format!("shift of {rrset} away from {az} now ends in {expires}"),
+            );
+            ctx.push_health(state);
+            Ok(shift_list(state))
+        }
+        Request::ShiftCancel { rrset, az } => {
+            let rrset = zonal_set(state, &rrset, &az)?;
+            let removed = state.operator.shifts.get_mut(&rrset).and_then(|azs| azs.remove(&az));
+            if removed.is_none() {
+                return Err(format!("{rrset} has no shift away from {az}"));
+            }
+            state.operator.shifts.retain(|_, azs| !azs.is_empty());
+            ctx.save(state)?;
+            state.event("shift", format!("shift of {rrset} away from {az} cancelled"));
+            ctx.push_health(state);
+            Ok(shift_list(state))
+        }
+        Request::ShiftList => Ok(shift_list(state)),
+        Request::Events { limit } => {
+            let limit = limit.unwrap_or(100);
+            let skip = state.events.len().saturating_sub(limit);
+            Ok(json!(state.events.iter().skip(skip).collect::<Vec<_>>()))
+        }
+    }
+}
+
+/// The canonical name of the zonal set(s) at `rrset`, checking `az` exists there.
+fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, String> {
+    let wire = owner_wire(rrset)?;
+    let mut found = false;
+    for zone in &state.snapshot.zones {
+        for set in zone.rrsets.iter().filter(|s| s.name == wire) {
+            if let Some(policy) = set.policy.as_ref().filter(|p| p.kind == PolicyKind::Zonal) {
+                if policy.members.iter().any(|m| m.id == az) {
+                    found = true;
+                } else {
+                    return Err(format!("{} has no AZ {az:?}", name::to_text(&wire)));
+                }
+            }
+        }
+    }
+    if !found {
+        return Err(format!("{} is not a zonal record set", name::to_text(&wire)));
+    }
+    Ok(name::to_text(&wire))
+}
+
+fn shift_list(state: &State) -> Value {
+    let mut out = Vec::new();
+    for (rrset, azs) in &state.operator.shifts {
+        let failing_open = state
+            .failing_open()
+            .iter()
+            .any(|label| label.split(' ').next() == Some(rrset.as_str()));
+        for (az, shift) in azs {
+            out.push(json!({
+                "rrset": rrset,
+                "az": az,
+                "expires_in_s": remaining(shift.expires).as_secs(),
+                "started": shift.started,
+                "comment": shift.comment,
+                "moves_traffic": !failing_open,
+                "note": failing_open.then_some("every AZ is unhealthy or shifted: the set fails open and the shift moves no traffic"),
+            }));
+        }
+    }
+    json!(out)
+}
+
+fn status(state: &State) -> Value {
+    let zones: Vec<Value> = state
+        .snapshot
+        .zones
+        .iter()
+        .map(|z| json!({"zone": name::to_text(&z.origin), "serial": z.serial, "file": z.source, "rrsets": z.rrsets.len(), "health_slots": z.slots.len()}))
+        .collect();
+    json!({
+        "snapshot_version": state.snapshot.version,
+        "health_seq": state.seq,
+        "zones": zones,
+        "fail_open": state.failing_open(),
+        "checkers": {"reachable": 0, "note": "health probing is not running in this build: probed checks stay healthy until observed; external checks and overrides apply"},
+        "overrides": state.operator.overrides.len(),
+        "shifts": state.operator.shifts.values().map(|a| a.len()).sum::<usize>(),
+        "edges": state.edges.values().collect::<Vec<_>>(),
+    })
+}
+
+fn health(state: &State, check: Option<&str>) -> Result<Value, String> {
+    let keys: Vec<String> = match check {
+        Some(given) => vec![state.check_key(given)?],
+        None => (0..)
+            .map_while(|slot| state.slot_key(slot).map(str::to_owned))
+            .filter(|k| {
+                matches!(
+                    state.rule(k),
+                    Some(qdns_zone::SlotRule::Check { .. } | qdns_zone::SlotRule::Calculated { .. })
+                )
+            })
+            .collect(),
+    };
+    let out: Vec<Value> = keys
+        .iter()
+        .filter_map(|key| {
+            let slot = state.slot(key)?;
+            let kind = match state.rule(key)? {
+                qdns_zone::SlotRule::Check { probe: Some(p), .. } => format!("{:?}", p.kind).to_lowercase(),
+                qdns_zone::SlotRule::Check { probe: None, .. } => "external".to_owned(),
+                _ => "calculated".to_owned(),
+            };
+            Some(json!({
+                "check": key,
+                "type": kind,
+                "healthy": qdns_abi::health::slot_healthy(&state.snapshot.bitmap, slot),
+                "why": why(state, slot),
+                "since": state.changed_at(slot),
+                "observations": [],
+            }))
+        })
+        .collect();
+    Ok(json!(out))
+}
+
+fn reload(ctx: &Ctx, state: &mut State) -> Result<Value, String> {
+    let version = next_version(state.snapshot.version);
+    let snapshot = qdns_zone::load_dir(&state.zones_dir, version).map_err(|e| {
+        let message = e.to_string();
+        state.event("reload", format!("reload rejected: {message}"));
+        message
+    })?;
+    state.replace_snapshot(snapshot);
+    ctx.broadcast(&ToEdge::Snapshot {
+        snapshot: Box::new((*state.snapshot).clone()),
+        seq: state.seq,
+    });
+    let zones: Vec<String> = state
+        .snapshot
+        .zones
+        .iter()
+        .map(|z| format!("{} serial {}", name::to_text(&z.origin), z.serial))
+        .collect();
+    state.event(
+        "reload",
+        format!("reloaded {} zones as snapshot {version}", zones.len()),
+    );
+    Ok(json!({"snapshot_version": version, "zones": zones}))
+}
+
+/// A snapshot version above `previous`: milliseconds since the epoch, so versions keep
+/// growing across control restarts.
+#[must_use]
+pub fn next_version(previous: u64) -> u64 {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    millis.max(previous + 1)
+}

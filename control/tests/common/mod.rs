@@ -1,0 +1,285 @@
+//! Helpers for end-to-end tests: a location (real `qdns-control` + real `qdns-edge`
+//! following it) in a temporary directory, `qdnsctl`, and a DNS client (hickory-proto).
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::{
+    io::{BufRead, BufReader},
+    net::{SocketAddr, UdpSocket},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::{mpsc, Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use hickory_proto::{
+    op::{Message, Query},
+    rr::{Name, RData, RecordType},
+};
+
+/// The `qdns-edge` binary, built once if this test run did not build it.
+pub fn edge_bin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "--quiet", "-p", "qdns-edge", "--bin", "qdns-edge"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("cargo build qdns-edge");
+            assert!(status.success());
+            let exe = std::env::current_exe().unwrap();
+            exe.parent().unwrap().parent().unwrap().join("qdns-edge")
+        })
+        .clone()
+}
+
+/// A child process whose stderr lines are collected; killed (by PID) on drop.
+pub struct Proc {
+    pub child: Child,
+    lines: Mutex<mpsc::Receiver<String>>,
+    history: Mutex<Vec<String>>,
+    name: &'static str,
+}
+
+impl Proc {
+    pub fn spawn(name: &'static str, mut command: Command) -> Proc {
+        let mut child = command
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[{name}] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        Proc {
+            child,
+            lines: Mutex::new(rx),
+            history: Mutex::new(Vec::new()),
+            name,
+        }
+    }
+
+    /// Waits for a log line containing `needle`; returns it.
+    pub fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let rx = self.lines.lock().unwrap();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.history.lock().unwrap().push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!("{}: no log line with {needle:?} ({e})", self.name),
+            }
+        }
+    }
+
+    /// A line containing `needle` logged at any time so far (waiting up to 5 s).
+    pub fn seen(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(line) = self.history.lock().unwrap().iter().find(|l| l.contains(needle)) {
+                return line.clone();
+            }
+            let rx = self.lines.lock().unwrap();
+            while let Ok(line) = rx.try_recv() {
+                self.history.lock().unwrap().push(line);
+            }
+            drop(rx);
+            if self.history.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                continue;
+            }
+            assert!(Instant::now() < deadline, "{}: never logged {needle:?}", self.name);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn term(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-s", "TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One location: control and an edge in a temp dir, zones copied from examples.
+pub struct Location {
+    pub dir: tempfile::TempDir,
+    pub control: Option<Proc>,
+    pub edge: Option<Proc>,
+    pub dns: Option<SocketAddr>,
+}
+
+impl Location {
+    pub fn zones(&self) -> PathBuf {
+        self.dir.path().join("zones")
+    }
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("control.sock")
+    }
+    pub fn edge_socket(&self) -> PathBuf {
+        self.dir.path().join("edge.sock")
+    }
+
+    pub fn new() -> Location {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("zones")).unwrap();
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+        for entry in std::fs::read_dir(examples).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.path().join("zones").join(path.file_name().unwrap())).unwrap();
+        }
+        let mut location = Location {
+            dir,
+            control: None,
+            edge: None,
+            dns: None,
+        };
+        location.start_control();
+        location.start_edge();
+        location.edge.as_ref().unwrap().wait_for("snapshot applied");
+        location
+    }
+
+    pub fn start_control(&mut self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+        cmd.arg("--zones").arg(self.zones()).arg("--socket").arg(self.socket());
+        cmd.arg("--state-dir")
+            .arg(self.dir.path().join("control-state"))
+            .arg("--edge-socket")
+            .arg(self.edge_socket());
+        let proc = Proc::spawn("control", cmd);
+        proc.wait_for("control socket ready");
+        self.control = Some(proc);
+    }
+
+    /// Starts the edge (on a new port unless one was used before); waits until it listens.
+    pub fn start_edge(&mut self) {
+        let mut cmd = Command::new(edge_bin());
+        let listen = self.dns.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
+        cmd.args([
+            "--listen",
+            &listen,
+            "--workers",
+            "1",
+            "--edge-id",
+            "test-edge",
+            "--control",
+        ])
+        .arg(self.edge_socket());
+        cmd.arg("--state-dir").arg(self.dir.path().join("edge-state"));
+        let proc = Proc::spawn("edge", cmd);
+        let line = proc.wait_for("listening");
+        let addr = line.split("udp=").nth(1).unwrap().split_whitespace().next().unwrap();
+        self.dns = Some(addr.parse().unwrap());
+        self.edge = Some(proc);
+    }
+
+    /// Runs `qdnsctl ARGS` against this location.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+            .arg("--socket")
+            .arg(self.socket())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `qdnsctl --json ARGS`, which must succeed; returns the JSON.
+    pub fn ctl_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.ctl(&all);
+        assert!(
+            out.status.success(),
+            "qdnsctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Waits until every connected edge acknowledged the current health.
+    pub fn wait_edges_current(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = self.ctl_json(&["status"]);
+            let seq = status["health_seq"].as_u64().unwrap();
+            let version = status["snapshot_version"].as_u64().unwrap();
+            let edges = status["edges"].as_array().unwrap();
+            if !edges.is_empty()
+                && edges
+                    .iter()
+                    .all(|e| e["seq"].as_u64() == Some(seq) && e["snapshot"].as_u64() == Some(version))
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "edges did not catch up: {status}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn values(&self, name: &str, qtype: RecordType) -> Vec<String> {
+        values(&ask(self.dns.unwrap(), name, qtype, Duration::from_secs(2), 3).expect("an answer"))
+    }
+}
+
+/// Asks over UDP, up to `tries` times; `None` when nothing came back.
+pub fn ask(addr: SocketAddr, name: &str, qtype: RecordType, timeout: Duration, tries: u32) -> Option<Message> {
+    let mut msg = Message::query();
+    msg.metadata.id = rand_id();
+    msg.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    let bytes = msg.to_vec().unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(timeout)).unwrap();
+    let mut buf = [0u8; 4096];
+    for _ in 0..tries {
+        socket.send_to(&bytes, addr).unwrap();
+        if let Ok((len, _)) = socket.recv_from(&mut buf) {
+            let reply = Message::from_vec(&buf[..len]).unwrap();
+            assert_eq!(reply.metadata.id, msg.metadata.id);
+            return Some(reply);
+        }
+    }
+    None
+}
+
+fn rand_id() -> u16 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now()) as u16
+}
+
+/// Sorted answer values.
+pub fn values(msg: &Message) -> Vec<String> {
+    let mut v: Vec<String> = msg
+        .answers
+        .iter()
+        .map(|r| match &r.data {
+            RData::A(a) => a.0.to_string(),
+            RData::AAAA(a) => a.0.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    v.sort();
+    v
+}

@@ -1,0 +1,415 @@
+//! Control plane end to end (SPEC §1, §3, §5, §6): real qdns-control, real qdns-edge
+//! following it, real qdnsctl, DNS over UDP. Health is driven through overrides and
+//! external checks (health probing is a later piece).
+mod common;
+
+use std::{
+    fs,
+    os::unix::fs::PermissionsExt,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use common::{ask, values, Location};
+use hickory_proto::{op::ResponseCode, rr::RecordType};
+
+#[test]
+fn overrides_and_external_checks_steer_answers() {
+    let loc = Location::new();
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["192.0.2.20"]);
+    // Failover, four states, driven by overrides.
+    for (p, s, expected) in [
+        ("unhealthy", "healthy", "198.51.100.20"),
+        ("unhealthy", "unhealthy", "192.0.2.20"), // fail-open: primary
+        ("healthy", "unhealthy", "192.0.2.20"),
+    ] {
+        loc.ctl_json(&["override", "set", "api-1", p, "--expires", "30m"]);
+        loc.ctl_json(&["override", "set", "api-2", s, "--expires", "30m"]);
+        loc.wait_edges_current();
+        assert_eq!(
+            loc.values("api.shop.example.", RecordType::A),
+            [expected],
+            "primary {p}, secondary {s}"
+        );
+    }
+    // Fail-open is visible in status and events.
+    loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    let status = loc.ctl_json(&["status"]);
+    assert!(
+        status["fail_open"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "api.shop.example. A"),
+        "{status}"
+    );
+    let events = loc.ctl_json(&["events"]);
+    assert!(
+        events.as_array().unwrap().iter().any(|e| e["kind"] == "fail-open"),
+        "{events}"
+    );
+    let explain = loc.ctl_json(&["explain", "api.shop.example", "A"]);
+    assert_eq!(explain["fail_open"], true);
+    assert!(
+        explain["candidates"][0]["why"].as_str().unwrap().contains("override"),
+        "{explain}"
+    );
+    loc.ctl_json(&["override", "clear", "api-1"]);
+    loc.ctl_json(&["override", "clear", "api-2"]);
+    // External check: app's secondary (change-freeze) with lb down.
+    loc.ctl_json(&["override", "set", "a1", "unhealthy", "--expires", "30m"]);
+    loc.ctl_json(&["override", "set", "a2", "unhealthy", "--expires", "30m"]);
+    loc.wait_edges_current();
+    assert_eq!(loc.values("app.shop.example.", RecordType::A), ["203.0.113.9"]);
+    loc.ctl_json(&["external", "change-freeze", "unhealthy"]);
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("app.shop.example.", RecordType::A),
+        ["192.0.2.31", "192.0.2.32"],
+        "fail-open through the alias"
+    );
+    // A probed check cannot be set like an external one.
+    let out = loc.ctl(&["external", "web-1", "unhealthy"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an external check"));
+}
+
+#[test]
+fn weighted_shares_over_dns_within_binomial_bounds() {
+    let loc = Location::new();
+    loc.ctl_json(&["override", "set", "web-2", "unhealthy", "--expires", "30m"]);
+    loc.wait_edges_current();
+    let n = 1500;
+    let mut first = 0;
+    for _ in 0..n {
+        let v = loc.values("www.shop.example.", RecordType::A);
+        assert_ne!(v, ["192.0.2.11"], "the unhealthy member never answers");
+        first += u32::from(v == ["192.0.2.10"]);
+    }
+    // p = 10/30; sd = sqrt(n p (1-p)) ≈ 18.3; allow 5 sd.
+    let expected = f64::from(n) / 3.0;
+    assert!(
+        (f64::from(first) - expected).abs() < 5.0 * 18.3,
+        "{first} of {n} vs {expected}"
+    );
+}
+
+#[test]
+fn reload_under_load_loses_nothing_and_never_mixes() {
+    let loc = Location::new();
+    let addr = loc.dns.unwrap();
+    let zone = loc.zones().join("example.com.toml");
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let (mut sent, mut lost, mut mixed) = (0u32, 0u32, Vec::new());
+            let started = Instant::now();
+            // ~500 queries per second, bounded to 20 s.
+            while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(20) {
+                sent += 1;
+                match ask(addr, "static.example.com.", RecordType::A, Duration::from_secs(1), 1) {
+                    Some(msg) => {
+                        let v = values(&msg);
+                        if v != ["192.0.2.1", "192.0.2.2"] && v != ["198.51.100.1", "198.51.100.2"] {
+                            mixed.push(v);
+                        }
+                    }
+                    None => lost += 1,
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            (sent, lost, mixed)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let text = fs::read_to_string(&zone).unwrap();
+    fs::write(
+        &zone,
+        text.replace("\"192.0.2.1\", \"192.0.2.2\"", "\"198.51.100.1\", \"198.51.100.2\""),
+    )
+    .unwrap();
+    let reply = loc.ctl_json(&["reload"]);
+    assert!(reply["snapshot_version"].as_u64().is_some());
+    loc.wait_edges_current();
+    std::thread::sleep(Duration::from_millis(300));
+    // An invalid zone is rejected, with the error, and the old data keeps serving.
+    fs::write(
+        &zone,
+        text.replace("\"192.0.2.1\", \"192.0.2.2\"", "\"not-an-address\""),
+    )
+    .unwrap();
+    let out = loc.ctl(&["reload"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("example.com.toml") && err.contains("invalid A value"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let (sent, lost, mixed) = load.join().unwrap();
+    assert!(sent > 300, "load ran ({sent} queries)");
+    assert_eq!(lost, 0, "unanswered queries during reload");
+    assert!(mixed.is_empty(), "answers mixing old and new data: {mixed:?}");
+    assert_eq!(
+        loc.values("static.example.com.", RecordType::A),
+        ["198.51.100.1", "198.51.100.2"]
+    );
+}
+
+#[test]
+fn edge_is_statically_stable_without_control() {
+    let mut loc = Location::new();
+    loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    loc.wait_edges_current();
+    // Control killed: the edge keeps answering from what it has.
+    loc.control.as_mut().unwrap().kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["198.51.100.20"]);
+    // Edge restarted while control is down: the persisted snapshot and health.
+    loc.edge.as_mut().unwrap().term();
+    loc.start_edge();
+    loc.edge.as_ref().unwrap().seen("serving the persisted snapshot");
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["198.51.100.20"]);
+    assert_eq!(
+        loc.values("www.example.com.", RecordType::A),
+        ["192.0.2.10", "192.0.2.11"]
+    );
+    // A corrupted persisted snapshot: a clear error, a clean start, no wrong answer.
+    loc.edge.as_mut().unwrap().term();
+    let snapshot = loc.dir.path().join("edge-state/snapshot.bin");
+    let mut data = fs::read(&snapshot).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0xff;
+    fs::write(&snapshot, data).unwrap();
+    loc.start_edge();
+    let line = loc.edge.as_ref().unwrap().seen("persisted snapshot unusable");
+    assert!(line.contains("checksum mismatch"), "{line}");
+    let msg = ask(
+        loc.dns.unwrap(),
+        "www.example.com.",
+        RecordType::A,
+        Duration::from_secs(2),
+        3,
+    )
+    .unwrap();
+    assert_eq!(
+        msg.metadata.response_code,
+        ResponseCode::Refused,
+        "no data yet: refused, never a wrong answer"
+    );
+    // Control back (removing its stale socket): the edge catches up by itself.
+    loc.start_control();
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    assert_eq!(
+        loc.values("www.example.com.", RecordType::A),
+        ["192.0.2.10", "192.0.2.11"]
+    );
+    assert_eq!(
+        loc.values("api.shop.example.", RecordType::A),
+        ["198.51.100.20"],
+        "override persisted across the control restart"
+    );
+}
+
+#[test]
+fn zonal_shifts_start_update_cancel_persist_and_expire() {
+    let mut loc = Location::new();
+    let out = loc.ctl(&[
+        "shift",
+        "start",
+        "--rrset",
+        "lb.shop.example.",
+        "--az",
+        "az1",
+        "--expires",
+        "73h",
+    ]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("72h"));
+    let out = loc.ctl(&[
+        "shift",
+        "start",
+        "--rrset",
+        "lb.shop.example.",
+        "--az",
+        "az9",
+        "--expires",
+        "1h",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no AZ \"az9\""));
+    loc.ctl_json(&[
+        "shift",
+        "start",
+        "--rrset",
+        "lb.shop.example.",
+        "--az",
+        "az1",
+        "--expires",
+        "2h",
+        "--comment",
+        "drill",
+    ]);
+    loc.wait_edges_current();
+    assert_eq!(loc.values("lb.shop.example.", RecordType::A), ["192.0.2.32"]);
+    let list = loc.ctl_json(&[
+        "shift",
+        "update",
+        "--rrset",
+        "lb.shop.example.",
+        "--az",
+        "az1",
+        "--expires",
+        "5h",
+    ]);
+    let left = list[0]["expires_in_s"].as_u64().unwrap();
+    assert!(left > 4 * 3600 && left <= 5 * 3600, "{list}");
+    // A shift that cannot move traffic (the other AZ is down too) says so.
+    loc.ctl_json(&["override", "set", "a2", "unhealthy", "--expires", "30m"]);
+    let list = loc.ctl_json(&["shift", "list"]);
+    assert_eq!(list[0]["moves_traffic"], false, "{list}");
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("lb.shop.example.", RecordType::A),
+        ["192.0.2.31", "192.0.2.32"]
+    );
+    loc.ctl_json(&["override", "clear", "a2"]);
+    // Persisted across a control restart.
+    loc.control.as_mut().unwrap().term();
+    loc.start_control();
+    let list = loc.ctl_json(&["shift", "list"]);
+    assert_eq!(list[0]["comment"], "drill", "{list}");
+    loc.ctl_json(&["shift", "cancel", "--rrset", "lb.shop.example.", "--az", "az1"]);
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("lb.shop.example.", RecordType::A),
+        ["192.0.2.31", "192.0.2.32"]
+    );
+    // Expiry: a persisted shift that ends in 2 s ends by itself.
+    loc.control.as_mut().unwrap().term();
+    let state = loc.dir.path().join("control-state/operator.json");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let json = format!(
+        r#"{{"overrides":{{}},"externals":{{}},"shifts":{{"lb.shop.example.":{{"az2":{{"expires":{},"started":{now},"comment":null}}}}}}}}"#,
+        now + 2
+    );
+    fs::write(&state, json).unwrap();
+    loc.start_control();
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    assert_eq!(loc.values("lb.shop.example.", RecordType::A), ["192.0.2.31"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while loc.values("lb.shop.example.", RecordType::A) != ["192.0.2.31", "192.0.2.32"] {
+        assert!(Instant::now() < deadline, "the shift did not expire");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let events = loc.ctl_json(&["events"]);
+    assert!(
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["message"].as_str().unwrap_or("").contains("expired")),
+        "{events}"
+    );
+}
+
+#[test]
+fn control_socket_is_private_and_stale_files_are_replaced() {
+    let mut loc = Location::new();
+    let mode = fs::metadata(loc.socket()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // A second control on the same socket refuses to start (one line, non-zero).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"))
+        .arg("--zones")
+        .arg(loc.zones())
+        .arg("--socket")
+        .arg(loc.socket())
+        .arg("--state-dir")
+        .arg(loc.dir.path().join("other"))
+        .arg("--edge-socket")
+        .arg(loc.dir.path().join("other.sock"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another process is serving it"));
+    // Killed control leaves its socket file; the next one removes it and starts.
+    loc.control.as_mut().unwrap().kill9();
+    assert!(loc.socket().exists());
+    loc.start_control();
+    assert!(loc.ctl(&["status"]).status.success());
+    // An invalid zone stops start-up with one line naming file, key and reason.
+    loc.control.as_mut().unwrap().term();
+    let zone = loc.zones().join("shop.example.toml");
+    let text = fs::read_to_string(&zone)
+        .unwrap()
+        .replace("interval = 10", "interval = 20");
+    fs::write(&zone, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"))
+        .arg("--zones")
+        .arg(loc.zones())
+        .arg("--socket")
+        .arg(loc.socket())
+        .arg("--state-dir")
+        .arg(loc.dir.path().join("s2"))
+        .arg("--edge-socket")
+        .arg(loc.dir.path().join("e2.sock"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        last.starts_with("qdns-control: ")
+            && last.contains("shop.example.toml:")
+            && last.contains("health_check[0].interval"),
+        "{last}"
+    );
+}
+
+#[test]
+fn explain_and_health_tell_why() {
+    let loc = Location::new();
+    for (name, policy) in [
+        ("www.shop.example", "weighted"),
+        ("api.shop.example", "failover"),
+        ("lb.shop.example", "zonal"),
+        ("app.shop.example", "failover"),
+    ] {
+        let e = loc.ctl_json(&["explain", name, "A"]);
+        assert_eq!(e["policy"], policy, "{e}");
+        assert!(!e["candidates"].as_array().unwrap().is_empty());
+        assert!(
+            e["candidates"].as_array().unwrap().iter().all(|c| c["why"].is_string()),
+            "{e}"
+        );
+    }
+    let e = loc.ctl_json(&["explain", "www.shop.example", "A"]);
+    let shares: Vec<f64> = e["distribution"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["share"].as_f64().unwrap())
+        .collect();
+    assert_eq!(shares, [0.2, 0.4, 0.4], "{e}");
+    let e = loc.ctl_json(&["explain", "mv.shop.example", "AAAA"]);
+    assert_eq!(e["policy"], "multivalue");
+    let plain = loc.ctl_json(&["explain", "static.example.com", "A"]);
+    assert_eq!(plain["policy"], "plain");
+    let out = loc.ctl(&["explain", "nothing.example.com", "A"]);
+    assert!(!out.status.success());
+    let health = loc.ctl_json(&["health", "web-any"]);
+    assert!(
+        health[0]["why"].as_str().unwrap().contains("2 of 2 children healthy"),
+        "{health}"
+    );
+    let human = loc.ctl(&["explain", "www.shop.example", "A"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("policy weighted") && text.contains("MEMBER"), "{text}");
+}

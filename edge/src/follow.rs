@@ -1,0 +1,252 @@
+//! Following the control plane (SPEC §1): connect to `--control`, take the full snapshot,
+//! then health deltas; persist both in `--state-dir`; reconnect with backoff forever.
+//!
+//! Statically stable: the engine keeps serving whatever it last applied while control is
+//! away, and a restarted edge serves the persisted snapshot before control answers.
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use arc_swap::ArcSwap;
+use qdns_zone::{
+    sync::{self, HealthDelta, PersistedHealth, ToControl, ToEdge},
+    Snapshot,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::Engine;
+
+/// Where control serves snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix socket path.
+    Unix(PathBuf),
+    /// `tcp://ADDR:PORT`.
+    Tcp(String),
+}
+
+impl Endpoint {
+    /// Parses `tcp://ADDR:PORT` or a path.
+    #[must_use]
+    pub fn parse(text: &str) -> Endpoint {
+        match text.strip_prefix("tcp://") {
+            Some(addr) => Endpoint::Tcp(addr.to_owned()),
+            None => Endpoint::Unix(PathBuf::from(text)),
+        }
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Unix(path) => write!(f, "{}", path.display()),
+            Endpoint::Tcp(addr) => write!(f, "tcp://{addr}"),
+        }
+    }
+}
+
+/// Files in the state directory.
+fn snapshot_path(dir: &Path) -> PathBuf {
+    dir.join("snapshot.bin")
+}
+fn health_path(dir: &Path) -> PathBuf {
+    dir.join("health.bin")
+}
+
+/// The persisted snapshot with its latest persisted health, if both are sound.
+/// A damaged file is reported and ignored: the edge then waits for control.
+#[must_use]
+pub fn load_persisted(dir: &Path) -> Option<Snapshot> {
+    let mut snapshot = match sync::load::<Snapshot>(&snapshot_path(dir)) {
+        Ok(Some(snapshot)) => snapshot,
+        Ok(None) => return None,
+        Err(err) => {
+            tracing::error!(%err, "persisted snapshot unusable; waiting for control");
+            return None;
+        }
+    };
+    match sync::load::<PersistedHealth>(&health_path(dir)) {
+        Ok(Some(health)) if health.snapshot == snapshot.version => snapshot.bitmap = health.bitmap,
+        Ok(_) => {}
+        Err(err) => tracing::warn!(%err, "persisted health unusable; using the snapshot's own"),
+    }
+    Some(snapshot)
+}
+
+/// State of the link.
+struct Link {
+    snapshot: u64,
+    seq: u64,
+    bitmap: Vec<u64>,
+}
+
+/// Follows control at `endpoint` until `shutdown`.
+pub async fn follow(
+    endpoint: Endpoint,
+    state_dir: PathBuf,
+    engine: Arc<ArcSwap<Engine>>,
+    max_udp_payload: u16,
+    edge_name: String,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let attempt = async {
+            match &endpoint {
+                Endpoint::Unix(path) => {
+                    let stream = tokio::net::UnixStream::connect(path).await?;
+                    let (r, w) = stream.into_split();
+                    session(r, w, &state_dir, &engine, max_udp_payload, &edge_name, &mut backoff).await
+                }
+                Endpoint::Tcp(addr) => {
+                    let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
+                    let _ = stream.set_nodelay(true);
+                    let (r, w) = stream.into_split();
+                    session(r, w, &state_dir, &engine, max_udp_payload, &edge_name, &mut backoff).await
+                }
+            }
+        };
+        let result = tokio::select! {
+            () = shutdown.cancelled() => return,
+            result = attempt => result,
+        };
+        match result {
+            Ok(()) => tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot"),
+            Err(err) => {
+                tracing::warn!(control = %endpoint, %err, retry_in = ?backoff, "control unreachable; serving the last snapshot")
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn session<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    mut reader: R,
+    mut writer: W,
+    state_dir: &Path,
+    engine: &ArcSwap<Engine>,
+    max_udp_payload: u16,
+    edge_name: &str,
+    backoff: &mut Duration,
+) -> std::io::Result<()> {
+    let serving = engine.load().version();
+    send(
+        &mut writer,
+        &ToControl::Hello {
+            edge: edge_name.to_owned(),
+            serving: (serving > 0).then_some(serving),
+        },
+    )
+    .await?;
+    let mut link: Option<Link> = None;
+    loop {
+        let mut prefix = [0u8; 4];
+        match reader.read_exact(&mut prefix).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let len = sync::frame_len(prefix).map_err(std::io::Error::other)?;
+        let mut body = vec![0u8; len];
+        reader.read_exact(&mut body).await?;
+        let msg: ToEdge = sync::decode(&body).map_err(std::io::Error::other)?;
+        let applied = match msg {
+            ToEdge::Snapshot { snapshot, seq } => {
+                let snapshot = *snapshot;
+                let compiled = match Engine::compile(&snapshot) {
+                    Ok(e) => e.with_max_udp_payload(max_udp_payload),
+                    Err(err) => {
+                        tracing::error!(%err, version = snapshot.version, "snapshot rejected; keeping the running one");
+                        return Err(std::io::Error::other("rejected snapshot"));
+                    }
+                };
+                engine.store(Arc::new(compiled));
+                *backoff = Duration::from_millis(100);
+                tracing::info!(
+                    version = snapshot.version,
+                    zones = snapshot.zones.len(),
+                    "snapshot applied"
+                );
+                let version = snapshot.version;
+                link = Some(Link {
+                    snapshot: version,
+                    seq,
+                    bitmap: snapshot.bitmap.clone(),
+                });
+                let dir = state_dir.to_path_buf();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(err) = sync::persist(&snapshot_path(&dir), &snapshot) {
+                        tracing::error!(%err, "cannot persist the snapshot");
+                    }
+                    let _ = std::fs::remove_file(health_path(&dir));
+                });
+                (version, seq)
+            }
+            ToEdge::Health(delta) => {
+                let Some(current) = link.as_mut() else {
+                    return Err(std::io::Error::other("health delta before a snapshot"));
+                };
+                if !apply_delta(current, &delta) {
+                    tracing::warn!(
+                        have = current.seq,
+                        got = delta.seq,
+                        "health delta out of sequence; resyncing"
+                    );
+                    return Err(std::io::Error::other("delta out of sequence"));
+                }
+                engine.load().set_health(current.bitmap.clone());
+                let health = PersistedHealth {
+                    snapshot: current.snapshot,
+                    seq: current.seq,
+                    bitmap: current.bitmap.clone(),
+                };
+                let dir = state_dir.to_path_buf();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(err) = sync::persist(&health_path(&dir), &health) {
+                        tracing::error!(%err, "cannot persist health");
+                    }
+                });
+                (current.snapshot, current.seq)
+            }
+        };
+        send(
+            &mut writer,
+            &ToControl::Applied {
+                snapshot: applied.0,
+                seq: applied.1,
+            },
+        )
+        .await?;
+    }
+}
+
+/// Applies `delta` when it is the next one for this snapshot.
+fn apply_delta(link: &mut Link, delta: &HealthDelta) -> bool {
+    if delta.snapshot != link.snapshot || delta.seq != link.seq + 1 {
+        return false;
+    }
+    for &(index, value) in &delta.words {
+        let index = index as usize;
+        if index >= link.bitmap.len() {
+            link.bitmap.resize(index + 1, 0);
+        }
+        if let Some(word) = link.bitmap.get_mut(index) {
+            *word = value;
+        }
+    }
+    link.seq = delta.seq;
+    true
+}
+
+async fn send<W: AsyncWrite + Unpin>(writer: &mut W, msg: &ToControl) -> std::io::Result<()> {
+    let frame = sync::encode(msg).map_err(std::io::Error::other)?;
+    writer.write_all(&frame).await?;
+    writer.flush().await
+}

@@ -1,0 +1,215 @@
+//! Control ↔ edge synchronisation: the messages, their framing, and the persisted
+//! snapshot file. Shared by both daemons so they cannot drift apart.
+//!
+//! On every (re)connect control sends the whole [`Snapshot`]; after that, health changes
+//! go as [`HealthDelta`]s: the changed bitmap words, numbered by `seq` within a snapshot
+//! version. An edge that sees a gap (or another snapshot version) drops the connection
+//! and gets a full snapshot on reconnect. Frames are a 4-octet big-endian length and a
+//! postcard body.
+use std::{fs, io, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Snapshot;
+
+/// Largest frame accepted (a snapshot of millions of records fits; a corrupt length
+/// prefix cannot make a reader allocate more).
+pub const MAX_FRAME: usize = 1 << 30;
+
+/// Control → edge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToEdge {
+    /// A whole snapshot (zones and current health), replacing everything; `seq` is the
+    /// last delta already folded into its bitmap (the next delta is `seq + 1`).
+    Snapshot {
+        /// The snapshot.
+        snapshot: Box<Snapshot>,
+        /// Deltas already included.
+        seq: u64,
+    },
+    /// Changed health words of the current snapshot.
+    Health(HealthDelta),
+}
+
+/// A health update: bitmap words that changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthDelta {
+    /// The snapshot version it applies to.
+    pub snapshot: u64,
+    /// 1 for the first delta after a snapshot, then +1 each.
+    pub seq: u64,
+    /// (word index, new value).
+    pub words: Vec<(u32, u64)>,
+}
+
+/// Edge → control.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToControl {
+    /// First message of a connection.
+    Hello {
+        /// The edge's name (host name or `--edge-id`).
+        edge: String,
+        /// The snapshot version it serves now, if any.
+        serving: Option<u64>,
+    },
+    /// The edge applied this snapshot version and delta.
+    Applied {
+        /// Snapshot version.
+        snapshot: u64,
+        /// Last delta applied (0 = the snapshot itself).
+        seq: u64,
+    },
+}
+
+/// Why a frame or file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// I/O failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The length prefix is above [`MAX_FRAME`].
+    #[error("frame of {0} octets is over the limit")]
+    TooLarge(usize),
+    /// The body does not decode.
+    #[error("undecodable frame: {0}")]
+    Decode(#[from] postcard::Error),
+    /// The persisted file is damaged.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// Encodes `msg` as one frame (length prefix included).
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, SyncError> {
+    let mut frame = vec![0u8; 4];
+    frame = postcard::to_extend(msg, frame)?;
+    let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge(frame.len()))?;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(frame)
+}
+
+/// Length of the frame body announced by a 4-octet prefix.
+pub fn frame_len(prefix: [u8; 4]) -> Result<usize, SyncError> {
+    let len = u32::from_be_bytes(prefix) as usize;
+    if len > MAX_FRAME {
+        return Err(SyncError::TooLarge(len));
+    }
+    Ok(len)
+}
+
+/// Decodes a frame body.
+pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, SyncError> {
+    Ok(postcard::from_bytes(body)?)
+}
+
+const MAGIC: &[u8; 8] = b"QDNSSNP1";
+
+/// Health of a persisted snapshot, saved apart so a delta does not rewrite the zones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedHealth {
+    /// The snapshot version it belongs to.
+    pub snapshot: u64,
+    /// The last delta applied.
+    pub seq: u64,
+    /// The bitmap.
+    pub bitmap: Vec<u64>,
+}
+
+/// Writes `value` to `path` atomically (temp file, fsync, rename) with a CRC-32 of
+/// the body, so a crash mid-write leaves the previous file.
+pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), SyncError> {
+    let body = postcard::to_stdvec(value)?;
+    let mut file = Vec::with_capacity(body.len() + 20);
+    file.extend_from_slice(MAGIC);
+    file.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    file.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    file.extend_from_slice(&body);
+    let tmp = path.with_extension("tmp");
+    {
+        use io::Write as _;
+        let mut out = fs::File::create(&tmp)?;
+        out.write_all(&file)?;
+        out.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(dir) = fs::File::open(dir) {
+            let _ = dir.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Reads a value written by [`persist`]; `Ok(None)` when there is no file.
+pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, SyncError> {
+    let data = match fs::read(path) {
+        Ok(data) => data,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let corrupt = |why: &str| SyncError::Corrupt(format!("{}: {why}", path.display()));
+    if data.len() < 20 || &data[..8] != MAGIC {
+        return Err(corrupt("not a qdns snapshot file (bad magic or too short)"));
+    }
+    let len = u64::from_be_bytes(data[8..16].try_into().map_err(|_| corrupt("short header"))?) as usize;
+    let crc = u32::from_be_bytes(data[16..20].try_into().map_err(|_| corrupt("short header"))?);
+    let body = data
+        .get(20..)
+        .filter(|b| b.len() == len)
+        .ok_or_else(|| corrupt("truncated"))?;
+    if crc32fast::hash(body) != crc {
+        return Err(corrupt("checksum mismatch"));
+    }
+    postcard::from_bytes(body)
+        .map(Some)
+        .map_err(|e| corrupt(&format!("undecodable: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            version: 7,
+            zones: Vec::new(),
+            bitmap: vec![0b101],
+        }
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let msg = ToEdge::Health(HealthDelta {
+            snapshot: 7,
+            seq: 2,
+            words: vec![(0, 5)],
+        });
+        let frame = encode(&msg).unwrap();
+        let len = frame_len(frame[..4].try_into().unwrap()).unwrap();
+        assert_eq!(len, frame.len() - 4);
+        assert_eq!(decode::<ToEdge>(&frame[4..]).unwrap(), msg);
+        assert!(frame_len(u32::MAX.to_be_bytes()).is_err());
+    }
+
+    #[test]
+    fn persisted_snapshot_round_trips_and_detects_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snapshot.bin");
+        assert!(load::<Snapshot>(&path).unwrap().is_none());
+        persist(&path, &snapshot()).unwrap();
+        assert_eq!(load(&path).unwrap(), Some(snapshot()));
+        let mut data = fs::read(&path).unwrap();
+        let last = data.len() - 1;
+        data[last] ^= 1;
+        fs::write(&path, &data).unwrap();
+        assert!(load::<Snapshot>(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum mismatch"));
+        fs::write(&path, b"garbage").unwrap();
+        assert!(load::<Snapshot>(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not a qdns snapshot"));
+    }
+}
