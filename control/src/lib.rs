@@ -116,21 +116,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
 
     let control = bind_unix(&config.socket, "control socket", 0o600).await?;
     let mut tasks = tokio::task::JoinSet::new();
-    match config.edge_socket.strip_prefix("tcp://") {
-        Some(addr) => {
-            let listener = TcpListener::bind(addr).await.map_err(|source| ControlError::Bind {
-                what: "edge socket",
-                at: config.edge_socket.clone(),
-                source,
-            })?;
-            tracing::info!(edge_socket = %listener.local_addr().map_or_else(|_| addr.to_owned(), |a| format!("tcp://{a}")), "serving edges");
-            tasks.spawn(accept_edges_tcp(listener, ctx.clone(), shutdown.clone()));
-        }
-        None => {
-            let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", 0o600).await?;
-            tracing::info!(edge_socket = %config.edge_socket, "serving edges");
-            tasks.spawn(accept_edges_unix(listener, ctx.clone(), shutdown.clone()));
-        }
+    if let Some(addr) = config.edge_socket.strip_prefix("tcp://") {
+        let listener = TcpListener::bind(addr).await.map_err(|source| ControlError::Bind {
+            what: "edge socket",
+            at: config.edge_socket.clone(),
+            source,
+        })?;
+        tracing::info!(edge_socket = %listener.local_addr().map_or_else(|_| addr.to_owned(), |a| format!("tcp://{a}")), "serving edges");
+        tasks.spawn(accept_edges_tcp(listener, ctx.clone(), shutdown.clone()));
+    } else {
+        let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", 0o600).await?;
+        tracing::info!(edge_socket = %config.edge_socket, "serving edges");
+        tasks.spawn(accept_edges_unix(listener, ctx.clone(), shutdown.clone()));
     }
     tracing::info!(socket = %config.socket.display(), "control socket ready");
     tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));

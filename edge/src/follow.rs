@@ -116,7 +116,7 @@ pub async fn follow(
         match result {
             Ok(()) => tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot"),
             Err(err) => {
-                tracing::warn!(control = %endpoint, %err, retry_in = ?backoff, "control unreachable; serving the last snapshot")
+                tracing::warn!(control = %endpoint, %err, retry_in = ?backoff, "control unreachable; serving the last snapshot");
             }
         }
         tokio::select! {
@@ -232,17 +232,22 @@ fn apply_delta(link: &mut Link, delta: &HealthDelta) -> bool {
     if delta.snapshot != link.snapshot || delta.seq != link.seq + 1 {
         return false;
     }
-    for &(index, value) in &delta.words {
+    apply_words(&mut link.bitmap, &delta.words);
+    link.seq = delta.seq;
+    true
+}
+
+/// Writes changed words into `bitmap` (growing it for words past its end).
+pub fn apply_words(bitmap: &mut Vec<u64>, words: &[(u32, u64)]) {
+    for &(index, value) in words {
         let index = index as usize;
-        if index >= link.bitmap.len() {
-            link.bitmap.resize(index + 1, 0);
+        if index >= bitmap.len() {
+            bitmap.resize(index + 1, 0);
         }
-        if let Some(word) = link.bitmap.get_mut(index) {
+        if let Some(word) = bitmap.get_mut(index) {
             *word = value;
         }
     }
-    link.seq = delta.seq;
-    true
 }
 
 async fn send<W: AsyncWrite + Unpin>(writer: &mut W, msg: &ToControl) -> std::io::Result<()> {

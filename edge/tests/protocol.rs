@@ -4,7 +4,6 @@ mod common;
 
 use std::{
     net::{Ipv4Addr, TcpStream},
-    sync::OnceLock,
     time::Duration,
 };
 
@@ -14,11 +13,8 @@ use hickory_proto::{
     rr::{RData, RecordType},
 };
 
-/// One edge shared by the tests of this file (they only read).
-fn edge() -> &'static Edge {
-    static EDGE: OnceLock<Edge> = OnceLock::new();
-    EDGE.get_or_init(Edge::start)
-}
+// Each test starts its own edge: a process held in a static would never be dropped,
+// and so never stopped, when the test binary exits.
 
 fn a_values(msg: &hickory_proto::op::Message) -> Vec<Ipv4Addr> {
     let mut out: Vec<_> = msg
@@ -35,7 +31,8 @@ fn a_values(msg: &hickory_proto::op::Message) -> Vec<Ipv4Addr> {
 
 #[test]
 fn authoritative_answer_with_aa_and_case_echo() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "WwW.ExAmPlE.cOm.", RecordType::A, Ask::default());
         assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{via:?} {addr}");
         assert!(msg.metadata.authoritative, "AA over {via:?} {addr}");
@@ -60,7 +57,8 @@ fn authoritative_answer_with_aa_and_case_echo() {
 
 #[test]
 fn nxdomain_with_soa_and_negative_ttl() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "nope.example.net.", RecordType::A, Ask::default());
         assert_eq!(msg.metadata.response_code, ResponseCode::NXDomain, "{via:?}");
         assert!(msg.metadata.authoritative);
@@ -76,7 +74,8 @@ fn nxdomain_with_soa_and_negative_ttl() {
 
 #[test]
 fn nodata_with_soa_and_empty_non_terminal() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         for name in ["www.example.com.", "ent.tree.example.com."] {
             let qtype = if name.starts_with("www") {
                 RecordType::MX
@@ -95,7 +94,8 @@ fn nodata_with_soa_and_empty_non_terminal() {
 
 #[test]
 fn refused_outside_every_zone() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "www.example.org.", RecordType::A, Ask::default());
         assert_eq!(msg.metadata.response_code, ResponseCode::Refused, "{via:?}");
         assert!(!msg.metadata.authoritative);
@@ -105,6 +105,7 @@ fn refused_outside_every_zone() {
 
 #[test]
 fn formerr_for_malformed_queries() {
+    let edge = Edge::start();
     // QDCOUNT 2, a pointer in the question, trailing garbage, two OPT records.
     let good = query(
         "www.example.com.",
@@ -124,7 +125,7 @@ fn formerr_for_malformed_queries() {
     let opt = two_opts[two_opts.len() - 11..].to_vec();
     two_opts.extend(opt);
     two_opts[11] = 2;
-    for (addr, via) in every_path(edge()) {
+    for (addr, via) in every_path(&edge) {
         for (what, bad) in [
             ("qdcount", &two_questions),
             ("pointer", &pointer),
@@ -143,7 +144,8 @@ fn formerr_for_malformed_queries() {
 
 #[test]
 fn notimp_for_other_opcodes() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let mut q = query(
             "example.com.",
             RecordType::SOA,
@@ -165,7 +167,8 @@ fn notimp_for_other_opcodes() {
 
 #[test]
 fn name_compression_in_responses() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let q = query(
             "www.example.com.",
             RecordType::A,
@@ -187,7 +190,8 @@ fn name_compression_in_responses() {
 
 #[test]
 fn cname_chased_inside_the_zone() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "chain.example.com.", RecordType::A, Ask::default());
         let types: Vec<_> = msg.answers.iter().map(hickory_proto::rr::Record::record_type).collect();
         assert_eq!(
@@ -210,7 +214,8 @@ fn cname_chased_inside_the_zone() {
 
 #[test]
 fn delegation_answered_as_referral_with_glue() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         for name in ["sub.example.com.", "host.deep.sub.example.com."] {
             let msg = ask(addr, via, name, RecordType::A, Ask::default());
             assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{name}");
@@ -238,7 +243,8 @@ fn delegation_answered_as_referral_with_glue() {
 
 #[test]
 fn additional_addresses_for_mx_targets() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "example.com.", RecordType::MX, Ask::default());
         assert_eq!(msg.answers.len(), 2);
         let extra: Vec<_> = msg
@@ -252,7 +258,8 @@ fn additional_addresses_for_mx_targets() {
 
 #[test]
 fn wildcard_synthesis() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "Any.Thing.wild.example.com.", RecordType::A, Ask::default());
         assert_eq!(a_values(&msg), [Ipv4Addr::new(192, 0, 2, 99)], "{via:?}");
         assert_eq!(msg.answers[0].name.to_ascii(), "Any.Thing.wild.example.com.");
@@ -263,7 +270,8 @@ fn wildcard_synthesis() {
 
 #[test]
 fn any_answered_per_rfc8482() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(addr, via, "example.com.", RecordType::ANY, Ask::default());
         assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
         assert!(msg.metadata.authoritative);
@@ -275,7 +283,8 @@ fn any_answered_per_rfc8482() {
 
 #[test]
 fn edns_opt_echo_payload_and_do_bit() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(
             addr,
             via,
@@ -307,7 +316,8 @@ fn edns_opt_echo_payload_and_do_bit() {
 
 #[test]
 fn badvers_for_edns_version_above_zero() {
-    for (addr, via) in every_path(edge()) {
+    let edge = Edge::start();
+    for (addr, via) in every_path(&edge) {
         let msg = ask(
             addr,
             via,
@@ -327,7 +337,8 @@ fn badvers_for_edns_version_above_zero() {
 
 #[test]
 fn truncation_over_udp_and_full_answer_over_tcp() {
-    for addr in edge().addrs() {
+    let edge = Edge::start();
+    for addr in edge.addrs() {
         for edns in [None, Some(512), Some(1232)] {
             let msg = ask(
                 addr,
@@ -372,7 +383,8 @@ fn truncation_over_udp_and_full_answer_over_tcp() {
 
 #[test]
 fn tcp_pipelining_on_one_connection() {
-    for addr in edge().addrs() {
+    let edge = Edge::start();
+    for addr in edge.addrs() {
         let mut stream = TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let names = [
@@ -443,6 +455,7 @@ fn tcp_raw_patient(addr: std::net::SocketAddr, q: &[u8]) -> Vec<u8> {
 
 #[test]
 fn record_types_served() {
+    let edge = Edge::start();
     let cases = [
         ("www.example.com.", RecordType::AAAA),
         ("example.com.", RecordType::NS),
@@ -454,7 +467,7 @@ fn record_types_served() {
         ("4.2.0.192.in-addr.example.com.", RecordType::PTR),
         ("alias.example.com.", RecordType::CNAME),
     ];
-    for (addr, via) in every_path(edge()) {
+    for (addr, via) in every_path(&edge) {
         for (name, qtype) in cases {
             let msg = ask(addr, via, name, qtype, Ask::default());
             assert!(!msg.answers.is_empty(), "{name} {qtype} over {via:?}");

@@ -16,7 +16,7 @@ use serde_json::Value;
 #[derive(Parser)]
 #[command(name = "qdnsctl", version, about = "Operate qdns-control through its control socket")]
 struct Cli {
-    /// Control socket (default $QDNS_SOCKET, else /run/qdns/control.sock).
+    /// Control socket (default $`QDNS_SOCKET`, else /run/qdns/control.sock).
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
     /// Print the JSON result instead of a table.
@@ -207,6 +207,7 @@ fn s(v: &Value) -> String {
     }
 }
 
+#[expect(clippy::too_many_lines, reason = "one table per command")]
 fn print_human(request: &Request, data: &Value) {
     match request {
         Request::Status => {
