@@ -413,3 +413,184 @@ fn explain_and_health_tell_why() {
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(text.contains("policy weighted") && text.contains("MEMBER"), "{text}");
 }
+
+#[test]
+fn every_policy_rule_over_dns_through_control() {
+    let loc = Location::new();
+    let set = |check: &str, status: &str| {
+        loc.ctl_json(&["override", "set", check, status, "--expires", "30m"]);
+    };
+    // Zonal, SPEC scenario: AZ1 {A1 unhealthy, B1 healthy}, AZ2 {A2, B2 healthy}.
+    set("a1", "unhealthy");
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("lb.shop.example.", RecordType::A),
+        ["192.0.2.32"],
+        "cross-zone off"
+    );
+    let zone = loc.zones().join("shop.example.toml");
+    let text = fs::read_to_string(&zone).unwrap();
+    fs::write(&zone, text.replace("cross_zone = false", "cross_zone = true")).unwrap();
+    loc.ctl_json(&["reload"]);
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("lb.shop.example.", RecordType::A),
+        ["192.0.2.31", "192.0.2.32"],
+        "cross-zone on"
+    );
+    set("b1", "unhealthy");
+    set("b2", "unhealthy");
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("lb.shop.example.", RecordType::A),
+        ["192.0.2.31", "192.0.2.32"],
+        "no AZ healthy: fail-open"
+    );
+    assert!(loc.ctl_json(&["status"])["fail_open"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s == "lb.shop.example. A"));
+    // Multivalue: only the healthy members answer.
+    set("m-1", "unhealthy");
+    loc.wait_edges_current();
+    assert_eq!(
+        loc.values("mv.shop.example.", RecordType::AAAA),
+        ["2001:db8::2", "2001:db8::3"]
+    );
+    // Weight 0: the CNAME set's zero-weight member answers only when web-any is down.
+    let cname = |loc: &Location| {
+        let msg = ask(
+            loc.dns.unwrap(),
+            "shop.shop.example.",
+            RecordType::CNAME,
+            Duration::from_secs(2),
+            3,
+        )
+        .unwrap();
+        format!("{:?}", msg.answers[0].data)
+    };
+    assert!(cname(&loc).contains("www.shop.example."));
+    set("web-any", "unhealthy");
+    loc.wait_edges_current();
+    assert!(cname(&loc).contains("static.shop.example."));
+    // Weighted fail-open: every member checked and down → by weight over all of them.
+    fs::write(
+        &zone,
+        fs::read_to_string(&zone).unwrap().replace(
+            "{ id = \"c\", weight = 20, values = [\"192.0.2.12\"] }",
+            "{ id = \"c\", weight = 20, values = [\"192.0.2.12\"], health_check = \"m-2\" }",
+        ),
+    )
+    .unwrap();
+    loc.ctl_json(&["reload"]);
+    for check in ["web-1", "web-2", "m-2"] {
+        set(check, "unhealthy");
+    }
+    loc.wait_edges_current();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        seen.extend(loc.values("www.shop.example.", RecordType::A));
+    }
+    assert_eq!(seen.len(), 3, "fail-open answers from every member: {seen:?}");
+    let explain = loc.ctl_json(&["explain", "www.shop.example", "A"]);
+    assert_eq!(explain["fail_open"], true);
+}
+
+#[test]
+fn unchecked_secondary_and_tcp_edge_endpoint() {
+    // An edge on tcp:// follows control like a Unix one.
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("zones")).unwrap();
+    fs::write(
+        dir.path().join("zones/t.toml"),
+        r#"
+[zone]
+origin = "t.example."
+ttl = 60
+[zone.soa]
+mname = "ns.t.example."
+rname = "h.t.example."
+serial = 1
+refresh = 1
+retry = 1
+expire = 1
+minimum = 5
+[zone.ns]
+names = ["ns.t.example."]
+[[health_check]]
+id = "p"
+type = "external"
+[[rrset]]
+name = "f"
+type = "A"
+policy = "failover"
+members = [
+  { id = "p", role = "primary", values = ["192.0.2.1"], health_check = "p" },
+  { id = "s", role = "secondary", values = ["192.0.2.2"] },
+]
+"#,
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+    cmd.arg("--zones")
+        .arg(dir.path().join("zones"))
+        .arg("--socket")
+        .arg(dir.path().join("c.sock"));
+    cmd.arg("--state-dir")
+        .arg(dir.path().join("cs"))
+        .arg("--edge-socket")
+        .arg(format!("tcp://127.0.0.1:{port}"));
+    let control = common::Proc::spawn("control", cmd);
+    control.wait_for("control socket ready");
+    let mut cmd = std::process::Command::new(common::edge_bin());
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--control",
+        &format!("tcp://127.0.0.1:{port}"),
+    ]);
+    cmd.arg("--state-dir").arg(dir.path().join("es"));
+    let edge = common::Proc::spawn("edge", cmd);
+    let line = edge.wait_for("listening");
+    let addr: std::net::SocketAddr = line
+        .split("udp=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    edge.wait_for("snapshot applied");
+    let a = |expect: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = values(&ask(addr, "f.t.example.", RecordType::A, Duration::from_secs(2), 3).unwrap());
+            if got == [expect] {
+                return;
+            }
+            assert!(Instant::now() < deadline, "wanted {expect}, got {got:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    a("192.0.2.1");
+    let ctl = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+            .arg("--socket")
+            .arg(dir.path().join("c.sock"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    ctl(&["external", "p", "unhealthy"]);
+    a("192.0.2.2"); // the unchecked secondary is always healthy
+}
