@@ -87,6 +87,25 @@ pub fn parse_value(origin: &Name, owner: &Name, rtype: RecordType, value: &str) 
     if value.contains('\n') || value.contains('$') && value.trim_start().starts_with('$') {
         return Err("a value must be one line of RDATA".to_owned());
     }
+    // Addresses are most values: parse them directly rather than through a master-file
+    // parser per value (same result; measured in benches/benches/snapshot.rs).
+    match rtype {
+        RecordType::A => {
+            return value
+                .trim()
+                .parse::<std::net::Ipv4Addr>()
+                .map(|a| a.octets().to_vec())
+                .map_err(|e| e.to_string())
+        }
+        RecordType::AAAA => {
+            return value
+                .trim()
+                .parse::<std::net::Ipv6Addr>()
+                .map(|a| a.octets().to_vec())
+                .map_err(|e| e.to_string())
+        }
+        _ => {}
+    }
     let text = format!("{owner} 0 IN {rtype} {value}\n");
     let (_, sets) = Parser::new(text, None, Some(origin.clone()))
         .parse()
