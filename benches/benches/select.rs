@@ -45,24 +45,24 @@ fn select(c: &mut Criterion) {
         draw
     };
     group.bench_function("weighted_3_healthy", |b| {
-        b.iter(|| select_weighted(black_box(&three), black_box(&healthy), 0, next()))
+        b.iter(|| select_weighted(black_box(&three), black_box(&healthy), 0, next()));
     });
     group.bench_function("weighted_16_some_down", |b| {
-        b.iter(|| select_weighted(black_box(&sixteen), black_box(&some_down), 0, next()))
+        b.iter(|| select_weighted(black_box(&sixteen), black_box(&some_down), 0, next()));
     });
     group.bench_function("weighted_16_fail_open", |b| {
-        b.iter(|| select_weighted(black_box(&sixteen), black_box(&all_down), 0, next()))
+        b.iter(|| select_weighted(black_box(&sixteen), black_box(&all_down), 0, next()));
     });
     group.bench_function("failover_primary_down", |b| {
-        b.iter(|| select_failover(black_box(1), Some(black_box(2)), black_box(&some_down)))
+        b.iter(|| select_failover(black_box(1), Some(black_box(2)), black_box(&some_down)));
     });
     let twelve: Vec<u32> = (0..12).collect();
     group.bench_function("multivalue_12_of_12", |b| {
-        b.iter(|| select_multivalue(black_box(&twelve), black_box(&healthy), 0, next()))
+        b.iter(|| select_multivalue(black_box(&twelve), black_box(&healthy), 0, next()));
     });
     let four: Vec<u32> = (0..4).collect();
     group.bench_function("zonal_4_azs", |b| {
-        b.iter(|| select_zonal(black_box(&four), black_box(&some_down)))
+        b.iter(|| select_zonal(black_box(&four), black_box(&some_down)));
     });
     group.finish();
 }

@@ -6,6 +6,7 @@
 //! - compile: `qdns_zone::load_dir` — TOML parse, validation, slots, initial health;
 //! - encode: the postcard frame control sends, and its size;
 //! - apply: what an edge does on receipt — decode the frame and `Engine::compile`.
+//!
 //! Then criterion times a one-word health delta applied to the engine.
 //!
 //! `cargo bench -p benches --bench snapshot`
@@ -97,6 +98,7 @@ fn measure<T>(mut f: impl FnMut() -> T) -> (Duration, usize, T) {
     (times[1], peak, last.unwrap_or_else(|| unreachable!()))
 }
 
+#[expect(clippy::cast_precision_loss, reason = "display only")]
 fn mib(bytes: usize) -> f64 {
     bytes as f64 / f64::from(1 << 20)
 }

@@ -46,12 +46,7 @@ pub fn why(state: &State, slot: u32) -> String {
                     humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.set_at))
                 ),
                 (None, None) => "external check, never set: healthy".to_owned(),
-                (Some(p), _) => format!(
-                    "{} {}:{} — no observation yet (probing is not running): healthy until the first result",
-                    format!("{:?}", p.kind).to_lowercase(),
-                    p.ip,
-                    p.port
-                ),
+                (Some(p), _) => why_probed(state, key, p),
             };
             if *inverted {
                 format!("{base}; inverted")
@@ -112,6 +107,29 @@ pub fn why(state: &State, slot: u32) -> String {
                 cross_zone
             )
         }
+    }
+}
+
+/// Why a probed check has its status: the quorum over reachable checkers, or why
+/// there is none.
+fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> String {
+    let a = state.aggregate(key, p.interval);
+    let target = format!("{} {}:{}", format!("{:?}", p.kind).to_lowercase(), p.ip, p.port);
+    let last = state
+        .observations
+        .get(key)
+        .and_then(|by| by.values().max_by_key(|o| o.at))
+        .map(|o| format!("; last: {} from {} ({})", o.reason, o.checker, o.region))
+        .unwrap_or_default();
+    if a.stale {
+        format!("{target}: no checker reachable — keeping the last status (stale){last}")
+    } else if a.reachable == 0 {
+        format!("{target}: no observation yet — healthy until the first result")
+    } else {
+        format!(
+            "{target}: {} of {} reachable checkers report healthy; healthy iff share > {}{last}",
+            a.healthy_reports, a.reachable, state.quorum
+        )
     }
 }
 

@@ -18,6 +18,10 @@ use crate::{
 /// What the handler works with.
 #[derive(Clone)]
 pub struct Ctx {
+    /// The embedded checker, when it runs.
+    pub checker: Option<Arc<std::sync::Mutex<crate::checker::Checker>>>,
+    /// Root shutdown token (checker tasks hang off it).
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// The state.
     pub state: Arc<Mutex<State>>,
     /// Frames for the edges.
@@ -41,6 +45,15 @@ impl Ctx {
                 let _ = self.updates.send(Arc::new(frame));
             }
             Err(err) => tracing::error!(%err, "cannot encode an edge update"),
+        }
+    }
+
+    /// Points the embedded checker at the snapshot's probed checks.
+    pub fn update_checker(&self, state: &State) {
+        if let Some(checker) = &self.checker {
+            if let Ok(mut checker) = checker.lock() {
+                checker.set_checks(state.probed_checks(), &self.shutdown);
+            }
         }
     }
 
@@ -247,7 +260,11 @@ fn status(state: &State) -> Value {
         "health_seq": state.seq,
         "zones": zones,
         "fail_open": state.failing_open(),
-        "checkers": {"reachable": 0, "note": "health probing is not running in this build: probed checks stay healthy until observed; external checks and overrides apply"},
+        "checkers": {
+            "reachable": state.reachable_checkers().len(),
+            "list": state.reachable_checkers().iter().map(|(id, region)| json!({"id": id, "region": region})).collect::<Vec<_>>(),
+            "quorum": state.quorum,
+        },
         "overrides": state.operator.overrides.len(),
         "shifts": state.operator.shifts.values().map(std::collections::BTreeMap::len).sum::<usize>(),
         "edges": state.edges.values().collect::<Vec<_>>(),
@@ -282,7 +299,7 @@ fn health(state: &State, check: Option<&str>) -> Result<Value, String> {
                 "healthy": qdns_abi::health::slot_healthy(&state.snapshot.bitmap, slot),
                 "why": why(state, slot),
                 "since": state.changed_at(slot),
-                "observations": [],
+                "observations": state.observations.get(key).map(|by| by.values().collect::<Vec<_>>()).unwrap_or_default(),
             }))
         })
         .collect();
@@ -297,6 +314,7 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Value, String> {
         message
     })?;
     state.replace_snapshot(snapshot);
+    ctx.update_checker(state);
     ctx.broadcast(&ToEdge::Snapshot {
         snapshot: Box::new((*state.snapshot).clone()),
         seq: state.seq,

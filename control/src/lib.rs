@@ -10,12 +10,14 @@
 //! [`state`] holds what control knows and derives health from it; [`handler`] carries
 //! out control-socket requests; [`edges`] serves snapshots and deltas; [`explain`]
 //! answers "why this answer"; [`persist`] keeps operator input across restarts.
-//! Health probing by checkers is not part of this crate yet: probed checks stay
-//! healthy until observed, while external checks, overrides and shifts apply now.
+//! [`checker`] is the embedded checker: it probes every HTTP/HTTPS/TCP check and feeds
+//! observations into the state, which decides each check by the quorum of reachable
+//! checkers (SPEC §4). Remote checkers in other regions are a later piece.
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
+pub mod checker;
 pub mod config;
 pub mod duration;
 pub mod edges;
@@ -101,6 +103,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
     let snapshot = qdns_zone::load_dir(&config.zones, next_version(0))?;
     let mut state = State::new(config.zones.clone(), snapshot, operator);
+    state.quorum = config.quorum;
     state.expire();
     let _ = state.recompute();
     for zone in &state.snapshot.zones {
@@ -108,11 +111,34 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     }
     state.event("reload", format!("started with snapshot {}", state.snapshot.version));
     let (updates, _) = broadcast::channel(1024);
+    let (observations, observed) = tokio::sync::mpsc::channel(4096);
+    let checker = if config.embedded_checker {
+        let identity = checker::Identity {
+            id: config.checker_id.clone(),
+            region: config.region.clone(),
+        };
+        let checker = checker::Checker::new(identity, observations).map_err(ControlError::State)?;
+        Some(Arc::new(std::sync::Mutex::new(checker)))
+    } else {
+        drop(observations);
+        None
+    };
     let ctx = Ctx {
         state: Arc::new(Mutex::new(state)),
         updates,
         state_dir: config.state_dir.clone(),
+        checker,
+        shutdown: shutdown.clone(),
     };
+    {
+        let state = ctx.state.lock().await;
+        ctx.update_checker(&state);
+        tracing::info!(
+            checks = state.probed_checks().len(),
+            embedded = config.embedded_checker,
+            "health checking"
+        );
+    }
 
     let control = bind_unix(&config.socket, "control socket", 0o600).await?;
     let mut tasks = tokio::task::JoinSet::new();
@@ -132,6 +158,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tracing::info!(socket = %config.socket.display(), "control socket ready");
     tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
+    tasks.spawn(apply_observations(observed, ctx.clone(), shutdown.clone()));
     shutdown.cancelled().await;
     tasks.shutdown().await;
     let _ = std::fs::remove_file(&config.socket);
@@ -214,7 +241,28 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
     }
 }
 
-/// Ends expired shifts and overrides every second.
+/// Feeds checker observations into the state, in batches, and pushes health changes.
+async fn apply_observations(
+    mut observed: tokio::sync::mpsc::Receiver<checker::Observation>,
+    ctx: Ctx,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let first = tokio::select! {
+            () = shutdown.cancelled() => return,
+            first = observed.recv() => first,
+        };
+        let Some(first) = first else { return };
+        let mut state = ctx.state.lock().await;
+        state.observe(first);
+        while let Ok(more) = observed.try_recv() {
+            state.observe(more);
+        }
+        ctx.push_health(&mut state);
+    }
+}
+
+/// Ends expired shifts and overrides every second; re-evaluates checker freshness.
 async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -227,6 +275,9 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             if let Err(err) = persist::save(&ctx.state_dir, &state.operator) {
                 tracing::error!(%err, "cannot persist operator state");
             }
+            ctx.push_health(&mut state);
+        } else if !state.observations.is_empty() {
+            // Reports age: a checker that stops reporting becomes unreachable.
             ctx.push_health(&mut state);
         }
     }

@@ -96,8 +96,39 @@ pub struct EdgeInfo {
     pub connected_at: u64,
 }
 
+/// Default quorum: healthy iff more than this share of reachable checkers say so.
+pub const DEFAULT_QUORUM: f64 = 0.18;
+
+/// How long a checker's report counts as fresh: three intervals and 5 s of slack, so one
+/// late or lost report does not make a checker unreachable.
+#[must_use]
+pub fn fresh_for(interval: u32) -> u64 {
+    3 * u64::from(interval) + 5
+}
+
+/// Aggregated view of one probed check at one location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Aggregate {
+    /// The decision.
+    pub healthy: bool,
+    /// Reachable checkers (fresh reports).
+    pub reachable: usize,
+    /// Of which report healthy.
+    pub healthy_reports: usize,
+    /// No checker reachable: the last decision is kept.
+    pub stale: bool,
+}
+
 /// Everything control knows.
 pub struct State {
+    /// Quorum share (SPEC §4).
+    pub quorum: f64,
+    /// Check key → checker id → latest observation.
+    pub observations: BTreeMap<String, BTreeMap<String, crate::checker::Observation>>,
+    /// Last decision per probed check (kept while no checker is reachable).
+    decisions: HashMap<String, bool>,
+    /// Checkers reachable at the last recompute (id → region).
+    reachable: BTreeMap<String, String>,
     /// Zone directory.
     pub zones_dir: PathBuf,
     /// The current snapshot (its `bitmap` is kept current).
@@ -135,6 +166,10 @@ impl State {
     #[must_use]
     pub fn new(zones_dir: PathBuf, snapshot: Snapshot, operator: OperatorState) -> State {
         let mut state = State {
+            quorum: DEFAULT_QUORUM,
+            observations: BTreeMap::new(),
+            decisions: HashMap::new(),
+            reachable: BTreeMap::new(),
             zones_dir,
             snapshot: Arc::new(snapshot),
             seq: 0,
@@ -183,6 +218,9 @@ impl State {
         self.snapshot = Arc::new(snapshot);
         self.seq = 0;
         self.index();
+        let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
+        self.observations.retain(|key, _| keys.contains(key));
+        self.decisions.retain(|key, _| keys.contains(key));
         self.failing_open.clear();
         let _ = self.recompute();
     }
@@ -285,16 +323,123 @@ impl State {
             .is_some_and(|s| s.expires > t)
     }
 
+    /// The probed checks of the snapshot: (key, probe).
+    #[must_use]
+    pub fn probed_checks(&self) -> Vec<(String, qdns_zone::snapshot::Probe)> {
+        let mut out = Vec::new();
+        for zone in &self.snapshot.zones {
+            let origin = name::to_text(&zone.origin);
+            for slot in &zone.slots {
+                if let SlotRule::Check { probe: Some(probe), .. } = &slot.rule {
+                    out.push((format!("{origin}/{}", slot.name), probe.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Records a checker's observation.
+    pub fn observe(&mut self, observation: crate::checker::Observation) {
+        if !self.slot_by_key.contains_key(&observation.check) {
+            return; // a check removed by a reload
+        }
+        self.observations
+            .entry(observation.check.clone())
+            .or_default()
+            .insert(observation.checker.clone(), observation);
+    }
+
+    /// The quorum view of probed check `key` with probe interval `interval` (SPEC §4):
+    /// healthy iff the healthy share of the reachable checkers is above the quorum; with
+    /// none reachable, the last decision (stale); before any report, healthy.
+    #[must_use]
+    pub fn aggregate(&self, key: &str, interval: u32) -> Aggregate {
+        let t = now();
+        let fresh: Vec<&crate::checker::Observation> = self
+            .observations
+            .get(key)
+            .map(|by_checker| {
+                by_checker
+                    .values()
+                    .filter(|o| t.saturating_sub(o.at) <= fresh_for(interval))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if fresh.is_empty() {
+            let healthy = self.decisions.get(key).copied().unwrap_or(true);
+            let stale = self.observations.get(key).is_some_and(|o| !o.is_empty());
+            return Aggregate {
+                healthy,
+                reachable: 0,
+                healthy_reports: 0,
+                stale,
+            };
+        }
+        let healthy_reports = fresh.iter().filter(|o| o.healthy).count();
+        #[expect(clippy::cast_precision_loss, reason = "checker counts are tiny")]
+        let share = healthy_reports as f64 / fresh.len() as f64;
+        Aggregate {
+            healthy: share > self.quorum,
+            reachable: fresh.len(),
+            healthy_reports,
+            stale: false,
+        }
+    }
+
+    /// Checkers with at least one fresh report (id → region).
+    #[must_use]
+    pub fn reachable_checkers(&self) -> &BTreeMap<String, String> {
+        &self.reachable
+    }
+
     /// Re-evaluates health; records transitions and fail-open changes as events, and
     /// returns the delta for the edges (if any word changed).
     pub fn recompute(&mut self) -> Option<HealthDelta> {
         let t = now();
-        let external: HashMap<u32, bool> = self
+        let mut external: HashMap<u32, bool> = self
             .operator
             .externals
             .iter()
             .filter_map(|(key, e)| Some((self.slot(key)?, e.healthy)))
             .collect();
+        // Probed checks: the quorum decision over reachable checkers.
+        let mut reachable = BTreeMap::new();
+        for (key, probe) in self.probed_checks() {
+            let aggregate = self.aggregate(&key, probe.interval);
+            if let Some(by_checker) = self.observations.get(&key) {
+                for o in by_checker
+                    .values()
+                    .filter(|o| t.saturating_sub(o.at) <= fresh_for(probe.interval))
+                {
+                    reachable.insert(o.checker.clone(), o.region.clone());
+                }
+            }
+            self.decisions.insert(key.clone(), aggregate.healthy);
+            if let Some(slot) = self.slot(&key) {
+                external.insert(slot, aggregate.healthy);
+            }
+        }
+        let gone: Vec<(String, String)> = self
+            .reachable
+            .iter()
+            .filter(|(id, _)| !reachable.contains_key(*id))
+            .map(|(i, r)| (i.clone(), r.clone()))
+            .collect();
+        let came: Vec<(String, String)> = reachable
+            .iter()
+            .filter(|(id, _)| !self.reachable.contains_key(*id))
+            .map(|(i, r)| (i.clone(), r.clone()))
+            .collect();
+        for (id, region) in gone {
+            self.event(
+                "checker",
+                format!("checker {id} ({region}) is unreachable: no fresh report"),
+            );
+        }
+        for (id, region) in came {
+            self.event("checker", format!("checker {id} ({region}) is reachable"));
+        }
+        self.reachable = reachable;
         let forced: HashMap<u32, bool> = self
             .operator
             .overrides

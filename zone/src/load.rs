@@ -127,7 +127,6 @@ pub(crate) struct Origin {
 
 pub(crate) struct ZoneBuilder<'a> {
     pub(crate) path: &'a Path,
-    pub(crate) text: &'a str,
     pub(crate) lines: LineIndex,
     pub(crate) origin: Name,
     pub(crate) origin_wire: Vec<u8>,
@@ -145,7 +144,6 @@ impl<'a> ZoneBuilder<'a> {
     fn new(path: &'a Path, text: &'a str, file: &ZoneFile) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
-            text,
             lines: LineIndex::new(text),
             origin: Name::root(),
             origin_wire: vec![0],

@@ -1,0 +1,198 @@
+//! One probe of one endpoint (SPEC §4), with the reason when it fails.
+//!
+//! - TCP: connect within 10 s.
+//! - HTTP(S): TCP connect within 4 s; then, within 2 s of connecting, the TLS handshake
+//!   (HTTPS), a 2xx/3xx status with headers, and — with `search_string` — the string
+//!   within the first 5120 bytes of the body. HTTPS does **not** validate the server's
+//!   certificate (SPEC §4: endpoints are often addressed by IP, with internal
+//!   certificates); the TLS handshake itself must succeed.
+//!
+//! HTTP is spoken by hyper's client connection API (one request per connection,
+//! `Connection: close`), TLS by rustls.
+use std::{fmt, net::SocketAddr, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::{client::conn::http1, Request};
+use hyper_util::rt::TokioIo;
+use qdns_zone::snapshot::{Probe, ProbeKind};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpStream,
+    time::timeout,
+};
+
+/// TCP connect limit of HTTP(S) checks.
+pub const HTTP_CONNECT: Duration = Duration::from_secs(4);
+/// Limit for the response (headers, and body for the search string) after connecting.
+pub const HTTP_RESPONSE: Duration = Duration::from_secs(2);
+/// TCP connect limit of TCP checks.
+pub const TCP_CONNECT: Duration = Duration::from_secs(10);
+/// How much of the body the search string is looked for in.
+pub const SEARCH_BYTES: usize = 5120;
+
+/// Why a probe failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No TCP connection within the limit.
+    ConnectTimeout(Duration),
+    /// Connection refused (nothing listening).
+    Refused,
+    /// Another connect error.
+    Connect(String),
+    /// No (complete) response within the limit after connecting.
+    ResponseTimeout(Duration),
+    /// A status other than 2xx/3xx.
+    Status(u16),
+    /// The search string is not in the first 5120 bytes.
+    StringNotFound,
+    /// TLS failed.
+    Tls(String),
+    /// The HTTP exchange failed.
+    Http(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::ConnectTimeout(d) => write!(f, "timeout: no connection within {}s", d.as_secs()),
+            Failure::Refused => write!(f, "connection refused"),
+            Failure::Connect(e) => write!(f, "connect failed: {e}"),
+            Failure::ResponseTimeout(d) => write!(f, "timeout: no response within {}s of connecting", d.as_secs()),
+            Failure::Status(code) => write!(f, "status {code}"),
+            Failure::StringNotFound => write!(f, "search string not found in the first {SEARCH_BYTES} bytes"),
+            Failure::Tls(e) => write!(f, "TLS error: {e}"),
+            Failure::Http(e) => write!(f, "HTTP error: {e}"),
+        }
+    }
+}
+
+/// Runs one probe.
+pub async fn probe(p: &Probe, tls: &tokio_rustls::TlsConnector) -> Result<(), Failure> {
+    let addr = SocketAddr::new(p.ip, p.port);
+    let limit = if p.kind == ProbeKind::Tcp {
+        TCP_CONNECT
+    } else {
+        HTTP_CONNECT
+    };
+    let stream = match timeout(limit, TcpStream::connect(addr)).await {
+        Err(_) => return Err(Failure::ConnectTimeout(limit)),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(Failure::Refused),
+        Ok(Err(e)) => return Err(Failure::Connect(e.to_string())),
+        Ok(Ok(stream)) => stream,
+    };
+    match p.kind {
+        ProbeKind::Tcp => Ok(()),
+        ProbeKind::Http => timeout(HTTP_RESPONSE, http(stream, p))
+            .await
+            .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))?,
+        ProbeKind::Https => timeout(HTTP_RESPONSE, async {
+            let name = rustls::pki_types::ServerName::try_from(p.host.clone())
+                .map_err(|e| Failure::Tls(format!("bad server name {:?}: {e}", p.host)))?;
+            let stream = tls
+                .connect(name, stream)
+                .await
+                .map_err(|e| Failure::Tls(e.to_string()))?;
+            http(stream, p).await
+        })
+        .await
+        .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))?,
+    }
+}
+
+async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(stream: S, p: &Probe) -> Result<(), Failure> {
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| Failure::Http(e.to_string()))?;
+    let driver = tokio::spawn(connection);
+    let result = async {
+        let request = Request::get(p.path.as_str())
+            .header(hyper::header::HOST, p.host.as_str())
+            .header(hyper::header::USER_AGENT, "qdns-checker")
+            .header(hyper::header::CONNECTION, "close")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| Failure::Http(e.to_string()))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| Failure::Http(e.to_string()))?;
+        let status = response.status();
+        if !(status.is_success() || status.is_redirection()) {
+            return Err(Failure::Status(status.as_u16()));
+        }
+        let Some(needle) = &p.search_string else { return Ok(()) };
+        let mut body = response.into_body();
+        let mut seen: Vec<u8> = Vec::with_capacity(SEARCH_BYTES);
+        while seen.len() < SEARCH_BYTES {
+            match body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        let take = data.len().min(SEARCH_BYTES - seen.len());
+                        seen.extend_from_slice(&data[..take]);
+                    }
+                }
+                Some(Err(e)) => return Err(Failure::Http(e.to_string())),
+                None => break,
+            }
+        }
+        if seen.windows(needle.len().max(1)).any(|w| w == needle.as_bytes()) {
+            Ok(())
+        } else {
+            Err(Failure::StringNotFound)
+        }
+    }
+    .await;
+    driver.abort();
+    result
+}
+
+/// A TLS connector that does not validate certificates (see the module docs).
+pub fn insecure_tls() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+/// Accepts any certificate; still checks the handshake signatures, so the TLS session
+/// itself is sound.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

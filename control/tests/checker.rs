@@ -1,0 +1,341 @@
+//! The embedded checker against real targets on loopback (SPEC §4): HTTP servers whose
+//! status, body and delay change at run time, an HTTPS server with a self-signed
+//! certificate, open and closed TCP ports; inverted and calculated checks; and a health
+//! flip reaching DNS answers through an edge. Checks use interval 10 s and
+//! `failure_threshold` 1, so each flip shows within about one interval.
+mod common;
+
+use std::{
+    io::{Read, Write},
+    net::TcpListener,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use common::{ask, edge_bin, values, Proc};
+use hickory_proto::rr::RecordType;
+
+/// What a test HTTP server answers.
+#[derive(Clone)]
+struct Behaviour {
+    status: u16,
+    body: String,
+    delay: Duration,
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 answering per its current behaviour.
+struct HttpServer {
+    port: u16,
+    behaviour: Arc<Mutex<Behaviour>>,
+}
+
+impl HttpServer {
+    fn start(status: u16, body: &str) -> HttpServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let behaviour = Arc::new(Mutex::new(Behaviour {
+            status,
+            body: body.to_owned(),
+            delay: Duration::ZERO,
+        }));
+        let shared = Arc::clone(&behaviour);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let b = shared.lock().unwrap().clone();
+                std::thread::spawn(move || {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    std::thread::sleep(b.delay);
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                        b.status,
+                        b.body.len(),
+                        b.body
+                    );
+                });
+            }
+        });
+        HttpServer { port, behaviour }
+    }
+
+    fn set(&self, status: u16, body: &str, delay: Duration) {
+        *self.behaviour.lock().unwrap() = Behaviour {
+            status,
+            body: body.to_owned(),
+            delay,
+        };
+    }
+}
+
+/// An HTTPS server with a self-signed certificate (the checker does not validate).
+fn https_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .unwrap();
+    let config = Arc::new(config);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut tcp) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let mut conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+                let mut buf = [0u8; 2048];
+                let mut request = Vec::new();
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nTLS OK");
+                let _ = tls.flush();
+            });
+        }
+    });
+    port
+}
+
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn zone(checks: &str, rrsets: &str) -> String {
+    format!(
+        r#"[zone]
+origin = "chk.example."
+ttl = 60
+[zone.soa]
+mname = "ns.chk.example."
+rname = "h.chk.example."
+serial = 1
+refresh = 1
+retry = 1
+expire = 1
+minimum = 5
+[zone.ns]
+names = ["ns.chk.example."]
+{checks}
+{rrsets}"#
+    )
+}
+
+fn check(id: &str, kind: &str, port: u16, extra: &str) -> String {
+    format!("[[health_check]]\nid = \"{id}\"\ntype = \"{kind}\"\nip = \"127.0.0.1\"\nport = {port}\ninterval = 10\nfailure_threshold = 1\n{extra}\n")
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    _control: Proc,
+}
+
+impl Setup {
+    fn start(zone_text: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("zones")).unwrap();
+        std::fs::write(dir.path().join("zones/chk.toml"), zone_text).unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+        cmd.arg("--zones")
+            .arg(dir.path().join("zones"))
+            .arg("--socket")
+            .arg(dir.path().join("c.sock"));
+        cmd.arg("--state-dir")
+            .arg(dir.path().join("cs"))
+            .arg("--edge-socket")
+            .arg(dir.path().join("e.sock"));
+        cmd.args(["--checker-id", "embedded-1", "--region", "test-region"]);
+        let control = Proc::spawn("control", cmd);
+        control.wait_for("control socket ready");
+        Setup { dir, _control: control }
+    }
+
+    fn health(&self) -> serde_json::Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+            .arg("--socket")
+            .arg(self.dir.path().join("c.sock"))
+            .args(["--json", "health"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Waits until `check` has status `healthy` with a last reason containing `reason`.
+    fn wait(&self, check: &str, healthy: bool, reason: &str) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(35);
+        loop {
+            let all = self.health();
+            let entry = all
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["check"] == format!("chk.example./{check}"))
+                .unwrap()
+                .clone();
+            let last = entry["observations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["reason"].as_str().unwrap_or("").to_owned())
+                .next()
+                .unwrap_or_default();
+            if entry["healthy"] == healthy && last.contains(reason) {
+                return entry;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{check}: wanted healthy={healthy} with reason {reason:?}, have {entry}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+#[test]
+fn probes_give_status_and_reason_for_each_kind_of_target() {
+    let ok = HttpServer::start(200, "service is OK");
+    let flip = HttpServer::start(200, "fine");
+    let nostring = HttpServer::start(200, "all good but no magic word");
+    let slow = HttpServer::start(200, "OK");
+    slow.set(200, "OK", Duration::from_secs(3));
+    let tls = https_server();
+    let closed = closed_port();
+    let checks = [
+        check("ok", "http", ok.port, "search_string = \"OK\""),
+        check("flip", "http", flip.port, ""),
+        check("nostring", "http", nostring.port, "search_string = \"OK\""),
+        check("slow", "http", slow.port, ""),
+        check("closed", "http", closed, ""),
+        check("tcp-open", "tcp", ok.port, ""),
+        check("tcp-closed", "tcp", closed, ""),
+        check("tls", "https", tls, "host = \"localhost\"\nsearch_string = \"TLS OK\""),
+        check("inv", "tcp", closed, "inverted = true"),
+        "[[health_check]]\nid = \"calc-all\"\ntype = \"calculated\"\nchildren = [\"ok\", \"closed\"]\nhealthy_threshold = 2\n".to_owned(),
+        "[[health_check]]\nid = \"calc-any\"\ntype = \"calculated\"\nchildren = [\"ok\", \"closed\"]\nhealthy_threshold = 1\n".to_owned(),
+    ]
+    .concat();
+    let setup = Setup::start(&zone(&checks, ""));
+    let entry = setup.wait("ok", true, "ok");
+    let obs = &entry["observations"][0];
+    assert_eq!(
+        (obs["checker"].as_str(), obs["region"].as_str()),
+        (Some("embedded-1"), Some("test-region"))
+    );
+    setup.wait("nostring", false, "search string not found");
+    setup.wait("slow", false, "timeout: no response within 2s");
+    setup.wait("closed", false, "connection refused");
+    setup.wait("tcp-open", true, "ok");
+    setup.wait("tcp-closed", false, "connection refused");
+    setup.wait("tls", true, "ok");
+    setup.wait("inv", true, "connection refused"); // inverted: refused reads healthy
+    setup.wait("flip", true, "ok");
+    // Calculated checks follow their children.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let all = setup.health();
+        let get = |id: &str| {
+            all.as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["check"] == format!("chk.example./{id}"))
+                .unwrap()["healthy"]
+                .clone()
+        };
+        if get("calc-all") == false && get("calc-any") == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "calculated checks: {all}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Transitions both ways.
+    flip.set(503, "down", Duration::ZERO);
+    setup.wait("flip", false, "status 503");
+    flip.set(200, "up", Duration::ZERO);
+    setup.wait("flip", true, "ok");
+}
+
+#[test]
+fn a_failing_target_leaves_the_answers_and_all_failing_is_fail_open() {
+    let primary = HttpServer::start(200, "ok");
+    let secondary = HttpServer::start(200, "ok");
+    let checks = [
+        check("p", "http", primary.port, ""),
+        check("s", "http", secondary.port, ""),
+    ]
+    .concat();
+    let rrsets = r#"[[rrset]]
+name = "api"
+type = "A"
+policy = "failover"
+members = [
+  { id = "p", role = "primary", values = ["192.0.2.1"], health_check = "p" },
+  { id = "s", role = "secondary", values = ["192.0.2.2"], health_check = "s" },
+]"#;
+    let setup = Setup::start(&zone(&checks, rrsets));
+    let mut cmd = std::process::Command::new(edge_bin());
+    cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
+        .arg(setup.dir.path().join("e.sock"));
+    cmd.arg("--state-dir").arg(setup.dir.path().join("es"));
+    let edge = Proc::spawn("edge", cmd);
+    let line = edge.wait_for("listening");
+    let addr: std::net::SocketAddr = line
+        .split("udp=")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    edge.wait_for("snapshot applied");
+    let answer = || values(&ask(addr, "api.chk.example.", RecordType::A, Duration::from_secs(2), 3).unwrap());
+    let until = |expected: &str| {
+        let deadline = Instant::now() + Duration::from_secs(35);
+        while answer() != [expected] {
+            assert!(
+                Instant::now() < deadline,
+                "answer never became {expected}: {:?}",
+                answer()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    setup.wait("p", true, "ok");
+    until("192.0.2.1");
+    primary.set(503, "down", Duration::ZERO);
+    until("192.0.2.2"); // the failing primary left the answers
+    secondary.set(503, "down", Duration::ZERO);
+    setup.wait("s", false, "status 503");
+    until("192.0.2.1"); // fail-open: the primary again
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("--socket")
+        .arg(setup.dir.path().join("c.sock"))
+        .args(["--json", "status"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        status["fail_open"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "api.chk.example. A"),
+        "{status}"
+    );
+    assert_eq!(status["checkers"]["reachable"], 1, "{status}");
+}
