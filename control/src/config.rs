@@ -8,6 +8,19 @@ use serde::Deserialize;
 #[derive(Debug, Parser)]
 #[command(name = "qdns-control", version, about = "qdns control plane of one edge location")]
 pub struct Args {
+    /// Run as a remote checker instead of a location.
+    #[command(subcommand)]
+    pub role: Option<Role>,
+    /// Accept signed checker reports on this TCP address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub checker_listen: Option<String>,
+    /// TOML file of `[[checker]]` tables (`id`, `region`, `key` in base64).
+    #[arg(long, value_name = "FILE")]
+    pub checker_keys: Option<PathBuf>,
+    /// Reject check targets in special-use ranges (loopback, private, link-local, CGNAT,
+    /// multicast, documentation, ...).
+    #[arg(long)]
+    pub deny_special_use_targets: bool,
     /// Directory of zone files (`*.toml`).
     #[arg(long, value_name = "DIR")]
     pub zones: Option<PathBuf>,
@@ -38,9 +51,38 @@ pub struct Args {
     pub config: Option<PathBuf>,
 }
 
+/// Other roles of the binary.
+#[derive(Debug, clap::Subcommand)]
+pub enum Role {
+    /// Probe the checks of the zones and report to one or more locations (SPEC §4).
+    Checker {
+        /// Checker id (as in the locations' --checker-keys).
+        #[arg(long)]
+        id: String,
+        /// Region.
+        #[arg(long)]
+        region: String,
+        /// Zone directory (the checks to probe).
+        #[arg(long, value_name = "DIR")]
+        zones: PathBuf,
+        /// File holding this checker's key (base64).
+        #[arg(long, value_name = "FILE")]
+        key_file: PathBuf,
+        /// A location's --checker-listen address; repeat for each location.
+        #[arg(long, value_name = "ADDR:PORT", required = true)]
+        report_to: Vec<String>,
+        /// Local address to send probes from.
+        #[arg(long, value_name = "IP")]
+        source_ip: Option<std::net::IpAddr>,
+    },
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
+    checker_listen: Option<String>,
+    checker_keys: Option<PathBuf>,
+    deny_special_use_targets: Option<bool>,
     zones: Option<PathBuf>,
     socket: Option<PathBuf>,
     state_dir: Option<PathBuf>,
@@ -70,6 +112,12 @@ pub struct Config {
     pub checker_id: String,
     /// The embedded checker's region.
     pub region: String,
+    /// Report listener address.
+    pub checker_listen: Option<String>,
+    /// Checker keys file.
+    pub checker_keys: Option<PathBuf>,
+    /// Reject special-use check targets.
+    pub deny_special_use_targets: bool,
 }
 
 impl Config {
@@ -87,7 +135,15 @@ impl Config {
         if !(0.0..1.0).contains(&quorum) {
             return Err(format!("--quorum: {quorum} is outside 0.0..1.0"));
         }
+        let checker_listen = args.checker_listen.or(file.checker_listen);
+        let checker_keys = args.checker_keys.or(file.checker_keys);
+        if checker_listen.is_some() != checker_keys.is_some() {
+            return Err("--checker-listen and --checker-keys go together".to_owned());
+        }
         Ok(Config {
+            checker_listen,
+            checker_keys,
+            deny_special_use_targets: args.deny_special_use_targets || file.deny_special_use_targets.unwrap_or(false),
             quorum,
             embedded_checker: !(args.no_embedded_checker || file.no_embedded_checker.unwrap_or(false)),
             checker_id: args.checker_id.or(file.checker_id).unwrap_or_else(|| {

@@ -264,6 +264,8 @@ fn status(state: &State) -> Value {
             "reachable": state.reachable_checkers().len(),
             "list": state.reachable_checkers().iter().map(|(id, region)| json!({"id": id, "region": region})).collect::<Vec<_>>(),
             "quorum": state.quorum,
+            "reports_accepted": state.reports_accepted,
+            "reports_rejected": state.reports_rejected,
         },
         "overrides": state.operator.overrides.len(),
         "shifts": state.operator.shifts.values().map(std::collections::BTreeMap::len).sum::<usize>(),
@@ -313,6 +315,10 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Value, String> {
         state.event("reload", format!("reload rejected: {message}"));
         message
     })?;
+    if state.deny_special_use_targets {
+        crate::special_use::check(&snapshot)
+            .inspect_err(|message| state.event("reload", format!("reload rejected: {message}")))?;
+    }
     state.replace_snapshot(snapshot);
     ctx.update_checker(state);
     ctx.broadcast(&ToEdge::Snapshot {

@@ -24,6 +24,9 @@ pub mod edges;
 pub mod explain;
 pub mod handler;
 pub mod persist;
+pub mod remote;
+pub mod report;
+pub mod special_use;
 pub mod state;
 
 use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
@@ -102,8 +105,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     })?;
     let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
     let snapshot = qdns_zone::load_dir(&config.zones, next_version(0))?;
+    if config.deny_special_use_targets {
+        special_use::check(&snapshot).map_err(ControlError::State)?;
+    }
+    let keys = match &config.checker_keys {
+        Some(path) => Some(Arc::new(report::Keys::load(path).map_err(ControlError::State)?)),
+        None => None,
+    };
     let mut state = State::new(config.zones.clone(), snapshot, operator);
     state.quorum = config.quorum;
+    state.deny_special_use_targets = config.deny_special_use_targets;
     state.expire();
     let _ = state.recompute();
     for zone in &state.snapshot.zones {
@@ -116,6 +127,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         let identity = checker::Identity {
             id: config.checker_id.clone(),
             region: config.region.clone(),
+            source: None,
         };
         let checker = checker::Checker::new(identity, observations).map_err(ControlError::State)?;
         Some(Arc::new(std::sync::Mutex::new(checker)))
@@ -159,6 +171,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(apply_observations(observed, ctx.clone(), shutdown.clone()));
+    if let (Some(addr), Some(keys)) = (&config.checker_listen, keys) {
+        let listener = TcpListener::bind(addr.as_str())
+            .await
+            .map_err(|source| ControlError::Bind {
+                what: "checker listener",
+                at: addr.clone(),
+                source,
+            })?;
+        tracing::info!(checker_listen = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "accepting checker reports");
+        tasks.spawn(accept_reports(listener, keys, ctx.clone(), shutdown.clone()));
+    }
     shutdown.cancelled().await;
     tasks.shutdown().await;
     let _ = std::fs::remove_file(&config.socket);
@@ -235,6 +258,72 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
                 text.push('\n');
                 if w.write_all(text.as_bytes()).await.is_err() {
                     return;
+                }
+            }
+        });
+    }
+}
+
+/// Accepts signed reports from remote checkers (SPEC §4). A report that fails parsing or
+/// authentication is dropped, counted by reason and logged; on an authentication
+/// failure the connection is closed.
+async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx, shutdown: CancellationToken) {
+    let last_seq: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>> = Arc::default();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((mut stream, peer)) = accepted else { continue };
+        let (keys, ctx, last_seq, shutdown) = (Arc::clone(&keys), ctx.clone(), Arc::clone(&last_seq), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                let mut prefix = [0u8; 4];
+                let read = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    read = stream.read_exact(&mut prefix) => read,
+                };
+                if read.is_err() {
+                    return;
+                }
+                let len = u32::from_be_bytes(prefix) as usize;
+                let verdict = if len > report::MAX_REPORT {
+                    Err(report::Reject::Malformed)
+                } else {
+                    let mut body = vec![0u8; len];
+                    if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    match qdns_zone::sync::decode::<report::Signed>(&body) {
+                        Ok(signed) => match last_seq.lock() {
+                            Ok(mut seqs) => report::verify(&signed, &keys, &mut seqs, state::now()),
+                            Err(_) => return,
+                        },
+                        Err(_) => Err(report::Reject::Malformed),
+                    }
+                };
+                let mut state = ctx.state.lock().await;
+                match verdict {
+                    Ok(report) => {
+                        state.reports_accepted += 1;
+                        for mut observation in report.observations {
+                            // The authenticated identity, not what the body claims per item.
+                            observation.checker.clone_from(&report.checker);
+                            observation.region.clone_from(&report.region);
+                            state.observe(observation);
+                        }
+                        ctx.push_health(&mut state);
+                    }
+                    Err(reject) => {
+                        *state.reports_rejected.entry(reject.label()).or_default() += 1;
+                        tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
+                        if matches!(
+                            reject,
+                            report::Reject::Malformed | report::Reject::UnknownChecker | report::Reject::BadSignature
+                        ) {
+                            return;
+                        }
+                    }
                 }
             }
         });

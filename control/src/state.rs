@@ -123,6 +123,12 @@ pub struct Aggregate {
 pub struct State {
     /// Quorum share (SPEC §4).
     pub quorum: f64,
+    /// Reject special-use check targets on reload.
+    pub deny_special_use_targets: bool,
+    /// Reports accepted from remote checkers.
+    pub reports_accepted: u64,
+    /// Reports dropped, by reason.
+    pub reports_rejected: BTreeMap<&'static str, u64>,
     /// Check key → checker id → latest observation.
     pub observations: BTreeMap<String, BTreeMap<String, crate::checker::Observation>>,
     /// Last decision per probed check (kept while no checker is reachable).
@@ -167,6 +173,9 @@ impl State {
     pub fn new(zones_dir: PathBuf, snapshot: Snapshot, operator: OperatorState) -> State {
         let mut state = State {
             quorum: DEFAULT_QUORUM,
+            deny_special_use_targets: false,
+            reports_accepted: 0,
+            reports_rejected: BTreeMap::new(),
             observations: BTreeMap::new(),
             decisions: HashMap::new(),
             reachable: BTreeMap::new(),

@@ -1,8 +1,13 @@
-//! `qdns-control`: parse the command line, set up logging, run until SIGTERM/SIGINT.
+//! `qdns-control`: parse the command line, set up logging, run the location (or, with
+//! `checker`, a remote checker) until SIGTERM/SIGINT.
 use std::{io::IsTerminal, process::ExitCode};
 
 use clap::Parser;
-use qdns_control::{config::Args, Config};
+use qdns_control::{
+    config::{Args, Role},
+    remote::{run_checker, CheckerConfig},
+    report, Config,
+};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -14,10 +19,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let config = match Config::from_args(Args::parse()) {
-        Ok(config) => config,
-        Err(err) => return fatal(&err),
-    };
+    let mut args = Args::parse();
+    let role = args.role.take();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -38,6 +41,39 @@ fn main() -> ExitCode {
             signals.cancel();
         }
     });
+    if let Some(Role::Checker {
+        id,
+        region,
+        zones,
+        key_file,
+        report_to,
+        source_ip,
+    }) = role
+    {
+        let key = match std::fs::read_to_string(&key_file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| report::decode_key(&t))
+        {
+            Ok(key) => key,
+            Err(err) => return fatal(&format!("{}: {err}", key_file.display())),
+        };
+        let config = CheckerConfig {
+            id,
+            region,
+            zones,
+            key,
+            report_to,
+            source: source_ip,
+        };
+        return match runtime.block_on(run_checker(config, shutdown)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => fatal(&err),
+        };
+    }
+    let config = match Config::from_args(args) {
+        Ok(config) => config,
+        Err(err) => return fatal(&err),
+    };
     match runtime.block_on(qdns_control::run(config, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fatal(&err),

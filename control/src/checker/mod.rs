@@ -40,13 +40,15 @@ pub struct Observation {
     pub region: String,
 }
 
-/// Identity of the embedded checker.
+/// Identity of a checker.
 #[derive(Clone, Debug)]
 pub struct Identity {
     /// Checker id.
     pub id: String,
     /// Region.
     pub region: String,
+    /// Local address probes are sent from (`None`: the kernel's choice).
+    pub source: Option<std::net::IpAddr>,
 }
 
 /// Runs probes for a set of checks until cancelled; restart with a new set on reload.
@@ -125,7 +127,7 @@ async fn run_check(
         }
         let result = tokio::select! {
             () = stop.cancelled() => return,
-            result = probe::probe(&probe, &tls) => result,
+            result = probe::probe(&probe, &tls, identity.source) => result,
         };
         let healthy = {
             let Ok(mut map) = trackers.lock() else { return };

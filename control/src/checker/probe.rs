@@ -67,15 +67,33 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Runs one probe.
-pub async fn probe(p: &Probe, tls: &tokio_rustls::TlsConnector) -> Result<(), Failure> {
+/// Connects to `addr`, from `source` when given.
+async fn connect(addr: SocketAddr, source: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(source) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(source, 0))?;
+    socket.connect(addr).await
+}
+
+/// Runs one probe (from `source`, when the checker has one).
+pub async fn probe(
+    p: &Probe,
+    tls: &tokio_rustls::TlsConnector,
+    source: Option<std::net::IpAddr>,
+) -> Result<(), Failure> {
     let addr = SocketAddr::new(p.ip, p.port);
     let limit = if p.kind == ProbeKind::Tcp {
         TCP_CONNECT
     } else {
         HTTP_CONNECT
     };
-    let stream = match timeout(limit, TcpStream::connect(addr)).await {
+    let stream = match timeout(limit, connect(addr, source)).await {
         Err(_) => return Err(Failure::ConnectTimeout(limit)),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(Failure::Refused),
         Ok(Err(e)) => return Err(Failure::Connect(e.to_string())),

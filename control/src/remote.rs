@@ -1,0 +1,158 @@
+//! The `checker` role (SPEC §4): probe the checks of the zones and report every
+//! observation, signed, to each location given with `--report-to`.
+//!
+//! Each location gets its own sender with its own bounded queue (the oldest
+//! observations go first when a location is unreachable for long), reconnecting with
+//! backoff. Reports are batches sent at most every 500 ms.
+use std::{
+    collections::VecDeque,
+    net::IpAddr,
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use tokio::{io::AsyncWriteExt, net::TcpStream, sync::Mutex};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    checker::{Checker, Identity, Observation},
+    report::{sign, Report},
+    state::now,
+};
+
+/// Observations kept per location while it is unreachable.
+pub const MAX_QUEUED: usize = 100_000;
+
+/// Settings of a checker process.
+#[derive(Debug, Clone)]
+pub struct CheckerConfig {
+    /// Checker id (must match the locations' key files).
+    pub id: String,
+    /// Region.
+    pub region: String,
+    /// Zone directory (the checks to probe).
+    pub zones: PathBuf,
+    /// This checker's key.
+    pub key: Vec<u8>,
+    /// Locations' report listeners.
+    pub report_to: Vec<String>,
+    /// Local address to probe from.
+    pub source: Option<IpAddr>,
+}
+
+/// Runs the checker until `shutdown`.
+pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> Result<(), String> {
+    let snapshot = qdns_zone::load_dir(&config.zones, 1).map_err(|e| e.to_string())?;
+    let state = crate::state::State::new(config.zones.clone(), snapshot, crate::state::OperatorState::default());
+    let checks = state.probed_checks();
+    tracing::info!(checks = checks.len(), id = %config.id, region = %config.region, locations = config.report_to.len(), "checker running");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Observation>(4096);
+    let mut checker = Checker::new(
+        Identity {
+            id: config.id.clone(),
+            region: config.region.clone(),
+            source: config.source,
+        },
+        tx,
+    )?;
+    checker.set_checks(checks, &shutdown);
+    // Sequence numbers grow across restarts: start time in ms × 1000, then +1.
+    let seq = Arc::new(AtomicU64::new(now().saturating_mul(1_000_000)));
+    let queues: Vec<Arc<Mutex<VecDeque<Observation>>>> = config.report_to.iter().map(|_| Arc::default()).collect();
+    for (target, queue) in config.report_to.iter().zip(&queues) {
+        tokio::spawn(send_loop(
+            target.clone(),
+            Arc::clone(queue),
+            config.clone(),
+            Arc::clone(&seq),
+            shutdown.clone(),
+        ));
+    }
+    loop {
+        let observation = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            o = rx.recv() => o,
+        };
+        let Some(observation) = observation else { return Ok(()) };
+        for queue in &queues {
+            let mut q = queue.lock().await;
+            if q.len() >= MAX_QUEUED {
+                q.pop_front();
+            }
+            q.push_back(observation.clone());
+        }
+    }
+}
+
+async fn send_loop(
+    target: String,
+    queue: Arc<Mutex<VecDeque<Observation>>>,
+    config: CheckerConfig,
+    seq: Arc<AtomicU64>,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let connected = tokio::select! {
+            () = shutdown.cancelled() => return,
+            c = TcpStream::connect(target.as_str()) => c,
+        };
+        let mut stream = match connected {
+            Ok(stream) => {
+                backoff = Duration::from_millis(200);
+                tracing::info!(location = %target, "reporting");
+                stream
+            }
+            Err(err) => {
+                tracing::warn!(location = %target, %err, retry_in = ?backoff, "location unreachable");
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+            let batch: Vec<Observation> = {
+                let mut q = queue.lock().await;
+                let n = q.len().min(5000);
+                q.drain(..n).collect()
+            };
+            if batch.is_empty() {
+                continue;
+            }
+            let report = Report {
+                checker: config.id.clone(),
+                region: config.region.clone(),
+                seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
+                sent_at: now(),
+                observations: batch.clone(),
+            };
+            let frame =
+                match sign(&report, &config.key).and_then(|s| qdns_zone::sync::encode(&s).map_err(|e| e.to_string())) {
+                    Ok(frame) => frame,
+                    Err(err) => {
+                        tracing::error!(%err, "cannot sign a report");
+                        continue;
+                    }
+                };
+            if let Err(err) = stream.write_all(&frame).await {
+                tracing::warn!(location = %target, %err, "report not sent; reconnecting");
+                let mut q = queue.lock().await;
+                for o in batch.into_iter().rev() {
+                    q.push_front(o);
+                }
+                break;
+            }
+        }
+    }
+}

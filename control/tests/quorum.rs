@@ -1,0 +1,302 @@
+//! Partition quorum across checker processes (SPEC §4): five real checkers (the
+//! `qdns-control checker` role) probe one HTTP target from different loopback source
+//! addresses; the target answers 200 to two of them and 503 to the others, as if the
+//! network between it and three checkers were broken. Locations decide by the share of
+//! the checkers they can reach; reports are signed and replay-protected.
+mod common;
+
+use std::{
+    fmt::Write as _,
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    time::{Duration, Instant},
+};
+
+use base64::Engine as _;
+use common::Proc;
+use qdns_control::report::{sign, Report, Signed};
+
+/// An HTTP target that answers 200 to sources in `healthy_for`, 503 to the rest.
+fn target(healthy_for: &'static [&'static str]) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let peer = stream.peer_addr().unwrap().ip().to_string();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                let mut request = Vec::new();
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let status = if healthy_for.contains(&peer.as_str()) {
+                    "200 OK"
+                } else {
+                    "503 Unavailable"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            });
+        }
+    });
+    port
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn key(i: u8) -> Vec<u8> {
+    (0..32).map(|b| b ^ i.wrapping_mul(37)).collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+struct World {
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let target = target(&["127.0.0.11", "127.0.0.12"]);
+        std::fs::create_dir(dir.path().join("zones")).unwrap();
+        std::fs::write(
+            dir.path().join("zones/q.toml"),
+            format!(
+                "[zone]\norigin = \"q.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.q.example.\"\nrname = \"h.q.example.\"\nserial = 1\nrefresh = 1\nretry = 1\nexpire = 1\nminimum = 5\n[zone.ns]\nnames = [\"ns.q.example.\"]\n[[health_check]]\nid = \"t\"\ntype = \"http\"\nip = \"127.0.0.1\"\nport = {target}\ninterval = 10\nfailure_threshold = 1\n"
+            ),
+        )
+        .unwrap();
+        let mut keys = String::new();
+        for i in 1..=5u8 {
+            let _ = writeln!(
+                keys,
+                "[[checker]]\nid = \"c{i}\"\nregion = \"r{i}\"\nkey = \"{}\"",
+                b64(&key(i))
+            );
+            std::fs::write(dir.path().join(format!("c{i}.key")), b64(&key(i))).unwrap();
+        }
+        std::fs::write(dir.path().join("keys.toml"), keys).unwrap();
+        World { dir }
+    }
+
+    fn location(&self, name: &str) -> (Proc, u16) {
+        let port = free_port();
+        let d = self.dir.path();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+        cmd.arg("--zones")
+            .arg(d.join("zones"))
+            .arg("--socket")
+            .arg(d.join(format!("{name}.sock")));
+        cmd.arg("--state-dir")
+            .arg(d.join(format!("{name}-state")))
+            .arg("--edge-socket")
+            .arg(d.join(format!("{name}-edge.sock")));
+        cmd.args([
+            "--no-embedded-checker",
+            "--checker-listen",
+            &format!("127.0.0.1:{port}"),
+            "--checker-keys",
+        ])
+        .arg(d.join("keys.toml"));
+        let proc = Proc::spawn("location", cmd);
+        proc.wait_for("accepting checker reports");
+        (proc, port)
+    }
+
+    fn checker(&self, i: u8, locations: &[u16]) -> Proc {
+        let d = self.dir.path();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+        cmd.args([
+            "checker",
+            "--id",
+            &format!("c{i}"),
+            "--region",
+            &format!("r{i}"),
+            "--zones",
+        ])
+        .arg(d.join("zones"));
+        cmd.arg("--key-file")
+            .arg(d.join(format!("c{i}.key")))
+            .args(["--source-ip", &format!("127.0.0.{}", 10 + i)]);
+        for port in locations {
+            cmd.args(["--report-to", &format!("127.0.0.1:{port}")]);
+        }
+        let proc = Proc::spawn("checker", cmd);
+        proc.wait_for("checker running");
+        proc
+    }
+
+    fn health(&self, name: &str) -> serde_json::Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+            .arg("--socket")
+            .arg(self.dir.path().join(format!("{name}.sock")))
+            .args(["--json", "health", "t"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+    }
+
+    fn status(&self, name: &str) -> serde_json::Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+            .arg("--socket")
+            .arg(self.dir.path().join(format!("{name}.sock")))
+            .args(["--json", "status"])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Waits until location `name` decides `healthy` with `why` containing `text`.
+    fn wait(&self, name: &str, healthy: bool, text: &str, limit: Duration) -> serde_json::Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let h = self.health(name);
+            if h["healthy"] == healthy && h["why"].as_str().unwrap_or("").contains(text) {
+                return h;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}: wanted healthy={healthy} with {text:?}; have {h}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+#[test]
+fn decisions_follow_the_share_of_reachable_checkers() {
+    let world = World::new();
+    let (_a, port_a) = world.location("a");
+    let (_b, port_b) = world.location("b");
+    // c1, c2 see the target healthy; c3..c5 see 503. A hears all five; B only c3..c5.
+    let mut c1 = world.checker(1, &[port_a]);
+    let mut c2 = world.checker(2, &[port_a]);
+    let mut rest: Vec<Proc> = (3..=5).map(|i| world.checker(i, &[port_a, port_b])).collect();
+    // A: 2 of 5 healthy = 0.4 > 0.18 → healthy. B: 0 of 3 → unhealthy. They disagree.
+    world.wait(
+        "a",
+        true,
+        "2 of 5 reachable checkers report healthy",
+        Duration::from_secs(40),
+    );
+    world.wait(
+        "b",
+        false,
+        "0 of 3 reachable checkers report healthy",
+        Duration::from_secs(40),
+    );
+    let observations = world.health("a")["observations"].as_array().unwrap().len();
+    assert_eq!(observations, 5, "one observation per checker, each with its region");
+    // c1 and c2 go away: once their reports are stale (3 × 10 s + 5 s), A hears only the
+    // three that see 503 and decides unhealthy.
+    c1.kill9();
+    c2.kill9();
+    world.wait(
+        "a",
+        false,
+        "0 of 3 reachable checkers report healthy",
+        Duration::from_secs(60),
+    );
+    let events = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("--socket")
+        .arg(world.dir.path().join("a.sock"))
+        .args(["--json", "events"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&events.stdout).contains("checker c1 (r1) is unreachable"));
+    // Every checker gone: the last decision is kept, flagged stale.
+    for c in &mut rest {
+        c.kill9();
+    }
+    let h = world.wait("b", false, "no checker reachable", Duration::from_secs(60));
+    assert!(h["why"].as_str().unwrap().contains("stale"), "{h}");
+    // status's count comes from the once-a-second re-evaluation.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while world.status("b")["checkers"]["reachable"] != 0 {
+        assert!(Instant::now() < deadline, "{}", world.status("b"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn forged_replayed_and_unknown_reports_are_dropped_and_counted() {
+    let world = World::new();
+    let (_a, port) = world.location("a");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let observation = serde_json::json!({
+        "check": "q.example./t", "healthy": false, "success": false, "reason": "status 503",
+        "at": now, "checker": "c1", "region": "r1"
+    });
+    let report = |seq: u64, checker: &str| Report {
+        checker: checker.to_owned(),
+        region: "r1".to_owned(),
+        seq,
+        sent_at: now,
+        observations: vec![serde_json::from_value(observation.clone()).unwrap()],
+    };
+    let send = |signed: &Signed| {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.write_all(&qdns_zone::sync::encode(signed).unwrap()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    // A valid report is applied (the check turns unhealthy: 0 of 1).
+    let valid = sign(&report(5, "c1"), &key(1)).unwrap();
+    send(&valid);
+    world.wait("a", false, "0 of 1 reachable checkers", Duration::from_secs(5));
+    // The same report again: a replay.
+    send(&valid);
+    // Wrong key, tampered MAC, unknown checker, garbage.
+    send(&sign(&report(6, "c1"), &key(2)).unwrap());
+    let mut tampered = sign(&report(7, "c1"), &key(1)).unwrap();
+    tampered.mac[3] ^= 0x40;
+    send(&tampered);
+    send(&sign(&report(8, "intruder"), &key(1)).unwrap());
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(&[0, 0, 0, 4, 1, 2, 3, 4]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let status = world.status("a");
+    let rejected = &status["checkers"]["reports_rejected"];
+    assert_eq!(rejected["replayed"], 1, "{status}");
+    assert_eq!(rejected["bad_signature"], 2, "{status}");
+    assert_eq!(rejected["unknown_checker"], 1, "{status}");
+    assert_eq!(rejected["malformed"], 1, "{status}");
+    assert_eq!(status["checkers"]["reports_accepted"], 1, "{status}");
+}
+
+#[test]
+fn special_use_targets_are_rejected_when_denied() {
+    let world = World::new();
+    let d = world.dir.path();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"))
+        .arg("--zones")
+        .arg(d.join("zones"))
+        .arg("--socket")
+        .arg(d.join("x.sock"))
+        .arg("--state-dir")
+        .arg(d.join("x"))
+        .arg("--edge-socket")
+        .arg(d.join("x-edge.sock"))
+        .args(["--no-embedded-checker", "--deny-special-use-targets"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("q.toml") && stderr.contains("health_check \"t\"") && stderr.contains("loopback"),
+        "{stderr}"
+    );
+}
