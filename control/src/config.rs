@@ -17,6 +17,9 @@ pub struct Args {
     /// TOML file of `[[checker]]` tables (`id`, `region`, `key` in base64).
     #[arg(long, value_name = "FILE")]
     pub checker_keys: Option<PathBuf>,
+    /// Serve Prometheus metrics on this TCP address (`/metrics`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
     /// Reject check targets in special-use ranges (loopback, private, link-local, CGNAT,
     /// multicast, documentation, ...).
     #[arg(long)]
@@ -80,6 +83,7 @@ pub enum Role {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
+    metrics: Option<String>,
     checker_listen: Option<String>,
     checker_keys: Option<PathBuf>,
     deny_special_use_targets: Option<bool>,
@@ -112,6 +116,8 @@ pub struct Config {
     pub checker_id: String,
     /// The embedded checker's region.
     pub region: String,
+    /// Metrics address.
+    pub metrics: Option<String>,
     /// Report listener address.
     pub checker_listen: Option<String>,
     /// Checker keys file.
@@ -141,6 +147,7 @@ impl Config {
             return Err("--checker-listen and --checker-keys go together".to_owned());
         }
         Ok(Config {
+            metrics: args.metrics.or(file.metrics),
             checker_listen,
             checker_keys,
             deny_special_use_targets: args.deny_special_use_targets || file.deny_special_use_targets.unwrap_or(false),

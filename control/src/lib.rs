@@ -23,6 +23,7 @@ pub mod duration;
 pub mod edges;
 pub mod explain;
 pub mod handler;
+pub mod metrics;
 pub mod persist;
 pub mod remote;
 pub mod report;
@@ -171,6 +172,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(apply_observations(observed, ctx.clone(), shutdown.clone()));
+    if let Some(addr) = &config.metrics {
+        let listener = TcpListener::bind(addr.as_str())
+            .await
+            .map_err(|source| ControlError::Bind {
+                what: "metrics",
+                at: addr.clone(),
+                source,
+            })?;
+        tracing::info!(metrics = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "serving metrics");
+        tasks.spawn(metrics::serve(listener, ctx.clone(), shutdown.clone()));
+    }
     if let (Some(addr), Some(keys)) = (&config.checker_listen, keys) {
         let listener = TcpListener::bind(addr.as_str())
             .await

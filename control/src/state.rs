@@ -119,6 +119,21 @@ pub struct Aggregate {
     pub stale: bool,
 }
 
+/// Monotonic counters for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Health slot transitions.
+    pub health_transitions: u64,
+    /// Sets entering fail-open.
+    pub fail_open_entered: u64,
+    /// Sets leaving fail-open.
+    pub fail_open_left: u64,
+    /// Reloads applied.
+    pub reloads_ok: u64,
+    /// Reloads rejected.
+    pub reloads_rejected: u64,
+}
+
 /// Everything control knows.
 pub struct State {
     /// Quorum share (SPEC §4).
@@ -127,6 +142,8 @@ pub struct State {
     pub deny_special_use_targets: bool,
     /// Reports accepted from remote checkers.
     pub reports_accepted: u64,
+    /// Counters for metrics.
+    pub counters: Counters,
     /// Reports dropped, by reason.
     pub reports_rejected: BTreeMap<&'static str, u64>,
     /// Check key → checker id → latest observation.
@@ -175,6 +192,7 @@ impl State {
             quorum: DEFAULT_QUORUM,
             deny_special_use_targets: false,
             reports_accepted: 0,
+            counters: Counters::default(),
             reports_rejected: BTreeMap::new(),
             observations: BTreeMap::new(),
             decisions: HashMap::new(),
@@ -478,6 +496,7 @@ impl State {
                 transitions.push((slot, is));
             }
         }
+        self.counters.health_transitions += transitions.len() as u64;
         for (slot, is) in transitions {
             if let Some(at) = self.changed_at.get_mut(slot as usize) {
                 *at = t;
@@ -512,6 +531,8 @@ impl State {
         }
         let entered: Vec<String> = now_failing.difference(&self.failing_open).cloned().collect();
         let left: Vec<String> = self.failing_open.difference(&now_failing).cloned().collect();
+        self.counters.fail_open_entered += entered.len() as u64;
+        self.counters.fail_open_left += left.len() as u64;
         for label in entered {
             self.event(
                 "fail-open",

@@ -142,6 +142,7 @@ fn check(id: &str, kind: &str, port: u16, extra: &str) -> String {
 struct Setup {
     dir: tempfile::TempDir,
     _control: Proc,
+    metrics: u16,
 }
 
 impl Setup {
@@ -159,9 +160,27 @@ impl Setup {
             .arg("--edge-socket")
             .arg(dir.path().join("e.sock"));
         cmd.args(["--checker-id", "embedded-1", "--region", "test-region"]);
+        let metrics = closed_port();
+        cmd.args(["--metrics", &format!("127.0.0.1:{metrics}")]);
         let control = Proc::spawn("control", cmd);
         control.wait_for("control socket ready");
-        Setup { dir, _control: control }
+        Setup {
+            dir,
+            _control: control,
+            metrics,
+        }
+    }
+
+    /// `GET /metrics` over a plain socket.
+    fn metrics(&self) -> String {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.metrics)).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        text
     }
 
     fn health(&self) -> serde_json::Value {
@@ -338,4 +357,16 @@ members = [
         "{status}"
     );
     assert_eq!(status["checkers"]["reachable"], 1, "{status}");
+    // The same in the metrics.
+    let metrics = setup.metrics();
+    for line in [
+        "qdns_fail_open{rrset=\"api.chk.example. A\"} 1",
+        "qdns_check_healthy{check=\"chk.example./p\"} 0",
+        "qdns_check_observed_healthy{check=\"chk.example./s\",checker=\"embedded-1\",region=\"test-region\"} 0",
+        "qdns_checker_reachable{checker=\"embedded-1\",region=\"test-region\"} 1",
+        "qdns_fail_open_entered_total 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    assert!(metrics.contains("qdns_health_transitions_total"), "{metrics}");
 }

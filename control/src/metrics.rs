@@ -1,0 +1,193 @@
+//! Prometheus metrics of a location (SPEC §8), rendered from the state at each scrape
+//! (OpenMetrics text, prometheus-client) and served on `--metrics ADDR:PORT` at
+//! `/metrics`.
+use std::{convert::Infallible, sync::atomic::AtomicU64};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{server::conn::http1, service::service_fn, Response};
+use hyper_util::rt::TokioIo;
+use prometheus_client::{
+    encoding::text::encode,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+use qdns_abi::health::slot_healthy;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{handler::Ctx, state::State};
+
+type Labels = Vec<(String, String)>;
+
+fn family() -> Family<Labels, Gauge> {
+    Family::default()
+}
+
+fn counter(value: u64) -> Counter<u64, AtomicU64> {
+    let c = Counter::<u64, AtomicU64>::default();
+    c.inc_by(value);
+    c
+}
+
+fn gauge(value: i64) -> Gauge {
+    let g = Gauge::default();
+    g.set(value);
+    g
+}
+
+/// The metrics text for `state`.
+#[must_use]
+pub fn render(state: &State) -> String {
+    let mut r = Registry::with_prefix("qdns");
+    r.register(
+        "snapshot_version",
+        "Version of the snapshot control serves",
+        gauge(i64::try_from(state.snapshot.version).unwrap_or(i64::MAX)),
+    );
+    r.register(
+        "health_seq",
+        "Health deltas sent for the current snapshot",
+        gauge(i64::try_from(state.seq).unwrap_or(i64::MAX)),
+    );
+    let checks = family();
+    let observed = family();
+    for (key, probe) in state.probed_checks() {
+        if let Some(slot) = state.slot(&key) {
+            checks
+                .get_or_create(&vec![("check".to_owned(), key.clone())])
+                .set(i64::from(slot_healthy(&state.snapshot.bitmap, slot)));
+        }
+        let fresh = crate::state::fresh_for(probe.interval);
+        for o in state.observations.get(&key).into_iter().flat_map(|by| by.values()) {
+            if crate::state::now().saturating_sub(o.at) <= fresh {
+                observed
+                    .get_or_create(&vec![
+                        ("check".to_owned(), key.clone()),
+                        ("checker".to_owned(), o.checker.clone()),
+                        ("region".to_owned(), o.region.clone()),
+                    ])
+                    .set(i64::from(o.healthy));
+            }
+        }
+    }
+    r.register(
+        "check_healthy",
+        "Location's decision per probed check (1 healthy)",
+        checks,
+    );
+    r.register(
+        "check_observed_healthy",
+        "Latest fresh report per check, checker and region (1 healthy)",
+        observed,
+    );
+    let reachable = family();
+    for (id, region) in state.reachable_checkers() {
+        reachable
+            .get_or_create(&vec![
+                ("checker".to_owned(), id.clone()),
+                ("region".to_owned(), region.clone()),
+            ])
+            .set(1);
+    }
+    r.register("checker_reachable", "Checkers with fresh reports", reachable);
+    let fail_open = family();
+    for zone in &state.snapshot.zones {
+        for set in zone.rrsets.iter().filter(|s| s.policy.is_some()) {
+            let failing = crate::state::fails_open(zone, set, &state.snapshot.bitmap);
+            fail_open
+                .get_or_create(&vec![("rrset".to_owned(), crate::state::set_label(set))])
+                .set(i64::from(failing));
+        }
+    }
+    r.register(
+        "fail_open",
+        "Policy record sets answering by fail-open (1) or by health (0)",
+        fail_open,
+    );
+    r.register(
+        "health_transitions",
+        "Health slot transitions",
+        counter(state.counters.health_transitions),
+    );
+    r.register(
+        "fail_open_entered",
+        "Record sets entering fail-open",
+        counter(state.counters.fail_open_entered),
+    );
+    r.register(
+        "fail_open_left",
+        "Record sets leaving fail-open",
+        counter(state.counters.fail_open_left),
+    );
+    let reloads = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    reloads
+        .get_or_create(&vec![("result".to_owned(), "ok".to_owned())])
+        .inc_by(state.counters.reloads_ok);
+    reloads
+        .get_or_create(&vec![("result".to_owned(), "rejected".to_owned())])
+        .inc_by(state.counters.reloads_rejected);
+    r.register("reloads", "Zone reloads by result", reloads);
+    let reports = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    reports
+        .get_or_create(&vec![("result".to_owned(), "accepted".to_owned())])
+        .inc_by(state.reports_accepted);
+    for (reason, n) in &state.reports_rejected {
+        reports
+            .get_or_create(&vec![("result".to_owned(), (*reason).to_owned())])
+            .inc_by(*n);
+    }
+    r.register("checker_reports", "Remote checker reports by result", reports);
+    let edges = family();
+    for edge in state.edges.values() {
+        edges
+            .get_or_create(&vec![("edge".to_owned(), edge.name.clone())])
+            .set(edge.snapshot.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX)));
+    }
+    r.register(
+        "edge_snapshot_version",
+        "Snapshot version each connected edge acknowledged",
+        edges,
+    );
+    let mut out = String::new();
+    if encode(&mut out, &r).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Serves `/metrics` until `shutdown`.
+pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let ctx = ctx.clone();
+                async move {
+                    let response = if request.uri().path() == "/metrics" {
+                        let text = render(&*ctx.state.lock().await);
+                        Response::builder()
+                            .header(
+                                "content-type",
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(Full::new(Bytes::from(text)))
+                    } else {
+                        Response::builder()
+                            .status(404)
+                            .body(Full::new(Bytes::from_static(b"see /metrics\n")))
+                    };
+                    Ok::<_, Infallible>(response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))))
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
