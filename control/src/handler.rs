@@ -265,6 +265,7 @@ fn status(state: &State) -> Value {
             "list": state.reachable_checkers().iter().map(|(id, region)| json!({"id": id, "region": region})).collect::<Vec<_>>(),
             "quorum": state.quorum,
             "reports_accepted": state.reports_accepted,
+            "report_bytes": state.report_bytes,
             "reports_rejected": state.reports_rejected,
         },
         "overrides": state.operator.overrides.len(),

@@ -318,6 +318,7 @@ async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx
                 match verdict {
                     Ok(report) => {
                         state.reports_accepted += 1;
+                        state.report_bytes += 4 + len as u64;
                         for mut observation in report.observations {
                             // The authenticated identity, not what the body claims per item.
                             observation.checker.clone_from(&report.checker);

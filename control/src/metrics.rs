@@ -138,6 +138,11 @@ pub fn render(state: &State) -> String {
             .inc_by(*n);
     }
     r.register("checker_reports", "Remote checker reports by result", reports);
+    r.register(
+        "checker_report_bytes",
+        "Octets of accepted checker reports",
+        counter(state.report_bytes),
+    );
     let edges = family();
     for edge in state.edges.values() {
         edges

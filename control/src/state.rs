@@ -142,6 +142,8 @@ pub struct State {
     pub deny_special_use_targets: bool,
     /// Reports accepted from remote checkers.
     pub reports_accepted: u64,
+    /// Octets of accepted reports (frames, prefix included).
+    pub report_bytes: u64,
     /// Counters for metrics.
     pub counters: Counters,
     /// Reports dropped, by reason.
@@ -192,6 +194,7 @@ impl State {
             quorum: DEFAULT_QUORUM,
             deny_special_use_targets: false,
             reports_accepted: 0,
+            report_bytes: 0,
             counters: Counters::default(),
             reports_rejected: BTreeMap::new(),
             observations: BTreeMap::new(),
