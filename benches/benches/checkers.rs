@@ -81,6 +81,7 @@ fn free_port() -> u16 {
 }
 
 /// utime + stime of `pid`, in seconds.
+#[expect(clippy::cast_precision_loss, reason = "clock ticks per second are small")]
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -126,6 +127,7 @@ impl Drop for Kill {
     }
 }
 
+#[expect(clippy::cast_precision_loss, reason = "display of small counts")]
 fn main() {
     let bin = build();
     let runtime = tokio::runtime::Builder::new_multi_thread()

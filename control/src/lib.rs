@@ -98,6 +98,7 @@ async fn bind_unix(path: &Path, what: &'static str, mode: u32) -> Result<UnixLis
 }
 
 /// Runs control until `shutdown`.
+#[expect(clippy::too_many_lines, reason = "the start-up sequence, step by step in order")]
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ControlError> {
     std::fs::create_dir_all(&config.state_dir).map_err(|source| ControlError::Bind {
         what: "state dir",

@@ -1,5 +1,5 @@
 //! Prometheus metrics of a location (SPEC §8), rendered from the state at each scrape
-//! (OpenMetrics text, prometheus-client) and served on `--metrics ADDR:PORT` at
+//! (`OpenMetrics` text, prometheus-client) and served on `--metrics ADDR:PORT` at
 //! `/metrics`.
 use std::{convert::Infallible, sync::atomic::AtomicU64};
 
@@ -40,34 +40,44 @@ fn gauge(value: i64) -> Gauge {
 #[must_use]
 pub fn render(state: &State) -> String {
     let mut r = Registry::with_prefix("qdns");
+    let version = i64::try_from(state.snapshot.version).unwrap_or(i64::MAX);
     r.register(
         "snapshot_version",
         "Version of the snapshot control serves",
-        gauge(i64::try_from(state.snapshot.version).unwrap_or(i64::MAX)),
+        gauge(version),
     );
-    r.register(
-        "health_seq",
-        "Health deltas sent for the current snapshot",
-        gauge(i64::try_from(state.seq).unwrap_or(i64::MAX)),
-    );
+    let seq = i64::try_from(state.seq).unwrap_or(i64::MAX);
+    r.register("health_seq", "Health deltas sent for the current snapshot", gauge(seq));
+    register_checks(&mut r, state);
+    register_sets_and_edges(&mut r, state);
+    register_counters(&mut r, state);
+    let mut out = String::new();
+    if encode(&mut out, &r).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Decisions per check, fresh reports per checker, reachable checkers.
+fn register_checks(r: &mut Registry, state: &State) {
     let checks = family();
     let observed = family();
     for (key, probe) in state.probed_checks() {
         if let Some(slot) = state.slot(&key) {
+            let healthy = i64::from(slot_healthy(&state.snapshot.bitmap, slot));
             checks
                 .get_or_create(&vec![("check".to_owned(), key.clone())])
-                .set(i64::from(slot_healthy(&state.snapshot.bitmap, slot)));
+                .set(healthy);
         }
         let fresh = crate::state::fresh_for(probe.interval);
         for o in state.observations.get(&key).into_iter().flat_map(|by| by.values()) {
             if crate::state::now().saturating_sub(o.at) <= fresh {
-                observed
-                    .get_or_create(&vec![
-                        ("check".to_owned(), key.clone()),
-                        ("checker".to_owned(), o.checker.clone()),
-                        ("region".to_owned(), o.region.clone()),
-                    ])
-                    .set(i64::from(o.healthy));
+                let labels = vec![
+                    ("check".to_owned(), key.clone()),
+                    ("checker".to_owned(), o.checker.clone()),
+                    ("region".to_owned(), o.region.clone()),
+                ];
+                observed.get_or_create(&labels).set(i64::from(o.healthy));
             }
         }
     }
@@ -91,6 +101,10 @@ pub fn render(state: &State) -> String {
             .set(1);
     }
     r.register("checker_reachable", "Checkers with fresh reports", reachable);
+}
+
+/// Fail-open state per policy set, and what each edge acknowledged.
+fn register_sets_and_edges(r: &mut Registry, state: &State) {
     let fail_open = family();
     for zone in &state.snapshot.zones {
         for set in zone.rrsets.iter().filter(|s| s.policy.is_some()) {
@@ -105,6 +119,22 @@ pub fn render(state: &State) -> String {
         "Policy record sets answering by fail-open (1) or by health (0)",
         fail_open,
     );
+    let edges = family();
+    for edge in state.edges.values() {
+        let version = edge.snapshot.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+        edges
+            .get_or_create(&vec![("edge".to_owned(), edge.name.clone())])
+            .set(version);
+    }
+    r.register(
+        "edge_snapshot_version",
+        "Snapshot version each connected edge acknowledged",
+        edges,
+    );
+}
+
+/// Monotonic counters.
+fn register_counters(r: &mut Registry, state: &State) {
     r.register(
         "health_transitions",
         "Health slot transitions",
@@ -143,22 +173,6 @@ pub fn render(state: &State) -> String {
         "Octets of accepted checker reports",
         counter(state.report_bytes),
     );
-    let edges = family();
-    for edge in state.edges.values() {
-        edges
-            .get_or_create(&vec![("edge".to_owned(), edge.name.clone())])
-            .set(edge.snapshot.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX)));
-    }
-    r.register(
-        "edge_snapshot_version",
-        "Snapshot version each connected edge acknowledged",
-        edges,
-    );
-    let mut out = String::new();
-    if encode(&mut out, &r).is_err() {
-        out.clear();
-    }
-    out
 }
 
 /// Serves `/metrics` until `shutdown`.
