@@ -229,6 +229,7 @@ impl Setup {
 fn probes_give_status_and_reason_for_each_kind_of_target() {
     let ok = HttpServer::start(200, "service is OK");
     let flip = HttpServer::start(200, "fine");
+    let two = HttpServer::start(200, "fine");
     let nostring = HttpServer::start(200, "all good but no magic word");
     let slow = HttpServer::start(200, "OK");
     slow.set(200, "OK", Duration::from_secs(3));
@@ -237,6 +238,7 @@ fn probes_give_status_and_reason_for_each_kind_of_target() {
     let checks = [
         check("ok", "http", ok.port, "search_string = \"OK\""),
         check("flip", "http", flip.port, ""),
+        check("two", "http", two.port, "").replace("failure_threshold = 1", "failure_threshold = 2"),
         check("nostring", "http", nostring.port, "search_string = \"OK\""),
         check("slow", "http", slow.port, ""),
         check("closed", "http", closed, ""),
@@ -281,11 +283,22 @@ fn probes_give_status_and_reason_for_each_kind_of_target() {
         assert!(Instant::now() < deadline, "calculated checks: {all}");
         std::thread::sleep(Duration::from_millis(250));
     }
-    // Transitions both ways.
+    // Transitions both ways, with failure_threshold 1 (flip) and 2 (two): for two, one
+    // failed probe leaves the check healthy and the second flips it; coming back, one
+    // success is not enough and the second is.
+    setup.wait("two", true, "ok");
     flip.set(503, "down", Duration::ZERO);
+    two.set(503, "down", Duration::ZERO);
+    let first = setup.wait("two", true, "status 503");
+    assert_eq!(first["observations"][0]["success"], false, "{first}");
     setup.wait("flip", false, "status 503");
+    setup.wait("two", false, "status 503");
     flip.set(200, "up", Duration::ZERO);
+    two.set(200, "up", Duration::ZERO);
+    let first = setup.wait("two", false, "ok");
+    assert_eq!(first["observations"][0]["success"], true, "{first}");
     setup.wait("flip", true, "ok");
+    setup.wait("two", true, "ok");
 }
 
 #[test]
