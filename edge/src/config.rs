@@ -48,6 +48,9 @@ pub struct Args {
     /// TCP connections served at once.
     #[arg(long)]
     pub max_tcp_connections: Option<usize>,
+    /// Serve Prometheus metrics on this TCP address (`/metrics`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -70,6 +73,7 @@ struct FileConfig {
     max_udp_payload: Option<u16>,
     tcp_idle_timeout: Option<u64>,
     max_tcp_connections: Option<usize>,
+    metrics: Option<SocketAddr>,
 }
 
 /// A validated configuration.
@@ -95,6 +99,8 @@ pub struct Config {
     pub tcp_idle_timeout: Duration,
     /// TCP connection cap.
     pub max_tcp_connections: usize,
+    /// Metrics address.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Where the edge gets its zones.
@@ -230,6 +236,7 @@ impl Config {
             xdp_mode: args.xdp_mode.or(file.xdp_mode).unwrap_or_default(),
             workers,
             max_udp_payload,
+            metrics: args.metrics.or(file.metrics),
             tcp_idle_timeout: Duration::from_secs(idle),
             max_tcp_connections,
         })

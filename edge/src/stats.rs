@@ -4,12 +4,36 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::wire::Rcode;
 
+/// Query types counted apart; the rest count as `other`.
+pub const QTYPES: [(u16, &str); 12] = [
+    (1, "A"),
+    (2, "NS"),
+    (5, "CNAME"),
+    (6, "SOA"),
+    (12, "PTR"),
+    (15, "MX"),
+    (16, "TXT"),
+    (28, "AAAA"),
+    (33, "SRV"),
+    (43, "DS"),
+    (255, "ANY"),
+    (257, "CAA"),
+];
+
+/// Index of `qtype` in [`QTYPES`], or `QTYPES.len()` for other types.
+#[must_use]
+pub fn qtype_index(qtype: u16) -> usize {
+    QTYPES.iter().position(|&(t, _)| t == qtype).unwrap_or(QTYPES.len())
+}
+
 /// Counters of one worker.
 #[derive(Default)]
 #[repr(align(128))]
 pub struct WorkerStats {
     /// Responses by RCODE ([`Rcode::index`]).
     pub rcode: [AtomicU64; Rcode::ALL.len()],
+    /// Responses by QTYPE ([`qtype_index`]).
+    pub qtype: [AtomicU64; QTYPES.len() + 1],
     /// Responses with TC set.
     pub truncated: AtomicU64,
     /// Datagrams dropped without an answer (shorter than a header, responses,
@@ -23,6 +47,9 @@ impl WorkerStats {
         match outcome {
             Some(outcome) => {
                 if let Some(slot) = self.rcode.get(outcome.rcode.index()) {
+                    slot.fetch_add(1, Relaxed);
+                }
+                if let Some(slot) = self.qtype.get(qtype_index(outcome.qtype)) {
                     slot.fetch_add(1, Relaxed);
                 }
                 if outcome.truncated {
@@ -41,6 +68,8 @@ impl WorkerStats {
 pub struct Totals {
     /// Responses by RCODE label.
     pub rcode: Vec<(&'static str, u64)>,
+    /// Responses by QTYPE label.
+    pub qtype: Vec<(&'static str, u64)>,
     /// Truncated responses.
     pub truncated: u64,
     /// Dropped datagrams.
@@ -50,14 +79,24 @@ pub struct Totals {
 /// Sums `workers`.
 pub fn totals<'a>(workers: impl Iterator<Item = &'a WorkerStats>) -> Totals {
     let mut rcode = [0u64; Rcode::ALL.len()];
+    let mut qtype = [0u64; QTYPES.len() + 1];
     let mut totals = Totals::default();
     for worker in workers {
         for (sum, slot) in rcode.iter_mut().zip(&worker.rcode) {
+            *sum += slot.load(Relaxed);
+        }
+        for (sum, slot) in qtype.iter_mut().zip(&worker.qtype) {
             *sum += slot.load(Relaxed);
         }
         totals.truncated += worker.truncated.load(Relaxed);
         totals.dropped += worker.dropped.load(Relaxed);
     }
     totals.rcode = Rcode::ALL.iter().zip(rcode).map(|(r, n)| (r.label(), n)).collect();
+    totals.qtype = QTYPES
+        .iter()
+        .map(|&(_, label)| label)
+        .chain(["other"])
+        .zip(qtype)
+        .collect();
     totals
 }

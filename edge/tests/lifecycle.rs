@@ -113,3 +113,41 @@ fn config_file_sets_flags_and_flags_win() {
     let stderr = start_fails(&["--config", config.to_str().unwrap()]);
     assert!(stderr.contains("edge.toml") && stderr.contains("bogus"), "{stderr}");
 }
+
+#[test]
+fn metrics_count_responses_by_transport_rcode_and_type() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let edge = Edge::start_with(&example_zones(), &["--metrics", &format!("127.0.0.1:{port}")]);
+    ask(edge.v4, Via::Udp, "www.example.com.", RecordType::A, Ask::default());
+    ask(edge.v4, Via::Udp, "www.example.com.", RecordType::AAAA, Ask::default());
+    ask(edge.v4, Via::Udp, "nope.example.com.", RecordType::A, Ask::default());
+    ask(edge.v6, Via::Tcp, "www.example.org.", RecordType::MX, Ask::default());
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.send_to(&[1, 2, 3], edge.v4).unwrap(); // too short to answer: dropped
+    std::thread::sleep(Duration::from_millis(300));
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(
+        &mut stream,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+    for line in [
+        "qdns_edge_responses_total{path=\"user\",transport=\"udp\",rcode=\"NOERROR\"} 2",
+        "qdns_edge_responses_total{path=\"user\",transport=\"udp\",rcode=\"NXDOMAIN\"} 1",
+        "qdns_edge_responses_total{path=\"user\",transport=\"tcp\",rcode=\"REFUSED\"} 1",
+        "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"A\"} 2",
+        "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"AAAA\"} 1",
+        "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"MX\"} 1",
+        "qdns_edge_dropped_total{transport=\"udp\"} 1",
+        "qdns_edge_snapshot_version 1",
+        "qdns_edge_snapshot_age_seconds",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}

@@ -47,6 +47,7 @@ impl Engine {
             by_apex: HashMap::with_capacity(snapshot.zones.len()),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             health: arc_swap::ArcSwap::from_pointee(snapshot.bitmap.clone()),
+            compiled_at: std::time::SystemTime::now(),
         };
         for zone in &snapshot.zones {
             let text = || name::to_text(&zone.origin);

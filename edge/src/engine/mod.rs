@@ -32,6 +32,8 @@ pub struct Engine {
     max_udp_payload: u16,
     /// Health of every slot (bit set = healthy), read at query time.
     health: arc_swap::ArcSwap<Vec<u64>>,
+    /// When this engine was compiled (its snapshot applied).
+    compiled_at: std::time::SystemTime,
 }
 
 /// One zone, compiled.
@@ -87,6 +89,12 @@ impl Engine {
         self.version
     }
 
+    /// When this engine's snapshot was applied.
+    #[must_use]
+    pub fn compiled_at(&self) -> std::time::SystemTime {
+        self.compiled_at
+    }
+
     /// Number of zones.
     #[must_use]
     pub fn zone_count(&self) -> usize {
@@ -126,6 +134,7 @@ impl Default for Engine {
             by_apex: HashMap::new(),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             health: arc_swap::ArcSwap::from_pointee(Vec::new()),
+            compiled_at: std::time::SystemTime::now(),
         }
     }
 }

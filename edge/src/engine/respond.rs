@@ -41,6 +41,8 @@ pub struct Outcome {
     pub rcode: Rcode,
     /// True when TC was set.
     pub truncated: bool,
+    /// The query's QTYPE (0 when the question could not be read).
+    pub qtype: u16,
 }
 
 /// Sections written so far.
@@ -122,7 +124,11 @@ impl Engine {
                     Counts::default(),
                     query.edns,
                     self.max_udp_payload,
-                );
+                )
+                .map(|o| Outcome {
+                    qtype: query.qtype,
+                    ..o
+                });
             }
             b.reserve(OPT_LEN);
         }
@@ -137,7 +143,10 @@ impl Engine {
             (base | header::TC, Rcode::NoError, Counts::default())
         };
         b.release(OPT_LEN);
-        finish(b, flags, rcode, counts, query.edns, self.max_udp_payload)
+        finish(b, flags, rcode, counts, query.edns, self.max_udp_payload).map(|o| Outcome {
+            qtype: query.qtype,
+            ..o
+        })
     }
 
     fn size_limit(&self, transport: Transport, edns: Option<Edns>) -> usize {
@@ -167,7 +176,13 @@ impl Engine {
             b.set_u16(4, 1);
         }
         let flags = response_flags(header.flags) | (header.flags & header::OPCODE_MASK);
-        finish(b, flags, rcode, Counts::default(), edns, self.max_udp_payload)
+        let qtype = if question_end > HEADER_LEN {
+            msg.get(question_end - 4..question_end - 2)
+                .map_or(0, |t| u16::from_be_bytes([t[0], t[1]]))
+        } else {
+            0
+        };
+        finish(b, flags, rcode, Counts::default(), edns, self.max_udp_payload).map(|o| Outcome { qtype, ..o })
     }
 
     /// RFC 1034 §4.3.2 from step 2 on.
@@ -459,5 +474,6 @@ fn finish(
         len: b.len(),
         rcode,
         truncated: flags & header::TC != 0,
+        qtype: 0,
     })
 }

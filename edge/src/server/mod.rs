@@ -104,12 +104,24 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         tcp_listeners.push(listener);
     }
 
+    let metrics_listener = match config.metrics {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    addr,
+                    proto: "metrics",
+                    source,
+                })?,
+        ),
+        None => None,
+    };
     let xdp = if config.xdp.is_empty() {
         None
     } else {
         let mut program = XdpProgram::load()?;
         program.attach(&config.xdp, config.xdp_mode)?;
-        Some(program)
+        Some(Arc::new(std::sync::Mutex::new(program)))
     };
     // Logged once everything is in place: tests and operators take it as "ready".
     for listener in &tcp_listeners {
@@ -127,6 +139,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         max_connections: config.max_tcp_connections,
     };
     let mut tcp_tasks = tokio::task::JoinSet::new();
+    if let Some(listener) = metrics_listener {
+        let addr = listener.local_addr().map_err(ServerError::Start)?;
+        let sources = crate::metrics::Sources {
+            udp: worker_stats
+                .iter()
+                .take(worker_stats.len().saturating_sub(1))
+                .cloned()
+                .collect(),
+            tcp: Arc::clone(&tcp_stats),
+            engine: Arc::clone(&engine),
+            xdp: xdp.clone(),
+        };
+        tracing::info!(metrics = %addr, "serving metrics");
+        tcp_tasks.spawn(crate::metrics::serve(listener, sources, shutdown.clone()));
+    }
     for listener in tcp_listeners {
         tcp_tasks.spawn(tcp::serve(
             listener,
@@ -157,7 +184,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let totals = stats::totals(worker_stats.iter().map(AsRef::as_ref));
     tracing::info!(?totals, "stopped");
     if let Some(xdp) = xdp {
-        tracing::info!(counters = ?xdp.counters(), interfaces = ?xdp.interfaces(), "detaching XDP");
+        if let Ok(program) = xdp.lock() {
+            tracing::info!(counters = ?program.counters(), interfaces = ?program.interfaces(), "detaching XDP");
+        }
     }
     Ok(())
 }

@@ -1,0 +1,151 @@
+//! Prometheus metrics of an edge (SPEC §8), served on `--metrics ADDR:PORT` at
+//! `/metrics` (`OpenMetrics` text via prometheus-client), rendered at each scrape from
+//! the workers' counters, the engine, and the XDP program's per-CPU counters.
+use std::{
+    convert::Infallible,
+    sync::{atomic::AtomicU64, Arc, Mutex},
+};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{server::conn::http1, service::service_fn, Response};
+use hyper_util::rt::TokioIo;
+use prometheus_client::{
+    encoding::text::encode,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    registry::Registry,
+};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    stats::{totals, WorkerStats},
+    xdp::XdpProgram,
+    Engine,
+};
+
+type Labels = Vec<(String, String)>;
+type Counters = Family<Labels, Counter<u64, AtomicU64>>;
+
+/// What the metrics read.
+#[derive(Clone)]
+pub struct Sources {
+    /// UDP workers' counters.
+    pub udp: Vec<Arc<WorkerStats>>,
+    /// TCP counters.
+    pub tcp: Arc<WorkerStats>,
+    /// The engine.
+    pub engine: Arc<ArcSwap<Engine>>,
+    /// The XDP program, when attached.
+    pub xdp: Option<Arc<Mutex<XdpProgram>>>,
+}
+
+fn label(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// The metrics text.
+#[must_use]
+pub fn render(sources: &Sources) -> String {
+    let mut r = Registry::with_prefix("qdns_edge");
+    let responses = Counters::default();
+    let by_type = Counters::default();
+    let truncated = Counters::default();
+    let dropped = Counters::default();
+    for (transport, workers) in [
+        ("udp", sources.udp.iter().map(AsRef::as_ref).collect::<Vec<_>>()),
+        ("tcp", vec![sources.tcp.as_ref()]),
+    ] {
+        let t = totals(workers.into_iter());
+        for (rcode, n) in &t.rcode {
+            responses
+                .get_or_create(&label(&[("path", "user"), ("transport", transport), ("rcode", rcode)]))
+                .inc_by(*n);
+        }
+        for (qtype, n) in &t.qtype {
+            by_type
+                .get_or_create(&label(&[("path", "user"), ("qtype", qtype)]))
+                .inc_by(*n);
+        }
+        truncated
+            .get_or_create(&label(&[("transport", transport)]))
+            .inc_by(t.truncated);
+        dropped
+            .get_or_create(&label(&[("transport", transport)]))
+            .inc_by(t.dropped);
+    }
+    r.register("responses", "Responses sent, by path, transport and RCODE", responses);
+    r.register("responses_by_type", "Responses sent, by path and QTYPE", by_type);
+    r.register("truncated", "Responses sent with TC set", truncated);
+    r.register("dropped", "Datagrams or messages dropped unanswered", dropped);
+    let engine = sources.engine.load();
+    let version = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    version.set(i64::try_from(engine.version()).unwrap_or(i64::MAX));
+    r.register(
+        "snapshot_version",
+        "Version of the snapshot being served (0: none)",
+        version,
+    );
+    let age = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    age.set(
+        engine
+            .compiled_at()
+            .elapsed()
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+    );
+    r.register(
+        "snapshot_age_seconds",
+        "Seconds since the served snapshot was applied",
+        age,
+    );
+    if let Some(xdp) = &sources.xdp {
+        let packets = Counters::default();
+        if let Ok(program) = xdp.lock() {
+            for (counter, n) in program.counters() {
+                packets.get_or_create(&label(&[("counter", counter)])).inc_by(n);
+            }
+        }
+        r.register("xdp_packets", "XDP program counters, summed over CPUs", packets);
+    }
+    let mut out = String::new();
+    if encode(&mut out, &r).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// Serves `/metrics` until `shutdown`.
+pub async fn serve(listener: TcpListener, sources: Sources, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let sources = sources.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let sources = sources.clone();
+                async move {
+                    let response = if request.uri().path() == "/metrics" {
+                        Response::builder()
+                            .header(
+                                "content-type",
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )
+                            .body(Full::new(Bytes::from(render(&sources))))
+                    } else {
+                        Response::builder()
+                            .status(404)
+                            .body(Full::new(Bytes::from_static(b"see /metrics\n")))
+                    };
+                    Ok::<_, Infallible>(response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))))
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
