@@ -63,6 +63,7 @@ pub fn load_engine(dir: &Path, version: u64, max_udp_payload: u16) -> Result<Eng
 }
 
 /// Serves DNS per `config` until `shutdown` is cancelled.
+#[expect(clippy::too_many_lines, reason = "the start-up sequence, step by step in order")]
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
     // Installed first: SIGHUP's default action would kill the process.
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
