@@ -20,6 +20,9 @@ pub struct Args {
     /// Serve Prometheus metrics on this TCP address (`/metrics`).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
+    /// Extra trusted CA certificates (PEM) for checks with `tls_verify = true`.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     /// Reject check targets in special-use ranges (loopback, private, link-local, CGNAT,
     /// multicast, documentation, ...).
     #[arg(long)]
@@ -77,6 +80,9 @@ pub enum Role {
         /// Local address to send probes from.
         #[arg(long, value_name = "IP")]
         source_ip: Option<std::net::IpAddr>,
+        /// Extra trusted CA certificates (PEM) for checks with `tls_verify = true`.
+        #[arg(long, value_name = "FILE")]
+        tls_ca: Option<PathBuf>,
     },
 }
 
@@ -84,6 +90,7 @@ pub enum Role {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     metrics: Option<String>,
+    tls_ca: Option<PathBuf>,
     checker_listen: Option<String>,
     checker_keys: Option<PathBuf>,
     deny_special_use_targets: Option<bool>,
@@ -118,6 +125,8 @@ pub struct Config {
     pub region: String,
     /// Metrics address.
     pub metrics: Option<String>,
+    /// Extra CA bundle for `tls_verify` checks.
+    pub tls_ca: Option<PathBuf>,
     /// Report listener address.
     pub checker_listen: Option<String>,
     /// Checker keys file.
@@ -148,6 +157,7 @@ impl Config {
         }
         Ok(Config {
             metrics: args.metrics.or(file.metrics),
+            tls_ca: args.tls_ca.or(file.tls_ca),
             checker_listen,
             checker_keys,
             deny_special_use_targets: args.deny_special_use_targets || file.deny_special_use_targets.unwrap_or(false),

@@ -131,7 +131,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             region: config.region.clone(),
             source: None,
         };
-        let checker = checker::Checker::new(identity, observations).map_err(ControlError::State)?;
+        let checker =
+            checker::Checker::new(identity, observations, config.tls_ca.as_deref()).map_err(ControlError::State)?;
         Some(Arc::new(std::sync::Mutex::new(checker)))
     } else {
         drop(observations);

@@ -42,6 +42,8 @@ pub struct CheckerConfig {
     pub report_to: Vec<String>,
     /// Local address to probe from.
     pub source: Option<IpAddr>,
+    /// Extra trusted roots for `tls_verify` checks (PEM).
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// Runs the checker until `shutdown`.
@@ -58,6 +60,7 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
             source: config.source,
         },
         tx,
+        config.tls_ca.as_deref(),
     )?;
     checker.set_checks(checks, &shutdown);
     // Sequence numbers grow across restarts: start time in ms × 1000, then +1.

@@ -77,15 +77,40 @@ impl HttpServer {
 
 /// An HTTPS server with a self-signed certificate (the checker does not validate).
 fn https_server() -> u16 {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    https_server_with(cert.cert.der().clone(), cert.signing_key.serialize_der())
+}
+
+/// A test CA (PEM) and an HTTPS server whose certificate for `localhost` it signed.
+fn ca_and_signed_server() -> (String, u16) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "qdns test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&server_key, &issuer)
+        .unwrap();
+    (
+        ca_cert.pem(),
+        https_server_with(server.der().clone(), server_key.serialize_der()),
+    )
+}
+
+fn https_server_with(cert_der: rustls::pki_types::CertificateDer<'static>, key_der: Vec<u8>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key_der).unwrap();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .with_single_cert(vec![cert_der], key)
         .unwrap();
     let config = Arc::new(config);
     std::thread::spawn(move || {
@@ -147,6 +172,10 @@ struct Setup {
 
 impl Setup {
     fn start(zone_text: &str) -> Setup {
+        Setup::start_with(zone_text, &[])
+    }
+
+    fn start_with(zone_text: &str, extra: &[&str]) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("zones")).unwrap();
         std::fs::write(dir.path().join("zones/chk.toml"), zone_text).unwrap();
@@ -159,7 +188,8 @@ impl Setup {
             .arg(dir.path().join("cs"))
             .arg("--edge-socket")
             .arg(dir.path().join("e.sock"));
-        cmd.args(["--checker-id", "embedded-1", "--region", "test-region"]);
+        cmd.args(["--checker-id", "embedded-1", "--region", "test-region"])
+            .args(extra);
         let metrics = closed_port();
         cmd.args(["--metrics", &format!("127.0.0.1:{metrics}")]);
         let control = Proc::spawn("control", cmd);
@@ -382,4 +412,42 @@ members = [
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
     assert!(metrics.contains("qdns_health_transitions_total"), "{metrics}");
+}
+
+#[test]
+fn https_with_tls_verify_checks_the_chain_and_the_name() {
+    let (ca_pem, signed) = ca_and_signed_server();
+    let self_signed = https_server();
+    let checks = [
+        check("good", "https", signed, "host = \"localhost\"\ntls_verify = true"),
+        check(
+            "unknown-ca",
+            "https",
+            self_signed,
+            "host = \"localhost\"\ntls_verify = true",
+        ),
+        check(
+            "wrong-name",
+            "https",
+            signed,
+            "host = \"other.example\"\ntls_verify = true",
+        ),
+        check("unverified", "https", self_signed, "host = \"localhost\""),
+    ]
+    .concat();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let setup = Setup::start_with(&zone(&checks, ""), &["--tls-ca", ca.to_str().unwrap()]);
+    setup.wait("good", true, "ok");
+    setup.wait("unverified", true, "ok");
+    setup.wait("unknown-ca", false, "TLS error");
+    let entry = setup.wait("wrong-name", false, "TLS error");
+    assert!(
+        entry["observations"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not valid for name"),
+        "{entry}"
+    );
 }

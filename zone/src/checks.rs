@@ -146,6 +146,7 @@ impl ZoneBuilder<'_> {
             ("interval", entry.interval.as_ref().map(Spanned::span)),
             ("failure_threshold", entry.failure_threshold.as_ref().map(Spanned::span)),
             ("search_string", entry.search_string.as_ref().map(Spanned::span)),
+            ("tls_verify", entry.tls_verify.as_ref().map(Spanned::span)),
         ];
         if let Some((field, _)) = present.iter().find(|(_, span)| span.is_some()) {
             return Err(self.err(
@@ -259,6 +260,11 @@ impl ZoneBuilder<'_> {
             }
             None => DEFAULT_FAILURE_THRESHOLD,
         };
+        if let Some(v) = &entry.tls_verify {
+            if kind != ProbeKind::Https {
+                return Err(self.err(v, &key("tls_verify"), "tls_verify is used by https checks only"));
+            }
+        }
         if let Some(s) = &entry.search_string {
             if s.get_ref().is_empty() || s.get_ref().len() > MAX_SEARCH_STRING {
                 return Err(self.err(
@@ -281,6 +287,7 @@ impl ZoneBuilder<'_> {
                 interval,
                 failure_threshold,
                 search_string: entry.search_string.as_ref().map(|s| s.get_ref().clone()),
+                tls_verify: entry.tls_verify.as_ref().is_some_and(|v| *v.get_ref()),
             }),
             inverted: entry.inverted,
             disabled: entry.disabled,

@@ -45,6 +45,8 @@ pub struct HealthCheckEntry {
     pub failure_threshold: Option<Spanned<i64>>,
     /// The body's first 5120 bytes must contain it (http, https).
     pub search_string: Option<Spanned<String>>,
+    /// HTTPS: validate the server certificate (Mozilla roots plus `--tls-ca`) for `host`.
+    pub tls_verify: Option<Spanned<bool>>,
     /// Healthy ↔ unhealthy.
     #[serde(default)]
     pub inverted: bool,

@@ -119,6 +119,8 @@ pub struct Probe {
     pub failure_threshold: u32,
     /// Required body text.
     pub search_string: Option<String>,
+    /// HTTPS: validate the certificate for `host`.
+    pub tls_verify: bool,
 }
 
 /// Probe protocol.

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         key_file,
         report_to,
         source_ip,
+        tls_ca,
     }) = role
     {
         let key = match std::fs::read_to_string(&key_file)
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
             key,
             report_to,
             source: source_ip,
+            tls_ca,
         };
         return match runtime.block_on(run_checker(config, shutdown)) {
             Ok(()) => ExitCode::SUCCESS,

@@ -54,16 +54,21 @@ pub struct Identity {
 /// Runs probes for a set of checks until cancelled; restart with a new set on reload.
 pub struct Checker {
     identity: Identity,
-    tls: tokio_rustls::TlsConnector,
+    tls: probe::Tls,
     trackers: Arc<Mutex<HashMap<String, (Probe, tracker::Tracker)>>>,
     generation: Option<CancellationToken>,
     observations: mpsc::Sender<Observation>,
 }
 
 impl Checker {
-    /// A checker sending observations to `observations`.
-    pub fn new(identity: Identity, observations: mpsc::Sender<Observation>) -> Result<Checker, String> {
-        let tls = probe::insecure_tls().map_err(|e| format!("cannot set up TLS for HTTPS checks: {e}"))?;
+    /// A checker sending observations to `observations`; `tls_ca` adds trusted roots
+    /// for checks with `tls_verify`.
+    pub fn new(
+        identity: Identity,
+        observations: mpsc::Sender<Observation>,
+        tls_ca: Option<&std::path::Path>,
+    ) -> Result<Checker, String> {
+        let tls = probe::Tls::new(tls_ca).map_err(|e| format!("cannot set up TLS for HTTPS checks: {e}"))?;
         Ok(Checker {
             identity,
             tls,
@@ -109,7 +114,7 @@ async fn run_check(
     interval: Duration,
     jitter: Duration,
     identity: Identity,
-    tls: tokio_rustls::TlsConnector,
+    tls: probe::Tls,
     trackers: Arc<Mutex<HashMap<String, (Probe, tracker::Tracker)>>>,
     observations: mpsc::Sender<Observation>,
     stop: CancellationToken,

@@ -3,9 +3,10 @@
 //! - TCP: connect within 10 s.
 //! - HTTP(S): TCP connect within 4 s; then, within 2 s of connecting, the TLS handshake
 //!   (HTTPS), a 2xx/3xx status with headers, and — with `search_string` — the string
-//!   within the first 5120 bytes of the body. HTTPS does **not** validate the server's
-//!   certificate (SPEC §4: endpoints are often addressed by IP, with internal
-//!   certificates); the TLS handshake itself must succeed.
+//!   within the first 5120 bytes of the body. By default HTTPS does **not** validate the
+//!   server's certificate (SPEC §4: endpoints are often addressed by IP, with internal
+//!   certificates); the TLS handshake itself must succeed. With `tls_verify = true` the
+//!   certificate must chain to the Mozilla roots or a `--tls-ca` root and match `host`.
 //!
 //! HTTP is spoken by hyper's client connection API (one request per connection,
 //! `Connection: close`), TLS by rustls.
@@ -81,12 +82,49 @@ async fn connect(addr: SocketAddr, source: Option<std::net::IpAddr>) -> std::io:
     socket.connect(addr).await
 }
 
+/// The TLS connectors of a checker.
+#[derive(Clone)]
+pub struct Tls {
+    /// Accepts any certificate (the default, SPEC §4).
+    pub insecure: tokio_rustls::TlsConnector,
+    /// Validates against the Mozilla roots and the extra CAs (`tls_verify = true`).
+    pub verifying: tokio_rustls::TlsConnector,
+}
+
+impl Tls {
+    /// Both connectors; `extra_ca` is a PEM bundle of further trusted roots.
+    pub fn new(extra_ca: Option<&std::path::Path>) -> Result<Tls, String> {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let insecure = insecure_tls().map_err(|e| e.to_string())?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = extra_ca {
+            let mut added = 0;
+            for cert in CertificateDer::pem_file_iter(path).map_err(|e| format!("{}: {e}", path.display()))? {
+                let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+                roots.add(cert).map_err(|e| format!("{}: {e}", path.display()))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(format!("{}: no certificate in the CA bundle", path.display()));
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Tls {
+            insecure,
+            verifying: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        })
+    }
+}
+
 /// Runs one probe (from `source`, when the checker has one).
-pub async fn probe(
-    p: &Probe,
-    tls: &tokio_rustls::TlsConnector,
-    source: Option<std::net::IpAddr>,
-) -> Result<(), Failure> {
+pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Result<(), Failure> {
+    let tls = if p.tls_verify { &tls.verifying } else { &tls.insecure };
     let addr = SocketAddr::new(p.ip, p.port);
     let limit = if p.kind == ProbeKind::Tcp {
         TCP_CONNECT
