@@ -181,12 +181,15 @@ async fn session<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                     bitmap: snapshot.bitmap.clone(),
                 });
                 let dir = state_dir.to_path_buf();
-                tokio::task::spawn_blocking(move || {
+                // Persisted in order, before the acknowledgement: a later health file must
+                // never be removed by an earlier snapshot's write.
+                let _ = tokio::task::spawn_blocking(move || {
                     if let Err(err) = sync::persist(&snapshot_path(&dir), &snapshot) {
                         tracing::error!(%err, "cannot persist the snapshot");
                     }
                     let _ = std::fs::remove_file(health_path(&dir));
-                });
+                })
+                .await;
                 (version, seq)
             }
             ToEdge::Health(delta) => {
@@ -208,11 +211,12 @@ async fn session<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                     bitmap: current.bitmap.clone(),
                 };
                 let dir = state_dir.to_path_buf();
-                tokio::task::spawn_blocking(move || {
+                let _ = tokio::task::spawn_blocking(move || {
                     if let Err(err) = sync::persist(&health_path(&dir), &health) {
                         tracing::error!(%err, "cannot persist health");
                     }
-                });
+                })
+                .await;
                 (current.snapshot, current.seq)
             }
         };
