@@ -7,7 +7,7 @@ use aya::{
     programs::{TestRun, TestRunOptions, Xdp, XdpMode as AttachMode},
     Ebpf,
 };
-use qdns_abi::{Counter, STATS_MAP};
+use qdns_abi::{Counter, MAX_PORTS, PORTS_MAP, STATS_MAP};
 use serde::Deserialize;
 
 /// The XDP object, embedded at build time.
@@ -35,6 +35,9 @@ pub enum XdpLoadError {
     /// The kernel rejected the object.
     #[error("loading the XDP object failed: {0} (root or CAP_BPF+CAP_NET_ADMIN is required)")]
     Load(#[source] Box<aya::EbpfError>),
+    /// The configuration map could not be written.
+    #[error("configuring the XDP program failed: {0}")]
+    Config(#[source] Box<aya::maps::MapError>),
     /// The program is missing or the verifier refused it.
     #[error("the XDP program failed to load: {0}")]
     Program(#[source] Box<aya::programs::ProgramError>),
@@ -71,9 +74,20 @@ pub struct TestRunOutcome {
 }
 
 impl XdpProgram {
-    /// Loads the embedded object and the program into the kernel (not attached).
-    pub fn load() -> Result<XdpProgram, XdpLoadError> {
+    /// Loads the embedded object and the program into the kernel (not attached), for the
+    /// DNS service on the UDP `ports` (at most 8).
+    pub fn load(ports: &[u16]) -> Result<XdpProgram, XdpLoadError> {
         let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(Box::new(e)))?;
+        {
+            let map = ebpf
+                .map_mut(PORTS_MAP)
+                .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?;
+            let mut set =
+                aya::maps::HashMap::<_, u16, u8>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            for &port in ports.iter().take(MAX_PORTS as usize) {
+                set.insert(port, 1, 0).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            }
+        }
         Self::program(&mut ebpf)?
             .load()
             .map_err(|e| XdpLoadError::Program(Box::new(e)))?;

@@ -72,22 +72,145 @@ fn ipv4_udp_frame(dns: &[u8], dst_port: u16) -> Vec<u8> {
     frame
 }
 
+/// Ethernet (optionally VLAN-tagged) + IPv6 + UDP framing around `dns`.
+fn ipv6_udp_frame(dns: &[u8], dst_port: u16) -> Vec<u8> {
+    let mut frame = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x86, 0xdd];
+    let len = (8 + dns.len()) as u16;
+    frame.extend([0x60, 0, 0, 0]);
+    frame.extend(len.to_be_bytes());
+    frame.extend([17, 64]);
+    frame.extend([0u8; 15]);
+    frame.push(1);
+    frame.extend([0u8; 15]);
+    frame.push(1);
+    frame.extend(40000u16.to_be_bytes());
+    frame.extend(dst_port.to_be_bytes());
+    frame.extend(len.to_be_bytes());
+    frame.extend([0, 0]);
+    frame.extend(dns);
+    frame
+}
+
+fn vlan(mut frame: Vec<u8>) -> Vec<u8> {
+    let tag = [0x81, 0x00, 0x00, 0x64];
+    frame.splice(12..12, tag);
+    frame
+}
+
+fn counters(program: &XdpProgram) -> std::collections::HashMap<&'static str, u64> {
+    program.counters().into_iter().collect()
+}
+
+/// One packet case: what goes in, and the one reason it must be counted under.
+struct Case {
+    description: &'static str,
+    packet: Vec<u8>,
+    reason: &'static str,
+}
+
+fn cases() -> Vec<Case> {
+    let q = query("www.example.com.", RecordType::A, Ask::default());
+    let mut response = q.clone();
+    response[2] |= 0x80;
+    let mut two_questions = q.clone();
+    two_questions[5] = 2;
+    let mut pointer = q[..12].to_vec();
+    pointer.extend([0xc0, 0x0c, 0, 1, 0, 1]);
+    let mut tcp = ipv4_udp_frame(&q, 53);
+    tcp[14 + 9] = 6;
+    let mut fragment = ipv4_udp_frame(&q, 53);
+    fragment[14 + 6] = 0x20; // more fragments
+    let mut arp = ipv4_udp_frame(&q, 53);
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let whole = ipv4_udp_frame(&q, 53);
+    vec![
+        Case {
+            description: "IPv4 query",
+            packet: ipv4_udp_frame(&q, 53),
+            reason: "pass_to_user_space",
+        },
+        Case {
+            description: "IPv6 query",
+            packet: ipv6_udp_frame(&q, 53),
+            reason: "pass_to_user_space",
+        },
+        Case {
+            description: "VLAN-tagged IPv4 query",
+            packet: vlan(ipv4_udp_frame(&q, 53)),
+            reason: "pass_to_user_space",
+        },
+        Case {
+            description: "another UDP port",
+            packet: ipv4_udp_frame(&q, 5353),
+            reason: "pass_other_port",
+        },
+        Case {
+            description: "TCP",
+            packet: tcp,
+            reason: "pass_not_udp",
+        },
+        Case {
+            description: "IPv4 fragment",
+            packet: fragment,
+            reason: "pass_fragment",
+        },
+        Case {
+            description: "ARP",
+            packet: arp,
+            reason: "pass_not_ip",
+        },
+        Case {
+            description: "garbage",
+            packet: vec![0xff; 60],
+            reason: "pass_not_ip",
+        },
+        Case {
+            description: "DNS response",
+            packet: ipv4_udp_frame(&response, 53),
+            reason: "pass_response",
+        },
+        Case {
+            description: "two questions",
+            packet: ipv4_udp_frame(&two_questions, 53),
+            reason: "pass_not_simple_query",
+        },
+        Case {
+            description: "compression pointer in the question",
+            packet: ipv4_udp_frame(&pointer, 53),
+            reason: "pass_bad_qname",
+        },
+        Case {
+            description: "cut inside the question",
+            packet: whole[..whole.len() - 20].to_vec(),
+            reason: "pass_truncated",
+        },
+    ]
+}
+
 #[test]
-fn test_run_passes_and_counts_every_packet() {
+fn test_run_parses_and_passes_every_packet_with_one_reason() {
     require_root!();
-    let mut program = XdpProgram::load().expect("load the XDP program");
-    let frame = ipv4_udp_frame(&query("www.example.com.", RecordType::A, Ask::default()), 53);
-    let once = program.test_run(&frame, 1).unwrap();
-    assert_eq!(once.action, XDP_PASS);
-    assert_eq!(once.packet, frame, "a passed packet is untouched");
-    let runs = program.test_run(&frame, 1000).unwrap();
-    assert_eq!(runs.action, XDP_PASS);
-    // Garbage too is passed (to the kernel, which drops what is not for it), never lost.
-    let garbage = program.test_run(&[0xff; 60], 1).unwrap();
-    assert_eq!(garbage.action, XDP_PASS);
-    let counters: std::collections::HashMap<_, _> = program.counters().into_iter().collect();
-    assert_eq!(counters["seen"], 1 + 1000 + 1, "{counters:?}");
-    assert_eq!(counters["pass"], 1 + 1000 + 1, "{counters:?}");
+    let mut program = XdpProgram::load(&[53]).expect("load the XDP program");
+    for case in cases() {
+        let before = counters(&program);
+        let run = program.test_run(&case.packet, 1).unwrap();
+        assert_eq!(run.action, XDP_PASS, "{}", case.description);
+        assert_eq!(
+            run.packet, case.packet,
+            "{}: a passed packet is untouched",
+            case.description
+        );
+        let after = counters(&program);
+        for (label, value) in &after {
+            let delta = value - before[label];
+            let expected = u64::from(*label == "seen" || *label == case.reason);
+            assert_eq!(delta, expected, "{}: counter {label}", case.description);
+        }
+    }
+    // With repeat, the program runs each time.
+    let before = counters(&program)["seen"];
+    program.test_run(&cases()[0].packet, 1000).unwrap();
+    assert_eq!(counters(&program)["seen"] - before, 1000);
 }
 
 /// A network namespace, deleted on drop.
@@ -149,7 +272,7 @@ fn attached_program_lets_queries_through_and_detaches_on_sigterm() {
     let (status, log) = edge.stop_with_log();
     assert_eq!(status.code(), Some(0));
     let detach = log.iter().find(|l| l.contains("detaching XDP")).expect("detach logged");
-    // Counters are logged as [("seen", N), ("pass", N)]; at least the queries went by.
+    // Counters are logged as [("seen", N), ...]; at least the queries went by.
     let seen: u64 = detach
         .split("(\"seen\", ")
         .nth(1)
@@ -158,6 +281,15 @@ fn attached_program_lets_queries_through_and_detaches_on_sigterm() {
         .parse()
         .unwrap();
     assert!(seen >= 2, "{detach}");
+    // The queries to the service port parsed as well-formed queries (then passed).
+    let queries: u64 = detach
+        .split("(\"pass_to_user_space\", ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(queries >= 2, "{detach}");
     let after = run(&["ip", "-n", &ns.0, "link", "show", "lo"]);
     assert!(!after.contains("xdp"), "detached on SIGTERM: {after}");
 }

@@ -120,7 +120,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let xdp = if config.xdp.is_empty() {
         None
     } else {
-        let mut program = XdpProgram::load()?;
+        let mut ports: Vec<u16> = tcp_listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .map(|a| a.port())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        let mut program = XdpProgram::load(&ports)?;
         program.attach(&config.xdp, config.xdp_mode)?;
         Some(Arc::new(std::sync::Mutex::new(program)))
     };
