@@ -1,10 +1,8 @@
 //! Compiling a [`Snapshot`] into an [`Engine`]: nodes (empty non-terminals included),
 //! zone cuts, wildcards, precomputed record bytes and additional-section targets.
-use std::collections::HashMap;
-
 use qdns_zone::{name, RecordSet, Snapshot};
 
-use super::{Engine, Node, NodeId, Rrset, Target, ZoneData};
+use super::{Engine, NameMap, Node, NodeId, Rrset, Target, ZoneData};
 use crate::wire::{edns::DEFAULT_UDP_PAYLOAD, name::label_starts, rtype};
 
 /// A snapshot the engine cannot use (the zone loader validates first; this guards the
@@ -44,7 +42,7 @@ impl Engine {
         let mut engine = Engine {
             version: snapshot.version,
             zones: Vec::with_capacity(snapshot.zones.len()),
-            by_apex: HashMap::with_capacity(snapshot.zones.len()),
+            by_apex: NameMap::with_capacity_and_hasher(snapshot.zones.len(), foldhash::fast::RandomState::default()),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             health: arc_swap::ArcSwap::from_pointee(snapshot.bitmap.clone()),
             compiled_at: std::time::SystemTime::now(),
@@ -80,9 +78,9 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
         reason,
     };
     // 1. Every owner and every ancestor up to the apex becomes a node.
-    let mut by_name: HashMap<Box<[u8]>, NodeId> = HashMap::new();
+    let mut by_name: NameMap<NodeId> = NameMap::default();
     let mut owners: Vec<Box<[u8]>> = Vec::new();
-    let mut intern = |wire: &[u8], by_name: &mut HashMap<Box<[u8]>, NodeId>| -> NodeId {
+    let mut intern = |wire: &[u8], by_name: &mut NameMap<NodeId>| -> NodeId {
         if let Some(&id) = by_name.get(wire) {
             return id;
         }
@@ -162,12 +160,7 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
 
 /// Marks each node with the topmost zone cut at or above it (below the apex), and each
 /// parent of a `*` label with its wildcard child.
-fn link_cuts_and_wildcards(
-    apex: &[u8],
-    owners: &[Box<[u8]>],
-    by_name: &HashMap<Box<[u8]>, NodeId>,
-    nodes: &mut [Node],
-) {
+fn link_cuts_and_wildcards(apex: &[u8], owners: &[Box<[u8]>], by_name: &NameMap<NodeId>, nodes: &mut [Node]) {
     for (id, owner) in owners.iter().enumerate() {
         if owner.as_ref() != apex {
             let mut cut = None;
@@ -199,7 +192,7 @@ fn link_cuts_and_wildcards(
 }
 
 /// Resolves the additional-section targets of every NS, MX and SRV set.
-fn link_targets(by_name: &HashMap<Box<[u8]>, NodeId>, nodes: &mut [Node]) {
+fn link_targets(by_name: &NameMap<NodeId>, nodes: &mut [Node]) {
     for id in 0..nodes.len() {
         let targets: Vec<Vec<Target>> = nodes
             .get(id)
@@ -245,7 +238,7 @@ pub(super) fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u
 }
 
 /// Names in NS, MX and SRV RDATA that have A/AAAA records in this zone.
-fn find_targets(set: &Rrset, by_name: &HashMap<Box<[u8]>, NodeId>, nodes: &[Node]) -> Vec<Target> {
+fn find_targets(set: &Rrset, by_name: &NameMap<NodeId>, nodes: &[Node]) -> Vec<Target> {
     let name_at = match set.rtype {
         rtype::NS => 0,
         rtype::MX => 2,

@@ -23,12 +23,17 @@ use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
 /// Index of a node in its zone.
 type NodeId = u32;
 
+/// Maps keyed by lowercase wire names, looked up once or more per query. `foldhash` with
+/// a per-process random seed: faster than SipHash on short keys, still seeded, so
+/// crafted names cannot aim at collisions.
+type NameMap<V> = HashMap<Box<[u8]>, V, foldhash::fast::RandomState>;
+
 /// A compiled, immutable snapshot; swapped whole on every zone update. Health changes
 /// swap only the bitmap ([`Engine::set_health`]).
 pub struct Engine {
     version: u64,
     zones: Vec<ZoneData>,
-    by_apex: HashMap<Box<[u8]>, u32>,
+    by_apex: NameMap<u32>,
     max_udp_payload: u16,
     /// Health of every slot (bit set = healthy), read at query time.
     health: arc_swap::ArcSwap<Vec<u64>>,
@@ -44,7 +49,7 @@ struct ZoneData {
     /// (TYPE..RDATA with TTL = min(SOA TTL, MINIMUM), RFC 2308 §3).
     negative_soa: Box<[u8]>,
     nodes: Vec<Node>,
-    by_name: HashMap<Box<[u8]>, NodeId>,
+    by_name: NameMap<NodeId>,
 }
 
 /// A name of the zone that exists: with data, or an empty non-terminal.
@@ -131,7 +136,7 @@ impl Default for Engine {
         Engine {
             version: 0,
             zones: Vec::new(),
-            by_apex: HashMap::new(),
+            by_apex: NameMap::default(),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             health: arc_swap::ArcSwap::from_pointee(Vec::new()),
             compiled_at: std::time::SystemTime::now(),

@@ -3,8 +3,6 @@
 //!
 //! Each member's records are stored twice, with the set's TTL and with its
 //! `degraded_ttl`, so choosing the TTL costs nothing at query time.
-use std::collections::HashMap;
-
 use qdns_abi::{
     health::slot_healthy,
     select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember, MAX_MEMBERS},
@@ -50,7 +48,7 @@ pub(super) fn compile(
     policy: &Policy,
     set: &RecordSet,
     base: u32,
-    by_name: &HashMap<Box<[u8]>, NodeId>,
+    by_name: &super::NameMap<NodeId>,
 ) -> Option<PolicySet> {
     let mut members = Vec::with_capacity(policy.members.len());
     for member in policy.members.iter().take(MAX_MEMBERS) {

@@ -393,8 +393,11 @@ fn next_draw() -> u32 {
     DRAW.with(|state| {
         let mut x = state.get();
         if x == 0 {
-            use std::hash::{BuildHasher, RandomState};
-            x = (RandomState::new().hash_one(std::thread::current().id()) as u32) | 1;
+            // Seeded from the clock and this thread's slot address: no allocation.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            x = (nanos ^ (std::ptr::from_ref(state) as usize as u32).rotate_left(16)) | 1;
         }
         x ^= x << 13;
         x ^= x >> 17;
