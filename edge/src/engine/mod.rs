@@ -24,7 +24,7 @@ use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
 type NodeId = u32;
 
 /// Maps keyed by lowercase wire names, looked up once or more per query. `foldhash` with
-/// a per-process random seed: faster than SipHash on short keys, still seeded, so
+/// a per-process random seed: faster than `SipHash` on short keys, still seeded, so
 /// crafted names cannot aim at collisions.
 type NameMap<V> = HashMap<Box<[u8]>, V, foldhash::fast::RandomState>;
 
