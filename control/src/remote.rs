@@ -48,9 +48,10 @@ pub struct CheckerConfig {
 
 /// Runs the checker until `shutdown`.
 pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> Result<(), String> {
-    let snapshot = qdns_zone::load_dir(&config.zones, 1).map_err(|e| e.to_string())?;
-    let state = crate::state::State::new(config.zones.clone(), snapshot, crate::state::OperatorState::default());
-    let checks = state.probed_checks();
+    // Installed first: SIGHUP's default action would end the process.
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
+    let checks = probed_checks(&config.zones)?;
     tracing::info!(checks = checks.len(), id = %config.id, region = %config.region, locations = config.report_to.len(), "checker running");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Observation>(4096);
     let mut checker = Checker::new(
@@ -63,7 +64,8 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
         config.tls_ca.as_deref(),
     )?;
     checker.set_checks(checks, &shutdown);
-    // Sequence numbers grow across restarts: start time in ms × 1000, then +1.
+    // Sequence numbers grow across restarts: start time in seconds × 10^6, then +1 per
+    // report.
     let seq = Arc::new(AtomicU64::new(now().saturating_mul(1_000_000)));
     let queues: Vec<Arc<Mutex<VecDeque<Observation>>>> = config.report_to.iter().map(|_| Arc::default()).collect();
     for (target, queue) in config.report_to.iter().zip(&queues) {
@@ -78,6 +80,18 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
     loop {
         let observation = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
+            _ = hup.recv() => {
+                // SIGHUP: re-read the zones; an invalid set is logged and the running
+                // checks go on.
+                match probed_checks(&config.zones) {
+                    Ok(checks) => {
+                        tracing::info!(checks = checks.len(), "zones reloaded");
+                        checker.set_checks(checks, &shutdown);
+                    }
+                    Err(err) => tracing::error!(%err, "reload rejected; the running checks go on"),
+                }
+                continue;
+            }
             o = rx.recv() => o,
         };
         let Some(observation) = observation else { return Ok(()) };
@@ -89,6 +103,12 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
             q.push_back(observation.clone());
         }
     }
+}
+
+/// The probed checks of the zones in `dir`.
+fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapshot::Probe)>, String> {
+    let snapshot = qdns_zone::load_dir(dir, 1).map_err(|e| e.to_string())?;
+    Ok(crate::state::State::new(dir.to_path_buf(), snapshot, crate::state::OperatorState::default()).probed_checks())
 }
 
 async fn send_loop(

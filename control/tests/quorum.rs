@@ -300,3 +300,66 @@ fn special_use_targets_are_rejected_when_denied() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_checker_reloads_its_zones_on_sighup() {
+    let world = World::new();
+    let (_a, port) = world.location("a");
+    let checker = world.checker(1, &[port]);
+    world.wait(
+        "a",
+        true,
+        "1 of 1 reachable checkers report healthy",
+        Duration::from_secs(40),
+    );
+    // A new check "u", at the location (qdnsctl reload) and at the checker (SIGHUP).
+    let zone = world.dir.path().join("zones/q.toml");
+    let text = std::fs::read_to_string(&zone).unwrap();
+    let target_port = text.split("port = ").nth(1).unwrap().lines().next().unwrap().to_owned();
+    let added = format!(
+        "{text}[[health_check]]\nid = \"u\"\ntype = \"tcp\"\nip = \"127.0.0.1\"\nport = {target_port}\ninterval = 10\nfailure_threshold = 1\n"
+    );
+    std::fs::write(&zone, &added).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("--socket")
+        .arg(world.dir.path().join("a.sock"))
+        .args(["reload"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pid = checker.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-s", "HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    checker.wait_for("zones reloaded");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+            .arg("--socket")
+            .arg(world.dir.path().join("a.sock"))
+            .args(["--json", "health", "u"])
+            .output()
+            .unwrap();
+        let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if h[0]["observations"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|o| o["checker"] == "c1"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no observation of the new check: {h}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // An invalid zone on SIGHUP is rejected; the checker keeps probing.
+    std::fs::write(&zone, added.replace("interval = 10", "interval = 20")).unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-s", "HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    checker.wait_for("reload rejected");
+    let mut checker = checker;
+    assert!(checker.child.try_wait().unwrap().is_none(), "the checker still runs");
+}
