@@ -375,14 +375,16 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             _ = tick.tick() => {}
         }
         let mut state = ctx.state.lock().await;
-        if state.expire() {
+        let expired = state.expire();
+        if expired || !state.observations.is_empty() {
+            // Expiries end shifts and overrides; reports age, so a checker that stops
+            // reporting becomes unreachable.
+            ctx.push_health(&mut state);
+        }
+        if std::mem::take(&mut state.operator_dirty) {
             if let Err(err) = persist::save(&ctx.state_dir, &state.operator) {
                 tracing::error!(%err, "cannot persist operator state");
             }
-            ctx.push_health(&mut state);
-        } else if !state.observations.is_empty() {
-            // Reports age: a checker that stops reporting becomes unreachable.
-            ctx.push_health(&mut state);
         }
     }
 }

@@ -146,6 +146,8 @@ pub struct State {
     pub report_bytes: u64,
     /// Counters for metrics.
     pub counters: Counters,
+    /// Operator state changed without being saved (an expiry during a recompute).
+    pub operator_dirty: bool,
     /// Reports dropped, by reason.
     pub reports_rejected: BTreeMap<&'static str, u64>,
     /// Check key → checker id → latest observation.
@@ -196,6 +198,7 @@ impl State {
             reports_accepted: 0,
             report_bytes: 0,
             counters: Counters::default(),
+            operator_dirty: false,
             reports_rejected: BTreeMap::new(),
             observations: BTreeMap::new(),
             decisions: HashMap::new(),
@@ -336,6 +339,7 @@ impl State {
         }
         self.operator.shifts.retain(|_, azs| !azs.is_empty());
         let any = !expired.is_empty();
+        self.operator_dirty |= any;
         for (kind, message) in expired {
             self.event(kind, message);
         }
@@ -425,6 +429,8 @@ impl State {
     /// Re-evaluates health; records transitions and fail-open changes as events, and
     /// returns the delta for the edges (if any word changed).
     pub fn recompute(&mut self) -> Option<HealthDelta> {
+        // What has expired ends here, with its event, before health is evaluated.
+        self.expire();
         let t = now();
         let mut external: HashMap<u32, bool> = self
             .operator

@@ -169,6 +169,9 @@ impl Location {
             .arg(self.dir.path().join("control-state"))
             .arg("--edge-socket")
             .arg(self.edge_socket());
+        // Health here is driven by overrides and external checks; probing has its own
+        // tests (the example checks probe loopback ports where nothing listens).
+        cmd.arg("--no-embedded-checker");
         let proc = Proc::spawn("control", cmd);
         proc.wait_for("control socket ready");
         self.control = Some(proc);
