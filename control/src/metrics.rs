@@ -1,12 +1,8 @@
 //! Prometheus metrics of a location (SPEC §8), rendered from the state at each scrape
 //! (`OpenMetrics` text, prometheus-client) and served on `--metrics ADDR:PORT` at
 //! `/metrics`.
-use std::{convert::Infallible, sync::atomic::AtomicU64};
+use std::sync::atomic::AtomicU64;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{server::conn::http1, service::service_fn, Response};
-use hyper_util::rt::TokioIo;
 use prometheus_client::{
     encoding::text::encode,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
@@ -175,38 +171,15 @@ fn register_counters(r: &mut Registry, state: &State) {
     );
 }
 
-/// Serves `/metrics` until `shutdown`.
+/// Serves `/metrics` until `shutdown` (the edge's HTTP server, with this render).
 pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((stream, _)) = accepted else { continue };
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let ctx = ctx.clone();
-                async move {
-                    let response = if request.uri().path() == "/metrics" {
-                        let text = render(&*ctx.state.lock().await);
-                        Response::builder()
-                            .header(
-                                "content-type",
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )
-                            .body(Full::new(Bytes::from(text)))
-                    } else {
-                        Response::builder()
-                            .status(404)
-                            .body(Full::new(Bytes::from_static(b"see /metrics\n")))
-                    };
-                    Ok::<_, Infallible>(response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))))
-                }
-            });
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+    qdns_edge::metrics::serve_text(
+        listener,
+        move || {
+            let ctx = ctx.clone();
+            async move { render(&*ctx.state.lock().await) }
+        },
+        shutdown,
+    )
+    .await;
 }

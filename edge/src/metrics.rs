@@ -115,18 +115,36 @@ pub fn render(sources: &Sources) -> String {
     out
 }
 
-/// Serves `/metrics` until `shutdown`.
+/// Serves the edge's `/metrics` until `shutdown`.
 pub async fn serve(listener: TcpListener, sources: Sources, shutdown: CancellationToken) {
+    serve_text(
+        listener,
+        move || {
+            let sources = sources.clone();
+            async move { render(&sources) }
+        },
+        shutdown,
+    )
+    .await;
+}
+
+/// Serves `/metrics` with the text `render` produces at each scrape (`OpenMetrics`
+/// content type), and 404 elsewhere, until `shutdown`. Shared by both daemons.
+pub async fn serve_text<F, Fut>(listener: TcpListener, render: F, shutdown: CancellationToken)
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = String> + Send + 'static,
+{
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         let Ok((stream, _)) = accepted else { continue };
-        let sources = sources.clone();
+        let render = render.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let sources = sources.clone();
+                let render = render.clone();
                 async move {
                     let response = if request.uri().path() == "/metrics" {
                         Response::builder()
@@ -134,7 +152,7 @@ pub async fn serve(listener: TcpListener, sources: Sources, shutdown: Cancellati
                                 "content-type",
                                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                             )
-                            .body(Full::new(Bytes::from(render(&sources))))
+                            .body(Full::new(Bytes::from(render().await)))
                     } else {
                         Response::builder()
                             .status(404)
