@@ -9,24 +9,8 @@ use std::{
     time::Duration,
 };
 
-use common::{ask, parse_response, query, tcp_raw, udp_raw, Ask, Edge, Via};
+use common::{ask, parse_response, query, tcp_raw, udp_raw, Ask, Edge, Rng, Via};
 use hickory_proto::{op::ResponseCode, rr::RecordType};
-
-/// xorshift64*: a small deterministic generator, so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// 10,000 datagrams: random bytes, mutated and truncated valid queries, pointer loops,
 /// oversized packets.

@@ -17,7 +17,14 @@ pub fn slot_healthy(bitmap: &[u64], slot: u32) -> bool {
     if slot == ALWAYS_HEALTHY {
         return true;
     }
-    match bitmap.get((slot / WORD_BITS) as usize) {
+    let index = (slot / WORD_BITS) as usize;
+    // In BPF the index goes through a volatile read: otherwise LLVM checks `slot`
+    // against the length and indexes with another register, and the verifier, seeing
+    // no bound on that one, refuses the map access.
+    #[cfg(target_arch = "bpf")]
+    // SAFETY: a read of a local.
+    let index = unsafe { core::ptr::read_volatile(&index) };
+    match bitmap.get(index) {
         Some(word) => (word >> (slot % WORD_BITS)) & 1 == 1,
         None => false,
     }

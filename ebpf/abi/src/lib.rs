@@ -17,11 +17,12 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod answer;
 pub mod health;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V2";
+pub const STATS_MAP: &str = "QDNS_STATS_V3";
 /// Name of the service-port set: UDP destination port (host order, `u16`) → 1 (`u8`).
 pub const PORTS_MAP: &str = "QDNS_PORTS_V1";
 /// Most service ports.
@@ -32,64 +33,100 @@ pub const MAX_QNAME_LEN: usize = 255;
 /// Most labels of a name (the root label included).
 pub const MAX_LABELS: usize = 128;
 
-/// Per-CPU counters of the XDP program. The variant names double as metric labels.
-/// Every packet counts in `Seen` and in exactly one outcome counter: a pass reason.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counter {
+macro_rules! counters {
+    ($($(#[doc = $doc:literal])* $name:ident = $index:literal, $label:literal;)*) => {
+        /// Per-CPU counters of the XDP program. Every packet counts in `Seen` and in
+        /// exactly one outcome counter: an `Answered*` kind or a `Pass*` reason.
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Counter {
+            $($(#[doc = $doc])* $name = $index,)*
+        }
+
+        impl Counter {
+            /// Every counter, in index order.
+            pub const ALL: &'static [Counter] = &[$(Counter::$name,)*];
+            /// Number of counters; the size of [`STATS_MAP`].
+            pub const COUNT: u32 = Self::ALL.len() as u32;
+
+            /// The metric label of this counter.
+            #[must_use]
+            pub const fn label(self) -> &'static str {
+                match self {
+                    $(Counter::$name => $label,)*
+                }
+            }
+        }
+    };
+}
+
+counters! {
     /// Packets the program saw.
-    Seen = 0,
+    Seen = 0, "seen";
     /// Passed: not IPv4/IPv6 (after at most one VLAN tag).
-    PassNotIp = 1,
+    PassNotIp = 1, "pass_not_ip";
     /// Passed: not UDP (TCP queries go to user space), or IPv6 extension headers.
-    PassNotUdp = 2,
+    PassNotUdp = 2, "pass_not_udp";
     /// Passed: UDP, but not to the DNS service port.
-    PassOtherPort = 3,
+    PassOtherPort = 3, "pass_other_port";
     /// Passed: an IP fragment.
-    PassFragment = 4,
-    /// Passed: headers or the question end before they should (user space decides).
-    PassTruncated = 5,
+    PassFragment = 4, "pass_fragment";
+    /// Passed (malformed): headers or the question end before they should.
+    PassTruncated = 5, "pass_truncated";
     /// Passed: a DNS response, not a query.
-    PassResponse = 6,
+    PassResponse = 6, "pass_response";
     /// Passed: not a plain QUERY with one question and no answer/authority records.
-    PassNotSimpleQuery = 7,
-    /// Passed: the question name is not plain labels within 255 octets.
-    PassBadQname = 8,
-    /// Passed: a well-formed query; the XDP answer path is not built yet.
-    PassToUserSpace = 9,
+    PassNotSimpleQuery = 7, "pass_not_simple_query";
+    /// Passed (malformed): the question name is not plain labels within 255 octets.
+    PassBadQname = 8, "pass_bad_qname";
+    /// Passed: no answer table loaded yet.
+    PassNotLoaded = 9, "pass_not_loaded";
+    /// Passed: the name is longer than the fast path's key.
+    PassLongName = 10, "pass_long_name";
+    /// Passed: class not IN, or a meta/special QTYPE (0, OPT, 128–255).
+    PassSpecialQuery = 11, "pass_special_query";
+    /// Passed: EDNS the fast path does not answer (DO=1, version > 0, a record other
+    /// than OPT, malformed options).
+    PassEdns = 12, "pass_edns";
+    /// Passed (malformed): IP/UDP lengths disagree or octets follow the message.
+    PassBadLength = 13, "pass_bad_length";
+    /// Passed: user space answers this name (wildcard, zone cut, CNAME, alias, an
+    /// answer larger than the table holds).
+    PassNotCached = 14, "pass_not_cached";
+    /// Passed: the name is in no zone of ours (user space refuses it).
+    PassOutsideZones = 15, "pass_outside_zones";
+    /// Passed: the frame could not grow to hold the answer.
+    PassNoRoom = 16, "pass_no_room";
+    /// Answered: a plain record set.
+    AnsweredPlain = 17, "answered_plain";
+    /// Answered: a weighted set.
+    AnsweredWeighted = 18, "answered_weighted";
+    /// Answered: a failover set.
+    AnsweredFailover = 19, "answered_failover";
+    /// Answered: a multivalue set.
+    AnsweredMultivalue = 20, "answered_multivalue";
+    /// Answered: a zonal set.
+    AnsweredZonal = 21, "answered_zonal";
+    /// Answered: NODATA.
+    AnsweredNodata = 22, "answered_nodata";
+    /// Answered: NXDOMAIN.
+    AnsweredNxdomain = 23, "answered_nxdomain";
 }
 
 impl Counter {
-    /// Number of counters; the size of [`STATS_MAP`].
-    pub const COUNT: u32 = 10;
-    /// Every counter, in index order.
-    pub const ALL: [Counter; Self::COUNT as usize] = [
-        Counter::Seen,
-        Counter::PassNotIp,
-        Counter::PassNotUdp,
-        Counter::PassOtherPort,
-        Counter::PassFragment,
-        Counter::PassTruncated,
-        Counter::PassResponse,
-        Counter::PassNotSimpleQuery,
-        Counter::PassBadQname,
-        Counter::PassToUserSpace,
-    ];
-
-    /// The metric label of this counter.
+    /// True for the `Answered*` counters.
     #[must_use]
-    pub const fn label(self) -> &'static str {
-        match self {
-            Counter::Seen => "seen",
-            Counter::PassNotIp => "pass_not_ip",
-            Counter::PassNotUdp => "pass_not_udp",
-            Counter::PassOtherPort => "pass_other_port",
-            Counter::PassFragment => "pass_fragment",
-            Counter::PassTruncated => "pass_truncated",
-            Counter::PassResponse => "pass_response",
-            Counter::PassNotSimpleQuery => "pass_not_simple_query",
-            Counter::PassBadQname => "pass_bad_qname",
-            Counter::PassToUserSpace => "pass_to_user_space",
-        }
+    pub const fn is_answer(self) -> bool {
+        self as u32 >= Counter::AnsweredPlain as u32
     }
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY (each line): the type is `#[repr(C)]`, `Copy`, has no padding (asserted by
+    // the size checks beside it) and every bit pattern is a valid value.
+    unsafe impl aya::Pod for crate::answer::AnswerKey {}
+    unsafe impl aya::Pod for crate::answer::AnswerValue {}
+    unsafe impl aya::Pod for crate::answer::PolicyKey {}
+    unsafe impl aya::Pod for crate::answer::PolicyValue {}
 }

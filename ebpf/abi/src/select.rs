@@ -57,17 +57,109 @@ const fn below(healthy: u32, total: u32, fail_open_below_permille: u32) -> bool 
     (healthy as u64) * (PERMILLE as u64) < (total as u64) * (fail_open_below_permille as u64)
 }
 
-/// Which members a weighted pick may land on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tier {
-    /// Healthy members with weight > 0, by weight.
-    HealthyPositive,
-    /// Healthy members with weight 0, uniformly.
-    HealthyZero,
-    /// Fail-open: every member with weight > 0, by weight.
-    AllPositive,
-    /// Fail-open when every weight is 0: every member, uniformly.
-    All,
+/// The members a weighted draw may land on under the current health (SPEC §3): the
+/// first half of [`select_weighted`], so the XDP program can precompute it per health
+/// combination and draw with [`weighted_pick`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightedPool {
+    /// Bit `i` set = member `i` may be drawn.
+    pub eligible: u64,
+    /// Total of the eligible members' weights (or their count when not by weight).
+    pub span: u32,
+    /// Draw by weight (else uniformly).
+    pub by_weight: bool,
+    /// The pool comes from fail-open.
+    pub fail_open: bool,
+}
+
+/// Which members a weighted draw may land on; `None` for an empty set. See
+/// [`select_weighted`] for the rules.
+#[inline(always)]
+#[must_use]
+pub fn weighted_pool(
+    members: &[WeightedMember],
+    bitmap: &[u64],
+    fail_open_below_permille: u32,
+) -> Option<WeightedPool> {
+    let n = if members.len() < MAX_MEMBERS {
+        members.len()
+    } else {
+        MAX_MEMBERS
+    };
+    if n == 0 {
+        return None;
+    }
+    let (mut total_pos, mut healthy_pos, mut zero, mut healthy_zero) = (0u32, 0u32, 0u32, 0u32);
+    let (mut pos_mask, mut healthy_pos_mask, mut healthy_zero_mask) = (0u64, 0u64, 0u64);
+    let mut i = 0;
+    while i < n {
+        if let Some(m) = members.get(i) {
+            let healthy = slot_healthy(bitmap, m.slot);
+            if m.weight > 0 {
+                total_pos += m.weight;
+                pos_mask |= 1 << i;
+                if healthy {
+                    healthy_pos += m.weight;
+                    healthy_pos_mask |= 1 << i;
+                }
+            } else {
+                zero += 1;
+                if healthy {
+                    healthy_zero += 1;
+                    healthy_zero_mask |= 1 << i;
+                }
+            }
+        }
+        i += 1;
+    }
+    let all = if n == MAX_MEMBERS { u64::MAX } else { (1u64 << n) - 1 };
+    let pool = |eligible, span, by_weight, fail_open| WeightedPool {
+        eligible,
+        span,
+        by_weight,
+        fail_open,
+    };
+    Some(
+        if healthy_pos > 0 && !below(healthy_pos, total_pos, fail_open_below_permille) {
+            pool(healthy_pos_mask, healthy_pos, true, false)
+        } else if healthy_pos == 0 && healthy_zero > 0 && !below(healthy_zero, zero, fail_open_below_permille) {
+            pool(healthy_zero_mask, healthy_zero, false, false)
+        } else if total_pos > 0 {
+            pool(pos_mask, total_pos, true, true)
+        } else {
+            pool(all, n as u32, false, true)
+        },
+    )
+}
+
+/// The member the draw `rand` lands on in `pool`: eligible members in order, each
+/// covering its weight (or 1) of the span.
+#[inline(always)]
+#[must_use]
+pub fn weighted_pick(members: &[WeightedMember], pool: &WeightedPool, rand: u32) -> Option<Choice> {
+    let n = if members.len() < MAX_MEMBERS {
+        members.len()
+    } else {
+        MAX_MEMBERS
+    };
+    let target = scale(rand, pool.span);
+    let mut seen = 0u32;
+    let mut i = 0;
+    while i < n {
+        if let Some(m) = members.get(i) {
+            if (pool.eligible >> i) & 1 == 1 {
+                seen += if pool.by_weight { m.weight } else { 1 };
+                if target < seen {
+                    return Some(Choice {
+                        index: i as u32,
+                        fail_open: pool.fail_open,
+                    });
+                }
+            }
+        }
+        i += 1;
+    }
+    None
 }
 
 /// SPEC §3 weighted: one member with probability weight / (sum of the healthy members'
@@ -85,72 +177,8 @@ pub fn select_weighted(
     fail_open_below_permille: u32,
     rand: u32,
 ) -> Option<Choice> {
-    let n = if members.len() < MAX_MEMBERS {
-        members.len()
-    } else {
-        MAX_MEMBERS
-    };
-    if n == 0 {
-        return None;
-    }
-    let (mut total_pos, mut healthy_pos, mut zero, mut healthy_zero) = (0u32, 0u32, 0u32, 0u32);
-    let mut i = 0;
-    while i < n {
-        if let Some(m) = members.get(i) {
-            let healthy = slot_healthy(bitmap, m.slot);
-            if m.weight > 0 {
-                total_pos += m.weight;
-                if healthy {
-                    healthy_pos += m.weight;
-                }
-            } else {
-                zero += 1;
-                if healthy {
-                    healthy_zero += 1;
-                }
-            }
-        }
-        i += 1;
-    }
-    let tier = if healthy_pos > 0 && !below(healthy_pos, total_pos, fail_open_below_permille) {
-        Tier::HealthyPositive
-    } else if healthy_pos == 0 && healthy_zero > 0 && !below(healthy_zero, zero, fail_open_below_permille) {
-        Tier::HealthyZero
-    } else if total_pos > 0 {
-        Tier::AllPositive
-    } else {
-        Tier::All
-    };
-    let (span, by_weight) = match tier {
-        Tier::HealthyPositive => (healthy_pos, true),
-        Tier::HealthyZero => (healthy_zero, false),
-        Tier::AllPositive => (total_pos, true),
-        Tier::All => (n as u32, false),
-    };
-    let target = scale(rand, span);
-    let mut seen = 0u32;
-    let mut i = 0;
-    while i < n {
-        if let Some(m) = members.get(i) {
-            let eligible = match tier {
-                Tier::HealthyPositive => m.weight > 0 && slot_healthy(bitmap, m.slot),
-                Tier::HealthyZero => m.weight == 0 && slot_healthy(bitmap, m.slot),
-                Tier::AllPositive => m.weight > 0,
-                Tier::All => true,
-            };
-            if eligible {
-                seen += if by_weight { m.weight } else { 1 };
-                if target < seen {
-                    return Some(Choice {
-                        index: i as u32,
-                        fail_open: matches!(tier, Tier::AllPositive | Tier::All),
-                    });
-                }
-            }
-        }
-        i += 1;
-    }
-    None
+    let pool = weighted_pool(members, bitmap, fail_open_below_permille)?;
+    weighted_pick(members, &pool, rand)
 }
 
 /// SPEC §3 failover: primary healthy → primary (index 0); else a healthy secondary

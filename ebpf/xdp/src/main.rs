@@ -1,17 +1,20 @@
-//! The qdns XDP program.
+//! The qdns XDP program: answers the common queries in the driver from BPF maps.
 //!
-//! Today it parses each packet far enough to know what it is — Ethernet (one VLAN tag),
-//! IPv4 (any IHL) or IPv6, UDP to the service port, a DNS query header and its question
-//! name — and passes every packet to the kernel stack with one counted reason. The
-//! answer path (lookup → select → respond, issue 5) will sit between the parse and the
-//! pass; the default stays `XDP_PASS` with a counted reason, so a well-formed query is
-//! never lost.
+//! Parse (Ethernet, one VLAN tag, IPv4/IPv6, UDP to a service port, a simple DNS query)
+//! → look the lowercase name up in the answer table of the active generation → select
+//! policy members over the active health buffer → rewrite the frame in place and
+//! `XDP_TX`. Anything the tables do not answer exactly as user space would goes to the
+//! kernel stack untouched (`XDP_PASS`) with one counted reason, so a well-formed query
+//! is never lost.
 #![no_std]
 #![no_main]
 
+mod answer;
 mod maps;
 mod parse;
+mod rewrite;
 
+use answer::Verdict;
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
 use qdns_abi::Counter;
 
@@ -19,12 +22,21 @@ use qdns_abi::Counter;
 #[xdp]
 pub fn qdns(ctx: XdpContext) -> u32 {
     maps::count(Counter::Seen);
-    let reason = match parse::query(&ctx) {
-        Ok(_) => Counter::PassToUserSpace,
-        Err(reason) => reason,
+    let verdict = match parse::query(&ctx) {
+        Ok(at) => answer::answer(&ctx, &at),
+        Err(reason) => Verdict::Pass(reason),
     };
-    maps::count(reason);
-    xdp_action::XDP_PASS
+    match verdict {
+        Verdict::Tx(counter) => {
+            maps::count(counter);
+            xdp_action::XDP_TX
+        }
+        Verdict::Pass(reason) => {
+            maps::count(reason);
+            xdp_action::XDP_PASS
+        }
+        Verdict::Abort => xdp_action::XDP_ABORTED,
+    }
 }
 
 #[cfg(not(test))]

@@ -1,17 +1,45 @@
-//! Every map of the program, and the counter helper.
+//! Every map of the program, and the counter helper. Layouts and names come from
+//! `qdns-abi`, so the loader in `qdns-edge` reads and writes the same bytes.
 use aya_ebpf::{
+    bindings::BPF_F_NO_PREALLOC,
     macros::map,
-    maps::{HashMap, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
 };
-use qdns_abi::{Counter, MAX_PORTS};
+use qdns_abi::{
+    answer::{
+        AnswerKey, AnswerValue, HealthWords, PolicyKey, PolicyValue, ANSWERS_MAX, CONFIG_ACTIVE, CONFIG_ENTRIES,
+        CONFIG_UDP_PAYLOAD, POLICIES_MAX,
+    },
+    Counter, MAX_PORTS,
+};
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V2")]
+#[map(name = "QDNS_STATS_V3")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on, written by the loader.
 #[map(name = "QDNS_PORTS_V1")]
 static PORTS: HashMap<u16, u8> = HashMap::with_max_entries(MAX_PORTS, 0);
+
+/// (generation, qtype, name) → answer.
+#[map(name = "QDNS_ANSWERS_V1")]
+pub static ANSWERS: HashMap<AnswerKey, AnswerValue> = HashMap::with_max_entries(ANSWERS_MAX, BPF_F_NO_PREALLOC);
+
+/// (generation, id) → policy set.
+#[map(name = "QDNS_POLICIES_V1")]
+pub static POLICIES: HashMap<PolicyKey, PolicyValue> = HashMap::with_max_entries(POLICIES_MAX, BPF_F_NO_PREALLOC);
+
+/// The two health buffers.
+#[map(name = "QDNS_HEALTH_V1")]
+pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
+
+/// The active generation and health buffer, and our EDNS payload size.
+#[map(name = "QDNS_CONFIG_V1")]
+static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
+
+/// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
+#[map(name = "QDNS_SCRATCH_V1")]
+pub static SCRATCH: PerCpuArray<crate::answer::Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Adds one to a counter of this CPU.
 #[inline(always)]
@@ -29,4 +57,25 @@ pub fn is_service_port(port: u16) -> bool {
     // SAFETY: the value is a plain u8 read once; the map is only ever written whole
     // by the loader before attaching.
     unsafe { PORTS.get(&port).is_some() }
+}
+
+/// The active word (generation | health buffer << 32), read once per packet.
+#[inline(always)]
+pub fn active() -> u64 {
+    match CONFIG.get_ptr(CONFIG_ACTIVE) {
+        // SAFETY: an array element is always present and 8-byte aligned; the loader
+        // replaces it with one 8-byte store, so a volatile read sees the old or the new
+        // word whole.
+        Some(word) => unsafe { core::ptr::read_volatile(word) },
+        None => 0,
+    }
+}
+
+/// The UDP payload size our OPT record advertises.
+#[inline(always)]
+pub fn udp_payload() -> u16 {
+    match CONFIG.get(CONFIG_UDP_PAYLOAD) {
+        Some(&size) => size as u16,
+        None => 1232,
+    }
 }

@@ -16,9 +16,8 @@ const IPPROTO_UDP: u8 = 17;
 const UDP_LEN: usize = 8;
 const DNS_HEADER_LEN: usize = 12;
 
-/// Where the parts of a query are in the packet (read by the answer path to come).
+/// Where the parts of a query are in the packet.
 #[derive(Clone, Copy)]
-#[expect(dead_code, reason = "the respond step (issue 5) reads these")]
 pub struct Offsets {
     /// Start of the IP header.
     pub l3: usize,
@@ -34,8 +33,13 @@ pub struct Offsets {
 
 /// A pointer to a `T` at `offset`, if the packet holds it whole.
 #[inline(always)]
-fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, Counter> {
-    let start = ctx.data();
+pub fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, Counter> {
+    // Read back through a volatile load so LLVM forgets that `data` is a zero-extended
+    // u32: knowing it, LLVM rewrites `p + 1 > end` as `p >= end`, a form after which the
+    // verifier grants the load no range ("invalid access to packet").
+    let data = ctx.data();
+    // SAFETY: a read of a local.
+    let start = unsafe { core::ptr::read_volatile(&data) };
     let end = ctx.data_end();
     if start + offset + core::mem::size_of::<T>() > end {
         return Err(Counter::PassTruncated);
@@ -44,13 +48,13 @@ fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, Counter> {
 }
 
 #[inline(always)]
-fn u8_at(ctx: &XdpContext, offset: usize) -> Result<u8, Counter> {
+pub fn u8_at(ctx: &XdpContext, offset: usize) -> Result<u8, Counter> {
     // SAFETY: ptr_at checked that the byte is inside the packet.
     Ok(unsafe { *ptr_at::<u8>(ctx, offset)? })
 }
 
 #[inline(always)]
-fn u16_at(ctx: &XdpContext, offset: usize) -> Result<u16, Counter> {
+pub fn u16_at(ctx: &XdpContext, offset: usize) -> Result<u16, Counter> {
     // SAFETY: ptr_at checked that both bytes are inside the packet; read_unaligned
     // because packet data has no alignment guarantee.
     Ok(u16::from_be(unsafe {

@@ -9,6 +9,7 @@
 //! records after the owner name (TYPE, CLASS, TTL, RDLENGTH, RDATA), so an answer is a
 //! compression pointer plus a copy. Answering allocates nothing.
 mod compile;
+pub(crate) mod export;
 mod lookup;
 mod policy;
 mod respond;

@@ -129,6 +129,31 @@ impl PolicySet {
     pub(super) fn member(&self, index: usize) -> Option<&MemberAnswer> {
         self.members.get(index)
     }
+
+    /// Number of members.
+    pub(super) fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The policy.
+    pub(super) fn kind(&self) -> PolicyKind {
+        self.kind
+    }
+
+    /// Fail-open threshold, thousandths.
+    pub(super) fn fail_open_below_permille(&self) -> u32 {
+        self.fail_open_below_permille
+    }
+
+    /// Has a degraded TTL.
+    pub(super) fn has_degraded_ttl(&self) -> bool {
+        self.has_degraded_ttl
+    }
+
+    /// Slot and weight per member.
+    pub(super) fn weighted(&self) -> &[WeightedMember] {
+        &self.weighted
+    }
 }
 
 /// (offset, record) of each record in a blob of TYPE..RDATA records.

@@ -127,7 +127,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .collect();
         ports.sort_unstable();
         ports.dedup();
-        let mut program = XdpProgram::load(&ports)?;
+        let mut program = XdpProgram::load(&ports, config.max_udp_payload)?;
+        // Tables first, then attach: the program never runs without its answers.
+        match program.install(&engine.load()) {
+            Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
+            Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
+        }
         program.attach(&config.xdp, config.xdp_mode)?;
         Some(Arc::new(std::sync::Mutex::new(program)))
     };
@@ -140,7 +145,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     let stop = Arc::new(AtomicBool::new(false));
     let worker_stats: Vec<Arc<WorkerStats>> = (0..=udp_sockets.len()).map(|_| Arc::default()).collect();
-    let udp_threads = udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
+    let mut udp_threads = udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
+    if let Some(xdp) = &xdp {
+        let watcher = crate::xdp::sync::spawn(Arc::clone(xdp), Arc::clone(&engine), Arc::clone(&stop))
+            .map_err(ServerError::Start)?;
+        udp_threads.push(watcher);
+    }
     let tcp_stats = worker_stats.last().cloned().unwrap_or_default();
     let limits = tcp::TcpLimits {
         idle_timeout: config.tcp_idle_timeout,

@@ -3,6 +3,8 @@
 //! independently of the edge's own wire code).
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod frames;
+
 use std::{
     io::{BufRead, BufReader, Read, Write},
     net::{SocketAddr, TcpStream, UdpSocket},
@@ -300,4 +302,24 @@ pub fn every_path(edge: &Edge) -> Vec<(SocketAddr, Via)> {
         out.push((addr, Via::Tcp));
     }
     out
+}
+
+/// xorshift64*: a small deterministic generator, so a failure can be replayed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
 }

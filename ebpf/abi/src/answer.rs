@@ -1,0 +1,267 @@
+//! The answer tables of the XDP fast path: key and value layouts shared by the program
+//! and the loader in `qdns-edge`, and the checksum arithmetic both sides use.
+//!
+//! ```text
+//!  CONFIG[0] = generation (low 32 bits) | health buffer (bit 32)   ← one aligned u64 store
+//!  ANSWERS  (generation, qtype, name right-aligned) → Plain | Policy | Node | Pass
+//!  POLICIES (generation, id) → members with precomputed record bytes
+//!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
+//! ```
+//!
+//! Every key carries the generation of the snapshot it was compiled from, and the program
+//! reads the active generation once per packet: a query sees one snapshot whole, never
+//! a mix (the loader writes a new generation beside the old one, flips CONFIG, then
+//! deletes the old keys). The kernel's hash map compares whole keys, so the lowercase
+//! name in the key is verified byte for byte — a hash never decides alone.
+
+/// Name of the answer table.
+pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V1";
+/// Name of the policy table.
+pub const POLICIES_MAP: &str = "QDNS_POLICIES_V1";
+/// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
+pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
+/// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
+pub const CONFIG_MAP: &str = "QDNS_CONFIG_V1";
+
+/// CONFIG index of the active word: generation in the low 32 bits (0 = no table: pass
+/// everything), health buffer index in bit 32.
+pub const CONFIG_ACTIVE: u32 = 0;
+/// CONFIG index of the UDP payload size our OPT record advertises.
+pub const CONFIG_UDP_PAYLOAD: u32 = 1;
+/// Entries of CONFIG.
+pub const CONFIG_ENTRIES: u32 = 2;
+
+/// Longest question name (wire octets) the fast path answers; longer ones go to user
+/// space. Keeps the key at 72 octets, which the kernel hashes and compares per lookup.
+pub const NAME_MAX: usize = 64;
+/// Largest precomputed answer tail (the sections after the question).
+pub const TAIL_MAX: usize = 256;
+/// Most members of a policy set the fast path answers.
+pub const POLICY_MEMBERS: usize = 8;
+/// Largest record bytes of one policy member.
+pub const MEMBER_BLOB: usize = 64;
+/// Words of one health buffer: slots 0..65,536.
+pub const HEALTH_WORDS: usize = 1024;
+/// Capacity of the answer table (both generations during a flip); entries are not
+/// preallocated.
+pub const ANSWERS_MAX: u32 = 1 << 21;
+/// Capacity of the policy table.
+pub const POLICIES_MAX: u32 = 1 << 16;
+/// Largest response the fast path sends: it fits every client (RFC 1035 §2.3.4), so no
+/// answer ever needs TC.
+pub const RESPONSE_MAX: usize = 512;
+
+/// One health buffer.
+pub type HealthWords = [u64; HEALTH_WORDS];
+
+/// `qtype` of a node entry: what the name is when no entry matches its type.
+pub const QTYPE_NODE: u16 = 0;
+
+/// Key of [`ANSWERS_MAP`]. 8-aligned, so the program can clear the name by words.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerKey {
+    /// Snapshot generation.
+    pub generation: u32,
+    /// Query type, or [`QTYPE_NODE`].
+    pub qtype: u16,
+    /// Always 0.
+    pub pad: u16,
+    /// The lowercase wire name, right-aligned, zero-filled in front. A name starts with
+    /// a non-zero length octet, so the fill is unambiguous; a suffix is the same array
+    /// with the labels in front zeroed.
+    pub name: [u8; NAME_MAX],
+}
+const _: () = assert!(core::mem::size_of::<AnswerKey>() == 72);
+
+/// [`AnswerValue::kind`]: user space answers this name and type.
+pub const KIND_PASS: u8 = 0;
+/// A fixed answer: header fields and the tail.
+pub const KIND_PLAIN: u8 = 1;
+/// A policy set: see [`AnswerValue::policy`].
+pub const KIND_POLICY: u8 = 2;
+/// A node entry: NODATA for this name, NXDOMAIN for names below it (per `node_flags`).
+pub const KIND_NODE: u8 = 3;
+
+/// `node_flags`: a query for this name and a type it lacks gets NODATA.
+pub const NODE_NODATA: u8 = 1;
+/// `node_flags`: a name below this one that does not exist gets NXDOMAIN (no wildcard,
+/// no zone cut here).
+pub const NODE_NXDOMAIN: u8 = 2;
+
+/// Value of [`ANSWERS_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerValue {
+    /// `KIND_*`.
+    pub kind: u8,
+    /// `NODE_*` bits of a node entry.
+    pub node_flags: u8,
+    /// Wire length of the zone apex (node entries: where the SOA owner points).
+    pub apex_len: u8,
+    /// Always 0.
+    pub pad: u8,
+    /// Response header flags without RD/CD (QR, AA, RCODE), for plain entries; node
+    /// entries: QR|AA (the RCODE is added).
+    pub flags: u16,
+    /// ANCOUNT.
+    pub ancount: u16,
+    /// NSCOUNT.
+    pub nscount: u16,
+    /// ARCOUNT (without our OPT record).
+    pub arcount: u16,
+    /// Octets of `tail` in use.
+    pub tail_len: u16,
+    /// One's-complement sum of `tail[..tail_len]` as 16-bit words from an even offset
+    /// (node entries: with the owner pointer in the first two octets zeroed).
+    pub tail_sum: u16,
+    /// Id in [`POLICIES_MAP`] of a policy entry.
+    pub policy: u32,
+    /// The sections after the question: owner names point at the question (offset 12)
+    /// or inside the tail. Node entries: the SOA record, its first two octets the owner
+    /// pointer the program fills in.
+    pub tail: [u8; TAIL_MAX],
+}
+const _: () = assert!(core::mem::size_of::<AnswerValue>() == 20 + TAIL_MAX);
+
+/// Key of [`POLICIES_MAP`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyKey {
+    /// Snapshot generation.
+    pub generation: u32,
+    /// Policy id within the generation.
+    pub id: u32,
+}
+const _: () = assert!(core::mem::size_of::<PolicyKey>() == 8);
+
+/// [`PolicyValue::kind`].
+pub const POLICY_WEIGHTED: u8 = 0;
+/// Failover.
+pub const POLICY_FAILOVER: u8 = 1;
+/// Multivalue.
+pub const POLICY_MULTIVALUE: u8 = 2;
+/// Load-balancer zonal.
+pub const POLICY_ZONAL: u8 = 3;
+
+/// Health combinations of a policy set: one bit per member.
+pub const HEALTH_COMBINATIONS: usize = 1 << POLICY_MEMBERS;
+
+/// `decision` bits above the member mask: use the degraded TTL.
+pub const DECISION_DEGRADED: u16 = 1 << 8;
+/// `decision` bit: weighted draw by weight (else uniformly).
+pub const DECISION_BY_WEIGHT: u16 = 1 << 9;
+
+/// Value of [`POLICIES_MAP`]: a policy set with up to [`POLICY_MEMBERS`] members.
+///
+/// With at most 8 members every outcome that does not depend on the draw is a function
+/// of 8 health bits, so the loader evaluates the `qdns-abi` selection functions for all
+/// 256 combinations and the program only reads `decision[health]` — no loops with
+/// data-dependent branches for the verifier to walk. Weighted sets keep the draw in
+/// the program: [`crate::select::weighted_pick`] over the eligible members.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyValue {
+    /// `POLICY_*`.
+    pub kind: u8,
+    /// Number of members.
+    pub members: u8,
+    /// Members without a health check (always healthy): their bits are set.
+    pub always: u8,
+    /// Always 0.
+    pub pad: u8,
+    /// Health slot of each member (0 for `always` members).
+    pub slots: [u32; POLICY_MEMBERS],
+    /// Slot (unused here) and weight of each member, for the weighted draw.
+    pub weighted: [crate::select::WeightedMember; POLICY_MEMBERS],
+    /// Records of each member.
+    pub counts: [u16; POLICY_MEMBERS],
+    /// Octets of each member's records: `[normal, degraded]`.
+    pub lens: [[u16; 2]; POLICY_MEMBERS],
+    /// Even-offset sums of each member's records: `[normal, degraded]`.
+    pub sums: [[u16; 2]; POLICY_MEMBERS],
+    /// Per health combination: the answering members (weighted: the eligible ones) in
+    /// the low 8 bits, plus `DECISION_*` bits.
+    pub decision: [u16; HEALTH_COMBINATIONS],
+    /// Per health combination, weighted sets: the span of the draw.
+    pub span: [u16; HEALTH_COMBINATIONS],
+    /// Each member's records (owner pointer to offset 12, then TYPE..RDATA), normal TTL
+    /// then degraded TTL.
+    pub blobs: [[[u8; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
+}
+const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
+
+/// Adds the big-endian 16-bit words of `bytes` (from an even offset) to `acc`.
+#[inline(always)]
+#[must_use]
+pub fn sum_words(bytes: &[u8], mut acc: u64) -> u64 {
+    let mut i = 0;
+    while i < bytes.len() {
+        let hi = u64::from(bytes[i]);
+        let lo = if i + 1 < bytes.len() {
+            u64::from(bytes[i + 1])
+        } else {
+            0
+        };
+        acc += (hi << 8) | lo;
+        i += 2;
+    }
+    acc
+}
+
+/// Folds a sum of 16-bit words to 16 bits (one's-complement addition).
+#[inline(always)]
+#[must_use]
+pub const fn fold(mut acc: u64) -> u16 {
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc as u16
+}
+
+/// A sum taken from an even offset, placed at `offset`: one's-complement sums are
+/// byte-order independent, so an odd placement swaps the bytes (RFC 1071 §2(B)).
+#[inline(always)]
+#[must_use]
+pub const fn placed(sum: u16, offset: usize) -> u64 {
+    if offset & 1 == 1 {
+        sum.swap_bytes() as u64
+    } else {
+        sum as u64
+    }
+}
+
+/// The checksum field value for a datagram whose words sum to `acc`: the complement,
+/// with 0 sent as 0xffff (RFC 768: 0 means "no checksum").
+#[inline(always)]
+#[must_use]
+pub const fn checksum(acc: u64) -> u16 {
+    let c = !fold(acc);
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_placement_swaps() {
+        // [0, a, b, c] summed whole equals a at odd offset plus [b, c] at even.
+        let bytes = [0u8, 0x12, 0x34, 0x56];
+        let whole = fold(sum_words(&bytes, 0));
+        let tail = fold(sum_words(&bytes[1..], 0));
+        assert_eq!(fold(placed(tail, 1)), whole);
+        assert_eq!(fold(placed(tail, 2)), fold(sum_words(&[0x12, 0x34, 0x56, 0], 0)));
+    }
+
+    #[test]
+    fn checksum_never_zero() {
+        assert_eq!(checksum(0xffff), 0xffff);
+        assert_eq!(checksum(0x1234), !0x1234);
+    }
+}

@@ -1,0 +1,487 @@
+//! The answer path: check that the query is one the tables answer, look the name up
+//! (exact type, then the node, then the closest encloser), choose policy members with
+//! the `qdns-abi` selection functions, and rewrite the frame into the response in place.
+//!
+//! Everything that can fail is checked before the frame is touched; once it grows, only
+//! writes the earlier checks guarantee remain.
+use aya_ebpf::{
+    helpers::{bpf_get_prandom_u32, bpf_xdp_adjust_tail, bpf_xdp_get_buff_len, bpf_xdp_store_bytes},
+    programs::XdpContext,
+};
+use qdns_abi::{
+    answer::{
+        fold, placed, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
+        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
+        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_NODE,
+        RESPONSE_MAX, TAIL_MAX,
+    },
+    select::{weighted_pick, WeightedPool},
+    Counter,
+};
+
+use crate::{
+    maps::{self, ANSWERS, HEALTH, POLICIES},
+    parse::{u16_at, u8_at, Offsets},
+    rewrite,
+};
+
+const CLASS_IN: u16 = 1;
+const TYPE_OPT: u16 = 41;
+/// OPT record without options.
+const OPT_LEN: usize = 11;
+/// Most EDNS options walked in a query's OPT record.
+const MAX_OPTIONS: usize = 16;
+/// Largest query the fast path reads (bounds every packet offset for the verifier).
+const QUERY_MAX: usize = 1500;
+const RCODE_NXDOMAIN: u16 = 3;
+/// Most ancestors tried when looking for a missing name's closest encloser; deeper
+/// misses go to user space.
+const WALK_MAX: usize = 8;
+
+/// What the program does with the packet.
+pub enum Verdict {
+    /// Send the rewritten frame back out (`XDP_TX`).
+    Tx(Counter),
+    /// Hand the untouched frame to the kernel stack.
+    Pass(Counter),
+    /// The frame was changed and then could not be finished (`XDP_ABORTED`; the checks
+    /// before the change make this unreachable).
+    Abort,
+}
+
+/// The sections after the question.
+pub enum Body<'a> {
+    /// A precomputed answer.
+    Plain(&'a AnswerValue),
+    /// NODATA or NXDOMAIN with the zone's SOA; the owner pointer is filled in.
+    Negative(&'a AnswerValue, u16),
+    /// Policy members: `mask` chose them, `ttl` picks normal (0) or degraded (1) bytes.
+    Policy {
+        /// The set.
+        policy: &'a PolicyValue,
+        /// Chosen members.
+        mask: u64,
+        /// 0 = normal TTL, 1 = degraded.
+        ttl: usize,
+    },
+}
+
+/// A query the tables can answer, fully checked.
+pub struct Question {
+    /// Wire length of the name.
+    pub qlen: usize,
+    /// Offset just past the question.
+    pub end: usize,
+    /// One's-complement sum of the question octets (name, type, class) from an even
+    /// offset.
+    pub sum: u64,
+    /// The query had an OPT record (DO=0, version 0).
+    pub edns: bool,
+}
+
+/// Per-CPU scratch: the lookup key, and the parse offsets passed through map memory.
+#[repr(C)]
+pub struct Scratch {
+    /// The key being looked up (variable-index writes here do not burden the
+    /// verifier's view of the stack).
+    key: AnswerKey,
+    /// `[l3, l4, dns, qname_len]` as parsed.
+    offsets: [u64; 4],
+}
+
+/// Every parse path (VLAN or not, IPv4 IHL, IPv6, each name length) ends with exact
+/// offsets, and the verifier would walk the rest of the program once per combination.
+/// Read back from map memory they are plain bounded values: one walk covers them all.
+#[inline(always)]
+fn launder(scratch: &mut Scratch, at: &Offsets) -> Result<Offsets, Counter> {
+    scratch.offsets = [at.l3 as u64, at.l4 as u64, at.dns as u64, at.qname_len as u64];
+    // SAFETY: reads of this CPU's scratch, just written.
+    let [l3, l4, dns, qlen] = unsafe { core::ptr::read_volatile(&scratch.offsets) };
+    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || qlen > NAME_MAX as u64 {
+        return Err(Counter::PassLongName);
+    }
+    Ok(Offsets {
+        l3: l3 as usize,
+        ipv6: at.ipv6,
+        l4: l4 as usize,
+        dns: dns as usize,
+        qname_len: qlen as usize,
+    })
+}
+
+/// Answers the query at `at` from the tables, or says why not.
+#[inline(always)]
+pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
+    let Some(scratch) = maps::SCRATCH.get_ptr_mut(0) else {
+        return Verdict::Pass(Counter::PassNotLoaded);
+    };
+    // SAFETY: this CPU's element, used by this program run only (XDP runs are not
+    // preempted on a CPU).
+    let scratch = unsafe { &mut *scratch };
+    let at = match launder(scratch, at) {
+        Ok(at) => at,
+        Err(reason) => return Verdict::Pass(reason),
+    };
+    let at = &at;
+    match plan(ctx, at, &mut scratch.key) {
+        Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter),
+        Err(reason) => Verdict::Pass(reason),
+    }
+}
+
+#[inline(always)]
+fn plan<'a>(ctx: &XdpContext, at: &Offsets, key: &mut AnswerKey) -> Result<(Question, Body<'a>, Counter), Counter> {
+    let active = maps::active();
+    let generation = active as u32;
+    if generation == 0 {
+        return Err(Counter::PassNotLoaded);
+    }
+    let qlen = at.qname_len;
+    if qlen > NAME_MAX || qlen == 0 {
+        return Err(Counter::PassLongName);
+    }
+    let qname_at = at.dns + 12;
+    let qtype = u16_at(ctx, qname_at + qlen)?;
+    let qclass = u16_at(ctx, qname_at + qlen + 2)?;
+    if qclass != CLASS_IN || qtype == 0 || qtype == TYPE_OPT || (128..=255).contains(&qtype) {
+        return Err(Counter::PassSpecialQuery);
+    }
+    let end = qname_at + qlen + 4;
+    let msg_end = message_end(ctx, at)?;
+    let edns = edns(ctx, at.dns, end, msg_end)?;
+
+    key.generation = generation;
+    key.qtype = qtype;
+    key.pad = 0;
+    let start = NAME_MAX - qlen;
+    let mut sum = 0u64;
+    key.name = [0; NAME_MAX];
+    for i in 0..NAME_MAX {
+        if i >= qlen {
+            break;
+        }
+        let byte = u8_at(ctx, qname_at + i)?;
+        // The question is echoed as sent (0x20 case): its sum uses the original octets.
+        sum += if i & 1 == 0 {
+            u64::from(byte) << 8
+        } else {
+            u64::from(byte)
+        };
+        // Length octets are ≤ 63, below 'A': lowering every octet leaves them alone.
+        if let Some(slot) = key.name.get_mut((start + i) & (NAME_MAX - 1)) {
+            *slot = byte.to_ascii_lowercase();
+        }
+    }
+    sum += placed(qtype, qlen) + placed(qclass, qlen);
+    let question = Question { qlen, end, sum, edns };
+    let (body, counter) = lookup(key, qlen, (active >> 32) as u32 & 1)?;
+    Ok((question, body, counter))
+}
+
+/// The end of the DNS message from the UDP length, checked against the IP length and
+/// the frame (Ethernet padding may follow; it is cut off in the response).
+#[inline(always)]
+fn message_end(ctx: &XdpContext, at: &Offsets) -> Result<usize, Counter> {
+    let udp_len = usize::from(u16_at(ctx, at.l4 + 4)?);
+    let end = at.l4 + udp_len;
+    if udp_len < 8 + 12 || end > ctx.data_end() - ctx.data() || end > QUERY_MAX {
+        return Err(Counter::PassBadLength);
+    }
+    let consistent = if at.ipv6 {
+        usize::from(u16_at(ctx, at.l3 + 4)?) == udp_len
+    } else {
+        usize::from(u16_at(ctx, at.l3 + 2)?) == at.l4 - at.l3 + udp_len
+    };
+    if !consistent {
+        return Err(Counter::PassBadLength);
+    }
+    if u16_at(ctx, at.l4)? == 0 {
+        return Err(Counter::PassSpecialQuery);
+    }
+    // A multicast or broadcast destination is not ours to answer from.
+    let multicast = if at.ipv6 {
+        u8_at(ctx, at.l3 + 24)? == 0xff
+    } else {
+        u8_at(ctx, at.l3 + 16)? >= 224
+    };
+    if multicast {
+        return Err(Counter::PassSpecialQuery);
+    }
+    Ok(end)
+}
+
+/// The additional section: nothing, or exactly one OPT record (root owner, version 0,
+/// DO=0, well-formed options) ending the message — what user space answers the same
+/// way. Anything else goes to user space.
+#[inline(always)]
+fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<bool, Counter> {
+    if u16_at(ctx, dns + 10)? == 0 {
+        return if msg_end == end {
+            Ok(false)
+        } else {
+            Err(Counter::PassBadLength)
+        };
+    }
+    if u8_at(ctx, end)? != 0 || u16_at(ctx, end + 1)? != TYPE_OPT {
+        return Err(Counter::PassEdns);
+    }
+    if u8_at(ctx, end + 6)? != 0 || u16_at(ctx, end + 7)? & 0x8000 != 0 {
+        return Err(Counter::PassEdns);
+    }
+    let opt_end = end + OPT_LEN + usize::from(u16_at(ctx, end + 9)?);
+    if opt_end != msg_end {
+        return Err(Counter::PassBadLength);
+    }
+    let mut pos = end + OPT_LEN;
+    for _ in 0..MAX_OPTIONS {
+        if pos == opt_end {
+            return Ok(true);
+        }
+        if pos + 4 > opt_end || pos > QUERY_MAX {
+            return Err(Counter::PassEdns);
+        }
+        pos += 4 + usize::from(u16_at(ctx, pos + 2)?);
+        if pos > opt_end {
+            return Err(Counter::PassEdns);
+        }
+    }
+    if pos == opt_end {
+        Ok(true)
+    } else {
+        Err(Counter::PassEdns)
+    }
+}
+
+/// Exact (name, type), then the name's node entry (NODATA), then the closest existing
+/// ancestor (NXDOMAIN when it has no wildcard child and no cut).
+#[inline(always)]
+fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>, Counter), Counter> {
+    // SAFETY (every map read below): the value stays valid for this program run (RCU);
+    // the loader never changes an entry in place, it writes new generations beside it.
+    if let Some(value) = unsafe { ANSWERS.get(&*key) } {
+        return match value.kind {
+            KIND_PLAIN => Ok((Body::Plain(value), Counter::AnsweredPlain)),
+            KIND_POLICY => policy(key.generation, value, health),
+            _ => Err(Counter::PassNotCached),
+        };
+    }
+    key.qtype = QTYPE_NODE;
+    if let Some(node) = unsafe { ANSWERS.get(&*key) } {
+        return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
+            Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
+        } else {
+            Err(Counter::PassNotCached)
+        };
+    }
+    // Each step clears the leftmost label: the key then holds the next suffix.
+    let mut at = NAME_MAX - qlen;
+    for _ in 0..WALK_MAX {
+        let len = usize::from(key.name[at & (NAME_MAX - 1)]);
+        if len == 0 {
+            // The root was looked up already (or is the name itself).
+            return Err(Counter::PassOutsideZones);
+        }
+        at += len + 1;
+        if at >= NAME_MAX {
+            return Err(Counter::PassOutsideZones);
+        }
+        clear_before(&mut key.name, at);
+        if let Some(node) = unsafe { ANSWERS.get(&*key) } {
+            return if node.kind == KIND_NODE && node.node_flags & NODE_NXDOMAIN != 0 {
+                Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain))
+            } else {
+                Err(Counter::PassNotCached)
+            };
+        }
+    }
+    // Deeper below its closest encloser than the walk goes: user space decides.
+    Err(Counter::PassNotCached)
+}
+
+/// Zeroes `name[..at]`, a word at a time (little-endian: byte k is bits 8k..8k+8).
+#[inline(always)]
+fn clear_before(name: &mut [u8; NAME_MAX], at: usize) {
+    // SAFETY: `AnswerKey` is 8-aligned and `name` sits at offset 8, so the array is
+    // 8-aligned and exactly 8 words long.
+    let words = unsafe { &mut *name.as_mut_ptr().cast::<[u64; NAME_MAX / 8]>() };
+    for (w, word) in words.iter_mut().enumerate() {
+        let first = w * 8;
+        if first + 8 <= at {
+            *word = 0;
+        } else if first < at {
+            *word &= u64::MAX << (8 * ((at - first) & 7));
+        }
+    }
+}
+
+/// Chooses the members of a policy set over the active health buffer: the members'
+/// health bits index the precomputed decision; weighted sets then draw.
+#[inline(always)]
+fn policy<'a>(generation: u32, value: &AnswerValue, health: u32) -> Result<(Body<'a>, Counter), Counter> {
+    let key = PolicyKey {
+        generation,
+        id: value.policy,
+    };
+    let Some(policy) = (unsafe { POLICIES.get(&key) }) else {
+        return Err(Counter::PassNotCached);
+    };
+    let Some(bitmap) = HEALTH.get(health) else {
+        return Err(Counter::PassNotLoaded);
+    };
+    let n = usize::from(policy.members);
+    if n == 0 || n > POLICY_MEMBERS {
+        return Err(Counter::PassNotCached);
+    }
+    // Branch-free: every member's bit is read (unused ones are masked off after).
+    let mut healthy = u32::from(policy.always);
+    for (i, &slot) in policy.slots.iter().enumerate() {
+        let word = bitmap[(slot as usize / 64) & (HEALTH_WORDS - 1)];
+        healthy |= (((word >> (slot & 63)) & 1) as u32) << i;
+    }
+    let healthy = (healthy & ((1u32 << n) - 1)) as usize & (HEALTH_COMBINATIONS - 1);
+    let decision = policy.decision[healthy];
+    let chosen = u64::from(decision & 0xff);
+    let ttl = usize::from(decision & DECISION_DEGRADED != 0);
+    let (mask, counter) = match policy.kind {
+        POLICY_WEIGHTED => {
+            let pool = WeightedPool {
+                eligible: chosen,
+                span: u32::from(policy.span[healthy]),
+                by_weight: decision & DECISION_BY_WEIGHT != 0,
+                fail_open: false,
+            };
+            // SAFETY: a helper without arguments or side effects on program state.
+            let draw = unsafe { bpf_get_prandom_u32() };
+            let members = policy.weighted.get(..n).ok_or(Counter::PassNotCached)?;
+            match weighted_pick(members, &pool, draw) {
+                Some(choice) => (1u64 << (choice.index & 7), Counter::AnsweredWeighted),
+                None => return Err(Counter::PassNotCached),
+            }
+        }
+        POLICY_FAILOVER => (chosen, Counter::AnsweredFailover),
+        POLICY_MULTIVALUE => (chosen, Counter::AnsweredMultivalue),
+        POLICY_ZONAL => (chosen, Counter::AnsweredZonal),
+        _ => return Err(Counter::PassNotCached),
+    };
+    Ok((Body::Policy { policy, mask, ttl }, counter))
+}
+
+/// The header fields and tail length of `body`: (flags, ANCOUNT, NSCOUNT, ARCOUNT,
+/// tail octets), or why it cannot be sent.
+#[inline(always)]
+pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize), Counter> {
+    match *body {
+        Body::Plain(v) => {
+            let len = usize::from(v.tail_len);
+            if len > TAIL_MAX {
+                return Err(Counter::PassNotCached);
+            }
+            Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
+        }
+        Body::Negative(v, rcode) => {
+            let len = usize::from(v.tail_len);
+            if len < 2 || len > TAIL_MAX || usize::from(v.apex_len) > qlen {
+                return Err(Counter::PassNotCached);
+            }
+            Ok((v.flags | rcode, 0, 1, 0, len))
+        }
+        Body::Policy { policy, mask, ttl } => {
+            let (mut len, mut count) = (0usize, 0u16);
+            for i in 0..POLICY_MEMBERS {
+                if mask >> i & 1 == 1 {
+                    let member = usize::from(policy.lens[i][ttl & 1]);
+                    if member > MEMBER_BLOB {
+                        return Err(Counter::PassNotCached);
+                    }
+                    len += member;
+                    count += policy.counts[i];
+                }
+            }
+            Ok((0x8400, count, 0, 0, len))
+        }
+    }
+}
+
+/// Writes the tail of `body` at `offset` (from the frame start; `udp` is the UDP header
+/// offset) and returns the sum of what it wrote.
+#[inline(always)]
+pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, qlen: usize) -> Option<u64> {
+    match *body {
+        Body::Plain(v) => {
+            let len = usize::from(v.tail_len);
+            if len > 0 && len <= TAIL_MAX {
+                store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?;
+            }
+            Some(placed(v.tail_sum, offset - udp))
+        }
+        Body::Negative(v, _) => {
+            let len = usize::from(v.tail_len);
+            if !(2..=TAIL_MAX).contains(&len) {
+                return None;
+            }
+            store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?;
+            let pointer = 0xc000 | (12 + qlen - usize::from(v.apex_len)) as u16;
+            let bytes = pointer.to_be_bytes();
+            store::<2>(ctx, offset, bytes.as_ptr(), 2)?;
+            Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
+        }
+        Body::Policy { policy, mask, ttl } => {
+            let mut at = offset;
+            let mut sum = 0u64;
+            for i in 0..POLICY_MEMBERS {
+                if mask >> i & 1 == 1 {
+                    let len = usize::from(policy.lens[i][ttl & 1]);
+                    if len > 0 && len <= MEMBER_BLOB {
+                        store::<MEMBER_BLOB>(ctx, at, policy.blobs[i][ttl & 1].as_ptr(), len)?;
+                        sum += placed(policy.sums[i][ttl & 1], at - udp);
+                        at += len;
+                    }
+                }
+            }
+            Some(sum)
+        }
+    }
+}
+
+/// Writes our OPT record at `offset` and returns its sum.
+#[inline(always)]
+pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize) -> Option<u64> {
+    let [p0, p1] = maps::udp_payload().to_be_bytes();
+    let opt = [0u8, 0, 41, p0, p1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    store::<16>(ctx, offset, opt.as_ptr(), OPT_LEN)?;
+    Some(placed(fold(sum_words(&opt[..OPT_LEN], 0)), offset - udp))
+}
+
+/// Grows or shrinks the frame so it ends at `end`.
+#[inline(always)]
+pub fn resize(ctx: &XdpContext, end: usize) -> bool {
+    if end > RESPONSE_MAX + 128 + 64 {
+        return false;
+    }
+    // The frame length from the helper: the verifier forbids arithmetic on `data_end`.
+    // SAFETY: reads the context only.
+    let len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) };
+    if len > 0xffff {
+        return false;
+    }
+    let delta = end as i64 - len as i64;
+    // SAFETY: the helper checks the new size against the frame's room itself.
+    unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta as i32) == 0 }
+}
+
+/// `bpf_xdp_store_bytes`: copies `len` octets into the frame; callers check
+/// `1 <= len <= MAX` and `MAX` (a power of two) is the size of the source.
+#[inline(always)]
+fn store<const MAX: usize>(ctx: &XdpContext, offset: usize, src: *const u8, len: usize) -> Option<()> {
+    // The same value for 1..=MAX, written so the verifier sees the bound in the
+    // register passed (LLVM reuses the unbounded register after a range check).
+    // The volatile read hides the callers' check from LLVM, which would otherwise fold
+    // the mask away.
+    // SAFETY: a read of a local.
+    let len = unsafe { core::ptr::read_volatile(&len) };
+    let len = (len.wrapping_sub(1) & (MAX - 1)) + 1;
+    // SAFETY: `src` points at `MAX` readable octets and `len <= MAX`; the helper checks
+    // the frame range and fails rather than write outside it.
+    let rc = unsafe { bpf_xdp_store_bytes(ctx.ctx, offset as u32, src as *mut _, len as u32) };
+    (rc == 0).then_some(())
+}

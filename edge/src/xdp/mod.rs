@@ -1,0 +1,385 @@
+//! Loading the XDP program into the kernel, attaching it to interfaces, and keeping its
+//! answer tables in step with the engine.
+//!
+//! The object is built from `ebpf/xdp` by `build.rs` and embedded. Attachments are
+//! detached when the [`XdpProgram`] is dropped (on exit and on SIGTERM).
+//!
+//! Table updates ([`XdpProgram::install`]) write a whole new generation beside the
+//! active one, flip the active word, then delete the old generation; health updates
+//! ([`XdpProgram::set_health`]) write the inactive health buffer and flip. A query reads
+//! the active word once, so it sees one generation and one buffer whole.
+pub mod sync;
+pub mod table;
+
+use aya::{
+    maps::{Array, HashMap, PerCpuArray},
+    programs::{TestRun, TestRunOptions, Xdp, XdpMode as AttachMode},
+    Ebpf,
+};
+use qdns_abi::{
+    answer::{
+        AnswerKey, AnswerValue, HealthWords, PolicyKey, PolicyValue, ANSWERS_MAP, ANSWERS_MAX, CONFIG_ACTIVE,
+        CONFIG_MAP, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, POLICIES_MAP, POLICIES_MAX,
+    },
+    Counter, MAX_PORTS, PORTS_MAP, STATS_MAP,
+};
+use serde::Deserialize;
+
+use crate::engine::Engine;
+pub use table::TableStats;
+
+/// The XDP object, embedded at build time.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/qdns-xdp"));
+/// Name of the program in the object.
+const PROGRAM: &str = "qdns";
+
+/// How to attach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Driver mode where the driver supports it, else generic (skb) mode.
+    #[default]
+    Auto,
+    /// Driver (native) mode only.
+    Native,
+    /// Generic (skb) mode: works on every interface, slower.
+    Generic,
+}
+
+/// Why the XDP program could not be loaded or attached.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum XdpLoadError {
+    /// The kernel rejected the object.
+    #[error("loading the XDP object failed: {0} (root or CAP_BPF+CAP_NET_ADMIN is required)")]
+    Load(#[source] Box<aya::EbpfError>),
+    /// The configuration map could not be written.
+    #[error("configuring the XDP program failed: {0}")]
+    Config(#[source] Box<aya::maps::MapError>),
+    /// The program is missing or the verifier refused it.
+    #[error("the XDP program failed to load: {0}")]
+    Program(#[source] Box<aya::programs::ProgramError>),
+    /// Attaching failed.
+    #[error("attaching XDP to {iface} in {mode:?} mode failed: {source}{hint}")]
+    Attach {
+        /// The interface.
+        iface: String,
+        /// The mode tried.
+        mode: XdpMode,
+        /// The kernel's answer.
+        #[source]
+        source: Box<aya::programs::ProgramError>,
+        /// What to try next.
+        hint: &'static str,
+    },
+}
+
+/// Why the answer tables could not be written. The program then passes every query
+/// to user space (never a stale or partial answer).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum XdpTableError {
+    /// More entries than the maps hold.
+    #[error("the XDP tables need {answers} answer and {policies} policy entries; at most {} and {} fit: queries go to user space", ANSWERS_MAX / 2, POLICIES_MAX / 2)]
+    TooLarge {
+        /// Answer entries needed.
+        answers: usize,
+        /// Policy entries needed.
+        policies: usize,
+    },
+    /// A map operation failed.
+    #[error("writing the XDP map {map} failed: {source}")]
+    Map {
+        /// The map.
+        map: &'static str,
+        /// The kernel's answer.
+        #[source]
+        source: Box<aya::maps::MapError>,
+    },
+}
+
+/// The tables as installed.
+#[derive(Default)]
+struct Installed {
+    /// Active generation (0 = none: everything passes).
+    generation: u32,
+    /// Active health buffer.
+    health: u32,
+    answer_keys: Vec<AnswerKey>,
+    policy_keys: Vec<PolicyKey>,
+    stats: TableStats,
+}
+
+/// The loaded program and its attachments; dropping it detaches everything.
+pub struct XdpProgram {
+    ebpf: Ebpf,
+    interfaces: Vec<String>,
+    installed: Installed,
+}
+
+/// Result of one `BPF_PROG_TEST_RUN` of the program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestRunOutcome {
+    /// The XDP action returned (`XDP_PASS` = 2, `XDP_TX` = 3, ...).
+    pub action: u32,
+    /// The packet as the program left it.
+    pub packet: Vec<u8>,
+    /// Kernel-measured run time, averaged over the repeats.
+    pub duration: std::time::Duration,
+}
+
+impl XdpProgram {
+    /// Loads the embedded object and the program into the kernel (not attached), for the
+    /// DNS service on the UDP `ports` (at most 8), advertising `udp_payload` in EDNS.
+    /// It passes every query until [`XdpProgram::install`] gives it tables.
+    pub fn load(ports: &[u16], udp_payload: u16) -> Result<XdpProgram, XdpLoadError> {
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(Box::new(e)))?;
+        {
+            let map = ebpf
+                .map_mut(CONFIG_MAP)
+                .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?;
+            let mut config = Array::<_, u64>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            config
+                .set(CONFIG_UDP_PAYLOAD, u64::from(udp_payload), 0)
+                .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+        }
+        {
+            let map = ebpf
+                .map_mut(PORTS_MAP)
+                .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?;
+            let mut set =
+                aya::maps::HashMap::<_, u16, u8>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            for &port in ports.iter().take(MAX_PORTS as usize) {
+                set.insert(port, 1, 0).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            }
+        }
+        Self::program(&mut ebpf)?
+            .load()
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        Ok(XdpProgram {
+            ebpf,
+            interfaces: Vec::new(),
+            installed: Installed::default(),
+        })
+    }
+
+    fn program(ebpf: &mut Ebpf) -> Result<&mut Xdp, XdpLoadError> {
+        ebpf.program_mut(PROGRAM)
+            .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?
+            .try_into()
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))
+    }
+
+    /// Attaches the loaded program to each of `interfaces`.
+    pub fn attach(&mut self, interfaces: &[String], mode: XdpMode) -> Result<(), XdpLoadError> {
+        let program = Self::program(&mut self.ebpf)?;
+        for iface in interfaces {
+            let attached = match mode {
+                XdpMode::Native => program.attach(iface, AttachMode::Driver),
+                XdpMode::Generic => program.attach(iface, AttachMode::Skb),
+                XdpMode::Auto => program
+                    .attach(iface, AttachMode::Driver)
+                    .or_else(|_| program.attach(iface, AttachMode::Skb)),
+            };
+            attached.map_err(|source| XdpLoadError::Attach {
+                iface: iface.clone(),
+                mode,
+                source: Box::new(source),
+                hint: match mode {
+                    XdpMode::Native => "; the driver may lack native XDP: try --xdp-mode generic",
+                    _ => "; check that the interface exists and has no other XDP program",
+                },
+            })?;
+            tracing::info!(%iface, ?mode, "XDP program attached");
+            self.interfaces.push(iface.clone());
+        }
+        Ok(())
+    }
+
+    /// Runs the program once on `packet` in the kernel (`BPF_PROG_TEST_RUN`), `repeat`
+    /// times, and returns the verdict and the packet as the program left it.
+    pub fn test_run(&mut self, packet: &[u8], repeat: u32) -> Result<TestRunOutcome, XdpLoadError> {
+        let program = Self::program(&mut self.ebpf)?;
+        let mut out = vec![0u8; packet.len() + 256];
+        let result = program
+            .test_run(TestRunOptions {
+                data_in: Some(packet),
+                data_out: Some(&mut out),
+                repeat,
+                ..TestRunOptions::default()
+            })
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        out.truncate(result.data_size_out as usize);
+        Ok(TestRunOutcome {
+            action: result.return_value,
+            packet: out,
+            duration: result.duration,
+        })
+    }
+
+    /// The interfaces the program is attached to.
+    #[must_use]
+    pub fn interfaces(&self) -> &[String] {
+        &self.interfaces
+    }
+
+    /// Counter totals summed over CPUs, labelled by [`Counter::label`].
+    #[must_use]
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let Some(map) = self.ebpf.map(STATS_MAP) else {
+            return Vec::new();
+        };
+        let Ok(array) = PerCpuArray::<_, u64>::try_from(map) else {
+            return Vec::new();
+        };
+        Counter::ALL
+            .iter()
+            .map(|&counter| {
+                let total = array.get(&(counter as u32), 0).map_or(0, |values| values.iter().sum());
+                (counter.label(), total)
+            })
+            .collect()
+    }
+
+    /// What the installed tables hold, and their generation (0 = none).
+    #[must_use]
+    pub fn table_stats(&self) -> (u32, TableStats) {
+        (self.installed.generation, self.installed.stats)
+    }
+
+    /// Compiles `engine` into a new generation of the tables and makes it active, with
+    /// the engine's current health. On failure the program passes every query.
+    pub fn install(&mut self, engine: &Engine) -> Result<TableStats, XdpTableError> {
+        let old = std::mem::take(&mut self.installed);
+        let generation = match old.generation.wrapping_add(1) {
+            0 => 1,
+            g => g,
+        };
+        let table = table::compile(engine, generation);
+        let stats = table.stats();
+        let result = self.write_generation(&table, &engine.health(), 1 - old.health, generation);
+        match result {
+            Ok(()) => {
+                self.installed = Installed {
+                    generation,
+                    health: 1 - old.health,
+                    answer_keys: table.answers.iter().map(|(k, _)| *k).collect(),
+                    policy_keys: table.policies.iter().map(|(k, _)| *k).collect(),
+                    stats,
+                };
+                self.delete(&old.answer_keys, &old.policy_keys);
+                Ok(stats)
+            }
+            Err(err) => {
+                let _ = self.set_active(0);
+                self.delete(&old.answer_keys, &old.policy_keys);
+                let new_answers: Vec<AnswerKey> = table.answers.iter().map(|(k, _)| *k).collect();
+                let new_policies: Vec<PolicyKey> = table.policies.iter().map(|(k, _)| *k).collect();
+                self.delete(&new_answers, &new_policies);
+                Err(err)
+            }
+        }
+    }
+
+    fn write_generation(
+        &mut self,
+        table: &table::Table,
+        bitmap: &[u64],
+        health: u32,
+        generation: u32,
+    ) -> Result<(), XdpTableError> {
+        if table.answers.len() > (ANSWERS_MAX / 2) as usize || table.policies.len() > (POLICIES_MAX / 2) as usize {
+            return Err(XdpTableError::TooLarge {
+                answers: table.answers.len(),
+                policies: table.policies.len(),
+            });
+        }
+        self.write_health(health, bitmap)?;
+        {
+            let mut policies = self.hash_map::<PolicyKey, PolicyValue>(POLICIES_MAP)?;
+            for (key, value) in &table.policies {
+                policies.insert(key, value, 0).map_err(map_error(POLICIES_MAP))?;
+            }
+        }
+        {
+            let mut answers = self.hash_map::<AnswerKey, AnswerValue>(ANSWERS_MAP)?;
+            for (key, value) in &table.answers {
+                answers.insert(key, value, 0).map_err(map_error(ANSWERS_MAP))?;
+            }
+        }
+        self.set_active(u64::from(generation) | u64::from(health) << 32)
+    }
+
+    /// Makes `bitmap` the health the program reads: written to the inactive buffer,
+    /// then flipped to.
+    pub fn set_health(&mut self, bitmap: &[u64]) -> Result<(), XdpTableError> {
+        if self.installed.generation == 0 {
+            return Ok(());
+        }
+        let next = 1 - self.installed.health;
+        self.write_health(next, bitmap)?;
+        self.set_active(u64::from(self.installed.generation) | u64::from(next) << 32)?;
+        self.installed.health = next;
+        Ok(())
+    }
+
+    fn write_health(&mut self, index: u32, bitmap: &[u64]) -> Result<(), XdpTableError> {
+        let mut words: Box<HealthWords> = Box::new([0; HEALTH_WORDS]);
+        for (word, &value) in words.iter_mut().zip(bitmap) {
+            *word = value;
+        }
+        let map = self.ebpf.map_mut(HEALTH_MAP).ok_or(XdpTableError::Map {
+            map: HEALTH_MAP,
+            source: Box::new(aya::maps::MapError::InvalidName {
+                name: HEALTH_MAP.to_owned(),
+            }),
+        })?;
+        let mut health = Array::<_, HealthWords>::try_from(map).map_err(map_error(HEALTH_MAP))?;
+        health.set(index, *words, 0).map_err(map_error(HEALTH_MAP))
+    }
+
+    /// One 8-byte store: the program sees the old or the new word whole.
+    fn set_active(&mut self, word: u64) -> Result<(), XdpTableError> {
+        let map = self.ebpf.map_mut(CONFIG_MAP).ok_or(XdpTableError::Map {
+            map: CONFIG_MAP,
+            source: Box::new(aya::maps::MapError::InvalidName {
+                name: CONFIG_MAP.to_owned(),
+            }),
+        })?;
+        let mut config = Array::<_, u64>::try_from(map).map_err(map_error(CONFIG_MAP))?;
+        config.set(CONFIG_ACTIVE, word, 0).map_err(map_error(CONFIG_MAP))
+    }
+
+    fn hash_map<K: aya::Pod, V: aya::Pod>(
+        &mut self,
+        name: &'static str,
+    ) -> Result<HashMap<&mut aya::maps::MapData, K, V>, XdpTableError> {
+        let map = self.ebpf.map_mut(name).ok_or(XdpTableError::Map {
+            map: name,
+            source: Box::new(aya::maps::MapError::InvalidName { name: name.to_owned() }),
+        })?;
+        HashMap::try_from(map).map_err(map_error(name))
+    }
+
+    /// Deletes entries of a generation no query reads any more (best effort: a leftover
+    /// entry has a generation no query asks for).
+    fn delete(&mut self, answers: &[AnswerKey], policies: &[PolicyKey]) {
+        if let Ok(mut map) = self.hash_map::<AnswerKey, AnswerValue>(ANSWERS_MAP) {
+            for key in answers {
+                let _ = map.remove(key);
+            }
+        }
+        if let Ok(mut map) = self.hash_map::<PolicyKey, PolicyValue>(POLICIES_MAP) {
+            for key in policies {
+                let _ = map.remove(key);
+            }
+        }
+    }
+}
+
+fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> XdpTableError {
+    move |source| XdpTableError::Map {
+        map,
+        source: Box::new(source),
+    }
+}

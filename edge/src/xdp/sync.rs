@@ -1,0 +1,68 @@
+//! Keeps the XDP tables in step with the engine: a thread that watches the engine and
+//! its health bitmap (both swapped whole, so a pointer comparison tells a change) and
+//! installs a new generation or flips the health buffer.
+//!
+//! Watching rather than being called keeps every path that changes the engine — SIGHUP
+//! reload, control snapshots and deltas, the persisted state at start — covered. The
+//! fast path lags user space by at most one poll interval plus the table build; in
+//! between it answers from the previous generation whole, never a mix.
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use arc_swap::ArcSwap;
+
+use super::XdpProgram;
+use crate::engine::Engine;
+
+/// How often the engine is looked at.
+pub const POLL: Duration = Duration::from_millis(2);
+
+/// Starts the watcher; it ends when `stop` is set.
+pub fn spawn(
+    program: Arc<Mutex<XdpProgram>>,
+    engine: Arc<ArcSwap<Engine>>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("qdns-xdp-sync".into())
+        .spawn(move || watch(&program, &engine, &stop))
+}
+
+fn watch(program: &Mutex<XdpProgram>, engine: &ArcSwap<Engine>, stop: &AtomicBool) {
+    let mut current: Option<Arc<Engine>> = None;
+    let mut health: Option<Arc<Vec<u64>>> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let latest = engine.load_full();
+        let bitmap = latest.health();
+        let Ok(mut xdp) = program.lock() else {
+            tracing::error!("XDP state lock poisoned; table updates stop");
+            return;
+        };
+        if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &latest)) {
+            let started = std::time::Instant::now();
+            match xdp.install(&latest) {
+                Ok(stats) => tracing::info!(
+                    version = latest.version(),
+                    ?stats,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "XDP tables installed"
+                ),
+                Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
+            }
+            current = Some(latest);
+            health = Some(bitmap);
+        } else if !health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap)) {
+            if let Err(err) = xdp.set_health(&bitmap) {
+                tracing::error!(%err, "XDP health not updated");
+            }
+            health = Some(bitmap);
+        }
+        drop(xdp);
+        std::thread::sleep(POLL);
+    }
+}

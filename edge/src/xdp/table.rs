@@ -1,0 +1,326 @@
+//! Compiling an [`Engine`] into the XDP answer tables (layouts in `qdns_abi::answer`).
+//!
+//! Plain answers are not rebuilt here: each is the engine's own response to a
+//! synthesised lowercase query, with and without EDNS, cut after the question — so the
+//! fast path sends exactly what user space would. An entry is made only when that
+//! response fits every client (≤ 512 octets with our OPT), does not depend on EDNS, and
+//! fits the table; otherwise the name and type get a `PASS` entry, so the node entry
+//! cannot answer NODATA in its place. Policy sets keep their members' record bytes and
+//! a decision per health combination, computed with the `qdns-abi` selection functions.
+use qdns_abi::{
+    answer::{
+        fold, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
+        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX,
+        NODE_NODATA, NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL,
+        QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
+    },
+    health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
+    select::{select_failover, select_multivalue, select_zonal, weighted_pool, WeightedMember},
+};
+use qdns_zone::PolicyKind;
+
+use crate::{
+    engine::{
+        export::{NodeView, PolicyView},
+        Engine, Transport,
+    },
+    wire::edns::{opt_record, OPT_LEN},
+};
+
+/// The entries of one generation.
+#[derive(Default)]
+pub struct Table {
+    /// Answer table entries.
+    pub answers: Vec<(AnswerKey, AnswerValue)>,
+    /// Policy table entries.
+    pub policies: Vec<(PolicyKey, PolicyValue)>,
+}
+
+/// How many entries of each kind a table holds (for logs and `qdnsctl status`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TableStats {
+    /// Precomputed answers.
+    pub plain: usize,
+    /// Policy sets.
+    pub policy: usize,
+    /// Node entries (NODATA / NXDOMAIN).
+    pub nodes: usize,
+    /// Names and types left to user space.
+    pub pass: usize,
+}
+
+const QR_AA: u16 = 0x8400;
+const HEADER_LEN: usize = 12;
+
+impl Table {
+    /// Counts by kind.
+    #[must_use]
+    pub fn stats(&self) -> TableStats {
+        let mut stats = TableStats {
+            policy: self.policies.len(),
+            ..TableStats::default()
+        };
+        for (_, value) in &self.answers {
+            match value.kind {
+                KIND_PLAIN => stats.plain += 1,
+                KIND_NODE if value.node_flags != 0 => stats.nodes += 1,
+                KIND_POLICY => {}
+                _ => stats.pass += 1,
+            }
+        }
+        stats
+    }
+}
+
+/// The table of `engine` for `generation`.
+#[must_use]
+pub fn compile(engine: &Engine, generation: u32) -> Table {
+    let mut table = Table::default();
+    let mut scratch = vec![0u8; crate::engine::MAX_MESSAGE];
+    for node in engine.export() {
+        // Longer names never reach a lookup: the program passes their queries first.
+        let Some(node_key) = key(generation, QTYPE_NODE, node.name) else {
+            continue;
+        };
+        if node.below_cut {
+            table.answers.push((node_key, pass(KIND_NODE)));
+            continue;
+        }
+        for (rtype, policy) in &node.sets {
+            if is_special(*rtype) {
+                continue;
+            }
+            let Some(set_key) = key(generation, *rtype, node.name) else {
+                continue;
+            };
+            let value = match policy {
+                None => plain(engine, node.name, *rtype, &mut scratch),
+                Some(policy) => {
+                    let id = table.policies.len() as u32;
+                    policy_value(policy, node.name.len()).map(|p| {
+                        table.policies.push((PolicyKey { generation, id }, p));
+                        let mut v = pass(KIND_POLICY);
+                        v.policy = id;
+                        v
+                    })
+                }
+            };
+            table.answers.push((set_key, value.unwrap_or_else(|| pass(KIND_PASS))));
+        }
+        table.answers.push((node_key, node_value(&node)));
+    }
+    table
+}
+
+/// Types the program never looks up (it passes those queries).
+fn is_special(rtype: u16) -> bool {
+    rtype == 0 || rtype == 41 || (128..=255).contains(&rtype)
+}
+
+/// The key of `name` (lowercase wire), right-aligned; `None` when longer than the key.
+#[must_use]
+pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<AnswerKey> {
+    let mut key = AnswerKey {
+        generation,
+        qtype,
+        pad: 0,
+        name: [0; NAME_MAX],
+    };
+    let start = NAME_MAX.checked_sub(name.len())?;
+    key.name.get_mut(start..)?.copy_from_slice(name);
+    Some(key)
+}
+
+fn pass(kind: u8) -> AnswerValue {
+    AnswerValue {
+        kind,
+        node_flags: 0,
+        apex_len: 0,
+        pad: 0,
+        flags: 0,
+        ancount: 0,
+        nscount: 0,
+        arcount: 0,
+        tail_len: 0,
+        tail_sum: 0,
+        policy: 0,
+        tail: [0; TAIL_MAX],
+    }
+}
+
+fn with_tail(mut value: AnswerValue, tail: &[u8]) -> Option<AnswerValue> {
+    value.tail.get_mut(..tail.len())?.copy_from_slice(tail);
+    value.tail_len = u16::try_from(tail.len()).ok()?;
+    value.tail_sum = fold(sum_words(tail, 0));
+    Some(value)
+}
+
+/// A query for `name`/`rtype` as the program would see it (lowercase, RD=0).
+fn query(name: &[u8], rtype: u16, edns: bool) -> Vec<u8> {
+    let mut msg = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns)];
+    msg.extend_from_slice(name);
+    msg.extend_from_slice(&rtype.to_be_bytes());
+    msg.extend_from_slice(&1u16.to_be_bytes());
+    if edns {
+        msg.extend_from_slice(&opt_record(4096, 0, false));
+    }
+    msg
+}
+
+/// The engine's answer, when it is the same for every client and fits the table.
+fn plain(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<AnswerValue> {
+    let question_end = HEADER_LEN + name.len() + 4;
+    let classic = engine.respond_with_draw(&query(name, rtype, false), out, Transport::Udp, 0)?;
+    let r1 = out.get(..classic.len)?.to_vec();
+    let with_edns = engine.respond_with_draw(&query(name, rtype, true), out, Transport::Udp, 0)?;
+    let r2 = out.get(..with_edns.len)?;
+    let flags = u16::from_be_bytes([r1[2], r1[3]]);
+    let counts = |m: &[u8], i: usize| u16::from_be_bytes([m[4 + 2 * i], m[5 + 2 * i]]);
+    let same_with_edns = r2.len() == r1.len() + OPT_LEN
+        && r2[2..10] == r1[2..10]
+        && counts(r2, 3) == counts(&r1, 3) + 1
+        && r2.get(12..r1.len()) == r1.get(12..)
+        && r2.get(r1.len()..) == Some(&opt_record(engine.max_udp_payload(), 0, false)[..]);
+    if classic.truncated || flags & 0x000f != 0 || r1.len() + OPT_LEN > RESPONSE_MAX || !same_with_edns {
+        return None;
+    }
+    let mut value = pass(KIND_PLAIN);
+    value.flags = flags;
+    value.ancount = counts(&r1, 1);
+    value.nscount = counts(&r1, 2);
+    value.arcount = counts(&r1, 3);
+    with_tail(value, r1.get(question_end..)?)
+}
+
+/// NODATA here and NXDOMAIN below, unless a CNAME or a wildcard makes user space answer.
+fn node_value(node: &NodeView<'_>) -> AnswerValue {
+    let mut value = pass(KIND_NODE);
+    let mut tail = vec![0u8, 0];
+    tail.extend_from_slice(node.negative_soa);
+    let Some(mut value_with_soa) = with_tail(value, &tail) else {
+        return value;
+    };
+    value_with_soa.flags = QR_AA;
+    value_with_soa.apex_len = node.apex_len as u8;
+    value_with_soa.node_flags =
+        if node.has_cname { 0 } else { NODE_NODATA } | if node.has_wildcard { 0 } else { NODE_NXDOMAIN };
+    value = value_with_soa;
+    value
+}
+
+/// Each record of a member blob (TYPE..RDATA back to back) with an owner pointer to the
+/// question in front: what user space writes for it.
+fn member_blob(records: &[u8]) -> Option<(Vec<u8>, u16)> {
+    let mut out = Vec::new();
+    let mut count = 0u16;
+    let mut pos = 0;
+    while pos < records.len() {
+        let rdlen = usize::from(u16::from_be_bytes([*records.get(pos + 8)?, *records.get(pos + 9)?]));
+        out.extend_from_slice(&[0xc0, 0x0c]);
+        out.extend_from_slice(records.get(pos..pos + 10 + rdlen)?);
+        pos += 10 + rdlen;
+        count += 1;
+    }
+    (out.len() <= MEMBER_BLOB).then_some((out, count))
+}
+
+/// The policy entry, when the set fits the table: ≤ 8 members, no aliases, members of
+/// ≤ 64 octets, every outcome ≤ 512 octets, slots inside the health buffer.
+fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
+    let n = policy.members.len();
+    if n == 0 || n > POLICY_MEMBERS || policy.weighted.len() != n {
+        return None;
+    }
+    let mut value = PolicyValue {
+        kind: match policy.kind {
+            PolicyKind::Weighted => POLICY_WEIGHTED,
+            PolicyKind::Failover => POLICY_FAILOVER,
+            PolicyKind::Multivalue => POLICY_MULTIVALUE,
+            PolicyKind::Zonal => POLICY_ZONAL,
+        },
+        members: n as u8,
+        always: 0,
+        pad: 0,
+        slots: [0; POLICY_MEMBERS],
+        weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
+        counts: [0; POLICY_MEMBERS],
+        lens: [[0; 2]; POLICY_MEMBERS],
+        sums: [[0; 2]; POLICY_MEMBERS],
+        decision: [0; HEALTH_COMBINATIONS],
+        span: [0; HEALTH_COMBINATIONS],
+        blobs: [[[0; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
+    };
+    // Members as they appear to the decision: member i is bit i of the combination.
+    let mut synthetic = [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS];
+    let (mut largest, mut total) = (0usize, 0usize);
+    for (i, (member, weighted)) in policy.members.iter().zip(policy.weighted).enumerate() {
+        let (normal, degraded) = (*member)?;
+        let (normal, count) = member_blob(normal)?;
+        let (degraded, _) = member_blob(degraded)?;
+        for (ttl, blob) in [normal, degraded].iter().enumerate() {
+            value.blobs[i][ttl][..blob.len()].copy_from_slice(blob);
+            value.lens[i][ttl] = blob.len() as u16;
+            value.sums[i][ttl] = fold(sum_words(blob, 0));
+        }
+        let size = usize::from(value.lens[i][0].max(value.lens[i][1]));
+        largest = largest.max(size);
+        total += size;
+        value.counts[i] = count;
+        value.weighted[i].weight = weighted.weight;
+        synthetic[i] = WeightedMember {
+            slot: i as u32,
+            weight: weighted.weight,
+        };
+        if weighted.slot == ALWAYS_HEALTHY {
+            value.always |= 1 << i;
+            synthetic[i].slot = ALWAYS_HEALTHY;
+        } else if weighted.slot >= (HEALTH_WORDS as u32) * WORD_BITS {
+            return None;
+        } else {
+            value.slots[i] = weighted.slot;
+            value.weighted[i].slot = weighted.slot;
+        }
+    }
+    let answer = match policy.kind {
+        PolicyKind::Weighted | PolicyKind::Failover => largest,
+        PolicyKind::Multivalue | PolicyKind::Zonal => total,
+    };
+    if HEADER_LEN + qlen + 4 + answer + OPT_LEN > RESPONSE_MAX {
+        return None;
+    }
+    let synthetic = &synthetic[..n];
+    let slots: Vec<u32> = synthetic.iter().map(|m| m.slot).collect();
+    for combination in 0..HEALTH_COMBINATIONS {
+        let bitmap = [combination as u64];
+        let (mask, fail_open, span, by_weight) = match policy.kind {
+            PolicyKind::Weighted => {
+                let pool = weighted_pool(synthetic, &bitmap, policy.fail_open_below_permille)?;
+                (pool.eligible, pool.fail_open, pool.span, pool.by_weight)
+            }
+            PolicyKind::Failover => {
+                let choice = select_failover(slots[0], slots.get(1).copied(), &bitmap);
+                (1u64 << choice.index, choice.fail_open, 0, false)
+            }
+            PolicyKind::Multivalue => {
+                let choices = select_multivalue(&slots, &bitmap, policy.fail_open_below_permille, 0);
+                // With ≤ 8 members the subset never depends on the draw; make sure.
+                let other = select_multivalue(&slots, &bitmap, policy.fail_open_below_permille, u32::MAX);
+                if other != choices {
+                    return None;
+                }
+                (choices.mask, choices.fail_open, 0, false)
+            }
+            PolicyKind::Zonal => {
+                let choices = select_zonal(&slots, &bitmap);
+                (choices.mask, choices.fail_open, 0, false)
+            }
+        };
+        let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
+        let degraded = policy.has_degraded_ttl && (any_unhealthy || fail_open);
+        value.decision[combination] = (mask & 0xff) as u16
+            | if degraded { DECISION_DEGRADED } else { 0 }
+            | if by_weight { DECISION_BY_WEIGHT } else { 0 };
+        value.span[combination] = u16::try_from(span).ok()?;
+    }
+    Some(value)
+}

@@ -1,0 +1,281 @@
+//! The XDP program against the user-space engine, through `BPF_PROG_TEST_RUN` on the
+//! real program in the real kernel (needs root, as CI has).
+//!
+//! Tens of thousands of generated queries — names in and out of the zones, random case,
+//! every policy, random health, EDNS or not (with options, DO=1, version 1), RD, IPv4
+//! and IPv6, VLAN tags, truncated and corrupted frames — go through both. Every frame
+//! the program sends back must carry byte for byte the message the engine writes for
+//! the same query (for weighted sets: the engine's message for some draw), with the
+//! frame turned around and its checksums right as computed here independently. Every
+//! frame it passes must be untouched.
+mod common;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use common::{
+    example_zones,
+    frames::{check_response_frame, ipv4_udp_frame, ipv6_udp_frame, vlan},
+    Rng,
+};
+use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
+
+const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn engine() -> Engine {
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).expect("example zones load");
+    Engine::compile(&snapshot).expect("example zones compile")
+}
+
+/// Owner names of the example zones, plus names that do not exist below them.
+fn names(engine: &Engine) -> Vec<String> {
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let mut names: Vec<String> = snapshot
+        .zones
+        .iter()
+        .flat_map(|z| z.rrsets.iter().map(|s| qdns_zone::name::to_text(&s.name)))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    names.sort();
+    let zones: Vec<String> = engine.zones().map(|(apex, _)| apex).collect();
+    for zone in &zones {
+        for prefix in ["nx", "no.such.name", "x.y.z.w.v.u.t.s.r.q", "ent", "a.deep.ent.tree"] {
+            names.push(format!("{prefix}.{zone}"));
+        }
+        names.push(format!("{}.{zone}", "l".repeat(50)));
+    }
+    names.extend([
+        "example.org.".into(),
+        "com.".into(),
+        ".".into(),
+        "www.sub.example.com.".into(),
+    ]);
+    names
+}
+
+const QTYPES: &[u16] = &[1, 28, 15, 16, 2, 6, 5, 33, 257, 43, 255, 12, 99, 0];
+
+fn random_case(name: &str, rng: &mut Rng) -> String {
+    name.chars()
+        .map(|c| if rng.chance(50) { c.to_ascii_uppercase() } else { c })
+        .collect()
+}
+
+/// A DNS query built here (not with the edge's own code).
+fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> Vec<u8> {
+    let id = rng.next() as u16;
+    let flags: u16 = if rng.chance(50) { 0x0100 } else { 0 } | if rng.chance(10) { 0x0010 } else { 0 };
+    let edns = rng.below(10);
+    let mut msg = Vec::new();
+    msg.extend(id.to_be_bytes());
+    msg.extend(flags.to_be_bytes());
+    msg.extend([0, 1, 0, 0, 0, 0, 0, u8::from(edns >= 3)]);
+    for label in name.trim_end_matches('.').split('.').filter(|l| !l.is_empty()) {
+        msg.push(label.len() as u8);
+        msg.extend(label.as_bytes());
+    }
+    msg.push(0);
+    msg.extend(qtype.to_be_bytes());
+    msg.extend(1u16.to_be_bytes());
+    if edns >= 3 {
+        let payload: u16 = [512, 1232, 4096, 100][rng.below(4)];
+        let version = u8::from(edns == 3);
+        let flags: u16 = if edns == 4 { 0x8000 } else { 0 };
+        msg.extend([0, 0, 41]);
+        msg.extend(payload.to_be_bytes());
+        msg.extend([0, version]);
+        msg.extend(flags.to_be_bytes());
+        if edns >= 8 {
+            // A client COOKIE option (RFC 7873), as dig sends.
+            msg.extend(12u16.to_be_bytes());
+            msg.extend(10u16.to_be_bytes());
+            msg.extend(8u16.to_be_bytes());
+            msg.extend(rng.next().to_be_bytes());
+        } else {
+            msg.extend(0u16.to_be_bytes());
+        }
+    }
+    msg
+}
+
+/// The frame around `dns`, sometimes damaged: a bit flipped in the message (returned,
+/// as that is what user space would read), the frame cut short, or padding after it.
+fn frame(dns: &[u8], rng: &mut Rng) -> (Vec<u8>, Vec<u8>) {
+    let mut dns = dns.to_vec();
+    let damage = rng.below(40);
+    if damage == 1 {
+        let at = rng.below(dns.len());
+        dns[at] ^= 1 << rng.below(8);
+    }
+    let mut frame = match rng.below(4) {
+        0 => ipv4_udp_frame(&dns, 53),
+        1 => ipv6_udp_frame(&dns, 53),
+        2 => vlan(ipv4_udp_frame(&dns, 53)),
+        _ => vlan(ipv6_udp_frame(&dns, 53)),
+    };
+    match damage {
+        0 => frame.truncate(14 + rng.below(frame.len() - 14)), // test runs need an Ethernet header
+        2 => frame.extend([0u8; 7]),                           // Ethernet-style padding
+        _ => {}
+    }
+    (frame, dns)
+}
+
+/// Every message the engine may send for `query` (one unless a draw decides).
+fn engine_answers(engine: &Engine, query: &[u8], out: &mut [u8]) -> Vec<Vec<u8>> {
+    let mut all = BTreeSet::new();
+    for k in 0..=256u64 {
+        let draw = ((k << 24).min(u64::from(u32::MAX))) as u32;
+        if let Some(o) = engine.respond_with_draw(query, out, Transport::Udp, draw) {
+            all.insert(out[..o.len].to_vec());
+        }
+    }
+    all.into_iter().collect()
+}
+
+fn counters(program: &XdpProgram) -> HashMap<&'static str, u64> {
+    program.counters().into_iter().collect()
+}
+
+fn random_bitmap(engine: &Engine, rng: &mut Rng) -> Vec<u64> {
+    let words = engine.health().len();
+    (0..words)
+        .map(|_| match rng.below(3) {
+            0 => u64::MAX,
+            1 => 0,
+            _ => rng.next(),
+        })
+        .collect()
+}
+
+#[test]
+fn xdp_answers_are_byte_identical_to_user_space() {
+    if !is_root() {
+        eprintln!("\n*** SKIPPED: needs root (BPF_PROG_TEST_RUN) ***\n");
+        return;
+    }
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    let mut rng = Rng(seed);
+    let engine = engine();
+    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    let stats = program.install(&engine).expect("tables install");
+    assert!(stats.plain > 10 && stats.policy >= 4 && stats.nodes > 5, "{stats:?}");
+    let names = names(&engine);
+    let mut out = vec![0u8; MAX_MESSAGE];
+    let (mut tx, mut passed, mut total) = (0u32, 0u32, 0u32);
+    for round in 0..8 {
+        if round > 0 {
+            let bitmap = random_bitmap(&engine, &mut rng);
+            engine.set_health(bitmap.clone());
+            program.set_health(&bitmap).expect("health");
+        }
+        for _ in 0..2500 {
+            let name = random_case(&names[rng.below(names.len())], &mut rng);
+            let qtype = QTYPES[rng.below(QTYPES.len())];
+            let (packet, dns) = frame(&dns_query(&name, qtype, &mut rng), &mut rng);
+            let run = program.test_run(&packet, 1).expect("test run");
+            total += 1;
+            match run.action {
+                XDP_TX => {
+                    tx += 1;
+                    let sent = check_response_frame(&packet, &run.packet);
+                    let valid = engine_answers(&engine, &dns, &mut out);
+                    assert!(
+                        valid.contains(&sent),
+                        "seed {seed}: {name} type {qtype}: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
+                    );
+                }
+                XDP_PASS => {
+                    passed += 1;
+                    assert_eq!(
+                        run.packet, packet,
+                        "seed {seed}: {name} type {qtype}: passed frames are untouched"
+                    );
+                }
+                other => panic!("seed {seed}: {name} type {qtype}: action {other}"),
+            }
+        }
+    }
+    let c = counters(&program);
+    eprintln!("{total} queries: {tx} answered by XDP, {passed} passed; {c:?}");
+    assert_eq!(c["seen"], u64::from(total));
+    for kind in [
+        "answered_plain",
+        "answered_weighted",
+        "answered_failover",
+        "answered_multivalue",
+        "answered_zonal",
+        "answered_nodata",
+        "answered_nxdomain",
+        "pass_edns",
+        "pass_special_query",
+        "pass_not_cached",
+        "pass_outside_zones",
+        "pass_long_name",
+    ] {
+        assert!(c[kind] > 0, "{kind} never happened: {c:?}");
+    }
+    let answered: u64 = c
+        .iter()
+        .filter(|(k, _)| k.starts_with("answered_"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(answered, u64::from(tx));
+    assert!(
+        tx * 3 > total,
+        "the fast path answers the common queries: {tx} of {total}"
+    );
+}
+
+/// The weighted draw in XDP follows the weights (www.shop.example: 10/20/20, all
+/// healthy → 1/5, 2/5, 2/5; member a down → b and c 1/2 each).
+#[test]
+fn xdp_weighted_distribution_follows_the_weights() {
+    if !is_root() {
+        eprintln!("\n*** SKIPPED: needs root (BPF_PROG_TEST_RUN) ***\n");
+        return;
+    }
+    let engine = engine();
+    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    program.install(&engine).expect("tables install");
+    let all_healthy = vec![u64::MAX; engine.health().len()];
+    engine.set_health(all_healthy.clone());
+    program.set_health(&all_healthy).unwrap();
+    let mut rng = Rng(7);
+    let mut tally = |program: &mut XdpProgram, runs: u32| {
+        let mut seen: HashMap<[u8; 4], u32> = HashMap::new();
+        for _ in 0..runs {
+            let mut dns = dns_query("www.shop.example.", 1, &mut rng);
+            dns.truncate(12 + 18 + 4);
+            dns[11] = 0;
+            let packet = ipv4_udp_frame(&dns, 53);
+            let run = program.test_run(&packet, 1).unwrap();
+            assert_eq!(run.action, XDP_TX);
+            let sent = check_response_frame(&packet, &run.packet);
+            let address: [u8; 4] = sent[sent.len() - 4..].try_into().unwrap();
+            *seen.entry(address).or_default() += 1;
+        }
+        seen
+    };
+    let runs = 5000;
+    let seen = tally(&mut program, runs);
+    let share = |a: [u8; 4]| f64::from(*seen.get(&a).unwrap_or(&0)) / f64::from(runs);
+    for (address, expected) in [([192, 0, 2, 10], 0.2), ([192, 0, 2, 11], 0.4), ([192, 0, 2, 12], 0.4)] {
+        let got = share(address);
+        assert!(
+            (got - expected).abs() < 0.03,
+            "{address:?}: {got} vs {expected} ({seen:?})"
+        );
+    }
+}
