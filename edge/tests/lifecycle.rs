@@ -3,15 +3,8 @@ mod common;
 
 use std::{fs, process::Command, time::Duration};
 
-use common::{ask, example_zones, Ask, Edge, Via};
+use common::{ask, copy_examples, example_zones, Ask, Edge, Via};
 use hickory_proto::{op::ResponseCode, rr::RecordType};
-
-fn copy_examples(dir: &std::path::Path) {
-    for entry in fs::read_dir(example_zones()).unwrap() {
-        let path = entry.unwrap().path();
-        fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
-}
 
 /// Runs the binary expecting a start-up failure; returns its stderr.
 fn start_fails(args: &[&str]) -> String {

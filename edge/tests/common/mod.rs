@@ -323,3 +323,11 @@ impl Rng {
         self.next() % 100 < percent
     }
 }
+
+/// Copies the example zones into `dir` (for tests that change them).
+pub fn copy_examples(dir: &Path) {
+    for entry in std::fs::read_dir(example_zones()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+}

@@ -1,0 +1,295 @@
+//! The fast path end to end on a veth pair (needs root, as CI has): two network
+//! namespaces this test creates and removes, the edge with `--xdp` on the server end, real clients (dig, kdig, a UDP socket) on the client end.
+//!
+//! XDP_TX on veth reaches the peer only when the peer has NAPI, so the client end gets
+//! GRO turned on; both ends are single-queue.
+mod common;
+
+use std::{
+    net::{SocketAddr, UdpSocket},
+    os::fd::AsRawFd,
+    process::Command,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use common::{copy_examples, Edge};
+
+const PORT: u16 = 5300;
+/// Generic mode: in native mode on veth (kernel 6.18 here) no answer, nor any passed
+/// query, reached the client in our runs — left open (see the issue note).
+const XDP_MODE: &str = "generic";
+const SERVER: &str = "10.77.0.1";
+const SERVER6: &str = "fd00:77::1";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Two namespaces joined by a veth pair; removed on drop (the pair goes with them).
+struct Pair {
+    server: String,
+    client: String,
+    server_if: String,
+}
+
+impl Pair {
+    /// `tag` keeps the names of tests running at once apart.
+    fn new(tag: char) -> Pair {
+        let id = std::process::id() % 100_000;
+        let pair = Pair {
+            server: format!("qdns-vs{tag}-{id}"),
+            client: format!("qdns-vc{tag}-{id}"),
+            server_if: format!("qv{tag}s{id}"),
+        };
+        let client_if = format!("qv{tag}c{id}");
+        run(&["ip", "netns", "add", &pair.server]);
+        run(&["ip", "netns", "add", &pair.client]);
+        run(&[
+            "ip",
+            "link",
+            "add",
+            &pair.server_if,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &client_if,
+            "numtxqueues",
+            "1",
+            "numrxqueues",
+            "1",
+        ]);
+        run(&["ip", "link", "set", &pair.server_if, "netns", &pair.server]);
+        run(&["ip", "link", "set", &client_if, "netns", &pair.client]);
+        for (ns, dev, v4, v6) in [
+            (&pair.server, &pair.server_if, "10.77.0.1/24", "fd00:77::1/64"),
+            (&pair.client, &client_if, "10.77.0.2/24", "fd00:77::2/64"),
+        ] {
+            run(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
+            run(&["ip", "-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
+            run(&["ip", "-n", ns, "link", "set", dev, "up"]);
+            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &pair.client,
+            "ethtool",
+            "-K",
+            &client_if,
+            "gro",
+            "on",
+        ]);
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &pair.server,
+            "ethtool",
+            "-K",
+            &pair.server_if,
+            "gro",
+            "on",
+        ]);
+        pair
+    }
+
+    fn in_client(&self, args: &[&str]) -> String {
+        let mut full = vec!["ip", "netns", "exec", &self.client];
+        full.extend_from_slice(args);
+        run(&full)
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.server]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.client]).status();
+    }
+}
+
+fn start_edge(pair: &Pair, zones: &std::path::Path) -> Edge {
+    let v4 = format!("{SERVER}:{PORT}");
+    let v6 = format!("[{SERVER6}]:{PORT}");
+    Edge::start_in(
+        &["ip", "netns", "exec", &pair.server],
+        zones,
+        &[
+            "--listen",
+            &v4,
+            "--listen",
+            &v6,
+            "--xdp",
+            &pair.server_if,
+            "--xdp-mode",
+            XDP_MODE,
+        ],
+    )
+}
+
+/// The counter `label` from the edge's detach log line.
+fn counter(log: &[String], label: &str) -> u64 {
+    let line = log.iter().find(|l| l.contains("detaching XDP")).expect("detach logged");
+    line.split(&format!("(\"{label}\", "))
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {label} in {line}"))
+}
+
+#[test]
+fn veth_clients_get_answers_from_xdp_and_from_user_space() {
+    if !is_root() {
+        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
+        return;
+    }
+    let pair = Pair::new('a');
+    let zones = tempfile::tempdir().unwrap();
+    copy_examples(zones.path());
+    let edge = start_edge(&pair, zones.path());
+    let attached = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
+    assert!(attached.contains("xdp"), "XDP on veth: {attached}");
+    let port = PORT.to_string();
+    let dig = |server: &str, args: &[&str]| {
+        let at = format!("@{server}");
+        let mut full = vec!["dig", at.as_str(), "-p", &port, "+tries=1", "+time=3"];
+        full.extend_from_slice(args);
+        pair.in_client(&full)
+    };
+    // Answered by the program.
+    let out = dig(SERVER, &["WwW.ExAmPlE.CoM", "A"]);
+    assert!(out.contains("status: NOERROR") && out.contains("192.0.2.10"), "{out}");
+    let out = dig(SERVER6, &["ns1.example.com", "AAAA"]);
+    assert!(out.contains("2001:db8::53"), "{out}");
+    let out = dig(SERVER, &["no-such-name.example.com", "A"]);
+    assert!(out.contains("status: NXDOMAIN") && out.contains("SOA"), "{out}");
+    let out = dig(SERVER, &["api.shop.example", "A"]);
+    assert!(out.contains("status: NOERROR") && out.contains("IN\tA"), "{out}");
+    let out = pair.in_client(&[
+        "kdig",
+        &format!("@{SERVER}"),
+        "-p",
+        &port,
+        "+retry=0",
+        "www.example.com",
+        "A",
+    ]);
+    assert!(out.contains("192.0.2.10"), "{out}");
+    // Passed to user space: DO=1, TCP, a wildcard.
+    let out = dig(SERVER, &["+dnssec", "www.example.com", "A"]);
+    assert!(out.contains("192.0.2.10"), "{out}");
+    let out = dig(SERVER, &["+tcp", "www.example.com", "A"]);
+    assert!(out.contains("192.0.2.10"), "{out}");
+    let out = dig(SERVER, &["anything.wild.example.com", "A"]);
+    assert!(out.contains("192.0.2.99"), "{out}");
+
+    let (status, log) = edge.stop_with_log();
+    assert_eq!(status.code(), Some(0));
+    assert!(counter(&log, "answered_plain") >= 3, "{log:?}");
+    assert!(counter(&log, "answered_nxdomain") >= 1, "{log:?}");
+    assert!(counter(&log, "answered_failover") >= 1, "{log:?}");
+    assert!(counter(&log, "pass_edns") >= 1, "{log:?}");
+    assert!(counter(&log, "pass_not_cached") >= 1, "{log:?}");
+    let after = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
+    assert!(!after.contains("xdp"), "detached on SIGTERM: {after}");
+}
+
+/// Runs `f` on a thread that has entered the network namespace `ns`.
+fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: setns on this thread only, with a namespace file we hold open.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}");
+        f()
+    })
+}
+
+#[test]
+fn zone_reload_under_load_loses_no_query_and_xdp_follows() {
+    if !is_root() {
+        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
+        return;
+    }
+    let pair = Pair::new('b');
+    let zones = tempfile::tempdir().unwrap();
+    copy_examples(zones.path());
+    let edge = start_edge(&pair, zones.path());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_load = Arc::clone(&stop);
+    // mail.example.com A, 0x20-cased, ID = sequence number; one query in flight at a time.
+    let load = in_netns(&pair.client, move || {
+        let socket = UdpSocket::bind("10.77.0.2:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let server: SocketAddr = format!("{SERVER}:{PORT}").parse().unwrap();
+        let (mut sent, mut lost, mut new_value_seen) = (0u32, 0u32, 0u32);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut buf = [0u8; 512];
+        while !stop_load.load(Ordering::Relaxed) && Instant::now() < deadline && sent < 5_000_000 {
+            let id = sent as u16;
+            let mut q = id.to_be_bytes().to_vec();
+            q.extend([0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 4]);
+            q.extend(b"MaIl\x07example\x03com\x00\x00\x01\x00\x01");
+            socket.send_to(&q, server).unwrap();
+            sent += 1;
+            loop {
+                match socket.recv(&mut buf) {
+                    Ok(n) if n >= 2 && buf[..2] == id.to_be_bytes() => {
+                        if buf[..n].ends_with(&[192, 0, 2, 26]) {
+                            new_value_seen += 1;
+                        }
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(_) => {
+                        lost += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        (sent, lost, new_value_seen)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let path = zones.path().join("example.com.zone");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("192.0.2.25", "192.0.2.26");
+    std::fs::write(&path, text).unwrap();
+    edge.signal("HUP");
+    edge.wait_for_log("zones reloaded", Duration::from_secs(20));
+    edge.wait_for_log("XDP tables installed", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let (sent, lost, new_value_seen) = load.join().unwrap();
+    eprintln!("{sent} queries, {lost} lost, {new_value_seen} with the reloaded value");
+    assert!(sent > 200, "the load ran: {sent}");
+    assert_eq!(lost, 0, "no query lost across the reload");
+    assert!(new_value_seen > 0, "answers follow the reload");
+    let (_, log) = edge.stop_with_log();
+    assert!(
+        counter(&log, "answered_plain") > u64::from(sent) / 2,
+        "XDP answered the load: {log:?}"
+    );
+}
