@@ -1,7 +1,7 @@
 //! The fast path end to end on a veth pair (needs root, as CI has): two network
 //! namespaces this test creates and removes, the edge with `--xdp` on the server end, real clients (dig, kdig, a UDP socket) on the client end.
 //!
-//! XDP_TX on veth reaches the peer only when the peer has NAPI, so the client end gets
+//! `XDP_TX` on veth reaches the peer only when the peer has NAPI, so the client end gets
 //! GRO turned on; both ends are single-queue.
 mod common;
 
@@ -261,7 +261,7 @@ fn zone_reload_under_load_loses_no_query_and_xdp_follows() {
                         }
                         break;
                     }
-                    Ok(_) => continue,
+                    Ok(_) => {}
                     Err(_) => {
                         lost += 1;
                         break;
