@@ -101,12 +101,37 @@ pub fn render(sources: &Sources) -> String {
     );
     if let Some(xdp) = &sources.xdp {
         let packets = Counters::default();
+        let entries =
+            prometheus_client::metrics::family::Family::<Labels, prometheus_client::metrics::gauge::Gauge>::default();
+        let generation = prometheus_client::metrics::gauge::Gauge::<i64>::default();
         if let Ok(program) = xdp.lock() {
             for (counter, n) in program.counters() {
                 packets.get_or_create(&label(&[("counter", counter)])).inc_by(n);
             }
+            let (active, stats) = program.table_stats();
+            generation.set(i64::from(active));
+            for (kind, n) in [
+                ("plain", stats.plain),
+                ("policy", stats.policy),
+                ("node", stats.nodes),
+                ("pass", stats.pass),
+            ] {
+                entries
+                    .get_or_create(&label(&[("kind", kind)]))
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
         }
         r.register("xdp_packets", "XDP program counters, summed over CPUs", packets);
+        r.register(
+            "xdp_table_entries",
+            "Entries of the active XDP table generation, by kind",
+            entries,
+        );
+        r.register(
+            "xdp_table_generation",
+            "Active XDP table generation (0: none, every query goes to user space)",
+            generation,
+        );
     }
     let mut out = String::new();
     if encode(&mut out, &r).is_err() {
