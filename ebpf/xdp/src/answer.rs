@@ -28,7 +28,7 @@ use crate::{
 const CLASS_IN: u16 = 1;
 const TYPE_OPT: u16 = 41;
 /// OPT record without options.
-const OPT_LEN: usize = 11;
+pub const OPT_LEN: usize = 11;
 /// Most EDNS options walked in a query's OPT record.
 const MAX_OPTIONS: usize = 16;
 /// Largest query the fast path reads (bounds every packet offset for the verifier).
@@ -148,6 +148,7 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, key: &mut AnswerKey) -> Result<(Ques
     }
     let end = qname_at + qlen + 4;
     let msg_end = message_end(ctx, at)?;
+    special_addresses(ctx, at)?;
     let edns = edns(ctx, at.dns, end, msg_end)?;
 
     key.generation = generation;
@@ -195,6 +196,12 @@ fn message_end(ctx: &XdpContext, at: &Offsets) -> Result<usize, Counter> {
     if !consistent {
         return Err(Counter::PassBadLength);
     }
+    Ok(end)
+}
+
+/// A source port of 0, or a multicast or broadcast destination: not ours to answer.
+#[inline(always)]
+fn special_addresses(ctx: &XdpContext, at: &Offsets) -> Result<(), Counter> {
     if u16_at(ctx, at.l4)? == 0 {
         return Err(Counter::PassSpecialQuery);
     }
@@ -207,7 +214,7 @@ fn message_end(ctx: &XdpContext, at: &Offsets) -> Result<usize, Counter> {
     if multicast {
         return Err(Counter::PassSpecialQuery);
     }
-    Ok(end)
+    Ok(())
 }
 
 /// The additional section: nothing, or exactly one OPT record (root owner, version 0,

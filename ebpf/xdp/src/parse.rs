@@ -12,7 +12,8 @@ const ETH_P_IP: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86dd;
 const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_8021AD: u16 = 0x88a8;
-const IPPROTO_UDP: u8 = 17;
+/// IP protocol number of UDP.
+pub const IPPROTO_UDP: u8 = 17;
 const UDP_LEN: usize = 8;
 const DNS_HEADER_LEN: usize = 12;
 

@@ -14,12 +14,10 @@ use qdns_abi::{
 };
 
 use crate::{
-    answer::{shape, write_opt, write_tail, Body, Question, Verdict},
-    parse::{ptr_at, u16_at, u8_at, Offsets},
+    answer::{shape, write_opt, write_tail, Body, Question, Verdict, OPT_LEN},
+    parse::{ptr_at, u16_at, u8_at, Offsets, IPPROTO_UDP},
 };
 
-const OPT_LEN: usize = 11;
-const IPPROTO_UDP: u64 = 17;
 const HOP_LIMIT: u8 = 64;
 /// RD and CD, copied from the query.
 const RD_CD: u16 = 0x0110;
@@ -82,7 +80,7 @@ fn finish(
     put_u16(ctx, udp + 4, udp_len)?;
     sum += u64::from(source) + u64::from(destination) + u64::from(udp_len);
     // Pseudo-header: addresses (their sum does not change when swapped), protocol, length.
-    sum += IPPROTO_UDP + u64::from(udp_len);
+    sum += u64::from(IPPROTO_UDP) + u64::from(udp_len);
     let l3 = at.l3;
     if at.ipv6 {
         sum += swap::<16>(ctx, l3 + 8)?;

@@ -69,12 +69,6 @@ impl Engine {
         }
         out
     }
-
-    /// The UDP payload size this engine advertises.
-    #[must_use]
-    pub fn max_udp_payload(&self) -> u16 {
-        self.max_udp_payload
-    }
 }
 
 impl super::policy::PolicySet {

@@ -124,6 +124,12 @@ impl Engine {
         self.health.load_full()
     }
 
+    /// The UDP payload size this engine advertises.
+    #[must_use]
+    pub fn max_udp_payload(&self) -> u16 {
+        self.max_udp_payload
+    }
+
     /// Sets the largest UDP response this server sends (default 1232).
     #[must_use]
     pub fn with_max_udp_payload(mut self, size: u16) -> Engine {

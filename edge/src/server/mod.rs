@@ -129,12 +129,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         ports.dedup();
         let mut program = XdpProgram::load(&ports, config.max_udp_payload)?;
         // Tables first, then attach: the program never runs without its answers.
-        match program.install(&engine.load()) {
+        let installed = engine.load_full();
+        match program.install(&installed) {
             Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
             Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
         }
         program.attach(&config.xdp, config.xdp_mode)?;
-        Some(Arc::new(std::sync::Mutex::new(program)))
+        Some((Arc::new(std::sync::Mutex::new(program)), installed))
     };
     // Logged once everything is in place: tests and operators take it as "ready".
     for listener in &tcp_listeners {
@@ -146,11 +147,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let stop = Arc::new(AtomicBool::new(false));
     let worker_stats: Vec<Arc<WorkerStats>> = (0..=udp_sockets.len()).map(|_| Arc::default()).collect();
     let mut udp_threads = udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
-    if let Some(xdp) = &xdp {
-        let watcher = crate::xdp::sync::spawn(Arc::clone(xdp), Arc::clone(&engine), Arc::clone(&stop))
-            .map_err(ServerError::Start)?;
-        udp_threads.push(watcher);
-    }
+    let xdp = match xdp {
+        Some((program, installed)) => {
+            let watcher =
+                crate::xdp::sync::spawn(Arc::clone(&program), Arc::clone(&engine), installed, Arc::clone(&stop))
+                    .map_err(ServerError::Start)?;
+            udp_threads.push(watcher);
+            Some(program)
+        }
+        None => None,
+    };
     let tcp_stats = worker_stats.last().cloned().unwrap_or_default();
     let limits = tcp::TcpLimits {
         idle_timeout: config.tcp_idle_timeout,

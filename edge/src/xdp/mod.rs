@@ -257,25 +257,26 @@ impl XdpProgram {
         };
         let table = table::compile(engine, generation);
         let stats = table.stats();
-        let result = self.write_generation(&table, &engine.health(), 1 - old.health, generation);
+        let health = 1 - old.health;
+        let result = self.write_generation(&table, &engine.health(), health, generation);
+        // The old generation goes either way: replaced on success, unsafe to keep on failure.
+        self.delete(&old.answer_keys, &old.policy_keys);
+        let answer_keys: Vec<AnswerKey> = table.answers.iter().map(|(k, _)| *k).collect();
+        let policy_keys: Vec<PolicyKey> = table.policies.iter().map(|(k, _)| *k).collect();
         match result {
             Ok(()) => {
                 self.installed = Installed {
                     generation,
-                    health: 1 - old.health,
-                    answer_keys: table.answers.iter().map(|(k, _)| *k).collect(),
-                    policy_keys: table.policies.iter().map(|(k, _)| *k).collect(),
+                    health,
+                    answer_keys,
+                    policy_keys,
                     stats,
                 };
-                self.delete(&old.answer_keys, &old.policy_keys);
                 Ok(stats)
             }
             Err(err) => {
                 let _ = self.set_active(0);
-                self.delete(&old.answer_keys, &old.policy_keys);
-                let new_answers: Vec<AnswerKey> = table.answers.iter().map(|(k, _)| *k).collect();
-                let new_policies: Vec<PolicyKey> = table.policies.iter().map(|(k, _)| *k).collect();
-                self.delete(&new_answers, &new_policies);
+                self.delete(&answer_keys, &policy_keys);
                 Err(err)
             }
         }
@@ -328,25 +329,13 @@ impl XdpProgram {
         for (word, &value) in words.iter_mut().zip(bitmap) {
             *word = value;
         }
-        let map = self.ebpf.map_mut(HEALTH_MAP).ok_or(XdpTableError::Map {
-            map: HEALTH_MAP,
-            source: Box::new(aya::maps::MapError::InvalidName {
-                name: HEALTH_MAP.to_owned(),
-            }),
-        })?;
-        let mut health = Array::<_, HealthWords>::try_from(map).map_err(map_error(HEALTH_MAP))?;
+        let mut health = Array::<_, HealthWords>::try_from(self.map(HEALTH_MAP)?).map_err(map_error(HEALTH_MAP))?;
         health.set(index, *words, 0).map_err(map_error(HEALTH_MAP))
     }
 
     /// One 8-byte store: the program sees the old or the new word whole.
     fn set_active(&mut self, word: u64) -> Result<(), XdpTableError> {
-        let map = self.ebpf.map_mut(CONFIG_MAP).ok_or(XdpTableError::Map {
-            map: CONFIG_MAP,
-            source: Box::new(aya::maps::MapError::InvalidName {
-                name: CONFIG_MAP.to_owned(),
-            }),
-        })?;
-        let mut config = Array::<_, u64>::try_from(map).map_err(map_error(CONFIG_MAP))?;
+        let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
         config.set(CONFIG_ACTIVE, word, 0).map_err(map_error(CONFIG_MAP))
     }
 
@@ -354,11 +343,14 @@ impl XdpProgram {
         &mut self,
         name: &'static str,
     ) -> Result<HashMap<&mut aya::maps::MapData, K, V>, XdpTableError> {
-        let map = self.ebpf.map_mut(name).ok_or(XdpTableError::Map {
+        HashMap::try_from(self.map(name)?).map_err(map_error(name))
+    }
+
+    fn map(&mut self, name: &'static str) -> Result<&mut aya::maps::Map, XdpTableError> {
+        self.ebpf.map_mut(name).ok_or(XdpTableError::Map {
             map: name,
             source: Box::new(aya::maps::MapError::InvalidName { name: name.to_owned() }),
-        })?;
-        HashMap::try_from(map).map_err(map_error(name))
+        })
     }
 
     /// Deletes entries of a generation no query reads any more (best effort: a leftover

@@ -22,20 +22,22 @@ use crate::engine::Engine;
 /// How often the engine is looked at.
 pub const POLL: Duration = Duration::from_millis(2);
 
-/// Starts the watcher; it ends when `stop` is set.
+/// Starts the watcher; `installed` is the engine whose tables the program holds already
+/// (installed before attaching). It ends when `stop` is set.
 pub fn spawn(
     program: Arc<Mutex<XdpProgram>>,
     engine: Arc<ArcSwap<Engine>>,
+    installed: Arc<Engine>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("qdns-xdp-sync".into())
-        .spawn(move || watch(&program, &engine, &stop))
+        .spawn(move || watch(&program, &engine, installed, &stop))
 }
 
-fn watch(program: &Mutex<XdpProgram>, engine: &ArcSwap<Engine>, stop: &AtomicBool) {
-    let mut current: Option<Arc<Engine>> = None;
-    let mut health: Option<Arc<Vec<u64>>> = None;
+fn watch(program: &Mutex<XdpProgram>, engine: &ArcSwap<Engine>, installed: Arc<Engine>, stop: &AtomicBool) {
+    let mut health = Some(installed.health());
+    let mut current = Some(installed);
     while !stop.load(Ordering::Relaxed) {
         let latest = engine.load_full();
         let bitmap = latest.health();

@@ -194,17 +194,15 @@ fn plain(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<Ans
 
 /// NODATA here and NXDOMAIN below, unless a CNAME or a wildcard makes user space answer.
 fn node_value(node: &NodeView<'_>) -> AnswerValue {
-    let mut value = pass(KIND_NODE);
     let mut tail = vec![0u8, 0];
     tail.extend_from_slice(node.negative_soa);
-    let Some(mut value_with_soa) = with_tail(value, &tail) else {
-        return value;
+    // An SOA too long for the table: the node passes (flags 0).
+    let Some(mut value) = with_tail(pass(KIND_NODE), &tail) else {
+        return pass(KIND_NODE);
     };
-    value_with_soa.flags = QR_AA;
-    value_with_soa.apex_len = node.apex_len as u8;
-    value_with_soa.node_flags =
-        if node.has_cname { 0 } else { NODE_NODATA } | if node.has_wildcard { 0 } else { NODE_NXDOMAIN };
-    value = value_with_soa;
+    value.flags = QR_AA;
+    value.apex_len = node.apex_len as u8;
+    value.node_flags = if node.has_cname { 0 } else { NODE_NODATA } | if node.has_wildcard { 0 } else { NODE_NXDOMAIN };
     value
 }
 
