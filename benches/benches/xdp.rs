@@ -91,7 +91,7 @@ fn main() {
             println!("{label}: 5% steps {q:?}");
         }
         let p90 = times[times.len() * 9 / 10];
-        let mean = times.iter().sum::<u64>() as f64 / f64::from(runs);
+        let mean = times.iter().map(|&t| t as f64).sum::<f64>() / f64::from(runs);
         println!("xdp {label:<20} p10 {p10:>4} ns  median {median:>4} ns  p90 {p90:>4} ns  mean {mean:>6.1} ns  ({runs} runs, action {action})");
     }
 }
