@@ -81,17 +81,17 @@ fn main() {
             if std::env::var_os("QDNS_XDP_ANY").is_none() {
                 assert_eq!(run.action, action, "{label}");
             }
-            times.push(run.duration.as_nanos() as u64);
+            times.push(u32::try_from(run.duration.as_nanos()).unwrap_or(u32::MAX));
         }
         times.sort_unstable();
         let median = times[times.len() / 2];
         let p10 = times[times.len() / 10];
         if std::env::var_os("QDNS_XDP_SPREAD").is_some() {
-            let q: Vec<u64> = (0..=20).map(|i| times[(times.len() - 1) * i / 20]).collect();
+            let q: Vec<u32> = (0..=20).map(|i| times[(times.len() - 1) * i / 20]).collect();
             println!("{label}: 5% steps {q:?}");
         }
         let p90 = times[times.len() * 9 / 10];
-        let mean = times.iter().map(|&t| t as f64).sum::<f64>() / f64::from(runs);
+        let mean = times.iter().map(|&t| f64::from(t)).sum::<f64>() / f64::from(runs);
         println!("xdp {label:<20} p10 {p10:>4} ns  median {median:>4} ns  p90 {p90:>4} ns  mean {mean:>6.1} ns  ({runs} runs, action {action})");
     }
 }
