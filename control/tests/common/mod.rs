@@ -143,6 +143,14 @@ impl Location {
     }
 
     pub fn new() -> Location {
+        let mut location = Location::control_only();
+        location.start_edge();
+        location.edge.as_ref().unwrap().wait_for("snapshot applied");
+        location
+    }
+
+    /// Control running, no edge yet.
+    pub fn control_only() -> Location {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("zones")).unwrap();
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
@@ -157,8 +165,6 @@ impl Location {
             dns: None,
         };
         location.start_control();
-        location.start_edge();
-        location.edge.as_ref().unwrap().wait_for("snapshot applied");
         location
     }
 
@@ -179,7 +185,19 @@ impl Location {
 
     /// Starts the edge (on a new port unless one was used before); waits until it listens.
     pub fn start_edge(&mut self) {
-        let mut cmd = Command::new(edge_bin());
+        self.start_edge_with(&[], &[]);
+    }
+
+    /// Starts the edge under `prefix` (e.g. `ip netns exec NS`) with `extra` arguments.
+    pub fn start_edge_with(&mut self, prefix: &[&str], extra: &[&str]) {
+        let mut cmd = match prefix.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(edge_bin());
+                cmd
+            }
+            None => Command::new(edge_bin()),
+        };
         let listen = self.dns.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
         cmd.args([
             "--listen",
@@ -192,6 +210,7 @@ impl Location {
         ])
         .arg(self.edge_socket());
         cmd.arg("--state-dir").arg(self.dir.path().join("edge-state"));
+        cmd.args(extra);
         let proc = Proc::spawn("edge", cmd);
         let line = proc.wait_for("listening");
         let addr = line.split("udp=").nth(1).unwrap().split_whitespace().next().unwrap();
