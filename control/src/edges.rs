@@ -77,6 +77,7 @@ pub async fn serve_edge<R, W>(
                             snapshot: serving,
                             seq: 0,
                             connected_at: now(),
+                            xdp: None,
                         },
                     );
                 }
@@ -84,6 +85,11 @@ pub async fn serve_edge<R, W>(
                     if let Some(info) = guard.edges.get_mut(&id) {
                         info.snapshot = Some(snapshot);
                         info.seq = seq;
+                    }
+                }
+                ToControl::Xdp(report) => {
+                    if let Some(info) = guard.edges.get_mut(&id) {
+                        info.xdp = Some(report);
                     }
                 }
             }

@@ -94,6 +94,8 @@ pub struct EdgeInfo {
     pub seq: u64,
     /// Unix seconds of the connection.
     pub connected_at: u64,
+    /// Its XDP fast path, as last reported (none without `--xdp`).
+    pub xdp: Option<qdns_zone::sync::XdpReport>,
 }
 
 /// Default quorum: healthy iff more than this share of reachable checkers say so.

@@ -110,6 +110,27 @@ fn an_override_in_control_changes_the_xdp_answer() {
     });
     assert_eq!(back, ["192.0.2.20"], "primary again after the override is cleared");
 
+    // The edge reports its XDP counters to control every 2 s: `qdnsctl status` shows them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = loc.ctl_json(&["status"]);
+        let answered = status["edges"][0]["xdp"]["counters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|pair| pair[0] == "answered_failover")
+            .and_then(|pair| pair[1].as_u64())
+            .unwrap_or(0);
+        if answered >= 3 {
+            assert_eq!(status["edges"][0]["xdp"]["interfaces"][0], "lo", "{status}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no XDP report in status: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = String::from_utf8(loc.ctl(&["status"]).stdout).unwrap();
+    assert!(text.contains("lo gen "), "{text}");
+
     let edge = loc.edge.as_mut().unwrap();
     assert!(edge.term().success());
     let detach = edge.seen("detaching XDP");

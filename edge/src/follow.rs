@@ -5,19 +5,22 @@
 //! away, and a restarted edge serves the persisted snapshot before control answers.
 use std::{
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
 use arc_swap::ArcSwap;
 use qdns_zone::{
-    sync::{self, HealthDelta, PersistedHealth, ToControl, ToEdge},
+    sync::{self, HealthDelta, PersistedHealth, ToControl, ToEdge, XdpReport},
     Snapshot,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::Engine;
+use crate::{xdp::XdpProgram, Engine};
+
+/// How often the XDP counters go to control (`qdnsctl status`).
+pub const XDP_REPORT_EVERY: Duration = Duration::from_secs(2);
 
 /// Where control serves snapshots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +93,7 @@ pub async fn follow(
     engine: Arc<ArcSwap<Engine>>,
     max_udp_payload: u16,
     edge_name: String,
+    xdp: Option<Arc<Mutex<XdpProgram>>>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
@@ -99,13 +103,33 @@ pub async fn follow(
                 Endpoint::Unix(path) => {
                     let stream = tokio::net::UnixStream::connect(path).await?;
                     let (r, w) = stream.into_split();
-                    session(r, w, &state_dir, &engine, max_udp_payload, &edge_name, &mut backoff).await
+                    session(
+                        r,
+                        w,
+                        &state_dir,
+                        &engine,
+                        max_udp_payload,
+                        &edge_name,
+                        xdp.as_deref(),
+                        &mut backoff,
+                    )
+                    .await
                 }
                 Endpoint::Tcp(addr) => {
                     let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
                     let _ = stream.set_nodelay(true);
                     let (r, w) = stream.into_split();
-                    session(r, w, &state_dir, &engine, max_udp_payload, &edge_name, &mut backoff).await
+                    session(
+                        r,
+                        w,
+                        &state_dir,
+                        &engine,
+                        max_udp_payload,
+                        &edge_name,
+                        xdp.as_deref(),
+                        &mut backoff,
+                    )
+                    .await
                 }
             }
         };
@@ -127,13 +151,18 @@ pub async fn follow(
     }
 }
 
-async fn session<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    mut reader: R,
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one connection's whole context, passed down once"
+)]
+async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
+    reader: R,
     mut writer: W,
     state_dir: &Path,
     engine: &ArcSwap<Engine>,
     max_udp_payload: u16,
     edge_name: &str,
+    xdp: Option<&Mutex<XdpProgram>>,
     backoff: &mut Duration,
 ) -> std::io::Result<()> {
     let serving = engine.load().version();
@@ -145,18 +174,26 @@ async fn session<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         },
     )
     .await?;
+    // Frames are read on their own task, so the XDP report tick never cuts a read short.
+    let (frames, mut incoming) = tokio::sync::mpsc::channel(4);
+    let _reading = AbortOnDrop(tokio::spawn(read_frames(reader, frames)));
+    let mut report = tokio::time::interval(XDP_REPORT_EVERY);
+    report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut link: Option<Link> = None;
     loop {
-        let mut prefix = [0u8; 4];
-        match reader.read_exact(&mut prefix).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        let len = sync::frame_len(prefix).map_err(std::io::Error::other)?;
-        let mut body = vec![0u8; len];
-        reader.read_exact(&mut body).await?;
-        let msg: ToEdge = sync::decode(&body).map_err(std::io::Error::other)?;
+        let msg = tokio::select! {
+            msg = incoming.recv() => match msg {
+                Some(Ok(msg)) => msg,
+                Some(Err(err)) => return Err(err),
+                None => return Ok(()),
+            },
+            _ = report.tick(), if xdp.is_some() => {
+                if let Some(report) = xdp.and_then(xdp_report) {
+                    send(&mut writer, &ToControl::Xdp(report)).await?;
+                }
+                continue;
+            }
+        };
         let applied = match msg {
             ToEdge::Snapshot { snapshot, seq } => {
                 let snapshot = *snapshot;
@@ -229,6 +266,51 @@ async fn session<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         )
         .await?;
     }
+}
+
+/// Reads frames until the connection ends (`None` to the receiver) or fails.
+async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, frames: tokio::sync::mpsc::Sender<std::io::Result<ToEdge>>) {
+    loop {
+        let mut prefix = [0u8; 4];
+        let msg = match reader.read_exact(&mut prefix).await {
+            Ok(_) => read_body(&mut reader, prefix).await,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+            Err(e) => Err(e),
+        };
+        let failed = msg.is_err();
+        if frames.send(msg).await.is_err() || failed {
+            return;
+        }
+    }
+}
+
+async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4]) -> std::io::Result<ToEdge> {
+    let len = sync::frame_len(prefix).map_err(std::io::Error::other)?;
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body).await?;
+    sync::decode(&body).map_err(std::io::Error::other)
+}
+
+/// Aborts the task when the session ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn xdp_report(xdp: &Mutex<XdpProgram>) -> Option<XdpReport> {
+    let program = xdp.lock().ok()?;
+    Some(XdpReport {
+        interfaces: program.interfaces().to_vec(),
+        generation: program.table_stats().0,
+        counters: program
+            .counters()
+            .into_iter()
+            .map(|(label, n)| (label.to_owned(), n))
+            .collect(),
+    })
 }
 
 /// Applies `delta` when it is the next one for this snapshot.

@@ -59,6 +59,19 @@ pub enum ToControl {
         /// Last delta applied (0 = the snapshot itself).
         seq: u64,
     },
+    /// The edge's XDP fast path, every few seconds while it has one.
+    Xdp(XdpReport),
+}
+
+/// What an edge's XDP program did so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XdpReport {
+    /// Interfaces the program is attached to.
+    pub interfaces: Vec<String>,
+    /// Active table generation (0: none, everything goes to user space).
+    pub generation: u32,
+    /// Counter totals by label (`seen`, `answered_*`, `pass_*`).
+    pub counters: Vec<(String, u64)>,
 }
 
 /// Why a frame or file could not be read.

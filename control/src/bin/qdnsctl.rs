@@ -241,9 +241,15 @@ fn print_human(request: &Request, data: &Value) {
                 s(&data["checkers"]["note"])
             );
             println!("overrides: {}  shifts: {}", s(&data["overrides"]), s(&data["shifts"]));
-            println!("{:<24} {:>16} {:>6}", "EDGE", "SNAPSHOT", "SEQ");
+            println!("{:<24} {:>16} {:>6}  XDP", "EDGE", "SNAPSHOT", "SEQ");
             for e in data["edges"].as_array().into_iter().flatten() {
-                println!("{:<24} {:>16} {:>6}", s(&e["name"]), s(&e["snapshot"]), s(&e["seq"]));
+                println!(
+                    "{:<24} {:>16} {:>6}  {}",
+                    s(&e["name"]),
+                    s(&e["snapshot"]),
+                    s(&e["seq"]),
+                    xdp_summary(&e["xdp"])
+                );
             }
         }
         Request::Health { .. } => {
@@ -331,4 +337,31 @@ fn print_human(request: &Request, data: &Value) {
         }
         _ => println!("{}", serde_json::to_string_pretty(data).unwrap_or_default()),
     }
+}
+
+/// "off", or the interfaces, the table generation, and packets answered / passed.
+fn xdp_summary(xdp: &serde_json::Value) -> String {
+    let Some(counters) = xdp["counters"].as_array() else {
+        return "off".to_owned();
+    };
+    let (mut answered, mut passed) = (0u64, 0u64);
+    for pair in counters {
+        let (label, n) = (pair[0].as_str().unwrap_or(""), pair[1].as_u64().unwrap_or(0));
+        if label.starts_with("answered_") {
+            answered += n;
+        } else if label.starts_with("pass_") {
+            passed += n;
+        }
+    }
+    let interfaces: Vec<&str> = xdp["interfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.as_str())
+        .collect();
+    format!(
+        "{} gen {}: {answered} answered, {passed} passed",
+        interfaces.join(","),
+        xdp["generation"]
+    )
 }

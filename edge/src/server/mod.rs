@@ -195,6 +195,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             Arc::clone(&engine),
             config.max_udp_payload,
             config.edge_id.clone(),
+            xdp.clone(),
             shutdown.clone(),
         ));
     }
