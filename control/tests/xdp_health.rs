@@ -125,7 +125,10 @@ fn an_override_in_control_changes_the_xdp_answer() {
             assert_eq!(status["edges"][0]["xdp"]["interfaces"][0], "lo", "{status}");
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "no XDP report in status: {status}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no XDP report in status: {status}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let text = String::from_utf8(loc.ctl(&["status"]).stdout).unwrap();

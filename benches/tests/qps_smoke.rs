@@ -1,0 +1,70 @@
+//! The QPS harness cannot rot: its smoke mode (a few seconds per server) runs against the
+//! real qdns-edge, knotd, nsd and gdnsd with dnsperf. Skipped, loudly, where the peers
+//! are not installed (`scripts/setup-peers`, which `scripts/test` runs, installs them).
+use std::{path::PathBuf, process::Command};
+
+fn installed(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The `qdns-edge` binary of this build profile, built if needed.
+fn edge_bin() -> PathBuf {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "qdns-edge", "--bin", "qdns-edge"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo build qdns-edge");
+    assert!(status.success());
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("qdns-edge")
+}
+
+#[test]
+fn harness_smoke_run_produces_the_table() {
+    let missing: Vec<&str> = ["knotd", "nsd", "gdnsd", "dnsperf"]
+        .into_iter()
+        .filter(|p| !installed(p))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!("\n*** SKIPPED: {missing:?} not installed (scripts/setup-peers) ***\n");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_bench-qps"))
+        .arg("--smoke")
+        .arg("--edge")
+        .arg(edge_bin())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "bench-qps --smoke failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for server in ["qdns-edge", "knotd", "nsd", "gdnsd"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {server} |")))
+            .unwrap_or_else(|| panic!("no row for {server}:\n{stdout}"));
+        assert!(!row.contains("error"), "{row}");
+        // The closed-loop rate is a real measurement.
+        let qps: f64 = row
+            .split('|')
+            .nth(5)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(qps > 100.0, "{server} answered: {row}");
+    }
+    assert!(stdout.contains("qdns reload of"), "{stdout}");
+    assert!(out.path().join("results.json").is_file());
+}
