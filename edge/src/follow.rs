@@ -196,38 +196,11 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         };
         let applied = match msg {
             ToEdge::Snapshot { snapshot, seq } => {
-                let snapshot = *snapshot;
-                let compiled = match Engine::compile(&snapshot) {
-                    Ok(e) => e.with_max_udp_payload(max_udp_payload),
-                    Err(err) => {
-                        tracing::error!(%err, version = snapshot.version, "snapshot rejected; keeping the running one");
-                        return Err(std::io::Error::other("rejected snapshot"));
-                    }
-                };
-                engine.store(Arc::new(compiled));
+                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, max_udp_payload).await?;
                 *backoff = Duration::from_millis(100);
-                tracing::info!(
-                    version = snapshot.version,
-                    zones = snapshot.zones.len(),
-                    "snapshot applied"
-                );
-                let version = snapshot.version;
-                link = Some(Link {
-                    snapshot: version,
-                    seq,
-                    bitmap: snapshot.bitmap.clone(),
-                });
-                let dir = state_dir.to_path_buf();
-                // Persisted in order, before the acknowledgement: a later health file must
-                // never be removed by an earlier snapshot's write.
-                let _ = tokio::task::spawn_blocking(move || {
-                    if let Err(err) = sync::persist(&snapshot_path(&dir), &snapshot) {
-                        tracing::error!(%err, "cannot persist the snapshot");
-                    }
-                    let _ = std::fs::remove_file(health_path(&dir));
-                })
-                .await;
-                (version, seq)
+                let ack = (applied.snapshot, applied.seq);
+                link = Some(applied);
+                ack
             }
             ToEdge::Health(delta) => {
                 let Some(current) = link.as_mut() else {
@@ -266,6 +239,48 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         )
         .await?;
     }
+}
+
+/// Compiles and swaps in `snapshot`, persists it (before the acknowledgement: a later
+/// health file must never be removed by an earlier snapshot's write), and returns the
+/// link state it starts.
+async fn apply_snapshot(
+    snapshot: Snapshot,
+    seq: u64,
+    state_dir: &Path,
+    engine: &ArcSwap<Engine>,
+    max_udp_payload: u16,
+) -> std::io::Result<Link> {
+    let compiled = match Engine::compile(&snapshot) {
+        Ok(e) => e.with_max_udp_payload(max_udp_payload),
+        Err(err) => {
+            tracing::error!(%err, version = snapshot.version, "snapshot rejected; keeping the running one");
+            return Err(std::io::Error::other("rejected snapshot"));
+        }
+    };
+    engine.store(Arc::new(compiled));
+    tracing::info!(
+        version = snapshot.version,
+        zones = snapshot.zones.len(),
+        "snapshot applied"
+    );
+    let link = Link {
+        snapshot: snapshot.version,
+        seq,
+        bitmap: snapshot.bitmap.clone(),
+    };
+    let dir = state_dir.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(err) = sync::persist(&snapshot_path(&dir), &snapshot) {
+            tracing::error!(%err, "cannot persist the snapshot");
+        }
+        let _ = std::fs::remove_file(health_path(&dir));
+    })
+    .await;
+    // The snapshot is persisted and dropped: give the pages back (best effort: mimalloc
+    // collects this thread's heap and abandoned ones).
+    crate::memory::release_freed();
+    Ok(link)
 }
 
 /// Reads frames until the connection ends (`None` to the receiver) or fails.

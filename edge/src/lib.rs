@@ -18,6 +18,7 @@
 pub mod config;
 pub mod engine;
 pub mod follow;
+pub mod memory;
 pub mod metrics;
 pub mod server;
 pub mod stats;

@@ -58,8 +58,13 @@ pub enum ServerError {
 
 /// Loads `dir` into an engine of snapshot `version`.
 pub fn load_engine(dir: &Path, version: u64, max_udp_payload: u16) -> Result<Engine, ServerError> {
-    let snapshot = qdns_zone::load_dir(dir, version)?;
-    Ok(Engine::compile(&snapshot)?.with_max_udp_payload(max_udp_payload))
+    let engine = {
+        let snapshot = qdns_zone::load_dir(dir, version)?;
+        Engine::compile(&snapshot)?.with_max_udp_payload(max_udp_payload)
+    };
+    // The snapshot and the parse behind it are gone: give their pages back.
+    crate::memory::release_freed();
+    Ok(engine)
 }
 
 /// Serves DNS per `config` until `shutdown` is cancelled.
@@ -247,6 +252,7 @@ async fn reload_on_hup(
                 version.store(next, Ordering::Relaxed);
                 engine.store(Arc::new(new));
                 tracing::info!(version = next, "zones reloaded");
+                crate::memory::release_freed();
             }
             Err(err) => tracing::error!(%err, "reload rejected; the running zones keep serving"),
         }

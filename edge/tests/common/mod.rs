@@ -142,6 +142,19 @@ impl Edge {
         }
     }
 
+    /// Waits until a log line containing each of `needles` was seen, in any order.
+    pub fn wait_for_logs(&self, needles: &[&str], timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut missing: Vec<&str> = needles.to_vec();
+        while !missing.is_empty() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.lock().unwrap().recv_timeout(left) {
+                Ok(line) => missing.retain(|n| !line.contains(n)),
+                Err(e) => panic!("no log lines containing {missing:?} within {timeout:?} ({e})"),
+            }
+        }
+    }
+
     /// Stops the edge with SIGTERM; returns its exit status and the log lines it wrote
     /// that no earlier `wait_for_log` consumed.
     pub fn stop_with_log(mut self) -> (std::process::ExitStatus, Vec<String>) {
