@@ -19,6 +19,8 @@
     reason = "a measurement tool: counters and times become f64 for averages and back for display"
 )]
 
+mod veth;
+
 use std::{
     collections::BTreeMap,
     fmt::Write as _,
@@ -52,6 +54,15 @@ struct Plan {
 }
 
 impl Plan {
+    /// Offered loads stepped through on the veth pair.
+    fn veth_steps(&self) -> &'static [u32] {
+        if self.smoke {
+            &[2_000]
+        } else {
+            &[25_000, 50_000, 75_000, 100_000, 150_000, 200_000]
+        }
+    }
+
     fn from_args() -> Result<Plan, String> {
         let mut smoke = false;
         let mut out = PathBuf::from("target/qps");
@@ -506,14 +517,7 @@ fn drive(server: Server, running: &Running, queries: &Path, seconds: u32, rate: 
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let field = |label: &str| -> f64 {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(label))
-            .and_then(|l| l.split(':').nth(1))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
+    let field = |label: &str| dnsperf_field(&text, label);
     rtts.sort_by(f64::total_cmp);
     let pct = |p: f64| {
         rtts.get(((rtts.len() as f64 - 1.0) * p) as usize)
@@ -536,6 +540,16 @@ fn drive(server: Server, running: &Running, queries: &Path, seconds: u32, rate: 
         p50_ms: pct(0.5),
         p99_ms: pct(0.99),
     })
+}
+
+/// A number from dnsperf's statistics (`  Label:  123.4 ...`), 0 when absent.
+fn dnsperf_field(text: &str, label: &str) -> f64 {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(label))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
 }
 
 // ---- summaries ----------------------------------------------------------------------------
@@ -673,7 +687,12 @@ fn count_lines(path: &Path, needle: &str) -> usize {
 }
 
 #[expect(clippy::too_many_lines, reason = "one table, row by row, then the ratios")]
-fn table(plan: &Plan, results: &BTreeMap<Server, ServerResult>, reload: &Result<(f64, u64, u64), String>) -> String {
+fn table(
+    plan: &Plan,
+    results: &BTreeMap<Server, ServerResult>,
+    reload: &Result<(f64, u64, u64), String>,
+    veth: &Result<veth::VethResult, String>,
+) -> String {
     let mut t = String::new();
     let rate_hi = *plan.loads.last().unwrap_or(&0);
     let _ = writeln!(
@@ -780,6 +799,24 @@ fn table(plan: &Plan, results: &BTreeMap<Server, ServerResult>, reload: &Result<
             let _ = writeln!(t, "- qdns reload under load: error: {err}");
         }
     }
+    match veth {
+        Ok(v) => {
+            let _ = writeln!(
+                t,
+                "- qdns-edge through a veth pair (dnsperf in a netns, XDP generic mode): closed loop {:.0} qps XDP off, {:.0} qps XDP on ({:.2}×); zero-loss rate (steps {:?}) {} off, {} on; {} queries answered by the XDP program",
+                v.off.closed_qps,
+                v.on.closed_qps,
+                if v.off.closed_qps > 0.0 { v.on.closed_qps / v.off.closed_qps } else { 0.0 },
+                plan.veth_steps(),
+                v.off.zero_loss_qps,
+                v.on.zero_loss_qps,
+                v.on.xdp_answered
+            );
+        }
+        Err(err) => {
+            let _ = writeln!(t, "- veth pair: error: {err}");
+        }
+    }
     t
 }
 
@@ -821,6 +858,14 @@ fn run(plan: &Plan) -> Result<(), String> {
     }
     eprintln!("bench-qps: qdns reload of {} rrsets under load", plan.reload_rrsets);
     let reload = reload_under_load(plan, &work, &queries);
+    eprintln!("bench-qps: qdns on a veth pair, XDP off and on");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let veth = if root {
+        veth::run(plan, &work, &queries)
+    } else {
+        Err("skipped: network namespaces need root".to_owned())
+    };
     let mut report = String::new();
     let _ = writeln!(
         report,
@@ -831,18 +876,25 @@ fn run(plan: &Plan) -> Result<(), String> {
         plan.runs,
         if plan.smoke { " (smoke)" } else { "" }
     );
-    report.push_str(&table(plan, &results, &reload));
+    report.push_str(&table(plan, &results, &reload, &veth));
     println!("{report}");
     fs::write(out.join("results.md"), &report).map_err(io)?;
-    let json = serde_json::json!({ "servers": results.iter().map(|(s, r)| (s.name(), r)).collect::<BTreeMap<_, _>>() });
+    let json = serde_json::json!({
+        "servers": results.iter().map(|(s, r)| (s.name(), r)).collect::<BTreeMap<_, _>>(),
+        "veth": veth.as_ref().ok(),
+    });
     fs::write(out.join("results.json"), json.to_string()).map_err(io)?;
     let failed: Vec<&str> = results
         .iter()
         .filter(|(_, r)| r.error.is_some())
         .map(|(s, _)| s.name())
         .collect();
-    if !failed.is_empty() || reload.is_err() {
-        return Err(format!("some parts failed: {failed:?} {:?}", reload.err()));
+    if !failed.is_empty() || reload.is_err() || (root && veth.is_err()) {
+        return Err(format!(
+            "some parts failed: {failed:?} {:?} {:?}",
+            reload.err(),
+            veth.err()
+        ));
     }
     Ok(())
 }
