@@ -803,13 +803,15 @@ fn table(
         Ok(v) => {
             let _ = writeln!(
                 t,
-                "- qdns-edge through a veth pair (dnsperf in a netns, XDP generic mode): closed loop {:.0} qps XDP off, {:.0} qps XDP on ({:.2}×); zero-loss rate (steps {:?}) {} off, {} on; {} queries answered by the XDP program",
+                "- qdns-edge through a veth pair (dnsperf in a netns, XDP generic mode): closed loop {:.0} qps XDP off, {:.0} qps XDP on ({:.2}×); zero-loss rate (offered steps {:?}) {:.0} qps off{}, {:.0} qps on{}; {} queries answered by the XDP program",
                 v.off.closed_qps,
                 v.on.closed_qps,
                 if v.off.closed_qps > 0.0 { v.on.closed_qps / v.off.closed_qps } else { 0.0 },
                 plan.veth_steps(),
                 v.off.zero_loss_qps,
+                if v.off.generator_bound { " (generator-bound)" } else { "" },
                 v.on.zero_loss_qps,
+                if v.on.generator_bound { " (generator-bound)" } else { "" },
                 v.on.xdp_answered
             );
         }

@@ -96,8 +96,10 @@ fn pair() -> Result<Pair, String> {
 pub struct VethRun {
     /// Closed-loop rate, answered queries per second.
     pub closed_qps: f64,
-    /// Highest stepped offered load answered with no loss.
-    pub zero_loss_qps: u32,
+    /// Achieved rate of the highest stepped offered load answered with no loss.
+    pub zero_loss_qps: f64,
+    /// The generator could not offer the next step.
+    pub generator_bound: bool,
     /// Packets the XDP program answered (0 with XDP off).
     pub xdp_answered: u64,
 }
@@ -196,13 +198,21 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, xdp: bool) -> 
     let dir = work.join(if xdp { "veth-xdp-on" } else { "veth-xdp-off" });
     let running = start_edge(plan, pair, &work.join("qdns-zones"), &dir, xdp)?;
     let (closed_qps, _) = dnsperf(pair, queries, plan.seconds, None)?;
-    let mut zero_loss_qps = 0;
+    // Step the offered load up; keep the achieved rate of the last step with no loss.
+    // A step the generator cannot offer (achieved < 95 % of it) ends the search: the
+    // figure is then generator-bound, and the report says so.
+    let mut zero_loss_qps = 0.0;
+    let mut generator_bound = false;
     for &rate in plan.veth_steps() {
-        let (_, lost) = dnsperf(pair, queries, plan.seconds, Some(rate))?;
+        let (achieved, lost) = dnsperf(pair, queries, plan.seconds, Some(rate))?;
         if lost > 0 {
             break;
         }
-        zero_loss_qps = rate;
+        zero_loss_qps = achieved;
+        if achieved < 0.95 * f64::from(rate) {
+            generator_bound = true;
+            break;
+        }
     }
     drop(running);
     let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
@@ -215,6 +225,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, xdp: bool) -> 
     Ok(VethRun {
         closed_qps,
         zero_loss_qps,
+        generator_bound,
         xdp_answered,
     })
 }
