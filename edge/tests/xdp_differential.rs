@@ -3,7 +3,7 @@
 //!
 //! Tens of thousands of generated queries — names in and out of the zones, random case,
 //! every policy, random health, EDNS or not (with options, DO=1, version 1), RD, IPv4
-//! and IPv6, VLAN tags, truncated and corrupted frames — go through both. Every frame
+//! (with and without header options) and IPv6, VLAN tags, truncated and corrupted frames — go through both. Every frame
 //! the program sends back must carry byte for byte the message the engine writes for
 //! the same query (for weighted sets: the engine's message for some draw), with the
 //! frame turned around and its checksums right as computed here independently. Every
@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use common::{
     example_zones,
-    frames::{check_response_frame, ipv4_udp_frame, ipv6_udp_frame, vlan},
+    frames::{check_response_frame, ipv4_udp_frame, ipv6_udp_frame, vlan, with_ipv4_options},
     Rng,
 };
 use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
@@ -113,11 +113,13 @@ fn frame(dns: &[u8], rng: &mut Rng) -> (Vec<u8>, Vec<u8>) {
         let at = rng.below(dns.len());
         dns[at] ^= 1 << rng.below(8);
     }
-    let mut frame = match rng.below(4) {
+    let mut frame = match rng.below(6) {
         0 => ipv4_udp_frame(&dns, 53),
         1 => ipv6_udp_frame(&dns, 53),
         2 => vlan(ipv4_udp_frame(&dns, 53)),
-        _ => vlan(ipv6_udp_frame(&dns, 53)),
+        3 => vlan(ipv6_udp_frame(&dns, 53)),
+        4 => with_ipv4_options(ipv4_udp_frame(&dns, 53), 1 + rng.below(10)),
+        _ => vlan(with_ipv4_options(ipv4_udp_frame(&dns, 53), 1 + rng.below(10))),
     };
     match damage {
         0 => frame.truncate(14 + rng.below(frame.len() - 14)), // test runs need an Ethernet header
@@ -125,6 +127,18 @@ fn frame(dns: &[u8], rng: &mut Rng) -> (Vec<u8>, Vec<u8>) {
         _ => {}
     }
     (frame, dns)
+}
+
+/// Index of the frame's shape: IPv4, IPv4 with options, IPv6; +3 when VLAN-tagged.
+fn frame_shape(frame: &[u8]) -> usize {
+    let tagged = frame[12..14] == [0x81, 0x00];
+    let l3 = if tagged { 18 } else { 14 };
+    let shape = match frame[l3] {
+        0x45 => 0,
+        v if v >> 4 == 4 => 1,
+        _ => 2,
+    };
+    shape + if tagged { 3 } else { 0 }
 }
 
 /// Every message the engine may send for `query` (one unless a draw decides).
@@ -174,6 +188,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let names = names(&engine);
     let mut out = vec![0u8; MAX_MESSAGE];
     let (mut tx, mut passed, mut total) = (0u32, 0u32, 0u32);
+    // Answered frames per shape: [IPv4, IPv4 with options, IPv6] × [untagged, VLAN].
+    let mut shapes = [0u32; 6];
     for round in 0..8 {
         if round > 0 {
             let bitmap = random_bitmap(&engine, &mut rng);
@@ -189,6 +205,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
             match run.action {
                 XDP_TX => {
                     tx += 1;
+                    shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
                     let valid = engine_answers(&engine, &dns, &mut out);
                     assert!(
@@ -208,7 +225,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
         }
     }
     let c = counters(&program);
-    eprintln!("{total} queries: {tx} answered by XDP, {passed} passed; {c:?}");
+    eprintln!("{total} queries: {tx} answered by XDP, {passed} passed; {c:?}; shapes {shapes:?}");
+    assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
     assert_eq!(c["seen"], u64::from(total));
     for kind in [
         "answered_plain",

@@ -74,6 +74,22 @@ pub struct AnswerKey {
 }
 const _: () = assert!(core::mem::size_of::<AnswerKey>() == 72);
 
+impl AnswerKey {
+    /// The name as [`crate::name::NAME_WORDS`] native-endian words (the program builds
+    /// and clears it by words).
+    #[inline(always)]
+    #[allow(
+        clippy::cast_ptr_alignment,
+        reason = "the struct is 8-aligned and name sits at offset 8"
+    )]
+    pub fn name_words_mut(&mut self) -> &mut [u64; crate::name::NAME_WORDS] {
+        const _: () = assert!(core::mem::offset_of!(AnswerKey, name) % 8 == 0);
+        // SAFETY: `name` sits at an 8-aligned offset of an 8-aligned struct and is
+        // exactly NAME_WORDS words long; every bit pattern is valid for both types.
+        unsafe { &mut *self.name.as_mut_ptr().cast::<[u64; crate::name::NAME_WORDS]>() }
+    }
+}
+
 /// [`AnswerValue::kind`]: user space answers this name and type.
 pub const KIND_PASS: u8 = 0;
 /// A fixed answer: header fields and the tail.

@@ -19,19 +19,17 @@ extern crate std;
 
 pub mod answer;
 pub mod health;
+pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
 pub const STATS_MAP: &str = "QDNS_STATS_V3";
-/// Name of the service-port set: UDP destination port (host order, `u16`) → 1 (`u8`).
-pub const PORTS_MAP: &str = "QDNS_PORTS_V1";
-/// Most service ports.
-pub const MAX_PORTS: u32 = 8;
-
-/// Longest name in wire format (RFC 1035 §2.3.4); bounds the qname loop.
-pub const MAX_QNAME_LEN: usize = 255;
-/// Most labels of a name (the root label included).
-pub const MAX_LABELS: usize = 128;
+/// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
+/// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
+/// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
+pub const PORTS_MAP: &str = "QDNS_PORTS_V2";
+/// Words of the service-port bitmap: one bit per UDP port.
+pub const PORT_WORDS: u32 = 65_536 / 64;
 
 macro_rules! counters {
     ($($(#[doc = $doc:literal])* $name:ident = $index:literal, $label:literal;)*) => {

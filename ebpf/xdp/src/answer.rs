@@ -10,18 +10,19 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        fold, placed, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
+        fold, placed, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
         HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
         NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_NODE,
         RESPONSE_MAX, TAIL_MAX,
     },
+    name::{add_word, keep_last, lowercase_word, name_sum, word_end},
     select::{weighted_pick, WeightedPool},
     Counter,
 };
 
 use crate::{
     maps::{self, ANSWERS, HEALTH, POLICIES},
-    parse::{u16_at, u8_at, Offsets},
+    parse::{u16_at, u64_le_at, u8_at, Offsets, Window},
     rewrite,
 };
 
@@ -154,25 +155,24 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, key: &mut AnswerKey) -> Result<(Ques
     key.generation = generation;
     key.qtype = qtype;
     key.pad = 0;
-    let start = NAME_MAX - qlen;
-    let mut sum = 0u64;
-    key.name = [0; NAME_MAX];
-    for i in 0..NAME_MAX {
-        if i >= qlen {
-            break;
-        }
-        let byte = u8_at(ctx, qname_at + i)?;
-        // The question is echoed as sent (0x20 case): its sum uses the original octets.
-        sum += if i & 1 == 0 {
-            u64::from(byte) << 8
-        } else {
-            u64::from(byte)
+    // The name by words (see `qdns_abi::name`): word `j` is read from the eight octets
+    // ending `end` octets into the name; the octets before the name are the DNS header's.
+    let words = key.name_words_mut();
+    let mut acc = 0u64;
+    for (j, slot) in words.iter_mut().enumerate() {
+        *slot = match word_end(j, qlen) {
+            Some(end) => {
+                // `qname_at + end - 8`, written without a subtraction the verifier
+                // could not bound: qname_at = dns + 12.
+                let word = keep_last(u64_le_at(ctx, at.dns + 4 + end)?, end);
+                acc = add_word(acc, word);
+                lowercase_word(word)
+            }
+            None => 0,
         };
-        // Length octets are ≤ 63, below 'A': lowering every octet leaves them alone.
-        if let Some(slot) = key.name.get_mut((start + i) & (NAME_MAX - 1)) {
-            *slot = byte.to_ascii_lowercase();
-        }
     }
+    // The question is echoed as sent (0x20 case): its sum uses the original octets.
+    let mut sum = u64::from(name_sum(acc, qlen));
     sum += placed(qtype, qlen) + placed(qclass, qlen);
     let question = Question { qlen, end, sum, edns };
     let (body, counter) = lookup(key, qlen, (active >> 32) as u32 & 1)?;
@@ -292,7 +292,7 @@ fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>
         if at >= NAME_MAX {
             return Err(Counter::PassOutsideZones);
         }
-        clear_before(&mut key.name, at);
+        clear_before(key, at);
         if let Some(node) = unsafe { ANSWERS.get(&*key) } {
             return if node.kind == KIND_NODE && node.node_flags & NODE_NXDOMAIN != 0 {
                 Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain))
@@ -307,11 +307,8 @@ fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>
 
 /// Zeroes `name[..at]`, a word at a time (little-endian: byte k is bits 8k..8k+8).
 #[inline(always)]
-fn clear_before(name: &mut [u8; NAME_MAX], at: usize) {
-    // SAFETY: `AnswerKey` is 8-aligned and `name` sits at offset 8, so the array is
-    // 8-aligned and exactly 8 words long.
-    let words = unsafe { &mut *name.as_mut_ptr().cast::<[u64; NAME_MAX / 8]>() };
-    for (w, word) in words.iter_mut().enumerate() {
+fn clear_before(key: &mut AnswerKey, at: usize) {
+    for (w, word) in key.name_words_mut().iter_mut().enumerate() {
         let first = w * 8;
         if first + 8 <= at {
             *word = 0;
@@ -453,10 +450,18 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
 /// Writes our OPT record at `offset` and returns its sum.
 #[inline(always)]
 pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize) -> Option<u64> {
-    let [p0, p1] = maps::udp_payload().to_be_bytes();
-    let opt = [0u8, 0, 41, p0, p1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    store::<16>(ctx, offset, opt.as_ptr(), OPT_LEN)?;
-    Some(placed(fold(sum_words(&opt[..OPT_LEN], 0)), offset - udp))
+    let payload = maps::udp_payload();
+    // Root owner, TYPE 41, CLASS = payload size, TTL 0 (no extended RCODE, version 0,
+    // DO=0), RDLENGTH 0.
+    let opt = Window::<OPT_LEN>::at(ctx, offset).ok()?;
+    opt.set8(0, 0);
+    opt.set16(1, TYPE_OPT);
+    opt.set16(3, payload);
+    opt.set32_le(5, 0);
+    opt.set16(9, 0);
+    // From an even offset the octets 00 | 00 29 | pp pp | 00.. sum to 0x2900 plus the
+    // payload size with its octets swapped.
+    Some(placed(fold(0x2900 + u64::from(payload.swap_bytes())), offset - udp))
 }
 
 /// Grows or shrinks the frame so it ends at `end`.

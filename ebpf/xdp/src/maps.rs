@@ -10,16 +10,16 @@ use qdns_abi::{
         AnswerKey, AnswerValue, HealthWords, PolicyKey, PolicyValue, ANSWERS_MAX, CONFIG_ACTIVE, CONFIG_ENTRIES,
         CONFIG_UDP_PAYLOAD, POLICIES_MAX,
     },
-    Counter, MAX_PORTS,
+    Counter, PORT_WORDS,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
 #[map(name = "QDNS_STATS_V3")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
-/// The UDP ports the edge serves DNS on, written by the loader.
-#[map(name = "QDNS_PORTS_V1")]
-static PORTS: HashMap<u16, u8> = HashMap::with_max_entries(MAX_PORTS, 0);
+/// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
+#[map(name = "QDNS_PORTS_V2")]
+static PORTS: Array<u64> = Array::with_max_entries(PORT_WORDS, 0);
 
 /// (generation, qtype, name) → answer.
 #[map(name = "QDNS_ANSWERS_V1")]
@@ -54,9 +54,10 @@ pub fn count(counter: Counter) {
 /// True when `port` (host order) is a DNS service port.
 #[inline(always)]
 pub fn is_service_port(port: u16) -> bool {
-    // SAFETY: the value is a plain u8 read once; the map is only ever written whole
-    // by the loader before attaching.
-    unsafe { PORTS.get(&port).is_some() }
+    match PORTS.get(u32::from(port >> 6)) {
+        Some(&word) => word >> (port & 63) & 1 == 1,
+        None => false,
+    }
 }
 
 /// The active word (generation | health buffer << 32), read once per packet.

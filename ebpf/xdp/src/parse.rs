@@ -3,7 +3,7 @@
 //! the DNS header (RFC 1035 §4.1.1) and the question name (§4.1.2). Every read goes
 //! through [`ptr_at`], checked against the end of the packet; loops run to constants.
 use aya_ebpf::programs::XdpContext;
-use qdns_abi::{Counter, MAX_QNAME_LEN};
+use qdns_abi::{answer::NAME_MAX, Counter};
 
 use crate::maps;
 
@@ -48,6 +48,16 @@ pub fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, Counter> {
     Ok((start + offset) as *const T)
 }
 
+/// The eight octets at `offset` as a little-endian word (first octet lowest).
+#[inline(always)]
+pub fn u64_le_at(ctx: &XdpContext, offset: usize) -> Result<u64, Counter> {
+    // SAFETY: ptr_at checked that the eight octets are inside the packet; unaligned
+    // because packet data has no alignment guarantee.
+    Ok(u64::from_le(unsafe {
+        core::ptr::read_unaligned(ptr_at::<u64>(ctx, offset)?)
+    }))
+}
+
 #[inline(always)]
 pub fn u8_at(ctx: &XdpContext, offset: usize) -> Result<u8, Counter> {
     // SAFETY: ptr_at checked that the byte is inside the packet.
@@ -63,55 +73,140 @@ pub fn u16_at(ctx: &XdpContext, offset: usize) -> Result<u16, Counter> {
     }))
 }
 
+/// `N` octets of the frame at an offset checked once: the reads and writes inside need
+/// no further check (the verifier keeps the checked range with the pointer), where one
+/// [`ptr_at`] per field cost a check and a reload of `data` each. Field offsets are
+/// constants at every call site; multi-octet fields are big-endian (network order)
+/// unless named `_le`.
+#[derive(Clone, Copy)]
+pub struct Window<const N: usize>(*mut u8);
+
+impl<const N: usize> Window<N> {
+    /// The `N` octets at `offset`, if the frame holds them.
+    #[inline(always)]
+    pub fn at(ctx: &XdpContext, offset: usize) -> Result<Self, Counter> {
+        Ok(Self(ptr_at::<[u8; N]>(ctx, offset)?.cast_mut().cast()))
+    }
+
+    #[inline(always)]
+    fn field<T>(self, i: usize) -> *mut T {
+        debug_assert!(i + core::mem::size_of::<T>() <= N);
+        // SAFETY: `i + size_of::<T>() <= N` at every (constant) call site, inside the
+        // checked window.
+        unsafe { self.0.add(i).cast() }
+    }
+
+    /// The octet at `i`.
+    #[inline(always)]
+    pub fn get8(self, i: usize) -> u8 {
+        // SAFETY: inside the window (see `field`).
+        unsafe { self.field::<u8>(i).read() }
+    }
+
+    /// The big-endian 16-bit field at `i`.
+    #[inline(always)]
+    pub fn get16(self, i: usize) -> u16 {
+        // SAFETY: inside the window; unaligned because frame data has no alignment.
+        u16::from_be(unsafe { self.field::<u16>(i).read_unaligned() })
+    }
+
+    /// The eight octets at `i` as a little-endian word (first octet lowest).
+    #[inline(always)]
+    pub fn get64_le(self, i: usize) -> u64 {
+        // SAFETY: as `get16`.
+        u64::from_le(unsafe { self.field::<u64>(i).read_unaligned() })
+    }
+
+    /// The four octets at `i` as a little-endian word.
+    #[inline(always)]
+    pub fn get32_le(self, i: usize) -> u32 {
+        // SAFETY: as `get16`.
+        u32::from_le(unsafe { self.field::<u32>(i).read_unaligned() })
+    }
+
+    /// Writes the octet at `i`.
+    #[inline(always)]
+    pub fn set8(self, i: usize, value: u8) {
+        // SAFETY: inside the window.
+        unsafe { self.field::<u8>(i).write(value) }
+    }
+
+    /// Writes the big-endian 16-bit field at `i`.
+    #[inline(always)]
+    pub fn set16(self, i: usize, value: u16) {
+        // SAFETY: as `get16`.
+        unsafe { self.field::<u16>(i).write_unaligned(value.to_be()) }
+    }
+
+    /// Writes a little-endian word at `i` (the inverse of [`Self::get32_le`]).
+    #[inline(always)]
+    pub fn set32_le(self, i: usize, value: u32) {
+        // SAFETY: as `get16`.
+        unsafe { self.field::<u32>(i).write_unaligned(value.to_le()) }
+    }
+
+    /// Writes a little-endian word at `i` (the inverse of [`Self::get64_le`]).
+    #[inline(always)]
+    pub fn set64_le(self, i: usize, value: u64) {
+        // SAFETY: as `get16`.
+        unsafe { self.field::<u64>(i).write_unaligned(value.to_le()) }
+    }
+}
+
 /// Parses the frame as a DNS query to the service port.
 #[inline(always)]
 pub fn query(ctx: &XdpContext) -> Result<Offsets, Counter> {
+    let eth = Window::<ETH_LEN>::at(ctx, 0)?;
     let mut l3 = ETH_LEN;
-    let mut ethertype = u16_at(ctx, 12)?;
+    let mut ethertype = eth.get16(12);
     if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
         ethertype = u16_at(ctx, 16)?;
         l3 += 4;
     }
     let (l4, ipv6) = match ethertype {
         ETH_P_IP => {
-            let version_ihl = u8_at(ctx, l3)?;
+            let ip = Window::<20>::at(ctx, l3)?;
+            let version_ihl = ip.get8(0);
             let ihl = usize::from(version_ihl & 0x0f) * 4;
             if version_ihl >> 4 != 4 || ihl < 20 {
                 return Err(Counter::PassNotIp);
             }
             // More-fragments flag or a fragment offset: not the first/whole datagram.
-            if u16_at(ctx, l3 + 6)? & 0x3fff != 0 {
+            if ip.get16(6) & 0x3fff != 0 {
                 return Err(Counter::PassFragment);
             }
-            if u8_at(ctx, l3 + 9)? != IPPROTO_UDP {
+            if ip.get8(9) != IPPROTO_UDP {
                 return Err(Counter::PassNotUdp);
             }
             (l3 + ihl, false)
         }
         ETH_P_IPV6 => {
-            if u8_at(ctx, l3)? >> 4 != 6 {
+            let ip = Window::<40>::at(ctx, l3)?;
+            if ip.get8(0) >> 4 != 6 {
                 return Err(Counter::PassNotIp);
             }
-            if u8_at(ctx, l3 + 6)? != IPPROTO_UDP {
+            if ip.get8(6) != IPPROTO_UDP {
                 return Err(Counter::PassNotUdp);
             }
             (l3 + 40, true)
         }
         _ => return Err(Counter::PassNotIp),
     };
-    if !maps::is_service_port(u16_at(ctx, l4 + 2)?) {
+    let udp = Window::<UDP_LEN>::at(ctx, l4)?;
+    if !maps::is_service_port(udp.get16(2)) {
         return Err(Counter::PassOtherPort);
     }
     let dns = l4 + UDP_LEN;
-    let flags = u16_at(ctx, dns + 2)?;
+    let header = Window::<DNS_HEADER_LEN>::at(ctx, dns)?;
+    let flags = header.get16(2);
     if flags & 0x8000 != 0 {
         return Err(Counter::PassResponse);
     }
     let simple = flags & 0x7800 == 0
-        && u16_at(ctx, dns + 4)? == 1
-        && u16_at(ctx, dns + 6)? == 0
-        && u16_at(ctx, dns + 8)? == 0
-        && u16_at(ctx, dns + 10)? <= 1;
+        && header.get16(4) == 1
+        && header.get16(6) == 0
+        && header.get16(8) == 0
+        && header.get16(10) <= 1;
     if !simple {
         return Err(Counter::PassNotSimpleQuery);
     }
@@ -125,34 +220,28 @@ pub fn query(ctx: &XdpContext) -> Result<Offsets, Counter> {
     })
 }
 
-/// Walks the question name at `start`: plain labels (no compression), 255 octets at
-/// most, ending with the root label. Returns its wire length.
+/// Walks the question name at `start` label by label: plain labels (no compression)
+/// ending with the root label within [`NAME_MAX`] octets, the longest name the tables
+/// hold. Longer names go to user space unread (`PassLongName`), which checks them.
+/// Returns the wire length.
 #[inline(always)]
 fn qname(ctx: &XdpContext, start: usize) -> Result<usize, Counter> {
     let mut at = 0usize;
-    // One step per octet position: a label's length byte is visited, its body skipped.
-    let mut next_label = 0usize;
-    for i in 0..MAX_QNAME_LEN {
-        if i != next_label {
-            continue;
-        }
-        let len = usize::from(u8_at(ctx, start + (i & 0xff))?);
+    // Every label but the root takes at least two octets.
+    for _ in 0..=NAME_MAX / 2 {
+        let len = usize::from(u8_at(ctx, start + at)?);
         if len == 0 {
-            at = i + 1;
-            break;
+            // QTYPE and QCLASS must follow.
+            u16_at(ctx, start + at + 3)?;
+            return Ok(at + 1);
         }
         if len > 63 {
             return Err(Counter::PassBadQname);
         }
-        next_label = i + 1 + len;
-        if next_label >= MAX_QNAME_LEN {
-            return Err(Counter::PassBadQname);
+        at += len + 1;
+        if at >= NAME_MAX {
+            return Err(Counter::PassLongName);
         }
     }
-    if at == 0 {
-        return Err(Counter::PassBadQname);
-    }
-    // QTYPE and QCLASS must follow.
-    u16_at(ctx, start + at + 2)?;
-    Ok(at)
+    Err(Counter::PassLongName)
 }

@@ -10,12 +10,13 @@
 use aya_ebpf::programs::XdpContext;
 use qdns_abi::{
     answer::{checksum, fold, RESPONSE_MAX},
+    name::add_word,
     Counter,
 };
 
 use crate::{
     answer::{shape, write_opt, write_tail, Body, Question, Verdict, OPT_LEN},
-    parse::{ptr_at, u16_at, u8_at, Offsets, IPPROTO_UDP},
+    parse::{Offsets, Window, IPPROTO_UDP},
 };
 
 const HOP_LIMIT: u8 = 64;
@@ -60,87 +61,83 @@ fn finish(
         arcount += 1;
     }
 
-    let dns = at.dns;
-    let id = u16_at(ctx, dns).ok()?;
-    let response_flags = flags | (u16_at(ctx, dns + 2).ok()? & RD_CD);
-    put_u16(ctx, dns + 2, response_flags)?;
-    put_u16(ctx, dns + 4, 1)?;
-    put_u16(ctx, dns + 6, an)?;
-    put_u16(ctx, dns + 8, ns)?;
-    put_u16(ctx, dns + 10, arcount)?;
-    for word in [id, response_flags, 1, an, ns, arcount] {
+    let header = Window::<12>::at(ctx, at.dns).ok()?;
+    let response_flags = flags | (header.get16(2) & RD_CD);
+    header.set16(2, response_flags);
+    header.set16(4, 1);
+    header.set16(6, an);
+    header.set16(8, ns);
+    header.set16(10, arcount);
+    sum += u64::from(header.get16(0));
+    for word in [response_flags, 1, an, ns, arcount] {
         sum += u64::from(word);
     }
 
     let udp_len = (end - udp) as u16;
-    let source = u16_at(ctx, udp).ok()?;
-    let destination = u16_at(ctx, udp + 2).ok()?;
-    put_u16(ctx, udp, destination)?;
-    put_u16(ctx, udp + 2, source)?;
-    put_u16(ctx, udp + 4, udp_len)?;
+    let ports = Window::<8>::at(ctx, udp).ok()?;
+    let source = ports.get16(0);
+    let destination = ports.get16(2);
+    ports.set16(0, destination);
+    ports.set16(2, source);
+    ports.set16(4, udp_len);
     sum += u64::from(source) + u64::from(destination) + u64::from(udp_len);
     // Pseudo-header: addresses (their sum does not change when swapped), protocol, length.
     sum += u64::from(IPPROTO_UDP) + u64::from(udp_len);
     let l3 = at.l3;
     if at.ipv6 {
-        sum += swap::<16>(ctx, l3 + 8)?;
-        put_u16(ctx, l3 + 4, udp_len)?;
-        put_u8(ctx, l3 + 7, HOP_LIMIT)?;
+        let ip = Window::<40>::at(ctx, l3).ok()?;
+        let (a, b) = (ip.get64_le(8), ip.get64_le(16));
+        let (c, d) = (ip.get64_le(24), ip.get64_le(32));
+        ip.set64_le(8, c);
+        ip.set64_le(16, d);
+        ip.set64_le(24, a);
+        ip.set64_le(32, b);
+        sum += u64::from(le_sum(add_word(add_word(add_word(add_word(0, a), b), c), d)));
+        ip.set16(4, udp_len);
+        ip.set8(7, HOP_LIMIT);
     } else {
-        sum += swap::<4>(ctx, l3 + 12)?;
-        let ihl = usize::from(u8_at(ctx, l3).ok()? & 0x0f) * 4;
-        put_u16(ctx, l3 + 2, (ihl + usize::from(udp_len)) as u16)?;
-        put_u8(ctx, l3 + 8, HOP_LIMIT)?;
-        put_u16(ctx, l3 + 10, 0)?;
-        let mut ip_sum = 0u64;
-        for i in 0..30 {
-            if i * 2 >= ihl {
+        let ip = Window::<20>::at(ctx, l3).ok()?;
+        let (source, destination) = (ip.get32_le(12), ip.get32_le(16));
+        ip.set32_le(12, destination);
+        ip.set32_le(16, source);
+        let addresses = u64::from(le_sum(add_word(0, u64::from(source) | u64::from(destination) << 32)));
+        sum += addresses;
+        let ihl = usize::from(ip.get8(0) & 0x0f) * 4;
+        let total = (ihl + usize::from(udp_len)) as u16;
+        ip.set16(2, total);
+        ip.set8(8, HOP_LIMIT);
+        // The header checksum from scratch, from the values in hand: version/IHL/TOS,
+        // total length, identification, flags/fragment, TTL/protocol, the addresses.
+        let mut ip_sum = u64::from(ip.get16(0))
+            + u64::from(total)
+            + u64::from(ip.get16(4))
+            + u64::from(ip.get16(6))
+            + u64::from(u16::from(HOP_LIMIT) << 8 | u16::from(IPPROTO_UDP))
+            + addresses;
+        // Options (rare): 4 octets at a time.
+        for i in 0..10 {
+            if 20 + i * 4 >= ihl {
                 break;
             }
-            ip_sum += u64::from(u16_at(ctx, l3 + i * 2).ok()?);
+            let word = Window::<4>::at(ctx, l3 + 20 + i * 4).ok()?;
+            ip_sum += u64::from(word.get16(0)) + u64::from(word.get16(2));
         }
-        put_u16(ctx, l3 + 10, !fold(ip_sum))?;
+        ip.set16(10, !fold(ip_sum));
     }
-    put_u16(ctx, udp + 6, checksum(sum))?;
-    swap::<6>(ctx, 0)?;
+    ports.set16(6, checksum(sum));
+    let eth = Window::<12>::at(ctx, 0).ok()?;
+    let (d4, d2) = (eth.get32_le(0), eth.get16(4));
+    let (s4, s2) = (eth.get32_le(6), eth.get16(10));
+    eth.set32_le(0, s4);
+    eth.set16(4, s2);
+    eth.set32_le(6, d4);
+    eth.set16(10, d2);
     Some(())
 }
 
-/// Swaps the `N`-octet source and destination addresses at `offset` (source first, the
-/// destination right after it) and returns the sum of both.
+/// A [`add_word`] sum of little-endian words as the sum of the same octets read as
+/// big-endian 16-bit words (RFC 1071 §2(B): byte order only swaps the folded sum).
 #[inline(always)]
-fn swap<const N: usize>(ctx: &XdpContext, offset: usize) -> Option<u64> {
-    let first = ptr_at::<[u8; N]>(ctx, offset).ok()?.cast_mut();
-    let second = ptr_at::<[u8; N]>(ctx, offset + N).ok()?.cast_mut();
-    // SAFETY: both ranges were checked to lie inside the frame; unaligned accesses
-    // because frame data has no alignment.
-    let (a, b) = unsafe { (first.read_unaligned(), second.read_unaligned()) };
-    // SAFETY: as above.
-    unsafe {
-        first.write_unaligned(b);
-        second.write_unaligned(a);
-    }
-    let mut sum = 0u64;
-    let mut i = 0;
-    while i + 1 < N {
-        sum += u64::from(u16::from_be_bytes([a[i], a[i + 1]])) + u64::from(u16::from_be_bytes([b[i], b[i + 1]]));
-        i += 2;
-    }
-    Some(sum)
-}
-
-#[inline(always)]
-fn put_u16(ctx: &XdpContext, offset: usize, value: u16) -> Option<()> {
-    let p = ptr_at::<[u8; 2]>(ctx, offset).ok()?.cast_mut();
-    // SAFETY: checked inside the frame; an array of octets has no alignment.
-    unsafe { p.write(value.to_be_bytes()) };
-    Some(())
-}
-
-#[inline(always)]
-fn put_u8(ctx: &XdpContext, offset: usize, value: u8) -> Option<()> {
-    let p = ptr_at::<u8>(ctx, offset).ok()?.cast_mut();
-    // SAFETY: checked inside the frame.
-    unsafe { p.write(value) };
-    Some(())
+fn le_sum(acc: u64) -> u16 {
+    fold(acc).swap_bytes()
 }

@@ -21,7 +21,7 @@ use qdns_abi::{
         AnswerKey, AnswerValue, HealthWords, PolicyKey, PolicyValue, ANSWERS_MAP, ANSWERS_MAX, CONFIG_ACTIVE,
         CONFIG_MAP, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, POLICIES_MAP, POLICIES_MAX,
     },
-    Counter, MAX_PORTS, PORTS_MAP, STATS_MAP,
+    Counter, PORTS_MAP, STATS_MAP,
 };
 use serde::Deserialize;
 
@@ -147,10 +147,15 @@ impl XdpProgram {
             let map = ebpf
                 .map_mut(PORTS_MAP)
                 .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?;
-            let mut set =
-                aya::maps::HashMap::<_, u16, u8>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
-            for &port in ports.iter().take(MAX_PORTS as usize) {
-                set.insert(port, 1, 0).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            let mut bitmap = Array::<_, u64>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            let mut words = std::collections::BTreeMap::<u32, u64>::new();
+            for &port in ports {
+                *words.entry(u32::from(port >> 6)).or_default() |= 1 << (port & 63);
+            }
+            for (index, word) in words {
+                bitmap
+                    .set(index, word, 0)
+                    .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
             }
         }
         Self::program(&mut ebpf)?

@@ -43,6 +43,24 @@ pub fn ipv4_udp_frame(dns: &[u8], dst_port: u16) -> Vec<u8> {
     frame
 }
 
+/// `frame` (from [`ipv4_udp_frame`], untagged) with `words` 4-octet IPv4 options
+/// (NOPs, then an end-of-options octet) after the fixed header: IHL, total length and
+/// the header checksum follow.
+pub fn with_ipv4_options(mut frame: Vec<u8>, words: usize) -> Vec<u8> {
+    assert!((1..=10).contains(&words));
+    let mut options = vec![1u8; words * 4];
+    options[words * 4 - 1] = 0;
+    frame.splice(34..34, options);
+    let ip = &mut frame[14..14 + 20 + words * 4];
+    ip[0] = 0x40 | (5 + words) as u8;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) + (words * 4) as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[10..12].copy_from_slice(&[0, 0]);
+    let sum = !fold(ones_sum(ip));
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    frame
+}
+
 /// Ethernet (optionally VLAN-tagged) + IPv6 + UDP framing around `dns`.
 pub fn ipv6_udp_frame(dns: &[u8], dst_port: u16) -> Vec<u8> {
     let mut frame = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x86, 0xdd];
@@ -103,6 +121,12 @@ pub fn check_response_frame(query: &[u8], response: &[u8]) -> Vec<u8> {
         (l4, ones_sum(&response[l3 + 8..l3 + 40]))
     } else {
         let ihl = usize::from(response[l3] & 0x0f) * 4;
+        assert_eq!(response[l3..l3 + 2], query[l3..l3 + 2], "IPv4 version, IHL, TOS kept");
+        assert_eq!(
+            response[l3 + 20..l3 + ihl],
+            query[l3 + 20..l3 + ihl],
+            "IPv4 options kept"
+        );
         assert_eq!(response[l3 + 12..l3 + 16], query[l3 + 16..l3 + 20], "IPv4 source");
         assert_eq!(response[l3 + 16..l3 + 20], query[l3 + 12..l3 + 16], "IPv4 destination");
         let total = u16::from_be_bytes([response[l3 + 2], response[l3 + 3]]) as usize;
