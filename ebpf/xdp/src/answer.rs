@@ -5,7 +5,10 @@
 //! Everything that can fail is checked before the frame is touched; once it grows, only
 //! writes the earlier checks guarantee remain.
 use aya_ebpf::{
-    helpers::{bpf_get_prandom_u32, bpf_xdp_adjust_tail, bpf_xdp_get_buff_len, bpf_xdp_store_bytes},
+    helpers::{
+        bpf_get_prandom_u32, bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_get_buff_len, bpf_xdp_load_bytes,
+        bpf_xdp_store_bytes,
+    },
     programs::XdpContext,
 };
 use qdns_abi::{
@@ -88,7 +91,14 @@ pub struct Scratch {
     key: AnswerKey,
     /// `[l3, l4, dns, qname_len]` as parsed.
     offsets: [u64; 4],
+    /// The front of the frame while it moves (see [`resize`]).
+    pub moving: [u8; MOVE_MAX],
 }
+
+/// Most octets [`resize`] moves to grow a frame at the front: everything before the
+/// answer (Ethernet, one tag, IPv4 with options, UDP, DNS header, a 64-octet question)
+/// is at most 18 + 60 + 8 + 12 + 64 + 4 = 166.
+pub const MOVE_MAX: usize = 256;
 
 /// Every parse path (VLAN or not, IPv4 IHL, IPv6, each name length) ends with exact
 /// offsets, and the verifier would walk the rest of the program once per combination.
@@ -125,7 +135,7 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
     };
     let at = &at;
     match plan(ctx, at, &mut scratch.key) {
-        Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter),
+        Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter, &mut scratch.moving),
         Err(reason) => Verdict::Pass(reason),
     }
 }
@@ -464,9 +474,16 @@ pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize) -> Option<u64> {
     Some(placed(fold(0x2900 + u64::from(payload.swap_bytes())), offset - udp))
 }
 
-/// Grows or shrinks the frame so it ends at `end`.
+/// Grows or shrinks the frame so it ends at `end`, keeping its first `keep` octets.
+///
+/// Growing needs tailroom, which a frame in a tight buffer lacks (native XDP on veth
+/// runs on the sender's socket buffer when its headroom suffices; a third of the IPv6
+/// queries in our runs). Then the frame grows at the front instead — there is always
+/// XDP headroom — and the `keep` octets before the answer move there through `moving`;
+/// what follows them is overwritten by the answer anyway. A failed move is undone, so
+/// the frame passes intact.
 #[inline(always)]
-pub fn resize(ctx: &XdpContext, end: usize) -> bool {
+pub fn resize(ctx: &XdpContext, end: usize, keep: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
     if end > RESPONSE_MAX + 128 + 64 {
         return false;
     }
@@ -478,7 +495,33 @@ pub fn resize(ctx: &XdpContext, end: usize) -> bool {
     }
     let delta = end as i64 - len as i64;
     // SAFETY: the helper checks the new size against the frame's room itself.
-    unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta as i32) == 0 }
+    if unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta as i32) } == 0 {
+        return true;
+    }
+    if delta <= 0 || keep == 0 || keep > MOVE_MAX {
+        return false;
+    }
+    let grow = delta as i32;
+    // SAFETY: the helper checks the headroom itself.
+    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -grow) } != 0 {
+        return false;
+    }
+    let buffer = moving.as_mut_ptr();
+    // The length, bounded for the verifier the same way `store` does it.
+    // SAFETY: a read of a local.
+    let n = unsafe { core::ptr::read_volatile(&keep) };
+    let n = ((n.wrapping_sub(1) & (MOVE_MAX - 1)) + 1) as u32;
+    // SAFETY: `buffer` holds MOVE_MAX octets and `n <= MOVE_MAX`; both helpers check the
+    // frame range and fail without touching it.
+    let moved = unsafe {
+        bpf_xdp_load_bytes(ctx.ctx, grow as u32, buffer.cast(), n) == 0
+            && bpf_xdp_store_bytes(ctx.ctx, 0, buffer.cast(), n) == 0
+    };
+    if !moved {
+        // SAFETY: gives back exactly the headroom taken above.
+        unsafe { bpf_xdp_adjust_head(ctx.ctx, grow) };
+    }
+    moved
 }
 
 /// `bpf_xdp_store_bytes`: copies `len` octets into the frame; callers check

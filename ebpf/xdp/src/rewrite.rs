@@ -15,7 +15,7 @@ use qdns_abi::{
 };
 
 use crate::{
-    answer::{shape, write_opt, write_tail, Body, Question, Verdict, OPT_LEN},
+    answer::{shape, write_opt, write_tail, Body, Question, Verdict, MOVE_MAX, OPT_LEN},
     parse::{Offsets, Window, IPPROTO_UDP},
 };
 
@@ -25,7 +25,14 @@ const RD_CD: u16 = 0x0110;
 
 /// Rewrites the frame into the response for `body`.
 #[inline(always)]
-pub fn respond(ctx: &XdpContext, at: &Offsets, q: &Question, body: &Body<'_>, counter: Counter) -> Verdict {
+pub fn respond(
+    ctx: &XdpContext,
+    at: &Offsets,
+    q: &Question,
+    body: &Body<'_>,
+    counter: Counter,
+    moving: &mut [u8; MOVE_MAX],
+) -> Verdict {
     let (flags, an, ns, ar, tail_len) = match shape(body, q.qlen) {
         Ok(shape) => shape,
         Err(reason) => return Verdict::Pass(reason),
@@ -34,7 +41,7 @@ pub fn respond(ctx: &XdpContext, at: &Offsets, q: &Question, body: &Body<'_>, co
     if end - at.dns > RESPONSE_MAX {
         return Verdict::Pass(Counter::PassNotCached);
     }
-    if !crate::answer::resize(ctx, end) {
+    if !crate::answer::resize(ctx, end, q.end, moving) {
         return Verdict::Pass(Counter::PassNoRoom);
     }
     match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end) {

@@ -8,6 +8,7 @@
 //! active one, flip the active word, then delete the old generation; health updates
 //! ([`XdpProgram::set_health`]) write the inactive health buffer and flip. A query reads
 //! the active word once, so it sees one generation and one buffer whole.
+pub mod peer;
 pub mod sync;
 pub mod table;
 
@@ -183,13 +184,14 @@ impl XdpProgram {
             if veth && mode == XdpMode::Native {
                 tracing::warn!(
                     %iface,
-                    "native XDP on veth: answers sent with XDP_TX did not reach the peer in our tests (kernel 6.18); --xdp-mode generic is safe"
+                    "native XDP on veth: answers sent with XDP_TX reach the peer only while the peer end has a native XDP program attached (the kernel wakes the peer's NAPI only then; GRO is not enough); without one they are lost — --xdp-mode generic is safe"
                 );
             }
             let attached = match mode {
                 XdpMode::Native => program.attach(iface, AttachMode::Driver),
                 XdpMode::Generic => program.attach(iface, AttachMode::Skb),
-                // veth: generic, see the warning above — auto must never lose answers.
+                // veth: generic, see the warning above — auto must never lose answers,
+                // and the peer end (often in another namespace) is not ours to check.
                 XdpMode::Auto if veth => program.attach(iface, AttachMode::Skb),
                 XdpMode::Auto => program
                     .attach(iface, AttachMode::Driver)
