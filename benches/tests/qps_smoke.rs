@@ -66,5 +66,29 @@ fn harness_smoke_run_produces_the_table() {
         assert!(qps > 100.0, "{server} answered: {row}");
     }
     assert!(stdout.contains("qdns reload of"), "{stdout}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // The veth stage ran in all three modes and the program answered in both XDP ones.
+        let veth = stdout
+            .lines()
+            .find(|l| l.starts_with("- qdns-edge through a veth pair"))
+            .unwrap_or_else(|| panic!("no veth line:\n{stdout}"));
+        let answered: Vec<u64> = veth
+            .split("queries answered by the XDP program: ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{veth}"))
+            .split(", ")
+            .map(|part| part.split(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(answered.len() == 2 && answered.iter().all(|&n| n > 0), "{veth}");
+        // Each closed loop measured something (the edge was up before dnsperf started).
+        let closed = veth.split("closed loop ").nth(1).unwrap_or_else(|| panic!("{veth}"));
+        let rates: Vec<f64> = closed
+            .split(" qps")
+            .take(3)
+            .map(|part| part.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(rates.len() == 3 && rates.iter().all(|&r| r > 100.0), "{veth}");
+    }
     assert!(out.path().join("results.json").is_file());
 }

@@ -803,16 +803,21 @@ fn table(
         Ok(v) => {
             let _ = writeln!(
                 t,
-                "- qdns-edge through a veth pair (dnsperf in a netns, XDP generic mode): closed loop {:.0} qps XDP off, {:.0} qps XDP on ({:.2}×); zero-loss rate (offered steps {:?}) {:.0} qps off{}, {:.0} qps on{}; {} queries answered by the XDP program",
+                "- qdns-edge through a veth pair (dnsperf in a netns; native mode with a pass-everything XDP program on the client end): closed loop {:.0} qps XDP off, {:.0} qps generic ({:.2}×), {:.0} qps native ({:.2}×); zero-loss rate (offered steps {:?}) {:.0} qps off{}, {:.0} qps generic{}, {:.0} qps native{}; queries answered by the XDP program: {} generic, {} native",
                 v.off.closed_qps,
-                v.on.closed_qps,
-                if v.off.closed_qps > 0.0 { v.on.closed_qps / v.off.closed_qps } else { 0.0 },
+                v.generic.closed_qps,
+                ratio(v.generic.closed_qps, v.off.closed_qps),
+                v.native.closed_qps,
+                ratio(v.native.closed_qps, v.off.closed_qps),
                 plan.veth_steps(),
                 v.off.zero_loss_qps,
-                if v.off.generator_bound { " (generator-bound)" } else { "" },
-                v.on.zero_loss_qps,
-                if v.on.generator_bound { " (generator-bound)" } else { "" },
-                v.on.xdp_answered
+                bound(v.off.generator_bound),
+                v.generic.zero_loss_qps,
+                bound(v.generic.generator_bound),
+                v.native.zero_loss_qps,
+                bound(v.native.generator_bound),
+                v.generic.xdp_answered,
+                v.native.xdp_answered
             );
         }
         Err(err) => {
@@ -820,6 +825,22 @@ fn table(
         }
     }
     t
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+fn bound(generator_bound: bool) -> &'static str {
+    if generator_bound {
+        " (generator-bound)"
+    } else {
+        ""
+    }
 }
 
 fn main() {
