@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  CONFIG[0] = generation (low 32 bits) | health buffer (bit 32)   ← one aligned u64 store
-//!  ANSWERS  (generation, qtype, name right-aligned) → Plain | Policy | Node | Pass
+//!  ANSWERS  (generation, qtype, hash of the name) → name + Plain | Policy | Node | Pass
 //!  POLICIES (generation, id) → members with precomputed record bytes
 //!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
 //! ```
@@ -11,8 +11,9 @@
 //! Every key carries the generation of the snapshot it was compiled from, and the program
 //! reads the active generation once per packet: a query sees one snapshot whole, never
 //! a mix (the loader writes a new generation beside the old one, flips CONFIG, then
-//! deletes the old keys). The kernel's hash map compares whole keys, so the lowercase
-//! name in the key is verified byte for byte — a hash never decides alone.
+//! deletes the old keys). The key holds a 64-bit hash of the lowercase name and the value
+//! the name itself, which the program compares with the query's word for word — a hash
+//! never decides alone.
 
 /// Name of the answer table.
 pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V1";
@@ -32,7 +33,7 @@ pub const CONFIG_UDP_PAYLOAD: u32 = 1;
 pub const CONFIG_ENTRIES: u32 = 2;
 
 /// Longest question name (wire octets) the fast path answers; longer ones go to user
-/// space. Keeps the key at 72 octets, which the kernel hashes and compares per lookup.
+/// space. Eight words: the program handles the name in a fixed number of steps.
 pub const NAME_MAX: usize = 64;
 /// Largest precomputed answer tail (the sections after the question).
 pub const TAIL_MAX: usize = 256;
@@ -57,9 +58,10 @@ pub type HealthWords = [u64; HEALTH_WORDS];
 /// `qtype` of a node entry: what the name is when no entry matches its type.
 pub const QTYPE_NODE: u16 = 0;
 
-/// Key of [`ANSWERS_MAP`]. 8-aligned, so the program can clear the name by words.
-#[repr(C, align(8))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Key of [`ANSWERS_MAP`]: 16 octets, so the kernel's hash and compare per lookup stay
+/// short (the name itself, 64 octets, is in the value and checked there).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AnswerKey {
     /// Snapshot generation.
     pub generation: u32,
@@ -67,28 +69,10 @@ pub struct AnswerKey {
     pub qtype: u16,
     /// Always 0.
     pub pad: u16,
-    /// The lowercase wire name, right-aligned, zero-filled in front. A name starts with
-    /// a non-zero length octet, so the fill is unambiguous; a suffix is the same array
-    /// with the labels in front zeroed.
-    pub name: [u8; NAME_MAX],
+    /// [`crate::name::name_hash`] of the name's words.
+    pub hash: u64,
 }
-const _: () = assert!(core::mem::size_of::<AnswerKey>() == 72);
-
-impl AnswerKey {
-    /// The name as [`crate::name::NAME_WORDS`] native-endian words (the program builds
-    /// and clears it by words).
-    #[inline(always)]
-    #[allow(
-        clippy::cast_ptr_alignment,
-        reason = "the struct is 8-aligned and name sits at offset 8"
-    )]
-    pub fn name_words_mut(&mut self) -> &mut [u64; crate::name::NAME_WORDS] {
-        const _: () = assert!(core::mem::offset_of!(AnswerKey, name) % 8 == 0);
-        // SAFETY: `name` sits at an 8-aligned offset of an 8-aligned struct and is
-        // exactly NAME_WORDS words long; every bit pattern is valid for both types.
-        unsafe { &mut *self.name.as_mut_ptr().cast::<[u64; crate::name::NAME_WORDS]>() }
-    }
-}
+const _: () = assert!(core::mem::size_of::<AnswerKey>() == 16);
 
 /// [`AnswerValue::kind`]: user space answers this name and type.
 pub const KIND_PASS: u8 = 0;
@@ -109,6 +93,12 @@ pub const NODE_NXDOMAIN: u8 = 2;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AnswerValue {
+    /// The entry's name as [`crate::name`] words: the lowercase wire name right-aligned
+    /// in [`NAME_MAX`] octets, zero-filled in front (a name starts with a non-zero length
+    /// octet, so the fill is unambiguous; a suffix is the same array with the labels in
+    /// front zeroed), each word the little-endian reading of 8 octets. The program
+    /// compares it with the query's words: the key's hash never decides alone.
+    pub name: [u64; crate::name::NAME_WORDS],
     /// `KIND_*`.
     pub kind: u8,
     /// `NODE_*` bits of a node entry.
@@ -138,7 +128,7 @@ pub struct AnswerValue {
     /// pointer the program fills in.
     pub tail: [u8; TAIL_MAX],
 }
-const _: () = assert!(core::mem::size_of::<AnswerValue>() == 20 + TAIL_MAX);
+const _: () = assert!(core::mem::size_of::<AnswerValue>() == NAME_MAX + 20 + TAIL_MAX + 4);
 
 /// Key of [`POLICIES_MAP`].
 #[repr(C)]

@@ -1,6 +1,6 @@
 //! The question name as eight 64-bit words: how the XDP program builds the
-//! right-aligned lowercase key of [`crate::answer::AnswerKey`] and the checksum sum of
-//! the name without a loop over octets.
+//! right-aligned lowercase name of [`crate::answer::AnswerValue::name`], its hash (the
+//! key) and the checksum sum of the name without a loop over octets.
 //!
 //! Why by words: the per-octet loop (one bounds check, one load, one case fold and one
 //! store per octet) was the largest single cost of the program. Eight unaligned loads
@@ -56,6 +56,52 @@ pub const fn lowercase_word(word: u64) -> u64 {
     let above_z = low + 0x2525_2525_2525_2525;
     let upper = (at_least_a & !above_z) & !word & HIGH;
     word | (upper >> 2)
+}
+
+/// Odd multipliers of [`name_hash`], one per word.
+const HASH_MULTIPLIERS: [u64; NAME_WORDS] = [
+    0x9e37_79b9_7f4a_7c15,
+    0xc2b2_ae3d_27d4_eb4f,
+    0x1656_67b1_9e37_79f9,
+    0xd6e8_feb8_6659_fd93,
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
+    0x5899_65cc_7537_4cc3,
+];
+
+/// The 64-bit hash of a name's words that keys [`crate::answer::AnswerKey`]: a sum of
+/// independent products (no dependency chain: a few cycles in the program). Two names
+/// differing in one word never collide (the multipliers are odd, so invertible); the
+/// loader finds any other collision among a generation's names and leaves those names to
+/// user space, and the program checks the name in the value, so a query that only shares
+/// the hash is never answered as another name.
+#[inline(always)]
+#[must_use]
+pub const fn name_hash(words: &[u64; NAME_WORDS]) -> u64 {
+    let mut hash = 0u64;
+    let mut j = 0;
+    while j < NAME_WORDS {
+        hash = hash.wrapping_add(words[j].wrapping_mul(HASH_MULTIPLIERS[j]));
+        j += 1;
+    }
+    hash
+}
+
+/// The words of a lowercase wire name of at most [`NAME_MAX`] octets, right-aligned as
+/// the program builds them (`None` when longer).
+#[must_use]
+pub fn words_of(name: &[u8]) -> Option<[u64; NAME_WORDS]> {
+    let start = NAME_MAX.checked_sub(name.len())?;
+    let mut octets = [0u8; NAME_MAX];
+    octets[start..].copy_from_slice(name);
+    let mut words = [0u64; NAME_WORDS];
+    for (word, chunk) in words.iter_mut().zip(octets.chunks_exact(8)) {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(chunk);
+        *word = u64::from_le_bytes(eight);
+    }
+    Some(words)
 }
 
 /// Adds a word to a sum of 16-bit words (in the word's little-endian order).
@@ -132,12 +178,29 @@ mod tests {
             }
             prop_assert_eq!(key, expected);
             prop_assert_eq!(sum, fold(sum_words(&name, 0)));
+            // The loader's words of the lowercase name are the program's.
+            let lower: Vec<u8> = name.iter().map(u8::to_ascii_lowercase).collect();
+            let words = words_of(&lower).unwrap();
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            prop_assert_eq!(bytes.as_slice(), &key[..]);
         }
 
         #[test]
         fn lowercase_matches_ascii(word in any::<u64>()) {
             let expected = u64::from_le_bytes(word.to_le_bytes().map(|b| b.to_ascii_lowercase()));
             prop_assert_eq!(lowercase_word(word), expected);
+        }
+    }
+
+    #[test]
+    fn names_one_word_apart_never_collide() {
+        let a = words_of(b"\x05host1\x05bench\x04test\x00").unwrap();
+        for j in 0..NAME_WORDS {
+            for bit in 0..64 {
+                let mut b = a;
+                b[j] ^= 1 << bit;
+                assert_ne!(name_hash(&a), name_hash(&b), "word {j} bit {bit}");
+            }
         }
     }
 

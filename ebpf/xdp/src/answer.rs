@@ -18,7 +18,7 @@ use qdns_abi::{
         NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_NODE,
         RESPONSE_MAX, TAIL_MAX,
     },
-    name::{add_word, keep_last, lowercase_word, name_sum, word_end},
+    name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
     Counter,
 };
@@ -74,6 +74,8 @@ pub enum Body<'a> {
 pub struct Question {
     /// Wire length of the name.
     pub qlen: usize,
+    /// End of the query's DNS message (the frame may have padding after it).
+    pub message_end: usize,
     /// Offset just past the question.
     pub end: usize,
     /// One's-complement sum of the question octets (name, type, class) from an even
@@ -83,12 +85,15 @@ pub struct Question {
     pub edns: bool,
 }
 
-/// Per-CPU scratch: the lookup key, and the parse offsets passed through map memory.
+/// Per-CPU scratch: the lookup key and name, the parse offsets passed through map
+/// memory, and room for moving the frame's front.
 #[repr(C)]
 pub struct Scratch {
-    /// The key being looked up (variable-index writes here do not burden the
-    /// verifier's view of the stack).
+    /// The key being looked up.
     key: AnswerKey,
+    /// The query name's words (see `qdns_abi::name`), cleared label by label in the
+    /// NXDOMAIN walk.
+    name: [u64; NAME_WORDS],
     /// `[l3, l4, dns, qname_len]` as parsed.
     offsets: [u64; 4],
     /// The front of the frame while it moves (see [`resize`]).
@@ -134,14 +139,19 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
         Err(reason) => return Verdict::Pass(reason),
     };
     let at = &at;
-    match plan(ctx, at, &mut scratch.key) {
+    match plan(ctx, at, &mut scratch.key, &mut scratch.name) {
         Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter, &mut scratch.moving),
         Err(reason) => Verdict::Pass(reason),
     }
 }
 
 #[inline(always)]
-fn plan<'a>(ctx: &XdpContext, at: &Offsets, key: &mut AnswerKey) -> Result<(Question, Body<'a>, Counter), Counter> {
+fn plan<'a>(
+    ctx: &XdpContext,
+    at: &Offsets,
+    key: &mut AnswerKey,
+    words: &mut [u64; NAME_WORDS],
+) -> Result<(Question, Body<'a>, Counter), Counter> {
     let active = maps::active();
     let generation = active as u32;
     if generation == 0 {
@@ -167,7 +177,6 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, key: &mut AnswerKey) -> Result<(Ques
     key.pad = 0;
     // The name by words (see `qdns_abi::name`): word `j` is read from the eight octets
     // ending `end` octets into the name; the octets before the name are the DNS header's.
-    let words = key.name_words_mut();
     let mut acc = 0u64;
     for (j, slot) in words.iter_mut().enumerate() {
         *slot = match word_end(j, qlen) {
@@ -184,8 +193,14 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, key: &mut AnswerKey) -> Result<(Ques
     // The question is echoed as sent (0x20 case): its sum uses the original octets.
     let mut sum = u64::from(name_sum(acc, qlen));
     sum += placed(qtype, qlen) + placed(qclass, qlen);
-    let question = Question { qlen, end, sum, edns };
-    let (body, counter) = lookup(key, qlen, (active >> 32) as u32 & 1)?;
+    let question = Question {
+        qlen,
+        message_end: msg_end,
+        end,
+        sum,
+        edns,
+    };
+    let (body, counter) = lookup(key, words, qlen, (active >> 32) as u32 & 1)?;
     Ok((question, body, counter))
 }
 
@@ -269,13 +284,38 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<bool
     }
 }
 
+/// The entry of `key` (its hash set from `name`), if its name is `name`. An entry under
+/// the same hash for another name means the query only shares the hash: user space
+/// answers it.
+#[inline(always)]
+fn find<'a>(key: &mut AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a AnswerValue>, Counter> {
+    key.hash = name_hash(name);
+    // SAFETY: the value stays valid for this program run (RCU); the loader never changes
+    // an entry in place, it writes new generations beside it.
+    let Some(value) = (unsafe { ANSWERS.get(&*key) }) else {
+        return Ok(None);
+    };
+    let mut differ = 0;
+    for (a, b) in value.name.iter().zip(name) {
+        differ |= a ^ b;
+    }
+    if differ == 0 {
+        Ok(Some(value))
+    } else {
+        Err(Counter::PassNotCached)
+    }
+}
+
 /// Exact (name, type), then the name's node entry (NODATA), then the closest existing
 /// ancestor (NXDOMAIN when it has no wildcard child and no cut).
 #[inline(always)]
-fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>, Counter), Counter> {
-    // SAFETY (every map read below): the value stays valid for this program run (RCU);
-    // the loader never changes an entry in place, it writes new generations beside it.
-    if let Some(value) = unsafe { ANSWERS.get(&*key) } {
+fn lookup<'a>(
+    key: &mut AnswerKey,
+    name: &mut [u64; NAME_WORDS],
+    qlen: usize,
+    health: u32,
+) -> Result<(Body<'a>, Counter), Counter> {
+    if let Some(value) = find(key, name)? {
         return match value.kind {
             KIND_PLAIN => Ok((Body::Plain(value), Counter::AnsweredPlain)),
             KIND_POLICY => policy(key.generation, value, health),
@@ -283,17 +323,18 @@ fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>
         };
     }
     key.qtype = QTYPE_NODE;
-    if let Some(node) = unsafe { ANSWERS.get(&*key) } {
+    if let Some(node) = find(key, name)? {
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
             Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
         } else {
             Err(Counter::PassNotCached)
         };
     }
-    // Each step clears the leftmost label: the key then holds the next suffix.
+    // Each step clears the leftmost label: the name then holds the next suffix.
     let mut at = NAME_MAX - qlen;
     for _ in 0..WALK_MAX {
-        let len = usize::from(key.name[at & (NAME_MAX - 1)]);
+        // Octet `at` of the right-aligned name (little-endian words).
+        let len = ((name[(at / 8) & (NAME_WORDS - 1)] >> (8 * (at & 7))) & 0xff) as usize;
         if len == 0 {
             // The root was looked up already (or is the name itself).
             return Err(Counter::PassOutsideZones);
@@ -302,8 +343,8 @@ fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>
         if at >= NAME_MAX {
             return Err(Counter::PassOutsideZones);
         }
-        clear_before(key, at);
-        if let Some(node) = unsafe { ANSWERS.get(&*key) } {
+        clear_before(name, at);
+        if let Some(node) = find(key, name)? {
             return if node.kind == KIND_NODE && node.node_flags & NODE_NXDOMAIN != 0 {
                 Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain))
             } else {
@@ -315,10 +356,11 @@ fn lookup<'a>(key: &mut AnswerKey, qlen: usize, health: u32) -> Result<(Body<'a>
     Err(Counter::PassNotCached)
 }
 
-/// Zeroes `name[..at]`, a word at a time (little-endian: byte k is bits 8k..8k+8).
+/// Zeroes the name's octets before `at`, a word at a time (little-endian: octet k of a
+/// word is bits 8k..8k+8).
 #[inline(always)]
-fn clear_before(key: &mut AnswerKey, at: usize) {
-    for (w, word) in key.name_words_mut().iter_mut().enumerate() {
+fn clear_before(name: &mut [u64; NAME_WORDS], at: usize) {
+    for (w, word) in name.iter_mut().enumerate() {
         let first = w * 8;
         if first + 8 <= at {
             *word = 0;
@@ -483,13 +525,23 @@ pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize) -> Option<u64> {
 /// what follows them is overwritten by the answer anyway. A failed move is undone, so
 /// the frame passes intact.
 #[inline(always)]
-pub fn resize(ctx: &XdpContext, end: usize, keep: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
+pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
     if end > RESPONSE_MAX + 128 + 64 {
         return false;
     }
-    // The frame length from the helper: the verifier forbids arithmetic on `data_end`.
-    // SAFETY: reads the context only.
-    let len = unsafe { bpf_xdp_get_buff_len(ctx.ctx) };
+    let keep = q.end;
+    // The frame length: the message end when nothing follows the message (no padding;
+    // `message_end` checked it is inside the frame), else from the helper — the verifier
+    // forbids arithmetic on `data_end`.
+    let data = ctx.data();
+    // SAFETY: a read of a local (see `ptr_at`).
+    let data = unsafe { core::ptr::read_volatile(&data) };
+    let len = if data + q.message_end >= ctx.data_end() {
+        q.message_end as u64
+    } else {
+        // SAFETY: reads the context only.
+        unsafe { bpf_xdp_get_buff_len(ctx.ctx) }
+    };
     if len > 0xffff {
         return false;
     }

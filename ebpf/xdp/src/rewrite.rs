@@ -41,7 +41,7 @@ pub fn respond(
     if end - at.dns > RESPONSE_MAX {
         return Verdict::Pass(Counter::PassNotCached);
     }
-    if !crate::answer::resize(ctx, end, q.end, moving) {
+    if !crate::answer::resize(ctx, q, end, moving) {
         return Verdict::Pass(Counter::PassNoRoom);
     }
     match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end) {

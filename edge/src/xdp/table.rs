@@ -10,11 +10,12 @@
 use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX,
-        NODE_NODATA, NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL,
-        QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
+        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NODE_NODATA,
+        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_NODE,
+        RESPONSE_MAX, TAIL_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
+    name::{name_hash, words_of, NAME_WORDS},
     select::{select_failover, select_multivalue, select_zonal, weighted_pool, WeightedMember},
 };
 use qdns_zone::PolicyKind;
@@ -79,18 +80,22 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
     let mut scratch = vec![0u8; crate::engine::MAX_MESSAGE];
     for node in engine.export() {
         // Longer names never reach a lookup: the program passes their queries first.
-        let Some(node_key) = key(generation, QTYPE_NODE, node.name) else {
+        let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
             continue;
         };
+        let mut push = |key: AnswerKey, mut value: AnswerValue| {
+            value.name = words;
+            table.answers.push((key, value));
+        };
         if node.below_cut {
-            table.answers.push((node_key, pass(KIND_NODE)));
+            push(node_key, pass(KIND_NODE));
             continue;
         }
         for (rtype, policy) in &node.sets {
             if is_special(*rtype) {
                 continue;
             }
-            let Some(set_key) = key(generation, *rtype, node.name) else {
+            let Some((set_key, _)) = key(generation, *rtype, node.name) else {
                 continue;
             };
             let value = match policy {
@@ -105,11 +110,33 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
                     })
                 }
             };
-            table.answers.push((set_key, value.unwrap_or_else(|| pass(KIND_PASS))));
+            push(set_key, value.unwrap_or_else(|| pass(KIND_PASS)));
         }
-        table.answers.push((node_key, node_value(&node)));
+        push(node_key, node_value(&node));
     }
+    pass_collisions(&mut table.answers);
     table
+}
+
+/// Keys that two names share (their hashes collide) get one `PASS` entry with no name:
+/// queries for either name go to user space (the program finds the name differs and
+/// passes). With a 64-bit hash this is for correctness, not expected in practice.
+fn pass_collisions(answers: &mut Vec<(AnswerKey, AnswerValue)>) {
+    let mut seen = std::collections::HashSet::with_capacity(answers.len());
+    let collided: std::collections::HashSet<AnswerKey> = answers
+        .iter()
+        .filter(|(key, _)| !seen.insert(*key))
+        .map(|(key, _)| *key)
+        .collect();
+    if collided.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        keys = collided.len(),
+        "XDP table: name hashes collide; those names are answered by user space"
+    );
+    answers.retain(|(key, _)| !collided.contains(key));
+    answers.extend(collided.into_iter().map(|key| (key, pass(KIND_PASS))));
 }
 
 /// Types the program never looks up (it passes those queries).
@@ -117,22 +144,23 @@ fn is_special(rtype: u16) -> bool {
     rtype == 0 || rtype == 41 || (128..=255).contains(&rtype)
 }
 
-/// The key of `name` (lowercase wire), right-aligned; `None` when longer than the key.
+/// The key of `name` (lowercase wire) and its words; `None` when longer than
+/// [`qdns_abi::answer::NAME_MAX`].
 #[must_use]
-pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<AnswerKey> {
-    let mut key = AnswerKey {
+pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, [u64; NAME_WORDS])> {
+    let words = words_of(name)?;
+    let key = AnswerKey {
         generation,
         qtype,
         pad: 0,
-        name: [0; NAME_MAX],
+        hash: name_hash(&words),
     };
-    let start = NAME_MAX.checked_sub(name.len())?;
-    key.name.get_mut(start..)?.copy_from_slice(name);
-    Some(key)
+    Some((key, words))
 }
 
 fn pass(kind: u8) -> AnswerValue {
     AnswerValue {
+        name: [0; NAME_WORDS],
         kind,
         node_flags: 0,
         apex_len: 0,
@@ -321,4 +349,42 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
         value.span[combination] = u16::try_from(span).ok()?;
     }
     Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &[u8], hash: u64, kind: u8) -> (AnswerKey, AnswerValue) {
+        let (mut key, words) = key(7, 1, name).unwrap();
+        key.hash = hash;
+        let mut value = pass(kind);
+        value.name = words;
+        (key, value)
+    }
+
+    #[test]
+    fn colliding_names_are_left_to_user_space() {
+        let mut answers = vec![
+            entry(b"\x01a\x00", 1, KIND_PLAIN),
+            entry(b"\x01b\x00", 2, KIND_PLAIN),
+            // Same key as the first, another name: a hash collision.
+            entry(b"\x01c\x00", 1, KIND_PLAIN),
+        ];
+        pass_collisions(&mut answers);
+        assert_eq!(answers.len(), 2);
+        let shared = answers.iter().find(|(k, _)| k.hash == 1).unwrap();
+        assert_eq!(shared.1.kind, KIND_PASS);
+        assert_eq!(shared.1.name, [0; NAME_WORDS], "no name: the program passes");
+        let other = answers.iter().find(|(k, _)| k.hash == 2).unwrap();
+        assert_eq!(other.1.kind, KIND_PLAIN);
+    }
+
+    #[test]
+    fn names_longer_than_the_table_have_no_key() {
+        let long: Vec<u8> = std::iter::repeat_n(*b"\x07abcdefg", 9).flatten().chain([0]).collect();
+        assert!(long.len() > 64);
+        assert!(key(1, 1, &long).is_none());
+        assert!(key(1, 1, &long[long.len() - 64..]).is_some());
+    }
 }
