@@ -819,6 +819,16 @@ fn table(
                 v.generic.xdp_answered,
                 v.native.xdp_answered
             );
+            let _ = writeln!(
+                t,
+                "- knotd in XDP mode (AF_XDP, native) on the same pair: closed loop {:.0} qps, zero-loss {:.0} qps{}; {} queries redirected to its AF_XDP sockets. qdns native / knotd XDP: closed loop {:.2}, zero-loss {:.2} (target ≥ 1.5; both behind the same dnsperf)",
+                v.knot_xdp.closed_qps,
+                v.knot_xdp.zero_loss_qps,
+                bound(v.knot_xdp.generator_bound),
+                v.knot_xdp.xdp_answered,
+                ratio(v.native.closed_qps, v.knot_xdp.closed_qps),
+                ratio(v.native.zero_loss_qps, v.knot_xdp.zero_loss_qps)
+            );
         }
         Err(err) => {
             let _ = writeln!(t, "- veth pair: error: {err}");

@@ -1,7 +1,7 @@
-//! qdns-edge through a veth pair, XDP off, generic and native, in the same run: two
-//! network namespaces (created here, removed on drop), dnsperf in the client one, the
-//! edge in the server one. For each: the closed-loop rate and the zero-loss rate found by
-//! stepping the offered load.
+//! qdns-edge through a veth pair, XDP off, generic and native, and knotd in its XDP mode
+//! (`AF_XDP`, native) on the same pair, in the same run: two network namespaces (created
+//! here, removed on drop), dnsperf in the client one, the server in the server one. For
+//! each: the closed-loop rate and the zero-loss rate found by stepping the offered load.
 //!
 //! Native mode on veth delivers the program's `XDP_TX` answers only while the peer end
 //! has a native XDP program (the kernel wakes the peer's NAPI only then; see
@@ -115,6 +115,8 @@ pub struct VethResult {
     pub generic: VethRun,
     /// With `--xdp IFACE --xdp-mode native` (a pass-everything program on the peer).
     pub native: VethRun,
+    /// knotd with `xdp: listen: IFACE@PORT` (its `AF_XDP` path, native mode).
+    pub knot_xdp: VethRun,
 }
 
 /// How the edge runs on the server end.
@@ -123,6 +125,7 @@ enum Mode {
     Off,
     Generic,
     Native,
+    KnotXdp,
 }
 
 impl Mode {
@@ -131,27 +134,43 @@ impl Mode {
             Mode::Off => "off",
             Mode::Generic => "generic",
             Mode::Native => "native",
+            Mode::KnotXdp => "knotd-xdp",
         }
     }
 }
 
-fn start_edge(plan: &Plan, pair: &Pair, zones: &Path, dir: &Path, mode: Mode) -> Result<Running, String> {
+/// Starts the server for `mode` in the server namespace and waits until it answers.
+fn start_server(plan: &Plan, pair: &Pair, work: &Path, dir: &Path, mode: Mode) -> Result<Running, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &pair.server])
-        .arg(&plan.edge)
-        .args(["--listen", &format!("{SERVER}:{PORT}"), "--workers", "2", "--zones"])
-        .arg(zones);
-    if mode != Mode::Off {
-        cmd.args(["--xdp", &pair.server_if, "--xdp-mode", mode.label()]);
+    cmd.args(["netns", "exec", &pair.server]);
+    if mode == Mode::KnotXdp {
+        let d = dir.display();
+        let conf = format!(
+            "server:\n    listen: {SERVER}@{PORT}\n    rundir: {d}\n    udp-workers: 2\n    tcp-workers: 1\n    background-workers: 1\n\
+             xdp:\n    listen: {iface}@{PORT}\n    udp: on\n    tcp: off\n\
+             database:\n    storage: {d}/db\nlog:\n  - target: stderr\n    any: info\n\
+             zone:\n  - domain: bench.test\n    file: {zone}\n    journal-content: none\n    zonefile-sync: -1\n",
+            iface = pair.server_if,
+            zone = work.join("bench.test.zone").display(),
+        );
+        std::fs::write(dir.join("knot.conf"), conf).map_err(|e| e.to_string())?;
+        cmd.arg("knotd").arg("-c").arg(dir.join("knot.conf"));
+    } else {
+        cmd.arg(&plan.edge)
+            .args(["--listen", &format!("{SERVER}:{PORT}"), "--workers", "2", "--zones"])
+            .arg(work.join("qdns-zones"));
+        if mode != Mode::Off {
+            cmd.args(["--xdp", &pair.server_if, "--xdp-mode", mode.label()]);
+        }
     }
     let child = cmd
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("qdns-edge: {e}"))?;
+        .map_err(|e| format!("{}: {e}", mode.label()))?;
     let running = Running {
         child,
         started: Duration::ZERO,
@@ -175,9 +194,24 @@ fn start_edge(plan: &Plan, pair: &Pair, zones: &Path, dir: &Path, mode: Mode) ->
         std::thread::sleep(Duration::from_millis(100));
     }
     Err(format!(
-        "qdns-edge did not answer on the veth pair; see {}/server.log",
+        "{} did not answer on the veth pair; see {}/server.log",
+        mode.label(),
         dir.display()
     ))
+}
+
+/// A counter of `ethtool -S` on the server end (0 when missing).
+fn ethtool_counter(pair: &Pair, name: &str) -> u64 {
+    Command::new("ip")
+        .args(["netns", "exec", &pair.server, "ethtool", "-S", &pair.server_if])
+        .output()
+        .ok()
+        .and_then(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// dnsperf in the client namespace: (answered qps, lost).
@@ -231,7 +265,8 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     } else {
         None
     };
-    let running = start_edge(plan, pair, &work.join("qdns-zones"), &dir, mode)?;
+    let redirected = ethtool_counter(pair, "rx_queue_0_xdp_redirect");
+    let running = start_server(plan, pair, work, &dir, mode)?;
     let (closed_qps, _) = dnsperf(pair, queries, plan.seconds, None)?;
     // Step the offered load up; keep the achieved rate of the last step with no loss.
     // A step the generator cannot offer (achieved < 95 % of it) ends the search: the
@@ -251,13 +286,18 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     }
     drop(running);
     drop(peer);
-    let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-    let xdp_answered = log.lines().find(|l| l.contains("detaching XDP")).map_or(0, |line| {
-        line.split("(\"answered_")
-            .skip(1)
-            .filter_map(|part| part.split(", ").nth(1)?.split(')').next()?.parse::<u64>().ok())
-            .sum()
-    });
+    let xdp_answered = if mode == Mode::KnotXdp {
+        // knotd's program redirects the queries to its AF_XDP sockets.
+        ethtool_counter(pair, "rx_queue_0_xdp_redirect").saturating_sub(redirected)
+    } else {
+        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        log.lines().find(|l| l.contains("detaching XDP")).map_or(0, |line| {
+            line.split("(\"answered_")
+                .skip(1)
+                .filter_map(|part| part.split(", ").nth(1)?.split(')').next()?.parse::<u64>().ok())
+                .sum()
+        })
+    };
     Ok(VethRun {
         closed_qps,
         zero_loss_qps,
@@ -273,5 +313,6 @@ pub fn run(plan: &Plan, work: &Path, queries: &Path) -> Result<VethResult, Strin
         off: measure(plan, &pair, work, queries, Mode::Off)?,
         generic: measure(plan, &pair, work, queries, Mode::Generic)?,
         native: measure(plan, &pair, work, queries, Mode::Native)?,
+        knot_xdp: measure(plan, &pair, work, queries, Mode::KnotXdp)?,
     })
 }
