@@ -61,14 +61,23 @@ impl Pair {
             server_if: format!("qv{tag}s{id}"),
             client_if: format!("qv{tag}c{id}"),
         };
-        let client_if = pair.client_if.clone();
         run(&["ip", "netns", "add", &pair.server]);
         run(&["ip", "netns", "add", &pair.client]);
+        pair.link(&pair.server_if, &pair.client_if, "77");
+        run(&["ip", "-n", &pair.server, "link", "set", "lo", "up"]);
+        run(&["ip", "-n", &pair.client, "link", "set", "lo", "up"]);
+        pair
+    }
+
+    /// A single-queue veth pair between the two namespaces, GRO on at both ends, with
+    /// `10.NET.0.1/24` and `fd00:NET::1/64` on the server end (`.2` and `::2` on the
+    /// client), `NET` being `net`.
+    fn link(&self, server_if: &str, client_if: &str, net: &str) {
         run(&[
             "ip",
             "link",
             "add",
-            &pair.server_if,
+            server_if,
             "numtxqueues",
             "1",
             "numrxqueues",
@@ -77,46 +86,22 @@ impl Pair {
             "veth",
             "peer",
             "name",
-            &client_if,
+            client_if,
             "numtxqueues",
             "1",
             "numrxqueues",
             "1",
         ]);
-        run(&["ip", "link", "set", &pair.server_if, "netns", &pair.server]);
-        run(&["ip", "link", "set", &client_if, "netns", &pair.client]);
-        for (ns, dev, v4, v6) in [
-            (&pair.server, &pair.server_if, "10.77.0.1/24", "fd00:77::1/64"),
-            (&pair.client, &client_if, "10.77.0.2/24", "fd00:77::2/64"),
-        ] {
-            run(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
-            run(&["ip", "-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
+        run(&["ip", "link", "set", server_if, "netns", &self.server]);
+        run(&["ip", "link", "set", client_if, "netns", &self.client]);
+        for (ns, dev, host) in [(&self.server, server_if, "1"), (&self.client, client_if, "2")] {
+            let v4 = format!("10.{net}.0.{host}/24");
+            let v6 = format!("fd00:{net}::{host}/64");
+            run(&["ip", "-n", ns, "addr", "add", &v4, "dev", dev]);
+            run(&["ip", "-n", ns, "addr", "add", &v6, "dev", dev, "nodad"]);
             run(&["ip", "-n", ns, "link", "set", dev, "up"]);
-            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
         }
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &pair.client,
-            "ethtool",
-            "-K",
-            &client_if,
-            "gro",
-            "on",
-        ]);
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &pair.server,
-            "ethtool",
-            "-K",
-            &pair.server_if,
-            "gro",
-            "on",
-        ]);
-        pair
     }
 
     fn in_client(&self, args: &[&str]) -> String {
@@ -333,4 +318,81 @@ fn zone_reload_under_load_loses_no_query_and_xdp_follows() {
         counter(&log, "answered_plain") > u64::from(sent) / 2,
         "XDP answered the load: {log:?}"
     );
+}
+
+#[test]
+fn one_edge_answers_from_xdp_on_two_interfaces() {
+    if !is_root() {
+        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
+        return;
+    }
+    let pair = Pair::new('t');
+    let second = format!("{}x", pair.server_if);
+    pair.link(&second, &format!("{}x", pair.client_if), "76");
+    let zones = tempfile::tempdir().unwrap();
+    copy_examples(zones.path());
+    let metrics = "127.0.0.1:19153";
+    let edge = Edge::start_in(
+        &["ip", "netns", "exec", &pair.server],
+        zones.path(),
+        &[
+            "--listen",
+            &format!("{SERVER}:{PORT}"),
+            "--listen",
+            &format!("10.76.0.1:{PORT}"),
+            "--xdp",
+            &pair.server_if,
+            "--xdp",
+            &second,
+            "--xdp-mode",
+            "auto",
+            "--metrics",
+            metrics,
+        ],
+    );
+    for iface in [&pair.server_if, &second] {
+        let shown = run(&["ip", "-n", &pair.server, "link", "show", iface]);
+        assert!(shown.contains("xdpgeneric"), "{iface}: {shown}");
+    }
+    let answered = || -> u64 {
+        let text = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &pair.server,
+            "curl",
+            "-s",
+            &format!("http://{metrics}/metrics"),
+        ]);
+        text.lines()
+            .find(|l| l.starts_with("qdns_edge_xdp_packets_total{counter=\"answered_plain\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let port = PORT.to_string();
+    let mut before = answered();
+    // Each address is reached through its own link only: an answer counted after a
+    // query to it came from the program on that interface.
+    for server in [SERVER, "10.76.0.1"] {
+        let out = pair.in_client(&[
+            "dig",
+            &format!("@{server}"),
+            "-p",
+            &port,
+            "+tries=1",
+            "+time=3",
+            "www.example.com",
+            "A",
+        ]);
+        assert!(out.contains("192.0.2.10"), "{server}: {out}");
+        let after = answered();
+        assert_eq!(after, before + 1, "{server}: answered by XDP");
+        before = after;
+    }
+    let (status, _) = edge.stop_with_log();
+    assert_eq!(status.code(), Some(0));
+    for iface in [&pair.server_if, &second] {
+        let shown = run(&["ip", "-n", &pair.server, "link", "show", iface]);
+        assert!(!shown.contains("xdp"), "{iface} detached: {shown}");
+    }
 }

@@ -811,11 +811,11 @@ fn table(
                 ratio(v.native.closed_qps, v.off.closed_qps),
                 plan.veth_steps(),
                 v.off.zero_loss_qps,
-                bound(v.off.generator_bound),
+                bound(&v.off),
                 v.generic.zero_loss_qps,
-                bound(v.generic.generator_bound),
+                bound(&v.generic),
                 v.native.zero_loss_qps,
-                bound(v.native.generator_bound),
+                bound(&v.native),
                 v.generic.xdp_answered,
                 v.native.xdp_answered
             );
@@ -824,7 +824,7 @@ fn table(
                 "- knotd in XDP mode (AF_XDP, native) on the same pair: closed loop {:.0} qps, zero-loss {:.0} qps{}; {} queries redirected to its AF_XDP sockets. qdns native / knotd XDP: closed loop {:.2}, zero-loss {:.2} (target ≥ 1.5; both behind the same dnsperf)",
                 v.knot_xdp.closed_qps,
                 v.knot_xdp.zero_loss_qps,
-                bound(v.knot_xdp.generator_bound),
+                bound(&v.knot_xdp),
                 v.knot_xdp.xdp_answered,
                 ratio(v.native.closed_qps, v.knot_xdp.closed_qps),
                 ratio(v.native.zero_loss_qps, v.knot_xdp.zero_loss_qps)
@@ -845,9 +845,12 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
-fn bound(generator_bound: bool) -> &'static str {
-    if generator_bound {
+/// How to read a zero-loss figure.
+fn bound(run: &veth::VethRun) -> &'static str {
+    if run.generator_bound {
         " (generator-bound)"
+    } else if run.all_steps_passed {
+        " (every step passed: a floor)"
     } else {
         ""
     }

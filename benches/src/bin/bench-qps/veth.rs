@@ -102,6 +102,8 @@ pub struct VethRun {
     pub zero_loss_qps: f64,
     /// The generator could not offer the next step.
     pub generator_bound: bool,
+    /// The highest step passed with no loss: the zero-loss rate is at least the figure.
+    pub all_steps_passed: bool,
     /// Packets the XDP program answered (0 with XDP off).
     pub xdp_answered: u64,
 }
@@ -273,14 +275,17 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     // figure is then generator-bound, and the report says so.
     let mut zero_loss_qps = 0.0;
     let mut generator_bound = false;
+    let mut all_steps_passed = true;
     for &rate in plan.veth_steps() {
         let (achieved, lost) = dnsperf(pair, queries, plan.seconds, Some(rate))?;
         if lost > 0 {
+            all_steps_passed = false;
             break;
         }
         zero_loss_qps = achieved;
         if achieved < 0.95 * f64::from(rate) {
             generator_bound = true;
+            all_steps_passed = false;
             break;
         }
     }
@@ -302,6 +307,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
         closed_qps,
         zero_loss_qps,
         generator_bound,
+        all_steps_passed,
         xdp_answered,
     })
 }
