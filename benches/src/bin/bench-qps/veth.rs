@@ -276,7 +276,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     let mut zero_loss_qps = 0.0;
     let mut generator_bound = false;
     let mut all_steps_passed = true;
-    // Steps run half as long as the closed loop (5 s in a full run): four modes times six
+    // Steps run half as long as the closed loop (5 s in a full run): four modes times seven
     // steps keep the whole harness inside its 20 minutes on a fresh machine.
     let step_seconds = (plan.seconds / 2).max(1);
     for &rate in plan.veth_steps() {
