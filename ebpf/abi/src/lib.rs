@@ -23,7 +23,7 @@ pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V3";
+pub const STATS_MAP: &str = "QDNS_STATS_V4";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -34,7 +34,8 @@ pub const PORT_WORDS: u32 = 65_536 / 64;
 macro_rules! counters {
     ($($(#[doc = $doc:literal])* $name:ident = $index:literal, $label:literal;)*) => {
         /// Per-CPU counters of the XDP program. Every packet counts in `Seen` and in
-        /// exactly one outcome counter: an `Answered*` kind or a `Pass*` reason.
+        /// exactly one outcome counter: an `Answered*` kind or a `Pass*` reason. Answers
+        /// whose frame had to grow at the front also count in `MovedToFront`.
         #[repr(u32)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Counter {
@@ -75,11 +76,12 @@ counters! {
     PassResponse = 6, "pass_response";
     /// Passed: not a plain QUERY with one question and no answer/authority records.
     PassNotSimpleQuery = 7, "pass_not_simple_query";
-    /// Passed (malformed): the question name is not plain labels within 255 octets.
+    /// Passed (malformed): the question name is not plain labels (a compression pointer
+    /// or a label over 63 octets) within its first 64 octets.
     PassBadQname = 8, "pass_bad_qname";
     /// Passed: no answer table loaded yet.
     PassNotLoaded = 9, "pass_not_loaded";
-    /// Passed: the name is longer than the fast path's key.
+    /// Passed: the name is longer than the 64 octets the tables hold (not read further).
     PassLongName = 10, "pass_long_name";
     /// Passed: class not IN, or a meta/special QTYPE (0, OPT, 128–255).
     PassSpecialQuery = 11, "pass_special_query";
@@ -109,13 +111,16 @@ counters! {
     AnsweredNodata = 22, "answered_nodata";
     /// Answered: NXDOMAIN.
     AnsweredNxdomain = 23, "answered_nxdomain";
+    /// Not an outcome: an answer whose frame had no tailroom and grew at the front.
+    MovedToFront = 24, "moved_to_front";
 }
 
 impl Counter {
     /// True for the `Answered*` counters.
     #[must_use]
     pub const fn is_answer(self) -> bool {
-        self as u32 >= Counter::AnsweredPlain as u32
+        let index = self as u32;
+        index >= Counter::AnsweredPlain as u32 && index <= Counter::AnsweredNxdomain as u32
     }
 }
 

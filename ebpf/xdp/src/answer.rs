@@ -569,7 +569,9 @@ pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE
         bpf_xdp_load_bytes(ctx.ctx, grow as u32, buffer.cast(), n) == 0
             && bpf_xdp_store_bytes(ctx.ctx, 0, buffer.cast(), n) == 0
     };
-    if !moved {
+    if moved {
+        maps::count(Counter::MovedToFront);
+    } else {
         // SAFETY: gives back exactly the headroom taken above.
         unsafe { bpf_xdp_adjust_head(ctx.ctx, grow) };
     }
