@@ -25,7 +25,7 @@ use qdns_abi::{
 
 use crate::{
     maps::{self, ANSWERS, HEALTH, POLICIES},
-    parse::{u16_at, u64_le_at, u8_at, Offsets, Window},
+    parse::{self, u16_at, u64_le_at, u8_at, Offsets, Window},
     rewrite,
 };
 
@@ -284,15 +284,14 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<bool
     }
 }
 
-/// The entry of `key` (its hash set from `name`), if its name is `name`. An entry under
+/// The entry of `key` (whose hash is `name`'s), if its name is `name`. An entry under
 /// the same hash for another name means the query only shares the hash: user space
 /// answers it.
 #[inline(always)]
-fn find<'a>(key: &mut AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a AnswerValue>, Counter> {
-    key.hash = name_hash(name);
+fn find<'a>(key: &AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a AnswerValue>, Counter> {
     // SAFETY: the value stays valid for this program run (RCU); the loader never changes
     // an entry in place, it writes new generations beside it.
-    let Some(value) = (unsafe { ANSWERS.get(&*key) }) else {
+    let Some(value) = (unsafe { ANSWERS.get(key) }) else {
         return Ok(None);
     };
     let mut differ = 0;
@@ -315,6 +314,8 @@ fn lookup<'a>(
     qlen: usize,
     health: u32,
 ) -> Result<(Body<'a>, Counter), Counter> {
+    // One hash for the exact and the node lookup: same name, another type.
+    key.hash = name_hash(name);
     if let Some(value) = find(key, name)? {
         return match value.kind {
             KIND_PLAIN => Ok((Body::Plain(value), Counter::AnsweredPlain)),
@@ -344,6 +345,7 @@ fn lookup<'a>(
             return Err(Counter::PassOutsideZones);
         }
         clear_before(name, at);
+        key.hash = name_hash(name);
         if let Some(node) = find(key, name)? {
             return if node.kind == KIND_NODE && node.node_flags & NODE_NXDOMAIN != 0 {
                 Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain))
@@ -533,10 +535,7 @@ pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE
     // The frame length: the message end when nothing follows the message (no padding;
     // `message_end` checked it is inside the frame), else from the helper — the verifier
     // forbids arithmetic on `data_end`.
-    let data = ctx.data();
-    // SAFETY: a read of a local (see `ptr_at`).
-    let data = unsafe { core::ptr::read_volatile(&data) };
-    let len = if data + q.message_end >= ctx.data_end() {
+    let len = if parse::frame_ends_by(ctx, q.message_end) {
         q.message_end as u64
     } else {
         // SAFETY: reads the context only.

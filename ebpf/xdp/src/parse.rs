@@ -51,11 +51,18 @@ pub fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, Counter> {
 /// The eight octets at `offset` as a little-endian word (first octet lowest).
 #[inline(always)]
 pub fn u64_le_at(ctx: &XdpContext, offset: usize) -> Result<u64, Counter> {
-    // SAFETY: ptr_at checked that the eight octets are inside the packet; unaligned
-    // because packet data has no alignment guarantee.
-    Ok(u64::from_le(unsafe {
-        core::ptr::read_unaligned(ptr_at::<u64>(ctx, offset)?)
-    }))
+    Ok(Window::<8>::at(ctx, offset)?.get64_le(0))
+}
+
+/// True when nothing of the frame follows `offset` (callers have checked that `offset`
+/// is inside it).
+#[inline(always)]
+pub fn frame_ends_by(ctx: &XdpContext, offset: usize) -> bool {
+    // The same volatile read of `data` as in `ptr_at`, for the same reason.
+    let data = ctx.data();
+    // SAFETY: a read of a local.
+    let start = unsafe { core::ptr::read_volatile(&data) };
+    start + offset >= ctx.data_end()
 }
 
 #[inline(always)]
