@@ -67,8 +67,44 @@ fn random_case(name: &str, rng: &mut Rng) -> String {
         .collect()
 }
 
+/// What a generated query's OPT record carried.
+#[derive(Clone, Copy, Default)]
+struct Sent {
+    /// DO=1 (version 0).
+    dnssec_ok: bool,
+    /// At least one option (version 0).
+    options: bool,
+}
+
+/// The EDNS options real resolvers send (and some they do not): a client COOKIE as BIND
+/// and dig send it, a client+server COOKIE, ECS (RFC 7871), an NSID request (RFC 5001),
+/// padding (RFC 7830) and an unassigned code.
+fn option(rng: &mut Rng) -> Vec<u8> {
+    let (code, data): (u16, Vec<u8>) = match rng.below(6) {
+        0 => (10, rng.next().to_be_bytes().to_vec()),
+        1 => (
+            10,
+            [
+                rng.next().to_be_bytes(),
+                rng.next().to_be_bytes(),
+                rng.next().to_be_bytes(),
+            ]
+            .concat(),
+        ),
+        2 => (8, vec![0, 1, 24, 0, 198, 51, 100]),
+        3 => (3, Vec::new()),
+        4 => (12, vec![0; rng.below(40)]),
+        _ => (65_001, (0..rng.below(9)).map(|i| i as u8).collect()),
+    };
+    let mut out = Vec::new();
+    out.extend(code.to_be_bytes());
+    out.extend((data.len() as u16).to_be_bytes());
+    out.extend(data);
+    out
+}
+
 /// A DNS query built here (not with the edge's own code).
-fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> Vec<u8> {
+fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> (Vec<u8>, Sent) {
     let id = rng.next() as u16;
     let flags: u16 = if rng.chance(50) { 0x0100 } else { 0 } | if rng.chance(10) { 0x0010 } else { 0 };
     let edns = rng.below(10);
@@ -83,25 +119,27 @@ fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> Vec<u8> {
     msg.push(0);
     msg.extend(qtype.to_be_bytes());
     msg.extend(1u16.to_be_bytes());
+    let mut sent = Sent::default();
     if edns >= 3 {
         let payload: u16 = [512, 1232, 4096, 100][rng.below(4)];
         let version = u8::from(edns == 3);
-        let flags: u16 = if edns == 4 { 0x8000 } else { 0 };
+        let dnssec_ok = rng.chance(50);
+        let flags: u16 = if dnssec_ok { 0x8000 } else { 0 } | if rng.chance(10) { 0x0001 } else { 0 };
         msg.extend([0, 0, 41]);
         msg.extend(payload.to_be_bytes());
         msg.extend([0, version]);
         msg.extend(flags.to_be_bytes());
-        if edns >= 8 {
-            // A client COOKIE option (RFC 7873), as dig sends.
-            msg.extend(12u16.to_be_bytes());
-            msg.extend(10u16.to_be_bytes());
-            msg.extend(8u16.to_be_bytes());
-            msg.extend(rng.next().to_be_bytes());
-        } else {
-            msg.extend(0u16.to_be_bytes());
-        }
+        let options: Vec<u8> = (0..[0, 0, 1, 1, 2, 3, 17][rng.below(7)])
+            .flat_map(|_| option(rng))
+            .collect();
+        msg.extend((options.len() as u16).to_be_bytes());
+        msg.extend(&options);
+        sent = Sent {
+            dnssec_ok: dnssec_ok && version == 0,
+            options: !options.is_empty() && version == 0,
+        };
     }
-    msg
+    (msg, sent)
 }
 
 /// The frame around `dns`, sometimes damaged: a bit flipped in the message (returned,
@@ -188,6 +226,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let names = names(&engine);
     let mut out = vec![0u8; MAX_MESSAGE];
     let (mut tx, mut passed, mut total) = (0u32, 0u32, 0u32);
+    // Answered in XDP: queries with DO=1, queries with options.
+    let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
     // Answered frames per shape: [IPv4, IPv4 with options, IPv6] × [untagged, VLAN].
     let mut shapes = [0u32; 6];
     for round in 0..8 {
@@ -199,12 +239,15 @@ fn xdp_answers_are_byte_identical_to_user_space() {
         for _ in 0..2500 {
             let name = random_case(&names[rng.below(names.len())], &mut rng);
             let qtype = QTYPES[rng.below(QTYPES.len())];
-            let (packet, dns) = frame(&dns_query(&name, qtype, &mut rng), &mut rng);
+            let (query, sent) = dns_query(&name, qtype, &mut rng);
+            let (packet, dns) = frame(&query, &mut rng);
             let run = program.test_run(&packet, 1).expect("test run");
             total += 1;
             match run.action {
                 XDP_TX => {
                     tx += 1;
+                    tx_dnssec_ok += u32::from(sent.dnssec_ok);
+                    tx_options += u32::from(sent.options);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
                     let valid = engine_answers(&engine, &dns, &mut out);
@@ -225,7 +268,15 @@ fn xdp_answers_are_byte_identical_to_user_space() {
         }
     }
     let c = counters(&program);
-    eprintln!("{total} queries: {tx} answered by XDP, {passed} passed; {c:?}; shapes {shapes:?}");
+    eprintln!(
+        "{total} queries: {tx} answered by XDP ({tx_dnssec_ok} with DO=1, {tx_options} with options), \
+         {passed} passed; {c:?}; shapes {shapes:?}"
+    );
+    assert!(tx_dnssec_ok > 500, "DO=1 queries are answered in XDP: {tx_dnssec_ok}");
+    assert!(
+        tx_options > 500,
+        "queries with EDNS options are answered in XDP: {tx_options}"
+    );
     assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
     assert_eq!(c["seen"], u64::from(total));
     for kind in [
@@ -274,7 +325,7 @@ fn xdp_weighted_distribution_follows_the_weights() {
     let mut tally = |program: &mut XdpProgram, runs: u32| {
         let mut seen: HashMap<[u8; 4], u32> = HashMap::new();
         for _ in 0..runs {
-            let mut dns = dns_query("www.shop.example.", 1, &mut rng);
+            let (mut dns, _) = dns_query("www.shop.example.", 1, &mut rng);
             dns.truncate(12 + 18 + 4);
             dns[11] = 0;
             let packet = ipv4_udp_frame(&dns, 53);

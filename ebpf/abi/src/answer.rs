@@ -57,6 +57,8 @@ pub type HealthWords = [u64; HEALTH_WORDS];
 
 /// `qtype` of a node entry: what the name is when no entry matches its type.
 pub const QTYPE_NODE: u16 = 0;
+/// ANY (RFC 8482): looked up like a type; every node with sets has its entry.
+pub const QTYPE_ANY: u16 = 255;
 
 /// Key of [`ANSWERS_MAP`]: 16 octets, so the kernel's hash and compare per lookup stay
 /// short (the name itself, 64 octets, is in the value and checked there).

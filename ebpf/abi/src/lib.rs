@@ -83,10 +83,10 @@ counters! {
     PassNotLoaded = 9, "pass_not_loaded";
     /// Passed: the name is longer than the 64 octets the tables hold (not read further).
     PassLongName = 10, "pass_long_name";
-    /// Passed: class not IN, or a meta/special QTYPE (0, OPT, 128–255).
+    /// Passed: class not IN, or a meta/special QTYPE (0, OPT, 128–254; ANY is answered).
     PassSpecialQuery = 11, "pass_special_query";
-    /// Passed: EDNS the fast path does not answer (DO=1, version > 0, a record other
-    /// than OPT, malformed options).
+    /// Passed: EDNS the fast path does not answer (version > 0, a record other than
+    /// OPT, more than 16 options, malformed options). DO=1 and options are answered.
     PassEdns = 12, "pass_edns";
     /// Passed (malformed): IP/UDP lengths disagree or octets follow the message.
     PassBadLength = 13, "pass_bad_length";

@@ -15,8 +15,8 @@ use qdns_abi::{
     answer::{
         fold, placed, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
         HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
-        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_NODE,
-        RESPONSE_MAX, TAIL_MAX,
+        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
+        QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -31,6 +31,8 @@ use crate::{
 
 const CLASS_IN: u16 = 1;
 const TYPE_OPT: u16 = 41;
+/// The DO bit in the OPT record's flags (RFC 3225 §3).
+const DO_BIT: u16 = 0x8000;
 /// OPT record without options.
 pub const OPT_LEN: usize = 11;
 /// Most EDNS options walked in a query's OPT record.
@@ -81,8 +83,10 @@ pub struct Question {
     /// One's-complement sum of the question octets (name, type, class) from an even
     /// offset.
     pub sum: u64,
-    /// The query had an OPT record (DO=0, version 0).
+    /// The query had an OPT record (version 0).
     pub edns: bool,
+    /// Its DO bit in place (`0x8000` or 0; RFC 3225 §3: echoed in our OPT record).
+    pub dnssec_ok: u16,
 }
 
 /// Per-CPU scratch: the lookup key and name, the parse offsets passed through map
@@ -164,13 +168,13 @@ fn plan<'a>(
     let qname_at = at.dns + 12;
     let qtype = u16_at(ctx, qname_at + qlen)?;
     let qclass = u16_at(ctx, qname_at + qlen + 2)?;
-    if qclass != CLASS_IN || qtype == 0 || qtype == TYPE_OPT || (128..=255).contains(&qtype) {
+    if qclass != CLASS_IN || qtype == 0 || qtype == TYPE_OPT || (128..QTYPE_ANY).contains(&qtype) {
         return Err(Counter::PassSpecialQuery);
     }
     let end = qname_at + qlen + 4;
     let msg_end = message_end(ctx, at)?;
     special_addresses(ctx, at)?;
-    let edns = edns(ctx, at.dns, end, msg_end)?;
+    let opt = edns(ctx, at.dns, end, msg_end)?;
 
     key.generation = generation;
     key.qtype = qtype;
@@ -198,7 +202,8 @@ fn plan<'a>(
         message_end: msg_end,
         end,
         sum,
-        edns,
+        edns: opt.present,
+        dnssec_ok: opt.dnssec_ok,
     };
     let (body, counter) = lookup(key, words, qlen, (active >> 32) as u32 & 1)?;
     Ok((question, body, counter))
@@ -242,32 +247,49 @@ fn special_addresses(ctx: &XdpContext, at: &Offsets) -> Result<(), Counter> {
     Ok(())
 }
 
+/// What the query's additional section holds.
+#[derive(Clone, Copy)]
+struct Opt {
+    /// There is an OPT record.
+    present: bool,
+    /// Its DO bit, in place (`DO_BIT` or 0): kept as read, not branched on, so the
+    /// verifier walks one path for DO=0 and DO=1.
+    dnssec_ok: u16,
+}
+
 /// The additional section: nothing, or exactly one OPT record (root owner, version 0,
-/// DO=0, well-formed options) ending the message — what user space answers the same
-/// way. Anything else goes to user space.
+/// well-formed options) ending the message — what user space answers the same way.
+/// DO is echoed and every option is ignored, as user space does (COOKIE, ECS, NSID,
+/// padding and unknown codes alike; docs/OPERATIONS.md says what a client gets).
+/// Anything else goes to user space.
 #[inline(always)]
-fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<bool, Counter> {
+fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt, Counter> {
     if u16_at(ctx, dns + 10)? == 0 {
         return if msg_end == end {
-            Ok(false)
+            Ok(Opt {
+                present: false,
+                dnssec_ok: 0,
+            })
         } else {
             Err(Counter::PassBadLength)
         };
     }
-    if u8_at(ctx, end)? != 0 || u16_at(ctx, end + 1)? != TYPE_OPT {
+    let opt = Window::<OPT_LEN>::at(ctx, end).map_err(|_| Counter::PassEdns)?;
+    if opt.get8(0) != 0 || opt.get16(1) != TYPE_OPT || opt.get8(6) != 0 {
         return Err(Counter::PassEdns);
     }
-    if u8_at(ctx, end + 6)? != 0 || u16_at(ctx, end + 7)? & 0x8000 != 0 {
-        return Err(Counter::PassEdns);
-    }
-    let opt_end = end + OPT_LEN + usize::from(u16_at(ctx, end + 9)?);
+    let found = Opt {
+        present: true,
+        dnssec_ok: opt.get16(7) & DO_BIT,
+    };
+    let opt_end = end + OPT_LEN + usize::from(opt.get16(9));
     if opt_end != msg_end {
         return Err(Counter::PassBadLength);
     }
     let mut pos = end + OPT_LEN;
     for _ in 0..MAX_OPTIONS {
         if pos == opt_end {
-            return Ok(true);
+            return Ok(found);
         }
         if pos + 4 > opt_end || pos > QUERY_MAX {
             return Err(Counter::PassEdns);
@@ -278,7 +300,7 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<bool
         }
     }
     if pos == opt_end {
-        Ok(true)
+        Ok(found)
     } else {
         Err(Counter::PassEdns)
     }
@@ -501,21 +523,26 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
     }
 }
 
-/// Writes our OPT record at `offset` and returns its sum.
+/// Writes our OPT record at `offset` (DO echoed from the query) and returns its sum.
 #[inline(always)]
-pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize) -> Option<u64> {
+pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize, dnssec_ok: u16) -> Option<u64> {
     let payload = maps::udp_payload();
-    // Root owner, TYPE 41, CLASS = payload size, TTL 0 (no extended RCODE, version 0,
-    // DO=0), RDLENGTH 0.
+    let flags = dnssec_ok & DO_BIT;
+    // Root owner, TYPE 41, CLASS = payload size, TTL = no extended RCODE, version 0 and
+    // the flags, RDLENGTH 0.
     let opt = Window::<OPT_LEN>::at(ctx, offset).ok()?;
     opt.set8(0, 0);
     opt.set16(1, TYPE_OPT);
     opt.set16(3, payload);
-    opt.set32_le(5, 0);
+    opt.set16(5, 0);
+    opt.set16(7, flags);
     opt.set16(9, 0);
-    // From an even offset the octets 00 | 00 29 | pp pp | 00.. sum to 0x2900 plus the
-    // payload size with its octets swapped.
-    Some(placed(fold(0x2900 + u64::from(payload.swap_bytes())), offset - udp))
+    // From an even offset the octets 00 | 00 29 | pp pp | 00 00 | ff ff | 00 00 sum to
+    // 0x2900 plus the payload size and the flags, each with its octets swapped.
+    Some(placed(
+        fold(0x2900 + u64::from(payload.swap_bytes()) + u64::from(flags.swap_bytes())),
+        offset - udp,
+    ))
 }
 
 /// Grows or shrinks the frame so it ends at `end`, keeping its first `keep` octets.

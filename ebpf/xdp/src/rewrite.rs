@@ -64,7 +64,7 @@ fn finish(
     sum += write_tail(ctx, body, q.end, udp, q.qlen)?;
     let mut arcount = ar;
     if q.edns {
-        sum += write_opt(ctx, q.end + tail_len, udp)?;
+        sum += write_opt(ctx, q.end + tail_len, udp, q.dnssec_ok)?;
         arcount += 1;
     }
 

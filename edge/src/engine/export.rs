@@ -4,8 +4,31 @@
 use qdns_abi::select::WeightedMember;
 use qdns_zone::PolicyKind;
 
-use super::{policy::MemberAnswer, Engine};
+use super::{
+    lookup::Found,
+    policy::MemberAnswer,
+    respond::{stands_beside_cname, MAX_CNAME_CHAIN},
+    Engine, NodeId, ZoneData,
+};
 use crate::wire::{name::label_starts, rtype};
+
+/// Query types answered at a CNAME owner by following the chain (RFC 1034 §4.3.2 step
+/// 3a) that the fast path precomputes: the types resolvers commonly ask for. Others at a
+/// CNAME owner stay with user space.
+pub const CHASED_TYPES: &[u16] = &[
+    rtype::A,
+    rtype::NS,
+    rtype::SOA,
+    rtype::PTR,
+    rtype::MX,
+    rtype::TXT,
+    rtype::AAAA,
+    rtype::SRV,
+    rtype::NAPTR,
+    rtype::SVCB,
+    rtype::HTTPS,
+    rtype::CAA,
+];
 
 /// One node as the fast path needs it.
 pub struct NodeView<'e> {
@@ -23,6 +46,12 @@ pub struct NodeView<'e> {
     pub has_cname: bool,
     /// Record set types of the node, with the policy of policy sets.
     pub sets: Vec<(u16, Option<PolicyView<'e>>)>,
+    /// Of [`CHASED_TYPES`] not in `sets`, those whose answer here (the CNAME chain and
+    /// where it ends) is the same whatever the health: no set it reaches has a policy.
+    pub static_chases: Vec<u16>,
+    /// The answer to ANY (RFC 8482 §4.1: the node's first set) is static: that set has
+    /// no policy. `false` for a node without sets.
+    pub static_any: bool,
 }
 
 /// A policy set as the fast path needs it.
@@ -45,14 +74,25 @@ impl Engine {
     pub(crate) fn export(&self) -> Vec<NodeView<'_>> {
         let mut out = Vec::new();
         for zone in &self.zones {
-            for node in &zone.nodes {
+            for (id, node) in zone.nodes.iter().enumerate() {
                 let hidden = label_starts(&node.name)
                     .take_while(|&start| node.name.len() - start > zone.apex.len())
                     .any(|start| node.name.get(start..).is_some_and(|s| self.by_apex.contains_key(s)));
                 if hidden {
                     continue;
                 }
+                let static_chases = if node.rrset(rtype::CNAME).is_some() {
+                    CHASED_TYPES
+                        .iter()
+                        .copied()
+                        .filter(|&qtype| node.rrset(qtype).is_none() && zone.answer_is_static(id as NodeId, qtype))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 out.push(NodeView {
+                    static_chases,
+                    static_any: node.rrsets.first().is_some_and(|set| set.policy.is_none()),
                     name: &node.name,
                     apex_len: zone.apex.len(),
                     negative_soa: &zone.negative_soa,
@@ -86,4 +126,49 @@ impl super::policy::PolicySet {
                 .collect(),
         }
     }
+}
+
+impl ZoneData {
+    /// True when the answer to `qtype` at node `id` follows no policy set: the walk of
+    /// `Engine::resolve` (a CNAME chain inside the zone, loops stopped where it stops
+    /// them), checking every set it would write.
+    fn answer_is_static(&self, id: NodeId, qtype: u16) -> bool {
+        let mut id = id;
+        let mut visited = [NodeId::MAX; MAX_CNAME_CHAIN + 1];
+        for chain in 0..visited.len() {
+            if visited.contains(&id) {
+                return true;
+            }
+            if let Some(slot) = visited.get_mut(chain) {
+                *slot = id;
+            }
+            let Some(node) = self.node(id) else { return true };
+            if let Some(set) = node.rrset(qtype) {
+                return set.policy.is_none();
+            }
+            let Some(cname) = node.rrset(rtype::CNAME).filter(|_| !stands_beside_cname(qtype)) else {
+                return true;
+            };
+            if cname.policy.is_some() {
+                return false;
+            }
+            let Some(target) = cname_target(&cname.records) else {
+                return true;
+            };
+            if !qdns_zone::name::is_at_or_below(target, &self.apex) {
+                return true;
+            }
+            match self.find(target, qtype) {
+                Found::Node(next) | Found::Wildcard(next) => id = next,
+                Found::Referral(_) | Found::NxDomain => return true,
+            }
+        }
+        true
+    }
+}
+
+/// The RDATA of the first record of a CNAME set (TYPE CLASS TTL RDLENGTH RDATA).
+fn cname_target(records: &[u8]) -> Option<&[u8]> {
+    let rdlen = usize::from(u16::from_be_bytes([*records.get(8)?, *records.get(9)?]));
+    records.get(10..10 + rdlen)
 }

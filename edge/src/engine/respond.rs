@@ -214,6 +214,9 @@ impl Engine {
             wire: query.qname.as_wire(),
         };
         let mut targets = Targets::new();
+        // The nodes the chain has answered from: a CNAME back to one of them is a loop,
+        // answered with the records so far (RFC 1034 §3.6.2, RFC 2181 §5).
+        let mut visited: [NodeId; MAX_CNAME_CHAIN + 1] = [NodeId::MAX; MAX_CNAME_CHAIN + 1];
         for chain in 0..=MAX_CNAME_CHAIN {
             let found = zone.find(current.wire, query.qtype);
             let id = match found {
@@ -230,6 +233,12 @@ impl Engine {
                 }
                 Found::Node(id) | Found::Wildcard(id) => id,
             };
+            if visited.contains(&id) {
+                break;
+            }
+            if let Some(slot) = visited.get_mut(chain) {
+                *slot = id;
+            }
             let Some(node) = zone.node(id) else { break };
             let wanted = if query.qtype == rtype::ANY {
                 // RFC 8482 §4.1: one RRset is enough.
@@ -242,7 +251,10 @@ impl Engine {
                 counts.additional += put_additional(zone, &targets, b, false)?;
                 break;
             }
-            let Some(cname) = node.rrset(rtype::CNAME) else {
+            // RRSIG and NSEC stand beside a CNAME (RFC 2181 §10.1, RFC 4035 §2.5): a
+            // query for them is not chased.
+            let cname = node.rrset(rtype::CNAME).filter(|_| !stands_beside_cname(query.qtype));
+            let Some(cname) = cname else {
                 counts.authority += put_negative(zone, current, b)?;
                 break;
             };
@@ -261,6 +273,12 @@ impl Engine {
             counts,
         })
     }
+}
+
+/// Types that may own data beside a CNAME, so a query for them at a CNAME owner is
+/// answered there (NODATA when absent) instead of following the alias.
+pub(super) fn stands_beside_cname(qtype: u16) -> bool {
+    qtype == rtype::RRSIG || qtype == rtype::NSEC
 }
 
 /// A referral: the cut's NS set in authority, glue in additional, AA clear.

@@ -49,12 +49,41 @@ fn ask(engine: &Engine, name: &str, qtype: RecordType, transport: Transport) -> 
 }
 
 #[test]
-fn cname_loop_ends_after_the_chain_limit() {
+fn cname_loop_ends_where_it_closes() {
+    // RFC 1034 §3.6.2 / RFC 2181 §5: the two records of the loop, once each (knotd
+    // answers the same).
     let e = engine(&(rrset("a", "CNAME", &["b"]) + &rrset("b", "CNAME", &["a"])));
     let (msg, _) = ask(&e, "a.t.example.", RecordType::A, Transport::Udp);
     assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
-    assert_eq!(msg.answers.len(), super::respond::MAX_CNAME_CHAIN + 1);
+    assert_eq!(msg.answers.len(), 2, "{msg:?}");
     assert!(msg.answers.iter().all(|r| r.record_type() == RecordType::CNAME));
+    let e = engine(&rrset("self", "CNAME", &["self"]));
+    let (msg, _) = ask(&e, "self.t.example.", RecordType::A, Transport::Udp);
+    assert_eq!(msg.answers.len(), 1, "{msg:?}");
+}
+
+#[test]
+fn long_cname_chain_ends_at_the_chain_limit() {
+    let chain: String = (0..12)
+        .map(|i| rrset(&format!("c{i}"), "CNAME", &[&format!("c{}", i + 1)]))
+        .collect();
+    let e = engine(&chain);
+    let (msg, _) = ask(&e, "c0.t.example.", RecordType::A, Transport::Udp);
+    assert_eq!(msg.answers.len(), super::respond::MAX_CNAME_CHAIN + 1);
+}
+
+#[test]
+fn rrsig_and_nsec_at_a_cname_owner_are_not_chased() {
+    // RFC 2181 §10.1, RFC 4035 §2.5: these types stand beside a CNAME; NODATA here.
+    let e = engine(&(rrset("a", "CNAME", &["b"]) + &rrset("b", "A", &["192.0.2.1"])));
+    for qtype in [RecordType::RRSIG, RecordType::NSEC] {
+        let (msg, _) = ask(&e, "a.t.example.", qtype, Transport::Udp);
+        assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
+        assert!(msg.answers.is_empty(), "{qtype}: {msg:?}");
+        assert_eq!(msg.authorities[0].record_type(), RecordType::SOA);
+    }
+    let (msg, _) = ask(&e, "a.t.example.", RecordType::A, Transport::Udp);
+    assert_eq!(msg.answers.len(), 2);
 }
 
 #[test]

@@ -8,16 +8,30 @@ pub const NS: u16 = 2;
 pub const CNAME: u16 = 5;
 /// Start of authority.
 pub const SOA: u16 = 6;
+/// Domain name pointer.
+pub const PTR: u16 = 12;
 /// Mail exchange.
 pub const MX: u16 = 15;
+/// Text strings.
+pub const TXT: u16 = 16;
 /// IPv6 address.
 pub const AAAA: u16 = 28;
 /// Service locator.
 pub const SRV: u16 = 33;
 /// EDNS OPT pseudo-record.
 pub const OPT: u16 = 41;
+/// Naming authority pointer (RFC 3403).
+pub const NAPTR: u16 = 35;
 /// Delegation signer (answered from the parent side of a cut).
 pub const DS: u16 = 43;
+/// DNSSEC signature (RFC 4034 §3); may stand beside a CNAME.
+pub const RRSIG: u16 = 46;
+/// DNSSEC next secure (RFC 4034 §4); may stand beside a CNAME.
+pub const NSEC: u16 = 47;
+/// Service binding (RFC 9460).
+pub const SVCB: u16 = 64;
+/// HTTPS service binding (RFC 9460).
+pub const HTTPS: u16 = 65;
 /// Transaction key / signature (meta types, never asked for).
 pub const TKEY: u16 = 249;
 /// Transaction signature.
@@ -32,6 +46,9 @@ pub const MAILB: u16 = 253;
 pub const MAILA: u16 = 254;
 /// Any type (RFC 8482).
 pub const ANY: u16 = 255;
+
+/// Certification authority authorization (RFC 8659).
+pub const CAA: u16 = 257;
 
 /// Class IN.
 pub const CLASS_IN: u16 = 1;

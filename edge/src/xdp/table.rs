@@ -11,8 +11,8 @@ use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
         HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NODE_NODATA,
-        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_NODE,
-        RESPONSE_MAX, TAIL_MAX,
+        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
+        QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, NAME_WORDS},
@@ -112,6 +112,24 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
             };
             push(set_key, value.unwrap_or_else(|| pass(KIND_PASS)));
         }
+        // At a CNAME owner: the chain's answer for the common types, when no policy is
+        // on it (other types find the node entry, which does not answer for them).
+        for &rtype in &node.static_chases {
+            if let Some((chase_key, _)) = key(generation, rtype, node.name) {
+                let value = plain(engine, node.name, rtype, &mut scratch);
+                push(chase_key, value.unwrap_or_else(|| pass(KIND_PASS)));
+            }
+        }
+        // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
+        // entry never answers NODATA for it.
+        if !node.sets.is_empty() {
+            if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
+                let value = node
+                    .static_any
+                    .then(|| plain(engine, node.name, QTYPE_ANY, &mut scratch));
+                push(any_key, value.flatten().unwrap_or_else(|| pass(KIND_PASS)));
+            }
+        }
         push(node_key, node_value(&node));
     }
     pass_collisions(&mut table.answers);
@@ -141,7 +159,7 @@ fn pass_collisions(answers: &mut Vec<(AnswerKey, AnswerValue)>) {
 
 /// Types the program never looks up (it passes those queries).
 fn is_special(rtype: u16) -> bool {
-    rtype == 0 || rtype == 41 || (128..=255).contains(&rtype)
+    rtype == 0 || rtype == 41 || (128..QTYPE_ANY).contains(&rtype)
 }
 
 /// The key of `name` (lowercase wire) and its words; `None` when longer than
@@ -183,14 +201,25 @@ fn with_tail(mut value: AnswerValue, tail: &[u8]) -> Option<AnswerValue> {
     Some(value)
 }
 
+/// How the synthesised query carries EDNS.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Edns {
+    /// No OPT record.
+    None,
+    /// OPT with DO=0.
+    Plain,
+    /// OPT with DO=1.
+    DnssecOk,
+}
+
 /// A query for `name`/`rtype` as the program would see it (lowercase, RD=0).
-fn query(name: &[u8], rtype: u16, edns: bool) -> Vec<u8> {
-    let mut msg = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns)];
+fn query(name: &[u8], rtype: u16, edns: Edns) -> Vec<u8> {
+    let mut msg = vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, u8::from(edns != Edns::None)];
     msg.extend_from_slice(name);
     msg.extend_from_slice(&rtype.to_be_bytes());
     msg.extend_from_slice(&1u16.to_be_bytes());
-    if edns {
-        msg.extend_from_slice(&opt_record(4096, 0, false));
+    if edns != Edns::None {
+        msg.extend_from_slice(&opt_record(4096, 0, edns == Edns::DnssecOk));
     }
     msg
 }
@@ -198,18 +227,26 @@ fn query(name: &[u8], rtype: u16, edns: bool) -> Vec<u8> {
 /// The engine's answer, when it is the same for every client and fits the table.
 fn plain(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<AnswerValue> {
     let question_end = HEADER_LEN + name.len() + 4;
-    let classic = engine.respond_with_draw(&query(name, rtype, false), out, Transport::Udp, 0)?;
+    let classic = engine.respond_with_draw(&query(name, rtype, Edns::None), out, Transport::Udp, 0)?;
     let r1 = out.get(..classic.len)?.to_vec();
-    let with_edns = engine.respond_with_draw(&query(name, rtype, true), out, Transport::Udp, 0)?;
-    let r2 = out.get(..with_edns.len)?;
     let flags = u16::from_be_bytes([r1[2], r1[3]]);
     let counts = |m: &[u8], i: usize| u16::from_be_bytes([m[4 + 2 * i], m[5 + 2 * i]]);
-    let same_with_edns = r2.len() == r1.len() + OPT_LEN
-        && r2[2..10] == r1[2..10]
-        && counts(r2, 3) == counts(&r1, 3) + 1
-        && r2.get(12..r1.len()) == r1.get(12..)
-        && r2.get(r1.len()..) == Some(&opt_record(engine.max_udp_payload(), 0, false)[..]);
-    if classic.truncated || flags & 0x000f != 0 || r1.len() + OPT_LEN > RESPONSE_MAX || !same_with_edns {
+    // The program sends the same sections whatever the OPT record says, echoing DO in
+    // its own: so must user space, for DO=0 and DO=1 alike (it does while no zone is
+    // signed; a set whose answer depends on DO stays with user space).
+    for (edns, dnssec_ok) in [(Edns::Plain, false), (Edns::DnssecOk, true)] {
+        let with_edns = engine.respond_with_draw(&query(name, rtype, edns), out, Transport::Udp, 0)?;
+        let r2 = out.get(..with_edns.len)?;
+        let same = r2.len() == r1.len() + OPT_LEN
+            && r2[2..10] == r1[2..10]
+            && counts(r2, 3) == counts(&r1, 3) + 1
+            && r2.get(12..r1.len()) == r1.get(12..)
+            && r2.get(r1.len()..) == Some(&opt_record(engine.max_udp_payload(), 0, dnssec_ok)[..]);
+        if !same {
+            return None;
+        }
+    }
+    if classic.truncated || flags & 0x000f != 0 || r1.len() + OPT_LEN > RESPONSE_MAX {
         return None;
     }
     let mut value = pass(KIND_PLAIN);
