@@ -67,11 +67,33 @@ fn floor_run(program: &OwnedFd, packet: &[u8]) -> std::io::Result<(u32, u32)> {
     Ok(((attr[0] >> 32) as u32, (attr[4] >> 32) as u32))
 }
 
-fn frame(name: &str, qtype: u16, edns_do: Option<bool>) -> Vec<u8> {
+/// Names of the generated zone loaded beside the example zones: every case runs against
+/// a table of this size, and the "names" cases draw from all of them.
+const BIG_NAMES: usize = 100_000;
+
+/// The EDNS part of a case's query.
+#[derive(Clone, Copy)]
+enum Edns {
+    None,
+    /// OPT, DO=0, no options.
+    Plain,
+    /// OPT with DO=1 and a client COOKIE, as BIND sends.
+    Resolver,
+}
+
+fn frame(name: &str, qtype: u16, edns: Edns) -> Vec<u8> {
     let mut dns = benches::query(name, qtype, None);
-    if let Some(dnssec_ok) = edns_do {
-        dns[11] = 1;
-        dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, if dnssec_ok { 0x80 } else { 0 }, 0, 0, 0]);
+    match edns {
+        Edns::None => {}
+        Edns::Plain => {
+            dns[11] = 1;
+            dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 0]);
+        }
+        Edns::Resolver => {
+            dns[11] = 1;
+            dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
+            dns.extend(0x0123_4567_89ab_cdefu64.to_be_bytes());
+        }
     }
     let mut frame = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
     let total = (20 + 8 + dns.len()) as u16;
@@ -85,37 +107,71 @@ fn frame(name: &str, qtype: u16, edns_do: Option<bool>) -> Vec<u8> {
     frame
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the cases table and the measurement loop read best in one place"
+)]
 fn main() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("xdp bench: needs root (BPF_PROG_TEST_RUN); skipped");
         return;
     }
-    let zones = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
-    let snapshot = qdns_zone::load_dir(&zones, 1).expect("example zones");
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+    let zones = tempfile::tempdir().expect("temporary directory");
+    for entry in std::fs::read_dir(&examples).expect("example zones") {
+        let path = entry.expect("example zone").path();
+        std::fs::copy(&path, zones.path().join(path.file_name().expect("file name"))).expect("copy");
+    }
+    big_zone(zones.path());
+    let snapshot = qdns_zone::load_dir(zones.path(), 1).expect("zones");
     let engine = Engine::compile(&snapshot).expect("compile");
     engine.set_health(vec![u64::MAX; engine.health().len()]);
     let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
     program.install(&engine).expect("install");
     let floor = floor_program().expect("load the floor program");
-    let plain = frame("www.example.com.", 1, None);
-    let cases = [
-        ("floor (empty program)", plain.clone(), 2),
-        ("plain A", plain.clone(), 3),
-        ("plain A + EDNS", frame("www.example.com.", 1, Some(false)), 3),
-        ("weighted", frame("www.shop.example.", 1, None), 3),
-        ("failover", frame("api.shop.example.", 1, None), 3),
-        ("multivalue", frame("mv.shop.example.", 28, None), 3),
-        ("NXDOMAIN", frame("no-such-name.example.com.", 1, None), 3),
-        ("NODATA", frame("www.example.com.", 16, None), 3),
-        ("pass (DO=1)", frame("www.example.com.", 1, Some(true)), 2),
+    let plain = frame("www.example.com.", 1, Edns::None);
+    // Distinct names in a random order (a fixed xorshift sequence): each lookup misses
+    // the caches as real traffic over a big zone does.
+    let mut draw = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random_names = |count: usize, make: &dyn Fn(usize) -> Vec<u8>| -> Vec<Vec<u8>> {
+        (0..count)
+            .map(|_| {
+                draw ^= draw << 13;
+                draw ^= draw >> 7;
+                draw ^= draw << 17;
+                make(draw as usize % BIG_NAMES)
+            })
+            .collect()
+    };
+    let names_a = random_names(BIG_NAMES, &|i| frame(&format!("h{i}.big.test."), 1, Edns::None));
+    let names_resolver = random_names(BIG_NAMES, &|i| frame(&format!("h{i}.big.test."), 1, Edns::Resolver));
+    let names_nxdomain = random_names(BIG_NAMES, &|i| frame(&format!("x{i}.big.test."), 1, Edns::None));
+    let cases: Vec<(&str, Vec<Vec<u8>>, u32)> = vec![
+        ("floor (empty program)", vec![plain.clone()], 2),
+        ("plain A", vec![plain.clone()], 3),
+        ("plain A + EDNS", vec![frame("www.example.com.", 1, Edns::Plain)], 3),
+        (
+            "plain A + DO=1 + COOKIE",
+            vec![frame("www.example.com.", 1, Edns::Resolver)],
+            3,
+        ),
+        ("weighted", vec![frame("www.shop.example.", 1, Edns::None)], 3),
+        ("failover", vec![frame("api.shop.example.", 1, Edns::None)], 3),
+        ("multivalue", vec![frame("mv.shop.example.", 28, Edns::None)], 3),
+        ("NXDOMAIN", vec![frame("no-such-name.example.com.", 1, Edns::None)], 3),
+        ("NODATA", vec![frame("www.example.com.", 16, Edns::None)], 3),
+        ("CNAME chain", vec![frame("chain.example.com.", 1, Edns::None)], 3),
+        ("A, 100k names", names_a, 3),
+        ("A + DO=1, 100k names", names_resolver, 3),
+        ("NXDOMAIN, 100k names", names_nxdomain, 3),
         (
             "pass (other port)",
-            {
+            vec![{
                 let mut f = plain.clone();
                 f[36..38].copy_from_slice(&5353u16.to_be_bytes());
                 f
-            },
+            }],
             2,
         ),
     ];
@@ -134,10 +190,14 @@ fn main() {
     // Per case, the median of each round.
     let mut round_medians: Vec<Vec<u32>> = vec![Vec::with_capacity(ROUNDS as usize); cases.len()];
     let mut round = Vec::with_capacity(per_round as usize);
+    // Where each round starts in a case's packets: the multi-name cases go on through
+    // their names instead of starting over.
+    let mut next = 0usize;
     for _ in 0..ROUNDS {
-        for (((label, packet, action), times), medians) in cases.iter().zip(&mut times).zip(&mut round_medians) {
+        for (((label, packets, action), times), medians) in cases.iter().zip(&mut times).zip(&mut round_medians) {
             round.clear();
-            for _ in 0..per_round {
+            for i in 0..per_round as usize {
+                let packet = &packets[(next + i) % packets.len()];
                 let (got, ns) = if label.starts_with("floor") {
                     floor_run(&floor, packet).expect("floor test run")
                 } else {
@@ -150,9 +210,11 @@ fn main() {
                 round.push(ns);
             }
             times.extend_from_slice(&round);
+
             round.sort_unstable();
             medians.push(round[round.len() / 2]);
         }
+        next += per_round as usize;
     }
     let quiet = |medians: &[u32]| medians.iter().copied().min().unwrap_or(0);
     let floor_quiet = quiet(&round_medians[0]);
@@ -171,4 +233,32 @@ fn main() {
             times.len()
         );
     }
+}
+
+/// A zone `big.test.` of [`BIG_NAMES`] names `hN` with one A record each, in `dir`.
+fn big_zone(dir: &std::path::Path) {
+    use std::fmt::Write as _;
+    let toml = r#"[zone]
+origin = "big.test."
+ttl = 300
+include = "big.test.zone"
+
+[zone.soa]
+mname = "ns1.big.test."
+rname = "hostmaster.big.test."
+serial = 1
+refresh = 7200
+retry = 900
+expire = 1209600
+minimum = 60
+
+[zone.ns]
+names = ["ns1.big.test."]
+"#;
+    let mut master = String::from("ns1 IN A 10.0.0.1\n");
+    for i in 0..BIG_NAMES {
+        let _ = writeln!(master, "h{i} IN A 10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255);
+    }
+    std::fs::write(dir.join("big.test.toml"), toml).expect("write zone");
+    std::fs::write(dir.join("big.test.zone"), master).expect("write zone");
 }

@@ -348,6 +348,8 @@ fn truncation_over_udp_and_full_answer_over_tcp() {
                 Ask { edns, ..Ask::default() },
             );
             assert!(msg.metadata.truncation, "TC with edns {edns:?}");
+            // RFC 1035 §4.1.1: AA describes the name, which truncation does not change.
+            assert!(msg.metadata.authoritative, "AA kept on a truncated answer");
             assert!(msg.answers.is_empty());
             assert_eq!(msg.edns.is_some(), edns.is_some(), "OPT kept in a truncated answer");
         }
@@ -473,5 +475,114 @@ fn record_types_served() {
             assert!(!msg.answers.is_empty(), "{name} {qtype} over {via:?}");
             assert!(msg.answers.iter().all(|r| r.record_type() == qtype), "{name} {qtype}");
         }
+    }
+}
+
+/// A zone of CNAME corner cases (issue 12), served by its own edge.
+fn cname_cases_edge() -> (Edge, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.test.toml"),
+        r#"[zone]
+origin = "c.example."
+ttl = 60
+[zone.soa]
+mname = "ns.c.example."
+rname = "h.c.example."
+serial = 1
+refresh = 7200
+retry = 900
+expire = 1209600
+minimum = 30
+[zone.ns]
+names = ["ns.c.example."]
+[[rrset]]
+name = "ns"
+type = "A"
+values = ["192.0.2.53"]
+[[rrset]]
+name = "loop-a"
+type = "CNAME"
+values = ["loop-b"]
+[[rrset]]
+name = "loop-b"
+type = "CNAME"
+values = ["loop-a"]
+[[rrset]]
+name = "alias"
+type = "CNAME"
+values = ["target"]
+[[rrset]]
+name = "target"
+type = "A"
+values = ["192.0.2.7"]
+[[rrset]]
+name = "into-cut"
+type = "CNAME"
+values = ["host.cut"]
+[[rrset]]
+name = "cut"
+type = "NS"
+values = ["ns.cut", "ns.elsewhere.example."]
+[[rrset]]
+name = "ns.cut"
+type = "A"
+values = ["192.0.2.153"]
+"#,
+    )
+    .unwrap();
+    (Edge::start_with(dir.path(), &[]), dir)
+}
+
+#[test]
+fn cname_loop_is_answered_with_the_loop_once() {
+    let (edge, _dir) = cname_cases_edge();
+    for (addr, via) in every_path(&edge) {
+        let msg = ask(addr, via, "loop-a.c.example.", RecordType::A, Ask::default());
+        assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{via:?}");
+        let owners: Vec<String> = msg.answers.iter().map(|r| r.name.to_ascii()).collect();
+        // RFC 1034 §3.6.2, RFC 2181 §5: the two records of the loop, as knotd answers.
+        assert_eq!(owners, ["loop-a.c.example.", "loop-b.c.example."], "{via:?}: {msg:?}");
+    }
+}
+
+#[test]
+fn rrsig_and_nsec_at_a_cname_owner_get_nodata() {
+    let (edge, _dir) = cname_cases_edge();
+    for (addr, via) in every_path(&edge) {
+        for qtype in [RecordType::RRSIG, RecordType::NSEC] {
+            let msg = ask(addr, via, "alias.c.example.", qtype, Ask::default());
+            assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
+            assert!(msg.metadata.authoritative);
+            assert!(msg.answers.is_empty(), "{qtype} not chased through the CNAME: {msg:?}");
+            assert_eq!(msg.authorities[0].record_type(), RecordType::SOA);
+        }
+        let msg = ask(addr, via, "alias.c.example.", RecordType::A, Ask::default());
+        assert_eq!(msg.answers.len(), 2, "A is chased: {msg:?}");
+    }
+}
+
+#[test]
+fn cname_into_a_delegation_ends_with_the_referral() {
+    let (edge, _dir) = cname_cases_edge();
+    for (addr, via) in every_path(&edge) {
+        let msg = ask(addr, via, "into-cut.c.example.", RecordType::A, Ask::default());
+        assert_eq!(msg.metadata.response_code, ResponseCode::NoError);
+        assert!(msg.metadata.authoritative, "the CNAME is ours: {msg:?}");
+        assert_eq!(msg.answers.len(), 1);
+        assert_eq!(msg.answers[0].record_type(), RecordType::CNAME);
+        // RFC 1034 §4.3.2 step 3b at the target: the cut's NS, then the in-zone glue.
+        let ns: Vec<(String, RecordType)> = msg
+            .authorities
+            .iter()
+            .map(|r| (r.name.to_ascii(), r.record_type()))
+            .collect();
+        assert_eq!(ns.len(), 2, "{msg:?}");
+        assert!(
+            ns.iter().all(|(n, t)| n == "cut.c.example." && *t == RecordType::NS),
+            "{ns:?}"
+        );
+        let glue: Vec<String> = msg.additionals.iter().map(|r| r.name.to_ascii()).collect();
+        assert_eq!(glue, ["ns.cut.c.example."], "{msg:?}");
     }
 }

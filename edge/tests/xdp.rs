@@ -11,17 +11,13 @@ use std::process::Command;
 use common::{
     example_zones,
     frames::{ipv4_udp_frame, ipv6_udp_frame, vlan},
+    netns::{is_root, run},
     query, Ask, Edge,
 };
 use hickory_proto::rr::RecordType;
 use qdns_edge::xdp::XdpProgram;
 
 const XDP_PASS: u32 = 2;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 macro_rules! require_root {
     () => {
@@ -168,16 +164,6 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
-}
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

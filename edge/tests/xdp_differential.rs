@@ -15,17 +15,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use common::{
     example_zones,
     frames::{check_response_frame, ipv4_udp_frame, ipv6_udp_frame, vlan, with_ipv4_options},
+    netns::is_root,
     Rng,
 };
 use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
 
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn engine() -> Engine {
     let snapshot = qdns_zone::load_dir(&example_zones(), 1).expect("example zones load");
@@ -124,7 +120,7 @@ fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> (Vec<u8>, Sent) {
         let payload: u16 = [512, 1232, 4096, 100][rng.below(4)];
         let version = u8::from(edns == 3);
         let dnssec_ok = rng.chance(50);
-        let flags: u16 = if dnssec_ok { 0x8000 } else { 0 } | if rng.chance(10) { 0x0001 } else { 0 };
+        let flags: u16 = if dnssec_ok { 0x8000 } else { 0 } | u16::from(rng.chance(10));
         msg.extend([0, 0, 41]);
         msg.extend(payload.to_be_bytes());
         msg.extend([0, version]);

@@ -13,7 +13,6 @@ mod common;
 use std::{
     net::{SocketAddr, UdpSocket},
     os::fd::AsRawFd,
-    process::Command,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -21,102 +20,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{copy_examples, Edge};
+use common::{
+    copy_examples,
+    netns::{is_root, run, Pair},
+    Edge,
+};
 use qdns_edge::xdp::peer::PeerPassProgram;
 
 const PORT: u16 = 5300;
 const SERVER: &str = "10.77.0.1";
 const SERVER6: &str = "fd00:77::1";
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Two namespaces joined by a veth pair; removed on drop (the pair goes with them).
-struct Pair {
-    server: String,
-    client: String,
-    server_if: String,
-    client_if: String,
-}
-
-impl Pair {
-    /// `tag` keeps the names of tests running at once apart.
-    fn new(tag: char) -> Pair {
-        let id = std::process::id() % 100_000;
-        let pair = Pair {
-            server: format!("qdns-vs{tag}-{id}"),
-            client: format!("qdns-vc{tag}-{id}"),
-            server_if: format!("qv{tag}s{id}"),
-            client_if: format!("qv{tag}c{id}"),
-        };
-        run(&["ip", "netns", "add", &pair.server]);
-        run(&["ip", "netns", "add", &pair.client]);
-        pair.link(&pair.server_if, &pair.client_if, "77");
-        run(&["ip", "-n", &pair.server, "link", "set", "lo", "up"]);
-        run(&["ip", "-n", &pair.client, "link", "set", "lo", "up"]);
-        pair
-    }
-
-    /// A single-queue veth pair between the two namespaces, GRO on at both ends, with
-    /// `10.NET.0.1/24` and `fd00:NET::1/64` on the server end (`.2` and `::2` on the
-    /// client), `NET` being `net`.
-    fn link(&self, server_if: &str, client_if: &str, net: &str) {
-        run(&[
-            "ip",
-            "link",
-            "add",
-            server_if,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            client_if,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-        ]);
-        run(&["ip", "link", "set", server_if, "netns", &self.server]);
-        run(&["ip", "link", "set", client_if, "netns", &self.client]);
-        for (ns, dev, host) in [(&self.server, server_if, "1"), (&self.client, client_if, "2")] {
-            let v4 = format!("10.{net}.0.{host}/24");
-            let v6 = format!("fd00:{net}::{host}/64");
-            run(&["ip", "-n", ns, "addr", "add", &v4, "dev", dev]);
-            run(&["ip", "-n", ns, "addr", "add", &v6, "dev", dev, "nodad"]);
-            run(&["ip", "-n", ns, "link", "set", dev, "up"]);
-            run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
-        }
-    }
-
-    fn in_client(&self, args: &[&str]) -> String {
-        let mut full = vec!["ip", "netns", "exec", &self.client];
-        full.extend_from_slice(args);
-        run(&full)
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.server]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.client]).status();
-    }
-}
 
 fn start_edge(pair: &Pair, zones: &std::path::Path, mode: &str) -> Edge {
     let v4 = format!("{SERVER}:{PORT}");
@@ -223,9 +136,12 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
         "A",
     ]);
     assert!(out.contains("192.0.2.10"), "{out}");
-    // Passed to user space: DO=1, TCP, a wildcard.
-    let out = dig(SERVER, &["+dnssec", "www.example.com", "A"]);
-    assert!(out.contains("192.0.2.10"), "{out}");
+    // Answered by the program too: DO=1 with a COOKIE, as validating resolvers send.
+    let out = dig(SERVER, &["+dnssec", "+cookie", "www.example.com", "A"]);
+    assert!(out.contains("192.0.2.10") && out.contains("flags: do;"), "{out}");
+    // Passed to user space: EDNS version 1 (BADVERS), TCP, a wildcard.
+    let out = dig(SERVER, &["+edns=1", "+noednsnegotiation", "www.example.com", "A"]);
+    assert!(out.contains("status: BADVERS"), "{out}");
     let out = dig(SERVER, &["+tcp", "www.example.com", "A"]);
     assert!(out.contains("192.0.2.10"), "{out}");
     let out = dig(SERVER, &["anything.wild.example.com", "A"]);
@@ -233,7 +149,7 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
 
     let (status, log) = edge.stop_with_log();
     assert_eq!(status.code(), Some(0));
-    assert!(counter(&log, "answered_plain") >= 6, "{log:?}");
+    assert!(counter(&log, "answered_plain") >= 7, "{log:?}");
     assert_eq!(counter(&log, "pass_no_room"), 0, "every answer found room: {log:?}");
     assert!(counter(&log, "answered_nxdomain") >= 1, "{log:?}");
     assert!(counter(&log, "answered_failover") >= 1, "{log:?}");
@@ -359,15 +275,7 @@ fn one_edge_answers_from_xdp_on_two_interfaces() {
         assert!(shown.contains("xdpgeneric"), "{iface}: {shown}");
     }
     let answered = || -> u64 {
-        let text = run(&[
-            "ip",
-            "netns",
-            "exec",
-            &pair.server,
-            "curl",
-            "-s",
-            &format!("http://{metrics}/metrics"),
-        ]);
+        let text = pair.server_metrics(metrics);
         text.lines()
             .find(|l| l.starts_with("qdns_edge_xdp_packets_total{counter=\"answered_plain\"}"))
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())

@@ -23,7 +23,7 @@ pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V4";
+pub const STATS_MAP: &str = "QDNS_STATS_V5";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -35,7 +35,8 @@ macro_rules! counters {
     ($($(#[doc = $doc:literal])* $name:ident = $index:literal, $label:literal;)*) => {
         /// Per-CPU counters of the XDP program. Every packet counts in `Seen` and in
         /// exactly one outcome counter: an `Answered*` kind or a `Pass*` reason. Answers
-        /// whose frame had to grow at the front also count in `MovedToFront`.
+        /// whose frame had to grow at the front also count in `MovedToFront`, answers to
+        /// DO=1 queries in `WithDo`.
         #[repr(u32)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Counter {
@@ -113,6 +114,9 @@ counters! {
     AnsweredNxdomain = 23, "answered_nxdomain";
     /// Not an outcome: an answer whose frame had no tailroom and grew at the front.
     MovedToFront = 24, "moved_to_front";
+    /// Not an outcome: an answer to a query with DO=1 (what validating resolvers send;
+    /// also counted in its `Answered*` kind, so the label avoids that prefix).
+    WithDo = 25, "with_do";
 }
 
 impl Counter {

@@ -45,7 +45,12 @@ pub fn respond(
         return Verdict::Pass(Counter::PassNoRoom);
     }
     match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end) {
-        Some(()) => Verdict::Tx(counter),
+        Some(()) => {
+            if q.dnssec_ok != 0 {
+                crate::maps::count(Counter::WithDo);
+            }
+            Verdict::Tx(counter)
+        }
         None => Verdict::Abort,
     }
 }

@@ -31,6 +31,10 @@ pub const CHASED_TYPES: &[u16] = &[
 ];
 
 /// One node as the fast path needs it.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts about one node, read one by one by the table compiler"
+)]
 pub struct NodeView<'e> {
     /// Owner name (lowercase wire).
     pub name: &'e [u8],

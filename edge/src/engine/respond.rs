@@ -138,9 +138,16 @@ impl Engine {
         let (flags, rcode, counts) = if let Ok(r) = resolved {
             (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts)
         } else {
-            // Did not fit: header, question and OPT only, TC set (RFC 2181 §9).
+            // Did not fit: header, question and OPT only, TC set (RFC 2181 §9). AA still
+            // says whether we are the authority for the name (RFC 1035 §4.1.1):
+            // truncation does not change that.
             b.truncate(query.question_end);
-            (base | header::TC, Rcode::NoError, Counts::default())
+            let aa = if self.is_authoritative_for(&query) {
+                header::AA
+            } else {
+                0
+            };
+            (base | header::TC | aa, Rcode::NoError, Counts::default())
         };
         b.release(OPT_LEN);
         finish(b, flags, rcode, counts, query.edns, self.max_udp_payload).map(|o| Outcome {
@@ -185,6 +192,16 @@ impl Engine {
         finish(b, flags, rcode, Counts::default(), edns, self.max_udp_payload).map(|o| Outcome { qtype, ..o })
     }
 
+    /// True when the answer for the question comes from our authority: a zone holds the
+    /// name and it is not at or below a cut (the referral's AA is clear).
+    fn is_authoritative_for(&self, query: &Query) -> bool {
+        if query.qclass != rtype::CLASS_IN {
+            return false;
+        }
+        self.zone_for(&query.qname)
+            .is_some_and(|zone| !matches!(zone.find(query.qname.as_wire(), query.qtype), Found::Referral(_)))
+    }
+
     /// RFC 1034 §4.3.2 from step 2 on.
     fn resolve(&self, query: &Query, b: &mut Builder<'_>, ctx: &Ctx<'_>) -> Result<Resolution, Full> {
         let refused = Resolution {
@@ -221,8 +238,15 @@ impl Engine {
             let found = zone.find(current.wire, query.qtype);
             let id = match found {
                 Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b),
-                // A chain that leaves our authority ends here; the resolver goes on.
-                Found::Referral(_) => break,
+                // A chain into a delegation: step 3 restarted at the target goes on to
+                // 3b, the referral — the cut's NS in authority, glue in additional —
+                // after the CNAMEs, which we answer with authority (RFC 1034 §4.3.2).
+                Found::Referral(cut) => {
+                    let delegation = referral(zone, cut, current, b)?;
+                    counts.authority += delegation.counts.authority;
+                    counts.additional += delegation.counts.additional;
+                    break;
+                }
                 Found::NxDomain => {
                     counts.authority += put_negative(zone, current, b)?;
                     return Ok(Resolution {

@@ -60,6 +60,12 @@ pub enum XdpLoadError {
     /// The program is missing or the verifier refused it.
     #[error("the XDP program failed to load: {0}")]
     Program(#[source] Box<aya::programs::ProgramError>),
+    /// The object lacks a map the loader expects (a stale or mismatched build).
+    #[error("the XDP object has no map {name}: it was built from another qdns-abi; rebuild qdns-edge")]
+    MissingMap {
+        /// The map's name.
+        name: &'static str,
+    },
     /// Attaching failed.
     #[error("attaching XDP to {iface} in {mode:?} mode failed: {source}{hint}")]
     Attach {
@@ -135,6 +141,13 @@ impl XdpProgram {
     /// It passes every query until [`XdpProgram::install`] gives it tables.
     pub fn load(ports: &[u16], udp_payload: u16) -> Result<XdpProgram, XdpLoadError> {
         let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(Box::new(e)))?;
+        // The `#[map]` names in the program are literals (the macro takes no constant):
+        // a rename on one side only must fail here, not leave a counter unread.
+        for name in [STATS_MAP, PORTS_MAP, ANSWERS_MAP, POLICIES_MAP, HEALTH_MAP, CONFIG_MAP] {
+            if ebpf.map(name).is_none() {
+                return Err(XdpLoadError::MissingMap { name });
+            }
+        }
         {
             let map = ebpf
                 .map_mut(CONFIG_MAP)

@@ -19,6 +19,7 @@
     reason = "a measurement tool: counters and times become f64 for averages and back for display"
 )]
 
+mod kxdpgun;
 mod veth;
 
 use std::{
@@ -44,6 +45,8 @@ const QUERIES: usize = 100_000;
 /// What to run.
 struct Plan {
     smoke: bool,
+    /// Run only the kxdpgun stage (`--only kxdpgun`).
+    gun_only: bool,
     out: PathBuf,
     edge: PathBuf,
     runs: usize,
@@ -65,17 +68,22 @@ impl Plan {
 
     fn from_args() -> Result<Plan, String> {
         let mut smoke = false;
+        let mut gun_only = false;
         let mut out = PathBuf::from("target/qps");
         let mut edge = PathBuf::from("target/release/qdns-edge");
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--smoke" => smoke = true,
+                "--only" => match args.next().as_deref() {
+                    Some("kxdpgun") => gun_only = true,
+                    _ => return Err("--only takes: kxdpgun".into()),
+                },
                 "--out" => out = args.next().ok_or("--out needs a directory")?.into(),
                 "--edge" => edge = args.next().ok_or("--edge needs the qdns-edge binary")?.into(),
                 other => {
                     return Err(format!(
-                        "unknown argument {other} (use --smoke, --out DIR, --edge PATH)"
+                        "unknown argument {other} (use --smoke, --only kxdpgun, --out DIR, --edge PATH)"
                     ))
                 }
             }
@@ -83,6 +91,7 @@ impl Plan {
         Ok(if smoke {
             Plan {
                 smoke,
+                gun_only,
                 out,
                 edge,
                 runs: 1,
@@ -94,6 +103,7 @@ impl Plan {
         } else {
             Plan {
                 smoke,
+                gun_only,
                 out,
                 edge,
                 runs: 3,
@@ -250,8 +260,10 @@ fn qdns_zone(dir: &Path, names: usize, aaaa: bool, serial: u32) -> std::io::Resu
     fs::write(dir.join("bench.test.zone"), master_file(names, aaaa, false))
 }
 
-/// dnsperf input: A/AAAA of random names, the policy names, ~5 % NXDOMAIN.
-fn query_file(path: &Path) -> std::io::Result<()> {
+/// `count` query lines (`name type`, then ` flag` when `flag` is not empty): A/AAAA of
+/// random names, the policy names, ~5 % NXDOMAIN. dnsperf and kxdpgun read the same
+/// form; kxdpgun's flags are `E` (EDNS) and `D` (EDNS with DO=1).
+fn query_text(count: usize, flag: &str) -> String {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
         state ^= state << 13;
@@ -259,26 +271,32 @@ fn query_file(path: &Path) -> std::io::Result<()> {
         state ^= state << 17;
         state
     };
-    let mut q = String::with_capacity(QUERIES * 24);
-    for _ in 0..QUERIES {
+    let flag = if flag.is_empty() {
+        String::new()
+    } else {
+        format!(" {flag}")
+    };
+    let mut q = String::with_capacity(count * 24);
+    for _ in 0..count {
         let r = next();
-        match r % 100 {
-            0..=4 => {
-                let _ = writeln!(q, "nx{}.{ZONE} A", r % 1_000_000);
-            }
-            5..=6 => {
-                let _ = writeln!(q, "w{}.{ZONE} A", r % POLICY_NAMES as u64);
-            }
-            7..=8 => {
-                let _ = writeln!(q, "f{}.{ZONE} A", r % POLICY_NAMES as u64);
-            }
-            n => {
-                let name = (r >> 8) % NAMES as u64;
-                let _ = writeln!(q, "h{name}.{ZONE} {}", if n % 2 == 0 { "A" } else { "AAAA" });
-            }
-        }
+        let _ = match r % 100 {
+            0..=4 => writeln!(q, "nx{}.{ZONE} A{flag}", r % 1_000_000),
+            5..=6 => writeln!(q, "w{}.{ZONE} A{flag}", r % POLICY_NAMES as u64),
+            7..=8 => writeln!(q, "f{}.{ZONE} A{flag}", r % POLICY_NAMES as u64),
+            n => writeln!(
+                q,
+                "h{}.{ZONE} {}{flag}",
+                (r >> 8) % NAMES as u64,
+                if n % 2 == 0 { "A" } else { "AAAA" }
+            ),
+        };
     }
-    fs::write(path, q)
+    q
+}
+
+/// dnsperf input: [`query_text`] without flags.
+fn query_file(path: &Path) -> std::io::Result<()> {
+    fs::write(path, query_text(QUERIES, ""))
 }
 
 // ---- servers ------------------------------------------------------------------------------
@@ -884,6 +902,19 @@ fn run(plan: &Plan) -> Result<(), String> {
     qdns_zone(&work.join("qdns-big"), plan.big_records, false, 1).map_err(io)?;
     let queries = work.join("queries.txt");
     query_file(&queries).map_err(io)?;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if plan.gun_only {
+        if !root {
+            return Err("the kxdpgun stage needs root (network namespaces, XDP)".into());
+        }
+        let gun = kxdpgun::run(plan, &work)?;
+        let report = kxdpgun::report(&gun);
+        println!("{report}");
+        fs::write(out.join("kxdpgun.md"), &report).map_err(io)?;
+        fs::write(out.join("kxdpgun.json"), serde_json::json!(gun).to_string()).map_err(io)?;
+        return Ok(());
+    }
     let mut results = BTreeMap::new();
     for server in Server::ALL {
         let r = bench_server(server, plan, &work, &queries);
@@ -895,10 +926,14 @@ fn run(plan: &Plan) -> Result<(), String> {
     eprintln!("bench-qps: qdns reload of {} rrsets under load", plan.reload_rrsets);
     let reload = reload_under_load(plan, &work, &queries);
     eprintln!("bench-qps: qdns on a veth pair, XDP off and on");
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
     let veth = if root {
         veth::run(plan, &work, &queries)
+    } else {
+        Err("skipped: network namespaces need root".to_owned())
+    };
+    eprintln!("bench-qps: the veth pair driven by kxdpgun");
+    let gun = if root {
+        kxdpgun::run(plan, &work)
     } else {
         Err("skipped: network namespaces need root".to_owned())
     };
@@ -913,11 +948,18 @@ fn run(plan: &Plan) -> Result<(), String> {
         if plan.smoke { " (smoke)" } else { "" }
     );
     report.push_str(&table(plan, &results, &reload, &veth));
+    match &gun {
+        Ok(gun) => report.push_str(&kxdpgun::report(gun)),
+        Err(err) => {
+            let _ = writeln!(report, "- kxdpgun stage: error: {err}");
+        }
+    }
     println!("{report}");
     fs::write(out.join("results.md"), &report).map_err(io)?;
     let json = serde_json::json!({
         "servers": results.iter().map(|(s, r)| (s.name(), r)).collect::<BTreeMap<_, _>>(),
         "veth": veth.as_ref().ok(),
+        "kxdpgun": gun.as_ref().ok(),
     });
     fs::write(out.join("results.json"), json.to_string()).map_err(io)?;
     let failed: Vec<&str> = results
@@ -925,11 +967,12 @@ fn run(plan: &Plan) -> Result<(), String> {
         .filter(|(_, r)| r.error.is_some())
         .map(|(s, _)| s.name())
         .collect();
-    if !failed.is_empty() || reload.is_err() || (root && veth.is_err()) {
+    if !failed.is_empty() || reload.is_err() || (root && (veth.is_err() || gun.is_err())) {
         return Err(format!(
-            "some parts failed: {failed:?} {:?} {:?}",
+            "some parts failed: {failed:?} {:?} {:?} {:?}",
             reload.err(),
-            veth.err()
+            veth.err(),
+            gun.err()
         ));
     }
     Ok(())

@@ -15,15 +15,21 @@ use std::{
 
 use super::{dnsperf_field, Plan, Running};
 
-const SERVER: &str = "10.79.0.1";
-const PORT: u16 = 15_360;
+/// The server end's address.
+pub const SERVER: &str = "10.79.0.1";
+/// The service port on the pair.
+pub const PORT: u16 = 15_360;
 
 /// The two ends, removed on drop.
-struct Pair {
-    server: String,
-    client: String,
-    server_if: String,
-    client_if: String,
+pub struct Pair {
+    /// The server's namespace.
+    pub server: String,
+    /// The client's namespace.
+    pub client: String,
+    /// The server end.
+    pub server_if: String,
+    /// The client end.
+    pub client_if: String,
 }
 
 impl Drop for Pair {
@@ -34,7 +40,8 @@ impl Drop for Pair {
     }
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
+/// Runs `ip ARGS`.
+pub fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
     if out.status.success() {
         Ok(())
@@ -43,7 +50,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-fn pair() -> Result<Pair, String> {
+/// The pair, addressed 10.79.0.1 (server) and 10.79.0.2 (client), GRO on at the client.
+pub fn pair() -> Result<Pair, String> {
     let id = std::process::id() % 100_000;
     let pair = Pair {
         server: format!("qdns-qps-s{id}"),
@@ -121,47 +129,92 @@ pub struct VethResult {
     pub knot_xdp: VethRun,
 }
 
-/// How the edge runs on the server end.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+/// How the server runs on the server end.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// qdns-edge without `--xdp` (user space).
     Off,
+    /// qdns-edge with `--xdp-mode generic`.
     Generic,
+    /// qdns-edge with `--xdp-mode native`.
     Native,
+    /// knotd, UDP in user space.
+    KnotUdp,
+    /// knotd with its `AF_XDP` listener.
     KnotXdp,
 }
 
 impl Mode {
-    fn label(self) -> &'static str {
+    /// The label in reports and directory names.
+    pub fn label(self) -> &'static str {
         match self {
             Mode::Off => "off",
             Mode::Generic => "generic",
             Mode::Native => "native",
+            Mode::KnotUdp => "knotd-udp",
             Mode::KnotXdp => "knotd-xdp",
         }
     }
 }
 
+/// Where and how wide the server runs: `cpu` pins it (with `taskset`), `workers` is
+/// its UDP worker count.
+#[derive(Clone, Copy)]
+pub struct Placement {
+    /// CPU to pin the server to.
+    pub cpu: Option<usize>,
+    /// UDP workers (qdns `--workers`, knotd `udp-workers`).
+    pub workers: usize,
+}
+
+/// Unpinned, two workers: the dnsperf stage.
+const SHARED: Placement = Placement { cpu: None, workers: 2 };
+
 /// Starts the server for `mode` in the server namespace and waits until it answers.
-fn start_server(plan: &Plan, pair: &Pair, work: &Path, dir: &Path, mode: Mode) -> Result<Running, String> {
+pub fn start_server(
+    plan: &Plan,
+    pair: &Pair,
+    work: &Path,
+    dir: &Path,
+    mode: Mode,
+    place: Placement,
+) -> Result<Running, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &pair.server]);
-    if mode == Mode::KnotXdp {
+    if let Some(cpu) = place.cpu {
+        cmd.args(["taskset", "-c", &cpu.to_string()]);
+    }
+    let workers = place.workers.to_string();
+    if matches!(mode, Mode::KnotXdp | Mode::KnotUdp) {
         let d = dir.display();
+        let xdp = if mode == Mode::KnotXdp {
+            format!(
+                "xdp:\n    listen: {}@{PORT}\n    udp: on\n    tcp: off\n",
+                pair.server_if
+            )
+        } else {
+            String::new()
+        };
         let conf = format!(
-            "server:\n    listen: {SERVER}@{PORT}\n    rundir: {d}\n    udp-workers: 2\n    tcp-workers: 1\n    background-workers: 1\n\
-             xdp:\n    listen: {iface}@{PORT}\n    udp: on\n    tcp: off\n\
+            "server:\n    listen: {SERVER}@{PORT}\n    rundir: {d}\n    udp-workers: {workers}\n    tcp-workers: 1\n    background-workers: 1\n\
+             {xdp}\
              database:\n    storage: {d}/db\nlog:\n  - target: stderr\n    any: info\n\
              zone:\n  - domain: bench.test\n    file: {zone}\n    journal-content: none\n    zonefile-sync: -1\n",
-            iface = pair.server_if,
             zone = work.join("bench.test.zone").display(),
         );
         std::fs::write(dir.join("knot.conf"), conf).map_err(|e| e.to_string())?;
         cmd.arg("knotd").arg("-c").arg(dir.join("knot.conf"));
     } else {
         cmd.arg(&plan.edge)
-            .args(["--listen", &format!("{SERVER}:{PORT}"), "--workers", "2", "--zones"])
+            .args([
+                "--listen",
+                &format!("{SERVER}:{PORT}"),
+                "--workers",
+                &workers,
+                "--zones",
+            ])
             .arg(work.join("qdns-zones"));
         if mode != Mode::Off {
             cmd.args(["--xdp", &pair.server_if, "--xdp-mode", mode.label()]);
@@ -203,7 +256,7 @@ fn start_server(plan: &Plan, pair: &Pair, work: &Path, dir: &Path, mode: Mode) -
 }
 
 /// A counter of `ethtool -S` on the server end (0 when missing).
-fn ethtool_counter(pair: &Pair, name: &str) -> u64 {
+pub fn ethtool_counter(pair: &Pair, name: &str) -> u64 {
     Command::new("ip")
         .args(["netns", "exec", &pair.server, "ethtool", "-S", &pair.server_if])
         .output()
@@ -259,16 +312,9 @@ fn dnsperf(pair: &Pair, queries: &Path, seconds: u32, rate: Option<u32>) -> Resu
 
 fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) -> Result<VethRun, String> {
     let dir = work.join(format!("veth-xdp-{}", mode.label()));
-    let peer = if mode == Mode::Native {
-        Some(qdns_edge::xdp::peer::PeerPassProgram::attach(
-            &pair.client,
-            &pair.client_if,
-        )?)
-    } else {
-        None
-    };
+    let peer = peer_program(pair, mode)?;
     let redirected = ethtool_counter(pair, "rx_queue_0_xdp_redirect");
-    let running = start_server(plan, pair, work, &dir, mode)?;
+    let running = start_server(plan, pair, work, &dir, mode, SHARED)?;
     let (closed_qps, _) = dnsperf(pair, queries, plan.seconds, None)?;
     // Step the offered load up; keep the achieved rate of the last step with no loss.
     // A step the generator cannot offer (achieved < 95 % of it) ends the search: the
@@ -298,13 +344,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
         // knotd's program redirects the queries to its AF_XDP sockets.
         ethtool_counter(pair, "rx_queue_0_xdp_redirect").saturating_sub(redirected)
     } else {
-        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-        log.lines().find(|l| l.contains("detaching XDP")).map_or(0, |line| {
-            line.split("(\"answered_")
-                .skip(1)
-                .filter_map(|part| part.split(", ").nth(1)?.split(')').next()?.parse::<u64>().ok())
-                .sum()
-        })
+        xdp_answered_in_log(&dir.join("server.log"))
     };
     Ok(VethRun {
         closed_qps,
@@ -313,6 +353,31 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
         all_steps_passed,
         xdp_answered,
     })
+}
+
+/// The queries qdns's program answered, from the counters the edge logs when it
+/// detaches.
+pub fn xdp_answered_in_log(log: &Path) -> u64 {
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    log.lines().find(|l| l.contains("detaching XDP")).map_or(0, |line| {
+        line.split("(\"answered_")
+            .skip(1)
+            .filter_map(|part| part.split(", ").nth(1)?.split(')').next()?.parse::<u64>().ok())
+            .sum()
+    })
+}
+
+/// In native mode, qdns's pass-everything program on the client end (native veth
+/// delivers `XDP_TX` answers only to a peer with a native program); nothing otherwise.
+pub fn peer_program(pair: &Pair, mode: Mode) -> Result<Option<qdns_edge::xdp::peer::PeerPassProgram>, String> {
+    if mode == Mode::Native {
+        Ok(Some(qdns_edge::xdp::peer::PeerPassProgram::attach(
+            &pair.client,
+            &pair.client_if,
+        )?))
+    } else {
+        Ok(None)
+    }
 }
 
 /// The veth stage.
