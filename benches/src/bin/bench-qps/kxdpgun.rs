@@ -212,8 +212,23 @@ fn pin_napi(ns: &str, iface: &str, cpu: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// One kxdpgun run: (sent, replied) queries.
+/// One kxdpgun run: (sent, replied) queries. Its XDP socket is refused as busy for a
+/// moment after the previous run let go of the queue: tried again a few times.
 fn kxdpgun(pair: &Pair, queries: &Path, seconds: u32, rate: u32) -> Result<(u64, u64), String> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match kxdpgun_once(pair, queries, seconds, rate) {
+            Err(err) if err.contains("busy") => {
+                last = err;
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
+    Err(last)
+}
+
+fn kxdpgun_once(pair: &Pair, queries: &Path, seconds: u32, rate: u32) -> Result<(u64, u64), String> {
     let out = Command::new("ip")
         .args(["netns", "exec", &pair.client, "kxdpgun"])
         .args(["-t", &seconds.to_string(), "-Q", &rate.to_string()])
