@@ -90,6 +90,14 @@ pub const NODE_NODATA: u8 = 1;
 /// `node_flags`: a name below this one that does not exist gets NXDOMAIN (no wildcard,
 /// no zone cut here).
 pub const NODE_NXDOMAIN: u8 = 2;
+/// `node_flags`: this node has a `*` child, and a missing name below it is answered
+/// from the entries of `*.` + this name (RFC 4592): those marked [`PLAIN_ANY_QNAME`],
+/// or the wildcard's node entry for NODATA.
+pub const NODE_WILDCARD: u8 = 4;
+/// `node_flags` of a plain entry: every record of the tail is owned by the question
+/// name (pointer 0xc00c) and nothing in it points elsewhere, so the same tail answers a
+/// question of any length — what a wildcard's synthesised answer needs.
+pub const PLAIN_ANY_QNAME: u8 = 8;
 
 /// Value of [`ANSWERS_MAP`].
 #[repr(C)]
@@ -103,7 +111,7 @@ pub struct AnswerValue {
     pub name: [u64; crate::name::NAME_WORDS],
     /// `KIND_*`.
     pub kind: u8,
-    /// `NODE_*` bits of a node entry.
+    /// `NODE_*` bits of a node entry; [`PLAIN_ANY_QNAME`] of a plain entry.
     pub node_flags: u8,
     /// Wire length of the zone apex (node entries: where the SOA owner points).
     pub apex_len: u8,

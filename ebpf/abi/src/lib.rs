@@ -23,7 +23,7 @@ pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V5";
+pub const STATS_MAP: &str = "QDNS_STATS_V6";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -91,8 +91,9 @@ counters! {
     PassEdns = 12, "pass_edns";
     /// Passed (malformed): IP/UDP lengths disagree or octets follow the message.
     PassBadLength = 13, "pass_bad_length";
-    /// Passed: user space answers this name (wildcard, zone cut, CNAME, alias, an
-    /// answer larger than the table holds).
+    /// Passed: user space answers this name (a referral, a CNAME chain through a policy
+    /// set, a wildcard it cannot synthesise, an alias, an answer larger than the table
+    /// holds).
     PassNotCached = 14, "pass_not_cached";
     /// Passed: the name is in no zone of ours (user space refuses it).
     PassOutsideZones = 15, "pass_outside_zones";
@@ -117,14 +118,25 @@ counters! {
     /// Not an outcome: an answer to a query with DO=1 (what validating resolvers send;
     /// also counted in its `Answered*` kind, so the label avoids that prefix).
     WithDo = 25, "with_do";
+    /// Answered: synthesised from a wildcard (RFC 4592), records or NODATA.
+    AnsweredWildcard = 26, "answered_wildcard";
 }
 
 impl Counter {
     /// True for the `Answered*` counters.
     #[must_use]
     pub const fn is_answer(self) -> bool {
-        let index = self as u32;
-        index >= Counter::AnsweredPlain as u32 && index <= Counter::AnsweredNxdomain as u32
+        matches!(
+            self,
+            Counter::AnsweredPlain
+                | Counter::AnsweredWeighted
+                | Counter::AnsweredFailover
+                | Counter::AnsweredMultivalue
+                | Counter::AnsweredZonal
+                | Counter::AnsweredNodata
+                | Counter::AnsweredNxdomain
+                | Counter::AnsweredWildcard
+        )
     }
 }
 

@@ -15,8 +15,8 @@ use qdns_abi::{
     answer::{
         fold, placed, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
         HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
-        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
-        QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
+        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
+        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -100,6 +100,9 @@ pub struct Scratch {
     name: [u64; NAME_WORDS],
     /// `[l3, l4, dns, qname_len]` as parsed.
     offsets: [u64; 4],
+    /// Where the closest encloser starts in `name` when it has a wildcard child: passed
+    /// through map memory so the walk's iterations meet in one state (see [`launder`]).
+    encloser: u64,
     /// The front of the frame while it moves (see [`resize`]).
     pub moving: [u8; MOVE_MAX],
 }
@@ -143,7 +146,7 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
         Err(reason) => return Verdict::Pass(reason),
     };
     let at = &at;
-    match plan(ctx, at, &mut scratch.key, &mut scratch.name) {
+    match plan(ctx, at, &mut scratch.key, &mut scratch.name, &mut scratch.encloser) {
         Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter, &mut scratch.moving),
         Err(reason) => Verdict::Pass(reason),
     }
@@ -155,6 +158,7 @@ fn plan<'a>(
     at: &Offsets,
     key: &mut AnswerKey,
     words: &mut [u64; NAME_WORDS],
+    encloser: &mut u64,
 ) -> Result<(Question, Body<'a>, Counter), Counter> {
     let active = maps::active();
     let generation = active as u32;
@@ -205,7 +209,7 @@ fn plan<'a>(
         edns: opt.present,
         dnssec_ok: opt.dnssec_ok,
     };
-    let (body, counter) = lookup(key, words, qlen, (active >> 32) as u32 & 1)?;
+    let (body, counter) = lookup(key, words, encloser, qlen, (active >> 32) as u32 & 1)?;
     Ok((question, body, counter))
 }
 
@@ -333,9 +337,12 @@ fn find<'a>(key: &AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a Answ
 fn lookup<'a>(
     key: &mut AnswerKey,
     name: &mut [u64; NAME_WORDS],
+    encloser: &mut u64,
     qlen: usize,
     health: u32,
 ) -> Result<(Body<'a>, Counter), Counter> {
+    let qtype = key.qtype;
+    *encloser = 0;
     // One hash for the exact and the node lookup: same name, another type.
     key.hash = name_hash(name);
     if let Some(value) = find(key, name)? {
@@ -369,15 +376,67 @@ fn lookup<'a>(
         clear_before(name, at);
         key.hash = name_hash(name);
         if let Some(node) = find(key, name)? {
-            return if node.kind == KIND_NODE && node.node_flags & NODE_NXDOMAIN != 0 {
-                Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain))
-            } else {
-                Err(Counter::PassNotCached)
-            };
+            if node.kind != KIND_NODE {
+                return Err(Counter::PassNotCached);
+            }
+            if node.node_flags & NODE_NXDOMAIN != 0 {
+                return Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain));
+            }
+            if node.node_flags & NODE_WILDCARD != 0 {
+                *encloser = at as u64;
+                break;
+            }
+            return Err(Counter::PassNotCached);
         }
+    }
+    if *encloser != 0 {
+        // SAFETY: a read of this CPU's scratch, just written.
+        let at = unsafe { core::ptr::read_volatile(encloser) } as usize;
+        return wildcard(key, name, at, qtype);
     }
     // Deeper below its closest encloser than the walk goes: user space decides.
     Err(Counter::PassNotCached)
+}
+
+/// The answer synthesised from the wildcard below the closest encloser, which starts at
+/// octet `at` of `name` (RFC 4592 §3.3.1): `*.` is written in front of it, and the
+/// wildcard's entry for the query type answers when its tail fits any question name
+/// (policy sets at a wildcard stay with user space: a second inlined policy path would
+/// pass the verifier's instruction budget);
+/// without one, the wildcard's node entry answers NODATA (the SOA owner points at the
+/// apex inside the question, as for any negative answer).
+#[inline(always)]
+fn wildcard<'a>(
+    key: &mut AnswerKey,
+    name: &mut [u64; NAME_WORDS],
+    at: usize,
+    qtype: u16,
+) -> Result<(Body<'a>, Counter), Counter> {
+    // The walk cleared at least one label in front of `at`: two octets are free.
+    if !(2..NAME_MAX).contains(&at) {
+        return Err(Counter::PassNotCached);
+    }
+    let star = at - 1;
+    let length = at - 2;
+    name[(star / 8) & (NAME_WORDS - 1)] |= u64::from(b'*') << (8 * (star & 7));
+    name[(length / 8) & (NAME_WORDS - 1)] |= 1 << (8 * (length & 7));
+    key.hash = name_hash(name);
+    key.qtype = qtype;
+    if let Some(value) = find(key, name)? {
+        return match value.kind {
+            KIND_PLAIN if value.node_flags & PLAIN_ANY_QNAME != 0 => {
+                Ok((Body::Plain(value), Counter::AnsweredWildcard))
+            }
+            _ => Err(Counter::PassNotCached),
+        };
+    }
+    key.qtype = QTYPE_NODE;
+    match find(key, name)? {
+        Some(node) if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 => {
+            Ok((Body::Negative(node, 0), Counter::AnsweredWildcard))
+        }
+        _ => Err(Counter::PassNotCached),
+    }
 }
 
 /// Zeroes the name's octets before `at`, a word at a time (little-endian: octet k of a

@@ -14,7 +14,7 @@ use qdns_abi::{
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V5")]
+#[map(name = "QDNS_STATS_V6")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.

@@ -11,8 +11,8 @@ use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
         HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NODE_NODATA,
-        NODE_NXDOMAIN, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
-        QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
+        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
+        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, NAME_WORDS},
@@ -254,10 +254,32 @@ fn plain(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<Ans
     value.ancount = counts(&r1, 1);
     value.nscount = counts(&r1, 2);
     value.arcount = counts(&r1, 3);
-    with_tail(value, r1.get(question_end..)?)
+    let tail = r1.get(question_end..)?;
+    if owned_by_question(tail, value.ancount + value.nscount + value.arcount) {
+        value.node_flags = PLAIN_ANY_QNAME;
+    }
+    with_tail(value, tail)
 }
 
-/// NODATA here and NXDOMAIN below, unless a CNAME or a wildcard makes user space answer.
+/// True when each of the `count` records of `tail` is owned by the question name
+/// (pointer 0xc00c) and the tail holds nothing else: no record points into another
+/// (RDATA is written uncompressed), so the tail answers a question of any length.
+fn owned_by_question(tail: &[u8], count: u16) -> bool {
+    let mut pos = 0;
+    for _ in 0..count {
+        if tail.get(pos..pos + 2) != Some(&[0xc0, 0x0c]) {
+            return false;
+        }
+        let Some(rdlen) = tail.get(pos + 10..pos + 12) else {
+            return false;
+        };
+        pos += 12 + usize::from(u16::from_be_bytes([rdlen[0], rdlen[1]]));
+    }
+    pos == tail.len()
+}
+
+/// NODATA here (unless a CNAME makes user space answer), and below: NXDOMAIN, or the
+/// wildcard child's answers.
 fn node_value(node: &NodeView<'_>) -> AnswerValue {
     let mut tail = vec![0u8, 0];
     tail.extend_from_slice(node.negative_soa);
@@ -267,7 +289,12 @@ fn node_value(node: &NodeView<'_>) -> AnswerValue {
     };
     value.flags = QR_AA;
     value.apex_len = node.apex_len as u8;
-    value.node_flags = if node.has_cname { 0 } else { NODE_NODATA } | if node.has_wildcard { 0 } else { NODE_NXDOMAIN };
+    value.node_flags = if node.has_cname { 0 } else { NODE_NODATA }
+        | if node.has_wildcard {
+            NODE_WILDCARD
+        } else {
+            NODE_NXDOMAIN
+        };
     value
 }
 
@@ -415,6 +442,17 @@ mod tests {
         assert_eq!(shared.1.name, [0; NAME_WORDS], "no name: the program passes");
         let other = answers.iter().find(|(k, _)| k.hash == 2).unwrap();
         assert_eq!(other.1.kind, KIND_PLAIN);
+    }
+
+    #[test]
+    fn only_tails_owned_by_the_question_fit_any_qname() {
+        let a = [0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1];
+        assert!(owned_by_question(&a, 1));
+        assert!(owned_by_question(&[a, a].concat(), 2));
+        assert!(!owned_by_question(&a, 2), "a record missing");
+        let mut glue = a;
+        glue[1] = 0x2a; // an additional record owned by a name inside the tail
+        assert!(!owned_by_question(&[a, glue].concat(), 2));
     }
 
     #[test]
