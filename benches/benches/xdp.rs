@@ -162,6 +162,7 @@ fn main() {
         ("NXDOMAIN", vec![frame("no-such-name.example.com.", 1, Edns::None)], 3),
         ("NODATA", vec![frame("www.example.com.", 16, Edns::None)], 3),
         ("CNAME chain", vec![frame("chain.example.com.", 1, Edns::None)], 3),
+        ("wildcard", vec![frame("anything.wild.example.com.", 1, Edns::None)], 3),
         ("A, 100k names", names_a, 3),
         ("A + DO=1, 100k names", names_resolver, 3),
         ("NXDOMAIN, 100k names", names_nxdomain, 3),
