@@ -400,11 +400,10 @@ fn lookup<'a>(
 
 /// The answer synthesised from the wildcard below the closest encloser, which starts at
 /// octet `at` of `name` (RFC 4592 §3.3.1): `*.` is written in front of it, and the
-/// wildcard's entry for the query type answers when its tail fits any question name
-/// (policy sets at a wildcard stay with user space: a second inlined policy path would
-/// pass the verifier's instruction budget);
-/// without one, the wildcard's node entry answers NODATA (the SOA owner points at the
-/// apex inside the question, as for any negative answer).
+/// wildcard's entry for the query type answers when its tail fits any question name.
+/// Without an entry, the wildcard's node entry answers NODATA (the SOA owner points at
+/// the apex inside the question, as for any negative answer). Policy sets at a wildcard
+/// stay with user space: a second inlined policy path exceeds the verifier's budget.
 #[inline(always)]
 fn wildcard<'a>(
     key: &mut AnswerKey,
