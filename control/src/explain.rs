@@ -270,28 +270,15 @@ fn distribution(
     }
 }
 
-/// Wire form of a presentation name (absolute; a missing trailing dot is added).
+/// Wire form of a presentation name (absolute; a missing trailing dot is added; RFC 1035
+/// §5.1 escapes as in zone files).
 pub fn owner_wire(owner: &str) -> Result<Vec<u8>, String> {
-    let text = if owner.ends_with('.') {
+    let text = if owner.ends_with('.') && !owner.ends_with("\\.") {
         owner.to_owned()
     } else {
         format!("{owner}.")
     };
-    let parsed = hickory_name(&text)?;
-    Ok(parsed)
-}
-
-fn hickory_name(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    for label in text.trim_end_matches('.').split('.') {
-        if label.is_empty() || label.len() > 63 {
-            return Err(format!("bad name {text:?}"));
-        }
-        out.push(label.len() as u8);
-        out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
-    }
-    out.push(0);
-    Ok(out)
+    qdns_zone::master::parse_name_wire(&text, b"\0").map_err(|e| format!("bad name {text:?}: {e}"))
 }
 
 /// The zone and set with this owner and type.

@@ -586,3 +586,77 @@ fn cname_into_a_delegation_ends_with_the_referral() {
         assert_eq!(glue, ["ns.cut.c.example."], "{msg:?}");
     }
 }
+
+/// Master-file forms from issue 12 (RFC 1035 §5.1 escapes, RFC 3597 generic syntax, DS
+/// at a delegation from a master file and from TOML), loaded and served exactly.
+#[test]
+fn master_file_forms_are_served_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("m.zone"),
+        "$TTL 300\n\
+         @ SOA ns h 1 7200 900 1209600 30\n\
+         @ NS ns\n\
+         ns A 192.0.2.53\n\
+         txt TXT \"\\127\\128\\200\\255\" \"\\065\" plain\\032word\n\
+         sp\\032ace A 192.0.2.1\n\
+         unknown TYPE65280 \\# 4 0a000001\n\
+         generic A \\# 4 c0000263\n\
+         cut NS ns.cut\n\
+         ns.cut A 192.0.2.153\n\
+         cut DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118\n\
+         cut2 NS ns.elsewhere.example.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("m.toml"),
+        "[zone]\norigin = \"m.example.\"\ninclude = \"m.zone\"\nttl = 60\n\
+         [[rrset]]\nname = \"cut2\"\ntype = \"DS\"\nvalues = [\"2371 13 2 1F987CC6583E92DF0890718C42\"]\n",
+    )
+    .unwrap();
+    let edge = Edge::start_with(dir.path(), &[]);
+    let rdata_of = |msg: &hickory_proto::op::Message| -> Vec<u8> {
+        use hickory_proto::serialize::binary::BinEncodable as _;
+        msg.answers[0].data.to_bytes().unwrap()
+    };
+    for (addr, via) in every_path(&edge) {
+        let msg = ask(addr, via, "txt.m.example.", RecordType::TXT, Ask::default());
+        assert_eq!(
+            rdata_of(&msg),
+            b"\x04\x7f\x80\xc8\xff\x01A\x0aplain word",
+            "{via:?}: \\DDD is one octet"
+        );
+        let msg = ask(addr, via, "sp\\032ace.m.example.", RecordType::A, Ask::default());
+        assert_eq!(a_values(&msg), [Ipv4Addr::new(192, 0, 2, 1)], "{via:?}: escaped label");
+        let msg = ask(
+            addr,
+            via,
+            "unknown.m.example.",
+            RecordType::Unknown(65280),
+            Ask::default(),
+        );
+        assert_eq!(msg.answers[0].record_type(), RecordType::Unknown(65280));
+        assert_eq!(rdata_of(&msg), [10, 0, 0, 1], "{via:?}: RFC 3597 type");
+        let msg = ask(addr, via, "generic.m.example.", RecordType::A, Ask::default());
+        assert_eq!(
+            a_values(&msg),
+            [Ipv4Addr::new(192, 0, 2, 99)],
+            "{via:?}: RFC 3597 form of A"
+        );
+        for (cut, len) in [("cut.m.example.", 24), ("cut2.m.example.", 17)] {
+            // DS is the parent side's data: answered with authority (RFC 4035 §3.1.4.1).
+            let msg = ask(addr, via, cut, RecordType::DS, Ask::default());
+            assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{via:?} {cut}");
+            assert!(msg.metadata.authoritative, "{via:?} {cut}: {msg:?}");
+            assert_eq!(msg.answers.len(), 1, "{via:?} {cut}: {msg:?}");
+            assert_eq!(msg.answers[0].record_type(), RecordType::DS);
+            assert_eq!(rdata_of(&msg).len(), len, "{via:?} {cut}");
+            let below = ask(addr, via, &format!("www.{cut}"), RecordType::A, Ask::default());
+            assert!(
+                !below.metadata.authoritative && below.answers.is_empty(),
+                "still a referral"
+            );
+            assert_eq!(below.authorities[0].record_type(), RecordType::NS);
+        }
+    }
+}

@@ -7,7 +7,6 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
     path::{Path, PathBuf},
-    str::FromStr,
 };
 
 use hickory_proto::rr::{Name, RecordType};
@@ -161,7 +160,7 @@ impl<'a> ZoneBuilder<'a> {
                 format!("origin {origin_text:?} must be absolute (end with '.')"),
             ));
         }
-        builder.origin = Name::from_ascii(origin_text)
+        builder.origin = master::parse_name(origin_text, &Name::root())
             .map_err(|e| builder.err(&file.zone.origin, "zone.origin", format!("bad name: {e}")))?;
         builder.origin_wire = name::to_wire(&builder.origin);
         if let Some(ttl) = &file.zone.ttl {
@@ -200,7 +199,7 @@ impl<'a> ZoneBuilder<'a> {
         if raw == "@" {
             return Ok(self.origin.clone());
         }
-        Name::parse(raw, Some(&self.origin)).map_err(|e| self.err(text, key, format!("bad name {raw:?}: {e}")))
+        master::parse_name(raw, &self.origin).map_err(|e| self.err(text, key, format!("bad name {raw:?}: {e}")))
     }
 
     pub(crate) fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
@@ -281,7 +280,7 @@ impl<'a> ZoneBuilder<'a> {
     fn include(&mut self, include: &Spanned<String>) -> Result<(), ZoneError> {
         let base = self.path.parent().unwrap_or_else(|| Path::new("."));
         let master_path = base.join(include.get_ref());
-        let text = fs::read_to_string(&master_path).map_err(|e| {
+        let text = fs::read(&master_path).map_err(|e| {
             self.err(
                 include,
                 "zone.include",
@@ -290,7 +289,7 @@ impl<'a> ZoneBuilder<'a> {
         })?;
         for parsed in master::parse(&text, &master_path, &self.origin, self.ttl)? {
             let origin = Origin {
-                path: master_path.clone(),
+                path: parsed.path,
                 line: parsed.line,
                 key: None,
             };
@@ -437,7 +436,11 @@ impl<'a> ZoneBuilder<'a> {
                 self.err(
                     value,
                     &format!("{key}[{i}]"),
-                    format!("invalid {rtype} value {:?}: {reason}", value.get_ref()),
+                    format!(
+                        "invalid {} value {:?}: {reason}",
+                        type_name(u16::from(rtype)),
+                        value.get_ref()
+                    ),
                 )
             })?;
             if rdata.contains(&wire) {
@@ -464,9 +467,8 @@ impl<'a> ZoneBuilder<'a> {
                 format!("{owner} is outside the zone {}", self.origin),
             ));
         }
-        let rtype = RecordType::from_str(&entry.rtype.get_ref().to_ascii_uppercase())
-            .ok()
-            .filter(|t| !matches!(t, RecordType::Unknown(_)) && is_data_type(u16::from(*t)))
+        let code = master::type_code(entry.rtype.get_ref())
+            .filter(|&t| is_data_type(t))
             .ok_or_else(|| {
                 self.err(
                     &entry.rtype,
@@ -474,6 +476,8 @@ impl<'a> ZoneBuilder<'a> {
                     format!("unknown or non-data RR type {:?}", entry.rtype.get_ref()),
                 )
             })?;
+        master::refused_type(code).map_err(|reason| self.err(&entry.rtype, &key("type"), reason))?;
+        let rtype = RecordType::from(code);
         if rtype == RecordType::SOA {
             return Err(self.err(
                 &entry.rtype,

@@ -223,7 +223,7 @@ pub fn query(name: &str, qtype: RecordType, ask: Ask) -> Vec<u8> {
     let mut msg = Message::query();
     msg.metadata.id = rand_id();
     msg.metadata.recursion_desired = ask.recursion_desired;
-    msg.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    msg.add_query(Query::query(name_of(name), qtype));
     if let Some(payload) = ask.edns {
         let mut edns = Edns::new();
         edns.set_max_payload(payload);
@@ -232,6 +232,42 @@ pub fn query(name: &str, qtype: RecordType, ask: Ask) -> Vec<u8> {
         msg.set_edns(edns);
     }
     msg.to_vec().unwrap()
+}
+
+/// A name in presentation form with RFC 1035 §5.1 escapes (`\.`, decimal `\DDD`): hickory's
+/// own reader takes `\DDD` as octal, so escaped names are decoded here.
+pub fn name_of(text: &str) -> Name {
+    if !text.contains('\\') {
+        return Name::from_ascii(text).unwrap();
+    }
+    let bytes = text.as_bytes();
+    let (mut labels, mut label, mut i) = (Vec::new(), Vec::new(), 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'.' => labels.push(std::mem::take(&mut label)),
+            b'\\' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                label.push(
+                    std::str::from_utf8(&bytes[i + 1..i + 4])
+                        .unwrap()
+                        .parse::<u8>()
+                        .unwrap(),
+                );
+                i += 3;
+            }
+            b'\\' => {
+                label.push(bytes[i + 1]);
+                i += 1;
+            }
+            other => label.push(other),
+        }
+        i += 1;
+    }
+    if !label.is_empty() {
+        labels.push(label);
+    }
+    let mut name = Name::from_labels(labels).unwrap();
+    name.set_fqdn(true);
+    name
 }
 
 fn rand_id() -> u16 {

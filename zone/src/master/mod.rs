@@ -1,0 +1,480 @@
+//! RFC 1035 §5 master files: `$ORIGIN`, `$TTL`, `$INCLUDE`, owners carried over from
+//! the previous entry, TTL and class in either order, every type's presentation form we
+//! serve and the RFC 3597 generic form for any type. Errors name the file and line.
+//!
+//! Modules: `lexer` (entries and raw tokens), `text` (field decoders), `rdata` (per
+//! type), `svcb` (`SvcParams`), `types` (mnemonics and the types a zone may not hold).
+mod lexer;
+mod rdata;
+mod svcb;
+mod text;
+mod types;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use hickory_proto::rr::{Name, RecordType};
+
+use crate::{name, ZoneError};
+use lexer::{Entry, Lexer, Token};
+
+/// Deepest `$INCLUDE` nesting followed (a loop of includes ends here with an error).
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// Records of one owner and type, as parsed (not yet validated against the zone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedSet {
+    /// Owner (wire, lowercase).
+    pub name: Vec<u8>,
+    /// Type code.
+    pub rtype: u16,
+    /// Smallest TTL of the set's records (RFC 2181 §5.2 asks for one TTL per set).
+    pub ttl: u32,
+    /// Wire RDATA per record, duplicates dropped (RFC 2181 §5).
+    pub rdata: Vec<Vec<u8>>,
+    /// The file of the set's first record (`$INCLUDE` may name another).
+    pub path: PathBuf,
+    /// 1-based line of the set's first record.
+    pub line: Option<usize>,
+}
+
+/// Parses master-file `text` (from `path`, for errors and `$INCLUDE`) under `origin`,
+/// with `default_ttl` for records without a TTL and no `$TTL` before them.
+pub fn parse(text: &[u8], path: &Path, origin: &Name, default_ttl: u32) -> Result<Vec<ParsedSet>, ZoneError> {
+    let mut reader = Reader {
+        sets: Vec::new(),
+        index: HashMap::new(),
+    };
+    let mut state = FileState {
+        origin: name::to_wire(origin),
+        ttl: default_ttl,
+        owner: None,
+    };
+    reader.file(text, path, &mut state, 0)?;
+    Ok(reader.sets)
+}
+
+/// Parses the presentation-format `value` of one record of `rtype` owned by `owner`.
+/// Relative names in the value are relative to `origin`.
+pub fn parse_value(origin: &Name, owner: &Name, rtype: RecordType, value: &str) -> Result<Vec<u8>, String> {
+    let _ = owner;
+    // Addresses are most values: parse them directly (measured in benches/benches/snapshot.rs).
+    match rtype {
+        RecordType::A => {
+            return value
+                .trim()
+                .parse::<std::net::Ipv4Addr>()
+                .map(|a| a.octets().to_vec())
+                .map_err(|e| e.to_string())
+        }
+        RecordType::AAAA => {
+            return value
+                .trim()
+                .parse::<std::net::Ipv6Addr>()
+                .map(|a| a.octets().to_vec())
+                .map_err(|e| e.to_string())
+        }
+        _ => {}
+    }
+    let mut lexer = Lexer::new(value.as_bytes());
+    let entry = lexer
+        .next_entry()
+        .map_err(|(_, reason)| reason)?
+        .ok_or_else(|| "empty value".to_owned())?;
+    if lexer.next_entry().map_err(|(_, reason)| reason)?.is_some() {
+        return Err("a value must be one line of RDATA".to_owned());
+    }
+    let origin = name::to_wire(origin);
+    rdata::encode(u16::from(rtype), &mut rdata::Fields::new(&entry.tokens, &origin))
+}
+
+/// A name in presentation form (`@`, relative to `origin`, or absolute; RFC 1035 §5.1
+/// escapes, `\DDD` decimal), lowercased.
+pub fn parse_name(raw: &str, origin: &Name) -> Result<Name, String> {
+    let wire = text::name(raw.as_bytes(), &name::to_wire(origin))?;
+    let mut labels = Vec::new();
+    let mut pos = 0;
+    while let Some(&len) = wire.get(pos) {
+        if len == 0 {
+            break;
+        }
+        labels.push(wire.get(pos + 1..pos + 1 + usize::from(len)).unwrap_or_default());
+        pos += 1 + usize::from(len);
+    }
+    let mut parsed = Name::from_labels(labels).map_err(|e| e.to_string())?;
+    parsed.set_fqdn(true);
+    Ok(parsed)
+}
+
+/// [`parse_name`] into lowercase wire form, relative names under `origin` (wire).
+pub fn parse_name_wire(raw: &str, origin: &[u8]) -> Result<Vec<u8>, String> {
+    text::name(raw.as_bytes(), origin)
+}
+
+/// The mnemonic of an RR type code (`A`, `AAAA`, `TYPE65534`).
+#[must_use]
+pub fn type_name(rtype: u16) -> String {
+    types::name(rtype)
+}
+
+/// The type code of a mnemonic (`a`, `AAAA`) or of `TYPEnnn` (RFC 3597 §5).
+#[must_use]
+pub fn type_code(mnemonic: &str) -> Option<u16> {
+    types::code(mnemonic)
+}
+
+/// Why `rtype` cannot be zone data here, if it cannot (DNSSEC, meta and question types).
+pub fn refused_type(rtype: u16) -> Result<(), String> {
+    types::refuse(rtype)
+}
+
+/// The sets read so far, in order of first appearance.
+struct Reader {
+    sets: Vec<ParsedSet>,
+    index: HashMap<(Vec<u8>, u16), usize>,
+}
+
+/// What one file's entries inherit (RFC 1035 §5.1; `$INCLUDE` starts a copy).
+#[derive(Clone)]
+struct FileState {
+    origin: Vec<u8>,
+    ttl: u32,
+    owner: Option<Vec<u8>>,
+}
+
+impl Reader {
+    fn file(&mut self, text: &[u8], path: &Path, state: &mut FileState, depth: usize) -> Result<(), ZoneError> {
+        let mut lexer = Lexer::new(text);
+        loop {
+            let entry = match lexer.next_entry() {
+                Ok(Some(entry)) => entry,
+                Ok(None) => return Ok(()),
+                Err((line, reason)) => return Err(ZoneError::invalid(path, Some(line), None, reason)),
+            };
+            let line = entry.line;
+            self.entry(&entry, path, state, depth).map_err(|err| match err {
+                Failure::Here(reason) => ZoneError::invalid(path, Some(line), None, reason),
+                Failure::Nested(err) => err,
+            })?;
+        }
+    }
+
+    fn entry(&mut self, entry: &Entry<'_>, path: &Path, state: &mut FileState, depth: usize) -> Result<(), Failure> {
+        let tokens = entry.tokens.as_slice();
+        let first = tokens.first().ok_or_else(|| Failure::Here("empty entry".to_owned()))?;
+        if !first.quoted && first.text.starts_with(b"$") {
+            return self.directive(entry, path, state, depth);
+        }
+        let (owner, rest) = if entry.blank_owner {
+            let owner = state.owner.clone().ok_or_else(|| {
+                Failure::Here("the record has no owner: the first record of a file must name one".to_owned())
+            })?;
+            (owner, tokens)
+        } else {
+            let owner = text::name(word(first, "owner")?, &state.origin).map_err(Failure::Here)?;
+            (owner, tokens.get(1..).unwrap_or_default())
+        };
+        // [TTL] [class] TYPE, or [class] [TTL] TYPE.
+        let mut ttl = None;
+        let mut class = false;
+        let mut at = 0;
+        while let Some(token) = rest.get(at).filter(|t| !t.quoted) {
+            let field = token.text;
+            if field.first().is_some_and(u8::is_ascii_digit) && ttl.is_none() {
+                ttl = Some(text::ttl(field).map_err(Failure::Here)?);
+            } else if !class && is_class(field) {
+                if !field.eq_ignore_ascii_case(b"IN") && !field.eq_ignore_ascii_case(b"CLASS1") {
+                    return Err(Failure::Here(format!(
+                        "class {}: only class IN is served",
+                        String::from_utf8_lossy(field)
+                    )));
+                }
+                class = true;
+            } else {
+                break;
+            }
+            at += 1;
+        }
+        let type_token = rest
+            .get(at)
+            .ok_or_else(|| Failure::Here("missing the record type".to_owned()))?;
+        let mnemonic = String::from_utf8_lossy(type_token.text);
+        let rtype = types::code(&mnemonic)
+            .filter(|_| !type_token.quoted)
+            .ok_or_else(|| Failure::Here(format!("unknown record type {mnemonic:?}")))?;
+        let fields = rest.get(at + 1..).unwrap_or_default();
+        let rdata = rdata::encode(rtype, &mut rdata::Fields::new(fields, &state.origin))
+            .map_err(|reason| Failure::Here(format!("{}: {reason}", types::name(rtype))))?;
+        state.owner = Some(owner.clone());
+        self.add(owner, rtype, ttl.unwrap_or(state.ttl), rdata, path, entry.line);
+        Ok(())
+    }
+
+    fn directive(
+        &mut self,
+        entry: &Entry<'_>,
+        path: &Path,
+        state: &mut FileState,
+        depth: usize,
+    ) -> Result<(), Failure> {
+        let tokens = entry.tokens.as_slice();
+        let name = tokens.first().map(|t| t.text.to_ascii_uppercase()).unwrap_or_default();
+        let arg = |i: usize, what: &str| -> Result<&[u8], Failure> {
+            tokens
+                .get(i)
+                .ok_or_else(|| Failure::Here(format!("{} needs {what}", String::from_utf8_lossy(&name))))
+                .and_then(|t| word(t, what))
+        };
+        let arity = |max: usize| -> Result<(), Failure> {
+            match tokens.get(max + 1) {
+                Some(extra) => Err(Failure::Here(format!(
+                    "unexpected {:?} after {}",
+                    String::from_utf8_lossy(extra.text),
+                    String::from_utf8_lossy(&name)
+                ))),
+                None => Ok(()),
+            }
+        };
+        match name.as_slice() {
+            b"$ORIGIN" => {
+                arity(1)?;
+                state.origin = text::name(arg(1, "a name")?, &state.origin).map_err(Failure::Here)?;
+            }
+            b"$TTL" => {
+                arity(1)?;
+                state.ttl = text::ttl(arg(1, "a TTL")?).map_err(Failure::Here)?;
+            }
+            b"$INCLUDE" => {
+                arity(2)?;
+                if depth >= MAX_INCLUDE_DEPTH {
+                    return Err(Failure::Here(format!(
+                        "$INCLUDE nested deeper than {MAX_INCLUDE_DEPTH} files (an include loop?)"
+                    )));
+                }
+                let file = text::unescape(arg(1, "a file name")?).map_err(Failure::Here)?;
+                let file = PathBuf::from(String::from_utf8_lossy(&file).into_owned());
+                let target = if file.is_absolute() {
+                    file
+                } else {
+                    path.parent().unwrap_or_else(|| Path::new(".")).join(file)
+                };
+                let mut nested = state.clone();
+                if tokens.len() > 2 {
+                    nested.origin = text::name(arg(2, "an origin")?, &state.origin).map_err(Failure::Here)?;
+                }
+                nested.owner = None;
+                let bytes = std::fs::read(&target)
+                    .map_err(|e| Failure::Here(format!("$INCLUDE cannot read {}: {e}", target.display())))?;
+                self.file(&bytes, &target, &mut nested, depth + 1)
+                    .map_err(Failure::Nested)?;
+            }
+            other => {
+                return Err(Failure::Here(format!(
+                    "unknown or unsupported directive {} (supported: $ORIGIN, $TTL, $INCLUDE)",
+                    String::from_utf8_lossy(other)
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, owner: Vec<u8>, rtype: u16, ttl: u32, rdata: Vec<u8>, path: &Path, line: usize) {
+        let key = (owner, rtype);
+        if let Some(&i) = self.index.get(&key) {
+            if let Some(set) = self.sets.get_mut(i) {
+                set.ttl = set.ttl.min(ttl);
+                if !set.rdata.contains(&rdata) {
+                    set.rdata.push(rdata);
+                }
+            }
+            return;
+        }
+        self.index.insert(key.clone(), self.sets.len());
+        self.sets.push(ParsedSet {
+            name: key.0,
+            rtype,
+            ttl,
+            rdata: vec![rdata],
+            path: path.to_path_buf(),
+            line: Some(line),
+        });
+    }
+}
+
+/// An entry's error: about this entry, or already located in an included file.
+enum Failure {
+    Here(String),
+    Nested(ZoneError),
+}
+
+fn word<'a>(token: &Token<'a>, what: &str) -> Result<&'a [u8], Failure> {
+    if token.quoted {
+        return Err(Failure::Here(format!("{what} must not be quoted")));
+    }
+    Ok(token.text)
+}
+
+/// IN, CH, HS, CS, NONE or `CLASSnnn` (RFC 3597 §5).
+fn is_class(field: &[u8]) -> bool {
+    let upper = field.to_ascii_uppercase();
+    matches!(upper.as_slice(), b"IN" | b"CH" | b"HS" | b"CS" | b"NONE")
+        || upper
+            .strip_prefix(b"CLASS")
+            .is_some_and(|d| !d.is_empty() && d.iter().all(u8::is_ascii_digit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> Name {
+        Name::from_ascii("example.com.").unwrap()
+    }
+
+    fn sets(text: &str) -> Vec<ParsedSet> {
+        parse(text.as_bytes(), Path::new("z.zone"), &origin(), 60).unwrap()
+    }
+
+    fn error(text: &str) -> String {
+        parse(text.as_bytes(), Path::new("z.zone"), &origin(), 60)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn parses_records_and_groups_sets() {
+        let sets = sets("www 300 IN A 192.0.2.1\nwww IN A 192.0.2.2\nwww A 192.0.2.2\nmail IN MX 10 mx.example.com.\n");
+        let www = sets.iter().find(|s| s.rtype == 1).unwrap();
+        assert_eq!(www.name, b"\x03www\x07example\x03com\x00");
+        assert_eq!(
+            www.rdata,
+            vec![vec![192, 0, 2, 1], vec![192, 0, 2, 2]],
+            "duplicates dropped"
+        );
+        assert_eq!(www.ttl, 60, "the smallest TTL of the set wins");
+        let mx = sets.iter().find(|s| s.rtype == 15).unwrap();
+        assert_eq!(mx.rdata[0], b"\x00\x0a\x02mx\x07example\x03com\x00");
+        assert_eq!(mx.line, Some(4));
+    }
+
+    #[test]
+    fn directives_owners_ttl_and_class_order() {
+        let text = "$TTL 1h\n$ORIGIN sub.example.com.\na A 192.0.2.1\n  IN 5m TXT x\n\
+                    $ORIGIN example.com.\n@ 7 IN NS ns\nB\\032c CLASS1 AAAA ::1\n";
+        let sets = sets(text);
+        let a = &sets[0];
+        assert_eq!(
+            (a.name.as_slice(), a.ttl),
+            (&b"\x01a\x03sub\x07example\x03com\x00"[..], 3600)
+        );
+        assert_eq!(
+            (sets[1].rtype, sets[1].ttl, sets[1].name.as_slice()),
+            (16, 300, a.name.as_slice())
+        );
+        assert_eq!(
+            (sets[2].name.as_slice(), sets[2].ttl),
+            (&b"\x07example\x03com\x00"[..], 7)
+        );
+        assert_eq!(sets[2].rdata[0], b"\x02ns\x07example\x03com\x00");
+        assert_eq!(
+            sets[3].name, b"\x03b c\x07example\x03com\x00",
+            "escaped octet in a label, lowercased"
+        );
+    }
+
+    #[test]
+    fn the_issue_cases_load_exactly() {
+        let text = "t TXT \"\\127\\128\\200\\255\" \"\\065\"\nsp\\032ace A 192.0.2.1\n\
+                    x TYPE65280 \\# 4 0a000001\ny A \\# 4 c0000263\nsub NS ns.sub\n\
+                    sub DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118\n";
+        let sets = sets(text);
+        assert_eq!(sets[0].rdata[0], [4, 127, 128, 200, 255, 1, b'A']);
+        assert_eq!(sets[1].name, b"\x06sp ace\x07example\x03com\x00");
+        assert_eq!(
+            (sets[2].rtype, sets[2].rdata[0].as_slice()),
+            (65280, &[10, 0, 0, 1][..])
+        );
+        assert_eq!(sets[3].rdata[0], [192, 0, 2, 99]);
+        assert_eq!(sets[5].rtype, 43);
+        assert_eq!(sets[5].rdata[0].len(), 24);
+    }
+
+    #[test]
+    fn error_names_the_failing_line() {
+        let msg = error("a IN A 192.0.2.1\nb IN TXT ( \"x\"\n  \"y\" )\nc IN A 300.1.1.1\nd IN A 192.0.2.4\n");
+        assert!(msg.starts_with("z.zone:4: "), "{msg}");
+        for (text, line, says) in [
+            ("a CH A 192.0.2.1\n", 1, "only class IN"),
+            ("\n\na FOO 1\n", 3, "unknown record type"),
+            ("a A 192.0.2.1\n  RRSIG A 8 2 300 1 2 3 x. AAAA\n", 2, "not served"),
+            ("$GENERATE 1-2 a$ A 192.0.2.$\n", 1, "unsupported directive"),
+            ("  A 192.0.2.1\n", 1, "no owner"),
+            ("a TXT \"\\300\"\n", 1, "not an octet"),
+            ("a..b A 192.0.2.1\n", 1, "empty label"),
+            ("$INCLUDE missing.zone\n", 1, "cannot read"),
+            (
+                "a LOC 52 22 23.000 N 4 53 32.000 E -2.00m 0.00m 10000m 10m\n",
+                1,
+                "generic form",
+            ),
+        ] {
+            let msg = error(text);
+            assert!(
+                msg.starts_with(&format!("z.zone:{line}: ")) && msg.contains(says),
+                "{text:?}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn include_with_origin_and_nested_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("inc.zone"), "www A 192.0.2.9\nbad A x\n").unwrap();
+        std::fs::write(dir.path().join("ok.zone"), "www A 192.0.2.9\n").unwrap();
+        let main = dir.path().join("main.zone");
+        let parsed = parse(b"$INCLUDE ok.zone sub\n", &main, &origin(), 60).unwrap();
+        assert_eq!(parsed[0].name, b"\x03www\x03sub\x07example\x03com\x00");
+        assert_eq!(parsed[0].path, dir.path().join("ok.zone"));
+        let err = parse(b"a A 192.0.2.1\n$INCLUDE inc.zone\n", &main, &origin(), 60).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("inc.zone:2: "), "{msg}");
+        std::fs::write(dir.path().join("loop.zone"), "$INCLUDE loop.zone\n").unwrap();
+        let err = parse(b"$INCLUDE loop.zone\n", &main, &origin(), 60).unwrap_err();
+        assert!(err.to_string().contains("nested deeper"), "{err}");
+    }
+
+    #[test]
+    fn names_with_escapes() {
+        let parsed = parse_name("sp\\032ace", &origin()).unwrap();
+        assert_eq!(name::to_wire(&parsed), b"\x06sp ace\x07example\x03com\x00");
+        assert_eq!(parse_name("@", &origin()).unwrap(), origin());
+        assert!(parse_name("a..b", &origin()).is_err());
+    }
+
+    #[test]
+    fn value_parsing() {
+        let owner = Name::from_ascii("www.example.com.").unwrap();
+        assert_eq!(
+            parse_value(&origin(), &owner, RecordType::A, "192.0.2.7").unwrap(),
+            vec![192, 0, 2, 7]
+        );
+        assert!(parse_value(&origin(), &owner, RecordType::A, "192.0.2").is_err());
+        assert_eq!(
+            parse_value(&origin(), &owner, RecordType::TXT, "\"hello world\"").unwrap(),
+            b"\x0bhello world"
+        );
+        assert_eq!(
+            parse_value(&origin(), &owner, RecordType::TXT, "\"\\200\"").unwrap(),
+            [1, 200]
+        );
+        assert_eq!(
+            parse_value(&origin(), &owner, RecordType::CNAME, "web").unwrap(),
+            b"\x03web\x07example\x03com\x00"
+        );
+        assert_eq!(
+            parse_value(&origin(), &owner, RecordType::DS, "1 13 2 ABCD").unwrap(),
+            [0, 1, 13, 2, 0xab, 0xcd]
+        );
+        assert!(parse_value(&origin(), &owner, RecordType::TXT, "a\nb").is_err());
+    }
+}
