@@ -660,3 +660,72 @@ fn master_file_forms_are_served_exactly() {
         }
     }
 }
+
+/// (TYPE, RDATA as sent) of every record after the question of `raw`.
+fn raw_records(raw: &[u8]) -> Vec<(u16, Vec<u8>)> {
+    let skip_name = |mut pos: usize| loop {
+        match raw[pos] {
+            0 => return pos + 1,
+            len if len >= 0xc0 => return pos + 2,
+            len => pos += 1 + usize::from(len),
+        }
+    };
+    let count = |i: usize| usize::from(u16::from_be_bytes([raw[4 + 2 * i], raw[5 + 2 * i]]));
+    let mut pos = skip_name(12) + 4;
+    let mut out = Vec::new();
+    for _ in 0..count(1) + count(2) + count(3) {
+        pos = skip_name(pos);
+        let rtype = u16::from_be_bytes([raw[pos], raw[pos + 1]]);
+        let rdlen = usize::from(u16::from_be_bytes([raw[pos + 8], raw[pos + 9]]));
+        out.push((rtype, raw[pos + 10..pos + 10 + rdlen].to_vec()));
+        pos += 10 + rdlen;
+    }
+    out
+}
+
+/// Names inside NS, CNAME and MX RDATA are compressed against the question (RFC 1035
+/// §4.1.4; issue 12: a referral with 10 NS was 559 octets, knotd's 379).
+#[test]
+fn rdata_names_are_compressed() {
+    let (edge, _dir) = cname_cases_edge();
+    let no_edns = Ask {
+        edns: None,
+        ..Ask::default()
+    };
+    for (addr, via) in every_path(&edge) {
+        let q = query("www.cut.c.example.", RecordType::A, no_edns);
+        let raw = match via {
+            Via::Udp => udp_raw(addr, &q),
+            Via::Tcp => tcp_raw(addr, &q),
+        };
+        let msg = parse_response(&q, &raw);
+        let ns: Vec<Vec<u8>> = raw_records(&raw)
+            .into_iter()
+            .filter(|(t, _)| *t == 2)
+            .map(|(_, rdata)| rdata)
+            .collect();
+        // `ns` + pointer to "cut.c.example." at offset 12 + 4 in the question.
+        assert!(ns.contains(&b"\x02ns\xc0\x10".to_vec()), "{via:?}: {ns:02x?}");
+        // "ns.elsewhere.example." shares "example." with the question (offset 12 + 10).
+        assert!(
+            ns.contains(&b"\x02ns\x09elsewhere\xc0\x16".to_vec()),
+            "{via:?}: {ns:02x?}"
+        );
+        let names: Vec<String> = msg.authorities.iter().map(|r| r.data.to_string()).collect();
+        assert!(names.contains(&"ns.cut.c.example.".to_owned()), "{names:?}");
+        // The CNAME's target, and the chain on from it, decode through the pointers.
+        let q = query("into-cut.c.example.", RecordType::A, no_edns);
+        let raw = match via {
+            Via::Udp => udp_raw(addr, &q),
+            Via::Tcp => tcp_raw(addr, &q),
+        };
+        let msg = parse_response(&q, &raw);
+        assert_eq!(
+            raw_records(&raw)[0],
+            (5, b"\x04host\x03cut\xc0\x15".to_vec()),
+            "{via:?}"
+        );
+        assert_eq!(msg.answers[0].data.to_string(), "host.cut.c.example.");
+        assert_eq!(msg.authorities[0].name.to_ascii(), "cut.c.example.");
+    }
+}

@@ -191,7 +191,7 @@ fn link_cuts_and_wildcards(apex: &[u8], owners: &[Box<[u8]>], by_name: &NameMap<
     }
 }
 
-/// Resolves the additional-section targets of every NS, MX and SRV set.
+/// Resolves the additional-section targets of every NS, MX, SRV, SVCB and HTTPS set.
 fn link_targets(by_name: &NameMap<NodeId>, nodes: &mut [Node]) {
     for id in 0..nodes.len() {
         let targets: Vec<Vec<Target>> = nodes
@@ -225,6 +225,18 @@ fn compile_rrset(set: &RecordSet) -> Option<Rrset> {
     })
 }
 
+/// Length of the uncompressed wire name at the start of `wire`.
+fn wire_name_len(wire: &[u8]) -> Option<usize> {
+    let mut pos = 0;
+    loop {
+        let len = usize::from(*wire.get(pos)?);
+        pos += 1 + len;
+        if len == 0 {
+            return Some(pos);
+        }
+    }
+}
+
 /// TYPE CLASS TTL RDLENGTH RDATA of one record.
 pub(super) fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u8>> {
     let rdlen = u16::try_from(rdata.len()).ok()?;
@@ -237,17 +249,21 @@ pub(super) fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u
     Some(out)
 }
 
-/// Names in NS, MX and SRV RDATA that have A/AAAA records in this zone.
+/// Names in NS, MX, SRV, SVCB and HTTPS RDATA (RFC 9460 §4.1: the `TargetName`) that
+/// have A/AAAA records in this zone.
 fn find_targets(set: &Rrset, by_name: &NameMap<NodeId>, nodes: &[Node]) -> Vec<Target> {
     let name_at = match set.rtype {
         rtype::NS => 0,
-        rtype::MX => 2,
+        rtype::MX | rtype::SVCB | rtype::HTTPS => 2,
         rtype::SRV => 6,
         _ => return Vec::new(),
     };
     let mut found = Vec::new();
     for (at, record) in set.each_record() {
-        let Some(target) = record.get(10 + name_at..) else {
+        let Some(target) = record
+            .get(10 + name_at..)
+            .and_then(|rest| rest.get(..wire_name_len(rest)?))
+        else {
             continue;
         };
         let Some(&node) = by_name.get(target) else {

@@ -16,8 +16,9 @@ use crate::wire::{
 
 /// Longest CNAME chain followed inside a zone before answering with what we have.
 pub const MAX_CNAME_CHAIN: usize = 8;
-/// Additional-section targets remembered per response.
-const MAX_TARGETS: usize = 16;
+/// Additional-section targets remembered per response (a set of 30 MX gets all its
+/// targets' addresses, as knotd gives them, when they fit).
+const MAX_TARGETS: usize = 32;
 /// Largest DNS message (TCP, RFC 1035 §4.2.2).
 pub const MAX_MESSAGE: usize = 65_535;
 /// Largest UDP response without EDNS (RFC 1035 §2.3.4).
@@ -62,7 +63,8 @@ struct Resolution {
 
 /// The names whose addresses go in the additional section.
 struct Targets {
-    list: [(usize, NodeId); MAX_TARGETS],
+    /// (where the name is in the message, its node); positions fit 16 bits (≤ 65,535).
+    list: [(u16, NodeId); MAX_TARGETS],
     len: usize,
 }
 
@@ -75,14 +77,18 @@ impl Targets {
     }
 
     fn push(&mut self, at: usize, node: NodeId) {
-        if let Some(slot) = self.list.get_mut(self.len) {
-            *slot = (at, node);
-            self.len += 1;
-        }
+        let (Some(slot), Ok(at)) = (self.list.get_mut(self.len), u16::try_from(at)) else {
+            return;
+        };
+        *slot = (at, node);
+        self.len += 1;
     }
 
     fn iter(&self) -> impl Iterator<Item = (usize, NodeId)> + '_ {
-        self.list.iter().take(self.len).copied()
+        self.list
+            .iter()
+            .take(self.len)
+            .map(|&(at, node)| (usize::from(at), node))
     }
 }
 
@@ -133,7 +139,11 @@ impl Engine {
             b.reserve(OPT_LEN);
         }
         let health = self.health.load();
-        let ctx = Ctx { bitmap: &health, draw };
+        let ctx = Ctx {
+            bitmap: &health,
+            draw,
+            question: NameRef::literal(HEADER_LEN, query.qname.as_wire()),
+        };
         let resolved = self.resolve(&query, &mut b, &ctx);
         let (flags, rcode, counts) = if let Ok(r) = resolved {
             (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts)
@@ -226,10 +236,7 @@ impl Engine {
             return Ok(refused);
         };
         let mut counts = Counts::default();
-        let mut current = NameRef {
-            at: HEADER_LEN,
-            wire: query.qname.as_wire(),
-        };
+        let mut current = ctx.question;
         let mut targets = Targets::new();
         // The nodes the chain has answered from: a CNAME back to one of them is a loop,
         // answered with the records so far (RFC 1034 §3.6.2, RFC 2181 §5).
@@ -237,12 +244,12 @@ impl Engine {
         for chain in 0..=MAX_CNAME_CHAIN {
             let found = zone.find(current.wire, query.qtype);
             let id = match found {
-                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b),
+                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b, ctx.question),
                 // A chain into a delegation: step 3 restarted at the target goes on to
                 // 3b, the referral — the cut's NS in authority, glue in additional —
                 // after the CNAMEs, which we answer with authority (RFC 1034 §4.3.2).
                 Found::Referral(cut) => {
-                    let delegation = referral(zone, cut, current, b)?;
+                    let delegation = referral(zone, cut, current, b, ctx.question)?;
                     counts.authority += delegation.counts.authority;
                     counts.additional += delegation.counts.additional;
                     break;
@@ -272,7 +279,7 @@ impl Engine {
             };
             if let Some(set) = wanted {
                 counts.answer += put_set(zone, ctx, b, current, set, &mut targets, 0)?.count;
-                counts.additional += put_additional(zone, &targets, b, false)?;
+                counts.additional += put_additional(zone, &targets, b, false, ctx.question)?;
                 break;
             }
             // RRSIG and NSEC stand beside a CNAME (RFC 2181 §10.1, RFC 4035 §2.5): a
@@ -306,7 +313,13 @@ pub(super) fn stands_beside_cname(qtype: u16) -> bool {
 }
 
 /// A referral: the cut's NS set in authority, glue in additional, AA clear.
-fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<'_>) -> Result<Resolution, Full> {
+fn referral(
+    zone: &ZoneData,
+    cut: NodeId,
+    current: NameRef<'_>,
+    b: &mut Builder<'_>,
+    question: NameRef<'_>,
+) -> Result<Resolution, Full> {
     let mut counts = Counts::default();
     let Some(node) = zone.node(cut) else {
         return Ok(Resolution {
@@ -318,10 +331,10 @@ fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<
     let owner = current.suffix(current.wire.len().saturating_sub(node.name.len()));
     let mut targets = Targets::new();
     if let Some(ns) = node.rrset(rtype::NS) {
-        counts.authority += put_rrset(b, owner, ns, &mut targets)?;
+        counts.authority += put_rrset(b, owner, ns, &mut targets, question)?.0;
     }
     // Glue is required for in-domain servers: if it does not fit, TC (RFC 9471 §3).
-    counts.additional += put_additional(zone, &targets, b, true)?;
+    counts.additional += put_additional(zone, &targets, b, true, question)?;
     Ok(Resolution {
         rcode: Rcode::NoError,
         authoritative: false,
@@ -337,10 +350,12 @@ fn put_negative(zone: &ZoneData, current: NameRef<'_>, b: &mut Builder<'_>) -> R
     Ok(1)
 }
 
-/// What the query path reads besides the query: the health bitmap and the random draw.
+/// What the query path reads besides the zones: the health bitmap, the random draw and
+/// where the question name is (RDATA names are compressed against it).
 struct Ctx<'h> {
     bitmap: &'h [u64],
     draw: u32,
+    question: NameRef<'h>,
 }
 
 /// Longest alias chain followed (the zone loader rejects loops).
@@ -365,9 +380,7 @@ fn put_set<'z>(
     depth: u32,
 ) -> Result<Written<'z>, Full> {
     let Some(policy) = &set.policy else {
-        let start = b.len();
-        let count = put_rrset(b, owner, set, targets)?;
-        let first_rdata = first_rdata(b, start, owner, &set.records);
+        let (count, first_rdata) = put_rrset(b, owner, set, targets, ctx.question)?;
         return Ok(Written { count, first_rdata });
     };
     let picked = policy.pick(ctx.bitmap, ctx.draw.rotate_left(depth * 11));
@@ -383,12 +396,14 @@ fn put_set<'z>(
         match policy.member(index) {
             Some(MemberAnswer::Records { normal, degraded }) => {
                 let blob: &'z [u8] = if picked.degraded { degraded } else { normal };
+                // Member records go out as stored (the XDP program copies the same
+                // bytes): RDATA names uncompressed.
                 for (_, record) in records(blob) {
-                    let start = b.len();
                     owner = b.put_name(owner)?;
+                    let record_at = b.len();
                     b.put(record)?;
                     if written.first_rdata.is_none() {
-                        written.first_rdata = first_rdata(b, start, owner, record);
+                        written.first_rdata = literal_rdata(record_at, record);
                     }
                     written.count += 1;
                 }
@@ -409,20 +424,20 @@ fn put_set<'z>(
     Ok(written)
 }
 
-/// Where the RDATA of the record written at `start` (owner then `record`) sits.
-fn first_rdata<'z>(_b: &Builder<'_>, start: usize, owner: NameRef<'_>, record: &'z [u8]) -> Option<NameRef<'z>> {
-    // `owner` is where the name was pointed to (2 octets) or, past pointer range, the
-    // literal copy written at `start`.
-    let owner_len = if owner.at < start && owner.at <= 0x3fff {
-        2
-    } else {
-        owner.wire.len()
-    };
+/// The RDATA of `record`, written as stored at `record_at`, as a literal name.
+fn literal_rdata(record_at: usize, record: &[u8]) -> Option<NameRef<'_>> {
     let rdlen = usize::from(u16::from_be_bytes([*record.get(8)?, *record.get(9)?]));
-    Some(NameRef {
-        at: start + owner_len + 10,
-        wire: record.get(10..10 + rdlen)?,
-    })
+    Some(NameRef::literal(record_at + 10, record.get(10..10 + rdlen)?))
+}
+
+/// Where the one name of a type's RDATA starts, for the types whose RDATA names may be
+/// compressed (RFC 1035 §3.3; RFC 3597 §4 forbids it for every later type).
+fn compressible_name_at(rtype: u16) -> Option<usize> {
+    match rtype {
+        rtype::NS | rtype::CNAME | rtype::PTR => Some(0),
+        rtype::MX => Some(2),
+        _ => None,
+    }
 }
 
 thread_local! {
@@ -449,12 +464,39 @@ fn next_draw() -> u32 {
     })
 }
 
-/// Writes every record of `set` owned by `owner`; remembers additional-section targets.
-fn put_rrset(b: &mut Builder<'_>, mut owner: NameRef<'_>, set: &Rrset, targets: &mut Targets) -> Result<u16, Full> {
+/// Writes every record of `set` owned by `owner`, RDATA names compressed against the
+/// question; remembers additional-section targets. Returns the count and where the
+/// first record's RDATA name is (CNAME chasing).
+fn put_rrset<'z>(
+    b: &mut Builder<'_>,
+    mut owner: NameRef<'_>,
+    set: &'z Rrset,
+    targets: &mut Targets,
+    question: NameRef<'_>,
+) -> Result<(u16, Option<NameRef<'z>>), Full> {
+    let name_at = compressible_name_at(set.rtype);
+    let mut first = None;
     for (at, record) in set.each_record() {
         owner = b.put_name(owner)?;
         let record_at = b.len();
-        b.put(record)?;
+        let name = match (name_at, record.get(..8), record.get(10..)) {
+            (Some(prefix), Some(fixed), Some(rdata)) if rdata.len() > prefix => {
+                b.put(fixed)?;
+                let rdlen_at = b.len();
+                b.put_u16(0)?;
+                b.put(rdata.get(..prefix).unwrap_or_default())?;
+                let name = b.put_rdata_name(rdata.get(prefix..).unwrap_or_default(), question)?;
+                b.set_u16(rdlen_at, (b.len() - rdlen_at - 2) as u16);
+                Some(name)
+            }
+            _ => {
+                b.put(record)?;
+                literal_rdata(record_at, record)
+            }
+        };
+        if first.is_none() {
+            first = name;
+        }
         for target in &set.targets {
             let offset = target.offset as usize;
             if offset >= at && offset < at + record.len() {
@@ -462,27 +504,32 @@ fn put_rrset(b: &mut Builder<'_>, mut owner: NameRef<'_>, set: &Rrset, targets: 
             }
         }
     }
-    Ok(set.count)
+    Ok((set.count, first))
 }
 
 /// A and AAAA of each target. Optional data that does not fit is left out whole set by
-/// whole set; `required` data (glue) that does not fit makes the answer truncated.
-fn put_additional(zone: &ZoneData, targets: &Targets, b: &mut Builder<'_>, required: bool) -> Result<u16, Full> {
+/// whole set (later, smaller sets may still go in); `required` data (glue) that does
+/// not fit makes the answer truncated.
+fn put_additional(
+    zone: &ZoneData,
+    targets: &Targets,
+    b: &mut Builder<'_>,
+    required: bool,
+    question: NameRef<'_>,
+) -> Result<u16, Full> {
     let mut added = 0;
     for (at, id) in targets.iter() {
         let Some(node) = zone.node(id) else { continue };
-        let owner = NameRef { at, wire: &node.name };
+        let owner = NameRef::literal(at, &node.name);
         for rr_type in [rtype::A, rtype::AAAA] {
             let Some(set) = node.rrset(rr_type) else {
                 continue;
             };
             let mark = b.len();
-            match put_rrset(b, owner, set, &mut Targets::new()) {
-                Ok(count) => added += count,
-                Err(Full) if !required => {
-                    b.truncate(mark);
-                    return Ok(added);
-                }
+            match put_rrset(b, owner, set, &mut Targets::new(), question) {
+                Ok((count, _)) => added += count,
+                // A smaller set further on may still fit (as knotd fills it).
+                Err(Full) if !required => b.truncate(mark),
                 Err(Full) => return Err(Full),
             }
         }

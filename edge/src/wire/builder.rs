@@ -2,28 +2,54 @@
 //!
 //! Nothing here allocates. Names are written as compression pointers (RFC 1035 §4.1.4)
 //! to a copy that is already in the message whenever that copy is within reach of a
-//! pointer (offset < 0x4000), and literally otherwise.
+//! pointer (offset < 0x4000), and literally otherwise. Names inside RDATA are
+//! compressed against the question name: their labels up to the longest suffix they
+//! share with it, then a pointer into the question (which is always literal).
+use super::name::label_starts;
 
 /// The response would exceed the size limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Full;
 
-/// A name already present, uncompressed, at offset `at` of the message being built.
+/// A name already present at offset `at` of the message being built: its first
+/// `literal` octets written there, the rest (if any) written literally at `rest`.
 #[derive(Clone, Copy, Debug)]
 pub struct NameRef<'n> {
-    /// Offset of the literal copy in the message.
+    /// Offset of the name's encoding in the message.
     pub at: usize,
-    /// The name's wire form (used when a pointer cannot reach `at`).
+    /// The name's whole wire form (used when a pointer cannot reach `at`).
     pub wire: &'n [u8],
+    /// Octets of `wire` written literally at `at` (all of it when uncompressed).
+    pub literal: usize,
+    /// Where `wire[literal..]` is written literally, when `literal < wire.len()`.
+    pub rest: usize,
 }
 
 impl<'n> NameRef<'n> {
+    /// A name written literally at `at`.
+    #[must_use]
+    pub fn literal(at: usize, wire: &'n [u8]) -> NameRef<'n> {
+        NameRef {
+            at,
+            wire,
+            literal: wire.len(),
+            rest: at + wire.len(),
+        }
+    }
+
     /// The suffix of this name that starts at label offset `offset` of `wire`.
     #[must_use]
     pub fn suffix(self, offset: usize) -> NameRef<'n> {
-        NameRef {
-            at: self.at + offset,
-            wire: self.wire.get(offset..).unwrap_or_default(),
+        let wire = self.wire.get(offset..).unwrap_or_default();
+        if offset < self.literal {
+            NameRef {
+                at: self.at + offset,
+                wire,
+                literal: self.literal - offset,
+                rest: self.rest,
+            }
+        } else {
+            NameRef::literal(self.rest + (offset - self.literal), wire)
         }
     }
 }
@@ -97,8 +123,41 @@ impl<'b> Builder<'b> {
         } else {
             let at = self.len;
             self.put(name.wire)?;
-            Ok(NameRef { at, wire: name.wire })
+            Ok(NameRef::literal(at, name.wire))
         }
+    }
+
+    /// Appends `name` (lowercase wire) as RDATA: its labels up to the longest suffix it
+    /// shares with `question` (a literal name), then a pointer to that suffix; all of it
+    /// literally when they share only the root. Returns where it now is.
+    pub fn put_rdata_name<'n>(&mut self, name: &'n [u8], question: NameRef<'_>) -> Result<NameRef<'n>, Full> {
+        let at = self.len;
+        for start in label_starts(name) {
+            let suffix = name.get(start..).unwrap_or_default();
+            if suffix.len() <= 1 || suffix.len() > question.literal {
+                continue;
+            }
+            let Some(offset) = question.wire.len().checked_sub(suffix.len()) else {
+                continue;
+            };
+            let target = question.at + offset;
+            if target > MAX_POINTER
+                || question.wire.get(offset..) != Some(suffix)
+                || !label_starts(question.wire).any(|s| s == offset)
+            {
+                continue;
+            }
+            self.put(name.get(..start).unwrap_or_default())?;
+            self.put_u16(0xc000 | target as u16)?;
+            return Ok(NameRef {
+                at,
+                wire: name,
+                literal: start,
+                rest: target,
+            });
+        }
+        self.put(name)?;
+        Ok(NameRef::literal(at, name))
     }
 
     /// Overwrites the `u16` at `at` (header fields, counts).
@@ -130,21 +189,38 @@ mod tests {
         let mut buf = [0u8; 64];
         let mut b = Builder::new(&mut buf, 16);
         b.put(&[0; 12]).unwrap();
-        let name = NameRef {
-            at: 12,
-            wire: b"\x01a\x00",
-        };
+        let name = NameRef::literal(12, b"\x01a\x00");
         b.put_name(name).unwrap();
         assert_eq!(b.as_slice()[12..], [0xc0, 12]);
         assert_eq!(b.put(&[1, 2, 3]), Err(Full));
         assert_eq!(b.len(), 14);
-        let far = NameRef {
-            at: 0x4000,
-            wire: b"\x01a\x00",
-        };
+        let far = NameRef::literal(0x4000, b"\x01a\x00");
         let mut big = vec![0u8; 64];
         let mut b = Builder::new(&mut big, 64);
         let copy = b.put_name(far).unwrap();
         assert_eq!((copy.at, b.as_slice()), (0, &b"\x01a\x00"[..]));
+    }
+
+    #[test]
+    fn rdata_names_point_into_the_question() {
+        let mut buf = [0u8; 128];
+        let mut b = Builder::new(&mut buf, 128);
+        b.put(&[0; 12]).unwrap();
+        let qname = b"\x03www\x03cut\x02kd\x07example\x00";
+        b.put(qname).unwrap();
+        let question = NameRef::literal(12, qname);
+        let ns = b
+            .put_rdata_name(b"\x03ns0\x03cut\x02kd\x07example\x00", question)
+            .unwrap();
+        assert_eq!(&b.as_slice()[ns.at..], b"\x03ns0\xc0\x10", "pointer to cut.kd.example.");
+        // A suffix past the literal labels is where the pointer led.
+        let cut = ns.suffix(4);
+        assert_eq!((cut.at, cut.literal), (16, cut.wire.len()));
+        assert_eq!(ns.suffix(0).at, ns.at);
+        // Sharing only a partial label or the root: literal.
+        let other = b.put_rdata_name(b"\x02xample\x00", question).unwrap();
+        assert_eq!(other.literal, other.wire.len());
+        let elsewhere = b.put_rdata_name(b"\x02ns\x05other\x07example\x00", question).unwrap();
+        assert_eq!(&b.as_slice()[elsewhere.at..], b"\x02ns\x05other\xc0\x17");
     }
 }

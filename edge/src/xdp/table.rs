@@ -262,12 +262,17 @@ fn plain(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<Ans
 }
 
 /// True when each of the `count` records of `tail` is owned by the question name
-/// (pointer 0xc00c) and the tail holds nothing else: no record points into another
-/// (RDATA is written uncompressed), so the tail answers a question of any length.
+/// (pointer 0xc00c), none has an RDATA name (user space compresses those against the
+/// question, so their bytes depend on its length) and the tail holds nothing else: the
+/// tail answers a question of any length.
 fn owned_by_question(tail: &[u8], count: u16) -> bool {
     let mut pos = 0;
     for _ in 0..count {
         if tail.get(pos..pos + 2) != Some(&[0xc0, 0x0c]) {
+            return false;
+        }
+        // NS, CNAME, PTR, MX: the types whose RDATA names are compressed.
+        if matches!(tail.get(pos + 2..pos + 4), Some([0, 2 | 5 | 12 | 15]) | None) {
             return false;
         }
         let Some(rdlen) = tail.get(pos + 10..pos + 12) else {
