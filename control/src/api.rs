@@ -22,6 +22,11 @@ pub enum Request {
         /// RR type mnemonic.
         rtype: String,
     },
+    /// A zone's record sets in master-file form (policy sets as comments).
+    Dump {
+        /// The zone's origin.
+        zone: String,
+    },
     /// Force a check's status until the expiry.
     OverrideSet {
         /// Check id.

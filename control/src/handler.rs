@@ -81,6 +81,20 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
         Request::Reload => reload(ctx, state),
         Request::Health { check } => health(state, check.as_deref()),
         Request::Explain { name, rtype } => explain(state, &name, &rtype),
+        Request::Dump { zone } => {
+            let origin = owner_wire(&zone)?;
+            let found = state
+                .snapshot
+                .zones
+                .iter()
+                .find(|z| z.origin == origin)
+                .ok_or_else(|| format!("no zone {zone}"))?;
+            Ok(json!({
+                "zone": name::to_text(&found.origin),
+                "serial": found.serial,
+                "text": qdns_zone::master::zone_text(found),
+            }))
+        }
         Request::OverrideSet {
             check,
             healthy,

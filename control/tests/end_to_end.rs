@@ -594,3 +594,77 @@ members = [
     ctl(&["external", "p", "unhealthy"]);
     a("192.0.2.2"); // the unchecked secondary is always healthy
 }
+
+/// What `named-compilezone` (BIND's zone reader, Debian `bind9-utils`) makes of a master
+/// file: its canonical text, the reference both sides of the round trip are compared in.
+fn compiled(origin: &str, file: &std::path::Path) -> String {
+    let out = std::process::Command::new("named-compilezone")
+        .args([
+            "-q", "-i", "none", "-k", "ignore", "-n", "ignore", "-s", "full", "-o", "-", origin,
+        ])
+        .arg(file)
+        .output()
+        .expect("named-compilezone (Debian bind9-utils, installed by scripts/setup-resolvers)");
+    assert!(
+        out.status.success(),
+        "named-compilezone {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Owners compared lowercased: qdns stores names lowercase (RFC 4343: DNS names
+    // are case-insensitive); everything else must match exactly.
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| match line.split_once(char::is_whitespace) {
+            Some((owner, rest)) => format!("{} {rest}", owner.to_ascii_lowercase()),
+            None => line.to_owned(),
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+/// Issue 12: load → `qdnsctl dump` → the same zone as BIND's reader sees it.
+#[test]
+fn dump_round_trips_a_master_file() {
+    let mut loc = Location::control_only();
+    let master = "$ORIGIN rt.example.\n$TTL 300\n\
+        @ 3600 SOA ns1 hostmaster 7 7200 900 1209600 60\n@ NS ns1\n@ NS ns.other.example.\n\
+        ns1 A 192.0.2.1\nns1 AAAA 2001:db8::1\n@ MX 10 mail\nmail A 192.0.2.25\n\
+        txt TXT \"\\127\\128\\200\\255\" \"\\065 \\\"q\\\" \\\\\" plain\\032word\n\
+        sp\\032ace A 192.0.2.32\ndot\\.ted A 192.0.2.46\nMiXeD TXT x\n\
+        x TYPE65280 \\# 4 0a000001\ny A \\# 4 c0000263\nz TYPE65281 \\# 0\n\
+        cut NS ns.cut\nns.cut A 192.0.2.153\ncut DS 60485 5 1 2BB183AF5F22588179A53B0A98631FAD1A292118\n\
+        types CAA 0 issue \"ca.example.net; account=1\"\ntypes SSHFP 1 1 dd465c09cfa51fb45020cc83316fff21b9ec74ac\n\
+        types TLSA 3 1 1 0c72ac70b745ac19998811b131d662c9ac69dbdbe7cb23e5b514b56664c5d3d6\n\
+        types NAPTR 100 10 \"S\" \"SIP+D2U\" \"\" _sip._udp\ntypes HINFO \"PC\" \"Linux\"\n\
+        types SVCB 1 ns1 alpn=h2,h3 port=8443 ipv4hint=192.0.2.1\ntypes HTTPS 1 . alpn=h2\n\
+        types URI 10 1 \"https://example.net/\"\ntypes SPF \"v=spf1 -all\"\ntypes PTR ns1\n\
+        _sip._tcp SRV 1 2 5060 ns1\nalias CNAME ns1\n*.w A 192.0.2.99\n";
+    let input = loc.dir.path().join("rt.zone");
+    fs::write(&input, master).unwrap();
+    fs::copy(&input, loc.zones().join("rt.zone")).unwrap();
+    fs::write(
+        loc.zones().join("rt.toml"),
+        "[zone]\norigin = \"rt.example.\"\ninclude = \"rt.zone\"\n",
+    )
+    .unwrap();
+    let reload = loc.ctl_json(&["reload"]);
+    assert!(reload.to_string().contains("rt.example."), "{reload}");
+    let out = loc.ctl(&["dump", "rt.example."]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dumped = loc.dir.path().join("dumped.zone");
+    fs::write(&dumped, &out.stdout).unwrap();
+    assert_eq!(
+        compiled("rt.example.", &dumped),
+        compiled("rt.example.", &input),
+        "dump:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A zone that does not exist is an error; policy sets are listed as comments.
+    assert!(!loc.ctl(&["dump", "nothing.example."]).status.success());
+    let shop = loc.ctl(&["dump", "shop.example."]);
+    let text = String::from_utf8_lossy(&shop.stdout);
+    assert!(text.contains("; www.shop.example. A: Weighted policy set"), "{text}");
+    loc.control.take();
+}

@@ -136,7 +136,7 @@ fn types_and_labels(m: &mut String, names: &mut Vec<String>) {
          types SVCB 1 host1 alpn=h2,h3 port=8443\ntypes HTTPS 1 . alpn=h2\n\
          types TYPE65280 \\# 4 0a000001\ngeneric A \\# 4 c0000263\ngeneric TYPE65281 \\# 0\n\
          types URI 10 1 \"https://example.net/\"\ntypes SPF \"v=spf1 -all\"\ntypes PTR host1\n\
-         types DNAME other.example.\ntypes RP hostmaster txt1\ntypes AFSDB 1 host2\n"
+         types RP hostmaster txt1\ntypes AFSDB 1 host2\n"
     )
     .unwrap();
     name(names, "types");

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   zones/*.toml ──schema (serde, spans)──┐
-//!   [zone] include = master file ─hickory─┴─► validate ─► Snapshot { version, zones }
+//!   [zone] include = master file ─master─┴─► validate ─► Snapshot { version, zones }
 //! ```
 //!
 //! Both daemons use it: `qdns-control` compiles zones into snapshots and pushes them to

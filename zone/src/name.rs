@@ -17,7 +17,8 @@ pub fn to_wire(name: &Name) -> Vec<u8> {
     out
 }
 
-/// Presentation form of a wire name (for messages and logs), e.g. `www.example.com.`.
+/// Presentation form of a wire name, e.g. `www.example.com.`: for messages and logs,
+/// and valid in a master file (every octet the reader would misread is escaped).
 #[must_use]
 pub fn to_text(wire: &[u8]) -> String {
     let mut out = String::new();
@@ -29,7 +30,7 @@ pub fn to_text(wire: &[u8]) -> String {
         let label = wire.get(pos + 1..pos + 1 + usize::from(len)).unwrap_or_default();
         for &byte in label {
             match byte {
-                b'.' | b'\\' => {
+                b'.' | b'\\' | b'"' | b'(' | b')' | b';' | b'@' | b'$' => {
                     out.push('\\');
                     out.push(char::from(byte));
                 }

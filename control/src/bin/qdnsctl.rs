@@ -36,6 +36,8 @@ enum Command {
     Health { check: Option<String> },
     /// Why NAME answers TYPE as it does.
     Explain { name: String, rtype: String },
+    /// ZONE's record sets as a master file (RFC 1035 §5; policy sets as comments).
+    Dump { zone: String },
     /// Force a check's status for a while.
     Override {
         #[command(subcommand)]
@@ -118,6 +120,7 @@ fn main() -> ExitCode {
         Command::Reload => Request::Reload,
         Command::Health { check } => Request::Health { check },
         Command::Explain { name, rtype } => Request::Explain { name, rtype },
+        Command::Dump { zone } => Request::Dump { zone },
         Command::Override {
             action: OverrideAction::Set { check, status, expires },
         } => Request::OverrideSet {
@@ -330,6 +333,7 @@ fn print_human(request: &Request, data: &Value) {
                 );
             }
         }
+        Request::Dump { .. } => print!("{}", s(&data["text"])),
         Request::Events { .. } => {
             for e in data.as_array().into_iter().flatten() {
                 println!("{}  {:<9} {}", time(&e["time"]), s(&e["kind"]), s(&e["message"]));

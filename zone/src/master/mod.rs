@@ -3,8 +3,10 @@
 //! serve and the RFC 3597 generic form for any type. Errors name the file and line.
 //!
 //! Modules: `lexer` (entries and raw tokens), `text` (field decoders), `rdata` (per
-//! type), `svcb` (`SvcParams`), `types` (mnemonics and the types a zone may not hold).
+//! type), `svcb` (`SvcParams`), `types` (mnemonics and the types a zone may not hold),
+//! `present` (the way back: `qdnsctl dump`).
 mod lexer;
+mod present;
 mod rdata;
 mod svcb;
 mod text;
@@ -17,6 +19,7 @@ use hickory_proto::rr::{Name, RecordType};
 
 use crate::{name, ZoneError};
 use lexer::{Entry, Lexer, Token};
+pub use present::{name_text, rdata_text, zone_text};
 
 /// Deepest `$INCLUDE` nesting followed (a loop of includes ends here with an error).
 const MAX_INCLUDE_DEPTH: usize = 16;

@@ -158,6 +158,94 @@ fn param_value(key: u16, value: Option<&[u8]>) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The `SvcParams` of wire RDATA (after the target name) in presentation form, each
+/// with a leading blank; `None` when they are not well-formed (the caller then writes
+/// the generic form).
+pub(super) fn params_text(mut wire: &[u8]) -> Option<String> {
+    use base64::Engine as _;
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let mut last: Option<u16> = None;
+    while !wire.is_empty() {
+        let key = u16::from_be_bytes([*wire.first()?, *wire.get(1)?]);
+        let len = usize::from(u16::from_be_bytes([*wire.get(2)?, *wire.get(3)?]));
+        let value = wire.get(4..4 + len)?;
+        wire = wire.get(4 + len..)?;
+        if last.is_some_and(|l| l >= key) {
+            return None;
+        }
+        last = Some(key);
+        let label = key_label(key);
+        match key {
+            NO_DEFAULT_ALPN if value.is_empty() => {
+                let _ = write!(out, " {label}");
+            }
+            MANDATORY => {
+                if value.is_empty() || value.len() % 2 != 0 {
+                    return None;
+                }
+                let keys: Vec<String> = value
+                    .chunks(2)
+                    .map(|k| key_label(u16::from_be_bytes([k[0], k[1]])))
+                    .collect();
+                let _ = write!(out, " {label}={}", keys.join(","));
+            }
+            ALPN => {
+                let mut items = Vec::new();
+                let mut rest = value;
+                while let Some((&n, tail)) = rest.split_first() {
+                    let item = tail.get(..usize::from(n))?;
+                    rest = tail.get(usize::from(n)..)?;
+                    let mut escaped = Vec::new();
+                    for &b in item {
+                        if b == b',' || b == b'\\' {
+                            escaped.push(b'\\');
+                        }
+                        escaped.push(b);
+                    }
+                    items.push(escaped);
+                }
+                if items.is_empty() || items.iter().any(Vec::is_empty) {
+                    return None;
+                }
+                let _ = write!(out, " {label}={}", super::present::quoted(&items.join(&b',')));
+            }
+            PORT if value.len() == 2 => {
+                let _ = write!(out, " {label}={}", u16::from_be_bytes([value[0], value[1]]));
+            }
+            IPV4HINT if !value.is_empty() && value.len() % 4 == 0 => {
+                let addrs: Vec<String> = value
+                    .chunks(4)
+                    .map(|a| std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string())
+                    .collect();
+                let _ = write!(out, " {label}={}", addrs.join(","));
+            }
+            IPV6HINT if !value.is_empty() && value.len() % 16 == 0 => {
+                let addrs: Vec<String> = value
+                    .chunks(16)
+                    .map(|a| std::net::Ipv6Addr::from(<[u8; 16]>::try_from(a).unwrap_or_default()).to_string())
+                    .collect();
+                let _ = write!(out, " {label}={}", addrs.join(","));
+            }
+            ECH if !value.is_empty() => {
+                let _ = write!(
+                    out,
+                    " {label}={}",
+                    base64::engine::general_purpose::STANDARD.encode(value)
+                );
+            }
+            NO_DEFAULT_ALPN | PORT | IPV4HINT | IPV6HINT | ECH => return None,
+            _ if value.is_empty() => {
+                let _ = write!(out, " {label}");
+            }
+            _ => {
+                let _ = write!(out, " {label}={}", super::present::quoted(value));
+            }
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{lexer::Lexer, rdata, types};

@@ -124,6 +124,9 @@ pub(super) fn refuse(code: u16) -> Result<(), String> {
             "{} records are not served: qdns does not serve signed zones from zone files",
             name(code)
         )),
+        DNAME => Err(
+            "DNAME redirection (RFC 6672) is not implemented: names below it would get NXDOMAIN; use CNAMEs".to_owned(),
+        ),
         0 | 41 | 128..=255 => Err(format!("{} is a meta or question type, not zone data", name(code))),
         _ => Ok(()),
     }
@@ -145,5 +148,6 @@ mod tests {
         assert_eq!(name(99), "SPF");
         assert!(refuse(DS).is_ok());
         assert!(refuse(46).is_err());
+        assert!(refuse(DNAME).unwrap_err().contains("RFC 6672"));
     }
 }
