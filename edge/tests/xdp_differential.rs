@@ -10,10 +10,12 @@
 //! frame it passes must be untouched.
 mod common;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    fmt::Write as _,
+};
 
 use common::{
-    example_zones,
     frames::{check_response_frame, ipv4_udp_frame, ipv6_udp_frame, vlan, with_ipv4_options},
     netns::is_root,
     Rng,
@@ -23,14 +25,40 @@ use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
-fn engine() -> Engine {
-    let snapshot = qdns_zone::load_dir(&example_zones(), 1).expect("example zones load");
-    Engine::compile(&snapshot).expect("example zones compile")
+/// The example zones plus one of answers over 256 and over 512 octets (the large-tail
+/// table, and the client limits the program holds answers to).
+fn zones() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        common::copy_examples(dir.path());
+        let mut toml = String::from(
+            "[zone]\norigin = \"big.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.big.example.\"\n\
+             rname = \"h.big.example.\"\nserial = 1\nrefresh = 7200\nretry = 900\nexpire = 1209600\nminimum = 30\n\
+             [zone.ns]\nnames = [\"ns.big.example.\"]\n[[rrset]]\nname = \"ns\"\ntype = \"A\"\nvalues = [\"192.0.2.53\"]\n",
+        );
+        for (name, count) in [("a20", 20), ("a40", 40), ("a70", 70), ("a150", 150)] {
+            let values: Vec<String> = (0..count).map(|i| format!("\"198.51.{}.{}\"", i / 200, i % 200)).collect();
+            let _ = writeln!(toml, "[[rrset]]\nname = \"{name}\"\ntype = \"A\"\nvalues = [{}]", values.join(", "));
+        }
+        for (name, len) in [("txt300", 300), ("txt900", 900), ("txt1900", 1900)] {
+            let strings: Vec<String> = (0..len / 100).map(|i| format!("'\"{i:03}{}\"'", "t".repeat(90))).collect();
+            let _ = writeln!(toml, "[[rrset]]\nname = \"{name}\"\ntype = \"TXT\"\nvalues = [{}]", strings.join(", "));
+        }
+        std::fs::write(dir.path().join("big.example.toml"), toml).unwrap();
+        dir
+    })
+    .path()
 }
 
-/// Owner names of the example zones, plus names that do not exist below them.
+fn engine() -> Engine {
+    let snapshot = qdns_zone::load_dir(zones(), 1).expect("test zones load");
+    Engine::compile(&snapshot).expect("test zones compile")
+}
+
+/// Owner names of the test zones, plus names that do not exist below them.
 fn names(engine: &Engine) -> Vec<String> {
-    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let snapshot = qdns_zone::load_dir(zones(), 1).unwrap();
     let mut names: Vec<String> = snapshot
         .zones
         .iter()
@@ -110,6 +138,18 @@ fn option(rng: &mut Rng) -> Vec<u8> {
     out.extend((data.len() as u16).to_be_bytes());
     out.extend(data);
     out
+}
+
+/// Octets of the question of `dns` (name, type, class).
+fn dns_question_len(dns: &[u8]) -> usize {
+    let mut pos = 12;
+    while let Some(&len) = dns.get(pos) {
+        pos += 1 + usize::from(len);
+        if len == 0 || len >= 0xc0 {
+            break;
+        }
+    }
+    pos - 12 + 4
 }
 
 /// A DNS query built here (not with the edge's own code).
@@ -215,6 +255,30 @@ fn random_bitmap(engine: &Engine, rng: &mut Rng) -> Vec<u64> {
         .collect()
 }
 
+/// Each answer kind and each pass reason the generated queries must reach.
+fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
+    for kind in [
+        "answered_plain",
+        "answered_weighted",
+        "answered_failover",
+        "answered_multivalue",
+        "answered_zonal",
+        "answered_nodata",
+        "answered_nxdomain",
+        "answered_wildcard",
+        "pass_edns",
+        "pass_special_query",
+        "pass_not_cached",
+        "pass_outside_zones",
+        "pass_long_name",
+        "pass_needs_tc",
+        "pass_large",
+        "pass_referral",
+    ] {
+        assert!(c[kind] > 0, "{kind} never happened: {c:?}");
+    }
+}
+
 #[test]
 fn xdp_answers_are_byte_identical_to_user_space() {
     if !is_root() {
@@ -235,6 +299,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let names = names(&engine);
     let mut out = vec![0u8; MAX_MESSAGE];
     let (mut tx, mut passed, mut total) = (0u32, 0u32, 0u32);
+    // Answered in XDP with more than 512 and more than 256 + question octets.
+    let (mut tx_over_512, mut tx_large) = (0u32, 0u32);
     // Answered in XDP: queries with DO=1, queries with options.
     let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
     // Answered frames per shape: [IPv4, IPv4 with options, IPv6] × [untagged, VLAN].
@@ -259,6 +325,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     tx_options += u32::from(sent.options);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
+                    tx_over_512 += u32::from(sent.len() > 512);
+                    tx_large += u32::from(sent.len() > 12 + dns_question_len(&dns) + 256);
                     let valid = engine_answers(&engine, &dns, &mut out);
                     assert!(
                         valid.contains(&sent),
@@ -287,24 +355,12 @@ fn xdp_answers_are_byte_identical_to_user_space() {
         "queries with EDNS options are answered in XDP: {tx_options}"
     );
     assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
+    assert!(
+        tx_large > 50 && tx_over_512 > 20,
+        "large answers are sent from XDP: {tx_large} over the 256-octet tail, {tx_over_512} over 512 octets"
+    );
     assert_eq!(c["seen"], u64::from(total));
-    for kind in [
-        "answered_plain",
-        "answered_weighted",
-        "answered_failover",
-        "answered_multivalue",
-        "answered_zonal",
-        "answered_nodata",
-        "answered_nxdomain",
-        "answered_wildcard",
-        "pass_edns",
-        "pass_special_query",
-        "pass_not_cached",
-        "pass_outside_zones",
-        "pass_long_name",
-    ] {
-        assert!(c[kind] > 0, "{kind} never happened: {c:?}");
-    }
+    assert_every_outcome(&c);
     let answered: u64 = c
         .iter()
         .filter(|(k, _)| k.starts_with("answered_"))

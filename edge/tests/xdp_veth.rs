@@ -139,6 +139,12 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
     // Answered by the program too: DO=1 with a COOKIE, as validating resolvers send.
     let out = dig(SERVER, &["+dnssec", "+cookie", "www.example.com", "A"]);
     assert!(out.contains("192.0.2.10") && out.contains("flags: do;"), "{out}");
+    // Over 512 octets: the program answers an EDNS client whole; without EDNS the
+    // answer needs TC, so user space sends it (counted in pass_needs_tc).
+    let out = dig(SERVER, &["+bufsize=1232", "pool.example.com", "A"]);
+    assert!(out.contains("ANSWER: 30,") && !out.contains(" tc"), "{out}");
+    let out = dig(SERVER, &["+noedns", "+ignore", "pool.example.com", "A"]);
+    assert!(out.contains("flags: qr aa tc"), "{out}");
     // Synthesised from a wildcard by the program too (RFC 4592).
     let out = dig(SERVER, &["anything.wild.example.com", "A"]);
     assert!(out.contains("192.0.2.99"), "{out}");
@@ -153,12 +159,19 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
     let (status, log) = edge.stop_with_log();
     assert_eq!(status.code(), Some(0));
     assert!(counter(&log, "answered_plain") >= 7, "{log:?}");
-    assert_eq!(counter(&log, "pass_no_room"), 0, "every answer found room: {log:?}");
+    // Every answer found room but the 30-record one: a query from a veth peer sits in
+    // the sender's small buffer (no tailroom, 256 octets of headroom), so that answer
+    // cannot grow 500 octets and passes; user space sends it (a NIC driver's receive
+    // buffers, 2–4 KiB, leave the room).
+    assert!(counter(&log, "pass_no_room") <= 1, "{log:?}");
     assert!(counter(&log, "answered_nxdomain") >= 1, "{log:?}");
     assert!(counter(&log, "answered_failover") >= 1, "{log:?}");
     assert!(counter(&log, "answered_wildcard") >= 1, "{log:?}");
     assert!(counter(&log, "pass_edns") >= 1, "{log:?}");
-    assert!(counter(&log, "pass_not_cached") >= 1, "{log:?}");
+    assert!(
+        counter(&log, "pass_referral") >= 1,
+        "the referral passes, counted by its reason: {log:?}"
+    );
     let after = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
     assert!(!after.contains("xdp"), "detached on SIGTERM: {after}");
     log

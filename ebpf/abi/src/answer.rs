@@ -5,6 +5,7 @@
 //!  CONFIG[0] = generation (low 32 bits) | health buffer (bit 32)   ← one aligned u64 store
 //!  ANSWERS  (generation, qtype, hash of the name) → name + Plain | Policy | Node | Pass
 //!  POLICIES (generation, id) → members with precomputed record bytes
+//!  LARGE    (generation, id) → tails over TAIL_MAX octets (up to LARGE_TAIL_MAX)
 //!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
 //! ```
 //!
@@ -16,7 +17,9 @@
 //! never decides alone.
 
 /// Name of the answer table.
-pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V1";
+pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V2";
+/// Name of the table of large answer tails (see [`PLAIN_LARGE`]).
+pub const LARGE_MAP: &str = "QDNS_LARGE_V1";
 /// Name of the policy table.
 pub const POLICIES_MAP: &str = "QDNS_POLICIES_V1";
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
@@ -35,8 +38,13 @@ pub const CONFIG_ENTRIES: u32 = 2;
 /// Longest question name (wire octets) the fast path answers; longer ones go to user
 /// space. Eight words: the program handles the name in a fixed number of steps.
 pub const NAME_MAX: usize = 64;
-/// Largest precomputed answer tail (the sections after the question).
+/// Largest answer tail (the sections after the question) kept in the answer entry.
 pub const TAIL_MAX: usize = 256;
+/// Largest tail of a [`LARGE_MAP`] entry: every tail of a [`RESPONSE_MAX`] response
+/// fits (a power of two, as the program's bounded copy needs).
+pub const LARGE_TAIL_MAX: usize = 2048;
+/// Capacity of the large-tail table (both generations during a flip).
+pub const LARGE_MAX: u32 = 1 << 16;
 /// Most members of a policy set the fast path answers.
 pub const POLICY_MEMBERS: usize = 8;
 /// Largest record bytes of one policy member.
@@ -48,9 +56,14 @@ pub const HEALTH_WORDS: usize = 1024;
 pub const ANSWERS_MAX: u32 = 1 << 21;
 /// Capacity of the policy table.
 pub const POLICIES_MAX: u32 = 1 << 16;
-/// Largest response the fast path sends: it fits every client (RFC 1035 §2.3.4), so no
-/// answer ever needs TC.
-pub const RESPONSE_MAX: usize = 512;
+/// Largest response the fast path sends (header to OPT): 1,232 octets, which crosses
+/// any IPv6 path unfragmented (1,280-octet minimum MTU less 48 octets of headers; the
+/// 2020 DNS flag day size). XDP cannot fragment, so anything larger — an operator may
+/// raise `max_udp_payload` to 4,096 — goes to user space and the kernel. Each answer
+/// is also held to the client's own limit — 512 octets without EDNS (RFC 1035
+/// §2.3.4), else its EDNS size capped by ours (RFC 6891 §6.2.5) — and passes to user
+/// space (which truncates or trims it) when over: the fast path never sets TC.
+pub const RESPONSE_MAX: usize = 1232;
 
 /// One health buffer.
 pub type HealthWords = [u64; HEALTH_WORDS];
@@ -98,6 +111,16 @@ pub const NODE_WILDCARD: u8 = 4;
 /// name (pointer 0xc00c) and nothing in it points elsewhere, so the same tail answers a
 /// question of any length — what a wildcard's synthesised answer needs.
 pub const PLAIN_ANY_QNAME: u8 = 8;
+/// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`]) is the
+/// [`LARGE_MAP`] entry (generation, `policy`); `tail_sum` is its sum.
+pub const PLAIN_LARGE: u8 = 16;
+
+/// [`AnswerValue::reason`] of a pass entry: why user space answers the name.
+pub const REASON_OTHER: u8 = 0;
+/// At or below a zone cut: a referral (its owner and glue depend on the question).
+pub const REASON_REFERRAL: u8 = 1;
+/// The answer is over [`RESPONSE_MAX`] octets, or truncated even at our own limit.
+pub const REASON_LARGE: u8 = 2;
 
 /// Value of [`ANSWERS_MAP`].
 #[repr(C)]
@@ -115,8 +138,8 @@ pub struct AnswerValue {
     pub node_flags: u8,
     /// Wire length of the zone apex (node entries: where the SOA owner points).
     pub apex_len: u8,
-    /// Always 0.
-    pub pad: u8,
+    /// `REASON_*` of a pass entry (or of a node entry without flags); else 0.
+    pub reason: u8,
     /// Response header flags without RD/CD (QR, AA, RCODE), for plain entries; node
     /// entries: QR|AA (the RCODE is added).
     pub flags: u16,
@@ -206,6 +229,15 @@ pub struct PolicyValue {
     pub blobs: [[[u8; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
 }
 const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
+
+/// Value of [`LARGE_MAP`] (key: [`PolicyKey`], the generation and the entry's id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeTail {
+    /// The tail; its length and sum are in the [`AnswerValue`] that points here.
+    pub tail: [u8; LARGE_TAIL_MAX],
+}
+const _: () = assert!(core::mem::size_of::<LargeTail>() == LARGE_TAIL_MAX);
 
 /// Adds the big-endian 16-bit words of `bytes` (from an even offset) to `acc`.
 #[inline(always)]

@@ -23,7 +23,7 @@ pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V6";
+pub const STATS_MAP: &str = "QDNS_STATS_V7";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -91,9 +91,9 @@ counters! {
     PassEdns = 12, "pass_edns";
     /// Passed (malformed): IP/UDP lengths disagree or octets follow the message.
     PassBadLength = 13, "pass_bad_length";
-    /// Passed: user space answers this name (a referral, a CNAME chain through a policy
-    /// set, a wildcard it cannot synthesise, an alias, an answer larger than the table
-    /// holds).
+    /// Passed: user space answers this name (a CNAME chain through a policy set, a
+    /// policy set at a wildcard, an alias, a wildcard answer whose bytes depend on the
+    /// question, a deep miss, names whose hashes collide).
     PassNotCached = 14, "pass_not_cached";
     /// Passed: the name is in no zone of ours (user space refuses it).
     PassOutsideZones = 15, "pass_outside_zones";
@@ -120,6 +120,15 @@ counters! {
     WithDo = 25, "with_do";
     /// Answered: synthesised from a wildcard (RFC 4592), records or NODATA.
     AnsweredWildcard = 26, "answered_wildcard";
+    /// Passed: the answer is larger than this client takes — 512 octets without EDNS,
+    /// else its EDNS size capped by ours; user space sets TC or leaves optional records
+    /// out (RFC 2181 §9, RFC 6891 §7).
+    PassNeedsTc = 27, "pass_needs_tc";
+    /// Passed: a name at or below a zone cut (the referral's bytes depend on the question).
+    PassReferral = 28, "pass_referral";
+    /// Passed: the answer is over 1,232 octets (XDP does not fragment; user space and
+    /// the kernel send it when `max_udp_payload` allows) or truncated even at our limit.
+    PassLarge = 29, "pass_large";
 }
 
 impl Counter {
@@ -148,4 +157,5 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::AnswerValue {}
     unsafe impl aya::Pod for crate::answer::PolicyKey {}
     unsafe impl aya::Pod for crate::answer::PolicyValue {}
+    unsafe impl aya::Pod for crate::answer::LargeTail {}
 }

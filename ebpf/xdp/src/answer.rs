@@ -13,10 +13,11 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        fold, placed, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
-        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
-        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
+        fold, placed, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
+        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX,
+        NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS,
+        POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_REFERRAL,
+        RESPONSE_MAX, TAIL_MAX,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -24,7 +25,7 @@ use qdns_abi::{
 };
 
 use crate::{
-    maps::{self, ANSWERS, HEALTH, POLICIES},
+    maps::{self, ANSWERS, HEALTH, LARGE, POLICIES},
     parse::{self, u16_at, u64_le_at, u8_at, Offsets, Window},
     rewrite,
 };
@@ -40,6 +41,9 @@ const MAX_OPTIONS: usize = 16;
 /// Largest query the fast path reads (bounds every packet offset for the verifier).
 const QUERY_MAX: usize = 1500;
 const RCODE_NXDOMAIN: u16 = 3;
+/// Largest UDP response to a client without EDNS (RFC 1035 §2.3.4), and the least an
+/// EDNS size means (RFC 6891 §6.2.5).
+const CLASSIC_UDP: usize = 512;
 /// Most ancestors tried when looking for a missing name's closest encloser; deeper
 /// misses go to user space.
 const WALK_MAX: usize = 8;
@@ -57,8 +61,9 @@ pub enum Verdict {
 
 /// The sections after the question.
 pub enum Body<'a> {
-    /// A precomputed answer.
-    Plain(&'a AnswerValue),
+    /// A precomputed answer; its tail is in the value, or (over `TAIL_MAX` octets) in
+    /// the large table. One variant for both, so the verifier walks the rewrite once.
+    Plain(&'a AnswerValue, Option<&'a LargeTail>),
     /// NODATA or NXDOMAIN with the zone's SOA; the owner pointer is filled in.
     Negative(&'a AnswerValue, u16),
     /// Policy members: `mask` chose them, `ttl` picks normal (0) or degraded (1) bytes.
@@ -87,6 +92,9 @@ pub struct Question {
     pub edns: bool,
     /// Its DO bit in place (`0x8000` or 0; RFC 3225 §3: echoed in our OPT record).
     pub dnssec_ok: u16,
+    /// Largest response this client takes (DNS message octets): 512 without EDNS, else
+    /// its EDNS size capped by ours, at least 512.
+    pub limit: usize,
 }
 
 /// Per-CPU scratch: the lookup key and name, the parse offsets passed through map
@@ -103,6 +111,8 @@ pub struct Scratch {
     /// Where the closest encloser starts in `name` when it has a wildcard child: passed
     /// through map memory so the walk's iterations meet in one state (see [`launder`]).
     encloser: u64,
+    /// The client's response limit, passed through map memory for the same reason.
+    limit: u64,
     /// The front of the frame while it moves (see [`resize`]).
     pub moving: [u8; MOVE_MAX],
 }
@@ -146,20 +156,21 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
         Err(reason) => return Verdict::Pass(reason),
     };
     let at = &at;
-    match plan(ctx, at, &mut scratch.key, &mut scratch.name, &mut scratch.encloser) {
+    match plan(ctx, at, scratch) {
         Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter, &mut scratch.moving),
         Err(reason) => Verdict::Pass(reason),
     }
 }
 
 #[inline(always)]
-fn plan<'a>(
-    ctx: &XdpContext,
-    at: &Offsets,
-    key: &mut AnswerKey,
-    words: &mut [u64; NAME_WORDS],
-    encloser: &mut u64,
-) -> Result<(Question, Body<'a>, Counter), Counter> {
+fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Question, Body<'a>, Counter), Counter> {
+    let Scratch {
+        key,
+        name: words,
+        encloser,
+        limit: limit_slot,
+        ..
+    } = scratch;
     let active = maps::active();
     let generation = active as u32;
     if generation == 0 {
@@ -179,6 +190,11 @@ fn plan<'a>(
     let msg_end = message_end(ctx, at)?;
     special_addresses(ctx, at)?;
     let opt = edns(ctx, at.dns, end, msg_end)?;
+    // 512 without EDNS (udp_size is 0 then), else the client's size capped by ours; read
+    // back from map memory so its branches do not split the verifier's walk.
+    *limit_slot = usize::from(opt.udp_size.min(maps::udp_payload())).max(CLASSIC_UDP) as u64;
+    // SAFETY: a read of this CPU's scratch, just written.
+    let limit = (unsafe { core::ptr::read_volatile(limit_slot) } as usize) & 0xffff;
 
     key.generation = generation;
     key.qtype = qtype;
@@ -208,9 +224,10 @@ fn plan<'a>(
         sum,
         edns: opt.present,
         dnssec_ok: opt.dnssec_ok,
+        limit,
     };
     let (body, counter) = lookup(key, words, encloser, qlen, (active >> 32) as u32 & 1)?;
-    Ok((question, body, counter))
+    Ok((question, large(generation, body)?, counter))
 }
 
 /// The end of the DNS message from the UDP length, checked against the IP length and
@@ -259,6 +276,8 @@ struct Opt {
     /// Its DO bit, in place (`DO_BIT` or 0): kept as read, not branched on, so the
     /// verifier walks one path for DO=0 and DO=1.
     dnssec_ok: u16,
+    /// The requestor's UDP payload size (RFC 6891 §6.1.2: the CLASS field).
+    udp_size: u16,
 }
 
 /// The additional section: nothing, or exactly one OPT record (root owner, version 0,
@@ -273,6 +292,7 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
             Ok(Opt {
                 present: false,
                 dnssec_ok: 0,
+                udp_size: 0,
             })
         } else {
             Err(Counter::PassBadLength)
@@ -285,6 +305,7 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
     let found = Opt {
         present: true,
         dnssec_ok: opt.get16(7) & DO_BIT,
+        udp_size: opt.get16(3),
     };
     let opt_end = end + OPT_LEN + usize::from(opt.get16(9));
     if opt_end != msg_end {
@@ -347,9 +368,9 @@ fn lookup<'a>(
     key.hash = name_hash(name);
     if let Some(value) = find(key, name)? {
         return match value.kind {
-            KIND_PLAIN => Ok((Body::Plain(value), Counter::AnsweredPlain)),
+            KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain)),
             KIND_POLICY => policy(key.generation, value, health),
-            _ => Err(Counter::PassNotCached),
+            _ => Err(pass_reason(value)),
         };
     }
     key.qtype = QTYPE_NODE;
@@ -357,7 +378,7 @@ fn lookup<'a>(
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
             Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
         } else {
-            Err(Counter::PassNotCached)
+            Err(pass_reason(node))
         };
     }
     // Each step clears the leftmost label: the name then holds the next suffix.
@@ -376,8 +397,8 @@ fn lookup<'a>(
         clear_before(name, at);
         key.hash = name_hash(name);
         if let Some(node) = find(key, name)? {
-            if node.kind != KIND_NODE {
-                return Err(Counter::PassNotCached);
+            if node.kind != KIND_NODE || node.node_flags == 0 {
+                return Err(pass_reason(node));
             }
             if node.node_flags & NODE_NXDOMAIN != 0 {
                 return Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain));
@@ -424,7 +445,7 @@ fn wildcard<'a>(
     if let Some(value) = find(key, name)? {
         return match value.kind {
             KIND_PLAIN if value.node_flags & PLAIN_ANY_QNAME != 0 => {
-                Ok((Body::Plain(value), Counter::AnsweredWildcard))
+                Ok((Body::Plain(value, None), Counter::AnsweredWildcard))
             }
             _ => Err(Counter::PassNotCached),
         };
@@ -435,6 +456,37 @@ fn wildcard<'a>(
             Ok((Body::Negative(node, 0), Counter::AnsweredWildcard))
         }
         _ => Err(Counter::PassNotCached),
+    }
+}
+
+/// The counter of an entry that sends its queries to user space.
+#[inline(always)]
+fn pass_reason(entry: &AnswerValue) -> Counter {
+    match entry.reason {
+        REASON_REFERRAL => Counter::PassReferral,
+        REASON_LARGE => Counter::PassLarge,
+        _ => Counter::PassNotCached,
+    }
+}
+
+/// A plain answer whose tail is in the large table gets it (looked up before the frame
+/// is touched, like everything that can fail).
+#[inline(always)]
+fn large<'a>(generation: u32, body: Body<'a>) -> Result<Body<'a>, Counter> {
+    let Body::Plain(value, _) = body else {
+        return Ok(body);
+    };
+    if value.node_flags & PLAIN_LARGE == 0 {
+        return Ok(body);
+    }
+    let key = PolicyKey {
+        generation,
+        id: value.policy,
+    };
+    // SAFETY: as in `find`: the value stays valid for this run, never changed in place.
+    match unsafe { LARGE.get(&key) } {
+        Some(tail) => Ok(Body::Plain(value, Some(tail))),
+        None => Err(Counter::PassNotCached),
     }
 }
 
@@ -509,9 +561,9 @@ fn policy<'a>(generation: u32, value: &AnswerValue, health: u32) -> Result<(Body
 #[inline(always)]
 pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize), Counter> {
     match *body {
-        Body::Plain(v) => {
+        Body::Plain(v, _) => {
             let len = usize::from(v.tail_len);
-            if len > TAIL_MAX {
+            if len > LARGE_TAIL_MAX {
                 return Err(Counter::PassNotCached);
             }
             Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
@@ -545,10 +597,16 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
 #[inline(always)]
 pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, qlen: usize) -> Option<u64> {
     match *body {
-        Body::Plain(v) => {
+        Body::Plain(v, large) => {
             let len = usize::from(v.tail_len);
-            if len > 0 && len <= TAIL_MAX {
-                store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?;
+            match large {
+                Some(t) if len > 0 && len <= LARGE_TAIL_MAX => {
+                    store::<LARGE_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
+                }
+                // The loader puts every tail over TAIL_MAX in the large table.
+                None if len > TAIL_MAX => return None,
+                None if len > 0 => store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?,
+                _ => {}
             }
             Some(placed(v.tail_sum, offset - udp))
         }
@@ -613,7 +671,7 @@ pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize, dnssec_ok: u16) ->
 /// the frame passes intact.
 #[inline(always)]
 pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
-    if end > RESPONSE_MAX + 128 + 64 {
+    if end > RESPONSE_MAX + 128 {
         return false;
     }
     let keep = q.end;

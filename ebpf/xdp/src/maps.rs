@@ -7,14 +7,14 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        AnswerKey, AnswerValue, HealthWords, PolicyKey, PolicyValue, ANSWERS_MAX, CONFIG_ACTIVE, CONFIG_ENTRIES,
-        CONFIG_UDP_PAYLOAD, POLICIES_MAX,
+        AnswerKey, AnswerValue, HealthWords, LargeTail, PolicyKey, PolicyValue, ANSWERS_MAX, CONFIG_ACTIVE,
+        CONFIG_ENTRIES, CONFIG_UDP_PAYLOAD, LARGE_MAX, POLICIES_MAX,
     },
     Counter, PORT_WORDS,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V6")]
+#[map(name = "QDNS_STATS_V7")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
@@ -22,12 +22,16 @@ static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0
 static PORTS: Array<u64> = Array::with_max_entries(PORT_WORDS, 0);
 
 /// (generation, qtype, name) → answer.
-#[map(name = "QDNS_ANSWERS_V1")]
+#[map(name = "QDNS_ANSWERS_V2")]
 pub static ANSWERS: HashMap<AnswerKey, AnswerValue> = HashMap::with_max_entries(ANSWERS_MAX, BPF_F_NO_PREALLOC);
 
 /// (generation, id) → policy set.
 #[map(name = "QDNS_POLICIES_V1")]
 pub static POLICIES: HashMap<PolicyKey, PolicyValue> = HashMap::with_max_entries(POLICIES_MAX, BPF_F_NO_PREALLOC);
+
+/// (generation, id) → a tail over `TAIL_MAX` octets.
+#[map(name = "QDNS_LARGE_V1")]
+pub static LARGE: HashMap<PolicyKey, LargeTail> = HashMap::with_max_entries(LARGE_MAX, BPF_F_NO_PREALLOC);
 
 /// The two health buffers.
 #[map(name = "QDNS_HEALTH_V1")]

@@ -38,8 +38,12 @@ pub fn respond(
         Err(reason) => return Verdict::Pass(reason),
     };
     let end = q.end + tail_len + if q.edns { OPT_LEN } else { 0 };
-    if end - at.dns > RESPONSE_MAX {
-        return Verdict::Pass(Counter::PassNotCached);
+    let size = end - at.dns;
+    if size > RESPONSE_MAX {
+        return Verdict::Pass(Counter::PassLarge);
+    }
+    if size > q.limit {
+        return Verdict::Pass(Counter::PassNeedsTc);
     }
     if !crate::answer::resize(ctx, q, end, moving) {
         return Verdict::Pass(Counter::PassNoRoom);

@@ -19,8 +19,9 @@ use aya::{
 };
 use qdns_abi::{
     answer::{
-        AnswerKey, AnswerValue, HealthWords, PolicyKey, PolicyValue, ANSWERS_MAP, ANSWERS_MAX, CONFIG_ACTIVE,
-        CONFIG_MAP, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, POLICIES_MAP, POLICIES_MAX,
+        AnswerKey, AnswerValue, HealthWords, LargeTail, PolicyKey, PolicyValue, ANSWERS_MAP, ANSWERS_MAX,
+        CONFIG_ACTIVE, CONFIG_MAP, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, POLICIES_MAP,
+        POLICIES_MAX,
     },
     Counter, PORTS_MAP, STATS_MAP,
 };
@@ -87,12 +88,14 @@ pub enum XdpLoadError {
 #[non_exhaustive]
 pub enum XdpTableError {
     /// More entries than the maps hold.
-    #[error("the XDP tables need {answers} answer and {policies} policy entries; at most {} and {} fit: queries go to user space", ANSWERS_MAX / 2, POLICIES_MAX / 2)]
+    #[error("the XDP tables need {answers} answer, {policies} policy and {large} large-tail entries; at most {}, {} and {} fit: queries go to user space", ANSWERS_MAX / 2, POLICIES_MAX / 2, LARGE_MAX / 2)]
     TooLarge {
         /// Answer entries needed.
         answers: usize,
         /// Policy entries needed.
         policies: usize,
+        /// Large-tail entries needed.
+        large: usize,
     },
     /// A map operation failed.
     #[error("writing the XDP map {map} failed: {source}")]
@@ -114,6 +117,7 @@ struct Installed {
     health: u32,
     answer_keys: Vec<AnswerKey>,
     policy_keys: Vec<PolicyKey>,
+    large_keys: Vec<PolicyKey>,
     stats: TableStats,
 }
 
@@ -143,7 +147,15 @@ impl XdpProgram {
         let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(Box::new(e)))?;
         // The `#[map]` names in the program are literals (the macro takes no constant):
         // a rename on one side only must fail here, not leave a counter unread.
-        for name in [STATS_MAP, PORTS_MAP, ANSWERS_MAP, POLICIES_MAP, HEALTH_MAP, CONFIG_MAP] {
+        for name in [
+            STATS_MAP,
+            PORTS_MAP,
+            ANSWERS_MAP,
+            POLICIES_MAP,
+            LARGE_MAP,
+            HEALTH_MAP,
+            CONFIG_MAP,
+        ] {
             if ebpf.map(name).is_none() {
                 return Err(XdpLoadError::MissingMap { name });
             }
@@ -229,7 +241,8 @@ impl XdpProgram {
     /// times, and returns the verdict and the packet as the program left it.
     pub fn test_run(&mut self, packet: &[u8], repeat: u32) -> Result<TestRunOutcome, XdpLoadError> {
         let program = Self::program(&mut self.ebpf)?;
-        let mut out = vec![0u8; packet.len() + 256];
+        // Room for the largest answer the program writes.
+        let mut out = vec![0u8; packet.len() + qdns_abi::answer::RESPONSE_MAX];
         let result = program
             .test_run(TestRunOptions {
                 data_in: Some(packet),
@@ -289,9 +302,10 @@ impl XdpProgram {
         let health = 1 - old.health;
         let result = self.write_generation(&table, &engine.health(), health, generation);
         // The old generation goes either way: replaced on success, unsafe to keep on failure.
-        self.delete(&old.answer_keys, &old.policy_keys);
+        self.delete(&old.answer_keys, &old.policy_keys, &old.large_keys);
         let answer_keys: Vec<AnswerKey> = table.answers.iter().map(|(k, _)| *k).collect();
         let policy_keys: Vec<PolicyKey> = table.policies.iter().map(|(k, _)| *k).collect();
+        let large_keys: Vec<PolicyKey> = table.large.iter().map(|(k, _)| *k).collect();
         match result {
             Ok(()) => {
                 self.installed = Installed {
@@ -299,13 +313,14 @@ impl XdpProgram {
                     health,
                     answer_keys,
                     policy_keys,
+                    large_keys,
                     stats,
                 };
                 Ok(stats)
             }
             Err(err) => {
                 let _ = self.set_active(0);
-                self.delete(&answer_keys, &policy_keys);
+                self.delete(&answer_keys, &policy_keys, &large_keys);
                 Err(err)
             }
         }
@@ -318,10 +333,14 @@ impl XdpProgram {
         health: u32,
         generation: u32,
     ) -> Result<(), XdpTableError> {
-        if table.answers.len() > (ANSWERS_MAX / 2) as usize || table.policies.len() > (POLICIES_MAX / 2) as usize {
+        if table.answers.len() > (ANSWERS_MAX / 2) as usize
+            || table.policies.len() > (POLICIES_MAX / 2) as usize
+            || table.large.len() > (LARGE_MAX / 2) as usize
+        {
             return Err(XdpTableError::TooLarge {
                 answers: table.answers.len(),
                 policies: table.policies.len(),
+                large: table.large.len(),
             });
         }
         self.write_health(health, bitmap)?;
@@ -329,6 +348,12 @@ impl XdpProgram {
             let mut policies = self.hash_map::<PolicyKey, PolicyValue>(POLICIES_MAP)?;
             for (key, value) in &table.policies {
                 policies.insert(key, value, 0).map_err(map_error(POLICIES_MAP))?;
+            }
+        }
+        {
+            let mut large = self.hash_map::<PolicyKey, LargeTail>(LARGE_MAP)?;
+            for (key, value) in &table.large {
+                large.insert(key, **value, 0).map_err(map_error(LARGE_MAP))?;
             }
         }
         {
@@ -384,7 +409,7 @@ impl XdpProgram {
 
     /// Deletes entries of a generation no query reads any more (best effort: a leftover
     /// entry has a generation no query asks for).
-    fn delete(&mut self, answers: &[AnswerKey], policies: &[PolicyKey]) {
+    fn delete(&mut self, answers: &[AnswerKey], policies: &[PolicyKey], large: &[PolicyKey]) {
         if let Ok(mut map) = self.hash_map::<AnswerKey, AnswerValue>(ANSWERS_MAP) {
             for key in answers {
                 let _ = map.remove(key);
@@ -392,6 +417,11 @@ impl XdpProgram {
         }
         if let Ok(mut map) = self.hash_map::<PolicyKey, PolicyValue>(POLICIES_MAP) {
             for key in policies {
+                let _ = map.remove(key);
+            }
+        }
+        if let Ok(mut map) = self.hash_map::<PolicyKey, LargeTail>(LARGE_MAP) {
+            for key in large {
                 let _ = map.remove(key);
             }
         }

@@ -1,18 +1,21 @@
 //! Compiling an [`Engine`] into the XDP answer tables (layouts in `qdns_abi::answer`).
 //!
 //! Plain answers are not rebuilt here: each is the engine's own response to a
-//! synthesised lowercase query, with and without EDNS, cut after the question — so the
-//! fast path sends exactly what user space would. An entry is made only when that
-//! response fits every client (≤ 512 octets with our OPT), does not depend on EDNS, and
-//! fits the table; otherwise the name and type get a `PASS` entry, so the node entry
-//! cannot answer NODATA in its place. Policy sets keep their members' record bytes and
+//! synthesised lowercase query with EDNS (so at most our own UDP limit), cut after the
+//! question — so the fast path sends exactly what user space would. The program holds
+//! each answer to the client's limit and passes it when over (user space then sets TC
+//! or trims optional records). An entry is made only when the response does not depend
+//! on DO, equals the no-EDNS response wherever that fits 512 octets, and fits the table
+//! (tails over 256 octets go to the large table); otherwise the name and type get a
+//! `PASS` entry with its reason, so the node entry cannot answer NODATA in its place. Policy sets keep their members' record bytes and
 //! a decision per health combination, computed with the `qdns-abi` selection functions.
 use qdns_abi::{
     answer::{
-        fold, sum_words, AnswerKey, AnswerValue, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, NODE_NODATA,
-        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
-        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, RESPONSE_MAX, TAIL_MAX,
+        fold, sum_words, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
+        DECISION_DEGRADED, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY,
+        LARGE_TAIL_MAX, MEMBER_BLOB, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
+        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
+        REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, NAME_WORDS},
@@ -35,6 +38,8 @@ pub struct Table {
     pub answers: Vec<(AnswerKey, AnswerValue)>,
     /// Policy table entries.
     pub policies: Vec<(PolicyKey, PolicyValue)>,
+    /// Large tails (answers over 256 octets after the question).
+    pub large: Vec<(PolicyKey, Box<LargeTail>)>,
 }
 
 /// How many entries of each kind a table holds (for logs and `qdnsctl status`).
@@ -48,6 +53,8 @@ pub struct TableStats {
     pub nodes: usize,
     /// Names and types left to user space.
     pub pass: usize,
+    /// Of the precomputed answers, those with a large tail.
+    pub large: usize,
 }
 
 const QR_AA: u16 = 0x8400;
@@ -59,6 +66,7 @@ impl Table {
     pub fn stats(&self) -> TableStats {
         let mut stats = TableStats {
             policy: self.policies.len(),
+            large: self.large.len(),
             ..TableStats::default()
         };
         for (_, value) in &self.answers {
@@ -88,7 +96,7 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
             table.answers.push((key, value));
         };
         if node.below_cut {
-            push(node_key, pass(KIND_NODE));
+            push(node_key, pass_because(KIND_NODE, REASON_REFERRAL));
             continue;
         }
         for (rtype, policy) in &node.sets {
@@ -99,7 +107,14 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
                 continue;
             };
             let value = match policy {
-                None => plain(engine, node.name, *rtype, &mut scratch),
+                None => Some(plain(
+                    engine,
+                    node.name,
+                    *rtype,
+                    &mut scratch,
+                    &mut table.large,
+                    generation,
+                )),
                 Some(policy) => {
                     let id = table.policies.len() as u32;
                     policy_value(policy, node.name.len()).map(|p| {
@@ -116,8 +131,10 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
         // on it (other types find the node entry, which does not answer for them).
         for &rtype in &node.static_chases {
             if let Some((chase_key, _)) = key(generation, rtype, node.name) {
-                let value = plain(engine, node.name, rtype, &mut scratch);
-                push(chase_key, value.unwrap_or_else(|| pass(KIND_PASS)));
+                push(
+                    chase_key,
+                    plain(engine, node.name, rtype, &mut scratch, &mut table.large, generation),
+                );
             }
         }
         // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
@@ -126,8 +143,8 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
             if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
                 let value = node
                     .static_any
-                    .then(|| plain(engine, node.name, QTYPE_ANY, &mut scratch));
-                push(any_key, value.flatten().unwrap_or_else(|| pass(KIND_PASS)));
+                    .then(|| plain(engine, node.name, QTYPE_ANY, &mut scratch, &mut table.large, generation));
+                push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
             }
         }
         push(node_key, node_value(&node));
@@ -176,13 +193,17 @@ pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, [u64;
     Some((key, words))
 }
 
+fn pass_because(kind: u8, reason: u8) -> AnswerValue {
+    AnswerValue { reason, ..pass(kind) }
+}
+
 fn pass(kind: u8) -> AnswerValue {
     AnswerValue {
         name: [0; NAME_WORDS],
         kind,
         node_flags: 0,
         apex_len: 0,
-        pad: 0,
+        reason: 0,
         flags: 0,
         ancount: 0,
         nscount: 0,
@@ -224,41 +245,103 @@ fn query(name: &[u8], rtype: u16, edns: Edns) -> Vec<u8> {
     msg
 }
 
-/// The engine's answer, when it is the same for every client and fits the table.
-fn plain(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<AnswerValue> {
+/// The engine's answer as an entry: plain when it is the same for every client that
+/// can take it and fits the table (tails over [`TAIL_MAX`] go to `large`), else a pass
+/// entry saying why.
+fn plain(
+    engine: &Engine,
+    name: &[u8],
+    rtype: u16,
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+) -> AnswerValue {
+    let other = || pass_because(KIND_PASS, REASON_OTHER);
+    let message = match engine_answer(engine, name, rtype, out) {
+        Some(Answer::Fits(message)) => message,
+        Some(Answer::Truncated) => return pass_because(KIND_PASS, REASON_LARGE),
+        None => return other(),
+    };
     let question_end = HEADER_LEN + name.len() + 4;
-    let classic = engine.respond_with_draw(&query(name, rtype, Edns::None), out, Transport::Udp, 0)?;
-    let r1 = out.get(..classic.len)?.to_vec();
-    let flags = u16::from_be_bytes([r1[2], r1[3]]);
     let counts = |m: &[u8], i: usize| u16::from_be_bytes([m[4 + 2 * i], m[5 + 2 * i]]);
-    // The program sends the same sections whatever the OPT record says, echoing DO in
-    // its own: so must user space, for DO=0 and DO=1 alike (it does while no zone is
-    // signed; a set whose answer depends on DO stays with user space).
-    for (edns, dnssec_ok) in [(Edns::Plain, false), (Edns::DnssecOk, true)] {
-        let with_edns = engine.respond_with_draw(&query(name, rtype, edns), out, Transport::Udp, 0)?;
-        let r2 = out.get(..with_edns.len)?;
-        let same = r2.len() == r1.len() + OPT_LEN
-            && r2[2..10] == r1[2..10]
-            && counts(r2, 3) == counts(&r1, 3) + 1
-            && r2.get(12..r1.len()) == r1.get(12..)
-            && r2.get(r1.len()..) == Some(&opt_record(engine.max_udp_payload(), 0, dnssec_ok)[..]);
-        if !same {
-            return None;
-        }
+    let flags = u16::from_be_bytes([message[2], message[3]]);
+    if flags & 0x000f != 0 {
+        return other();
     }
-    if classic.truncated || flags & 0x000f != 0 || r1.len() + OPT_LEN > RESPONSE_MAX {
-        return None;
+    let Some(tail) = message.get(question_end..) else {
+        return other();
+    };
+    if tail.len() > LARGE_TAIL_MAX || message.len() + OPT_LEN > RESPONSE_MAX {
+        return pass_because(KIND_PASS, REASON_LARGE);
     }
     let mut value = pass(KIND_PLAIN);
     value.flags = flags;
-    value.ancount = counts(&r1, 1);
-    value.nscount = counts(&r1, 2);
-    value.arcount = counts(&r1, 3);
-    let tail = r1.get(question_end..)?;
+    value.ancount = counts(&message, 1);
+    value.nscount = counts(&message, 2);
+    value.arcount = counts(&message, 3);
     if owned_by_question(tail, value.ancount + value.nscount + value.arcount) {
         value.node_flags = PLAIN_ANY_QNAME;
     }
-    with_tail(value, tail)
+    if tail.len() <= TAIL_MAX {
+        return with_tail(value, tail).unwrap_or_else(other);
+    }
+    let Ok(id) = u32::try_from(large.len()) else {
+        return pass_because(KIND_PASS, REASON_LARGE);
+    };
+    let mut big = Box::new(LargeTail {
+        tail: [0; LARGE_TAIL_MAX],
+    });
+    big.tail[..tail.len()].copy_from_slice(tail);
+    value.node_flags |= PLAIN_LARGE;
+    value.policy = id;
+    value.tail_len = tail.len() as u16;
+    value.tail_sum = fold(sum_words(tail, 0));
+    large.push((PolicyKey { generation, id }, big));
+    value
+}
+
+/// What user space answers for a name and type, checked to be one answer for every
+/// client that can take it.
+enum Answer {
+    /// The message without our OPT record (ARCOUNT counts the records only).
+    Fits(Vec<u8>),
+    /// Truncated even at our own UDP limit.
+    Truncated,
+}
+
+/// The engine's response to an EDNS query (so up to our limit), compared with the DO=1
+/// response (the program echoes DO but must send the same sections) and, where it fits
+/// 512 octets, with the no-EDNS response; `None` when they differ.
+fn engine_answer(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<Answer> {
+    let with_edns = engine.respond_with_draw(&query(name, rtype, Edns::Plain), out, Transport::Udp, 0)?;
+    if with_edns.truncated {
+        return Some(Answer::Truncated);
+    }
+    let full = out.get(..with_edns.len)?.to_vec();
+    let body_len = full.len().checked_sub(OPT_LEN)?;
+    if full.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, false)[..]) {
+        return None;
+    }
+    let mut message = full.get(..body_len)?.to_vec();
+    let arcount = u16::from_be_bytes([*message.get(10)?, *message.get(11)?]).checked_sub(1)?;
+    message.get_mut(10..12)?.copy_from_slice(&arcount.to_be_bytes());
+    // DO=1: the same sections; only our OPT's DO bit differs.
+    let dnssec_ok = engine.respond_with_draw(&query(name, rtype, Edns::DnssecOk), out, Transport::Udp, 0)?;
+    let with_do = out.get(..dnssec_ok.len)?;
+    if with_do.get(..body_len) != full.get(..body_len)
+        || with_do.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..])
+    {
+        return None;
+    }
+    // Without EDNS: the same message when it fits 512 octets (the program passes larger
+    // answers to such clients, and user space truncates or trims them).
+    if message.len() <= 512 {
+        let classic = engine.respond_with_draw(&query(name, rtype, Edns::None), out, Transport::Udp, 0)?;
+        if out.get(..classic.len) != Some(&message[..]) {
+            return None;
+        }
+    }
+    Some(Answer::Fits(message))
 }
 
 /// True when each of the `count` records of `tail` is owned by the question name
