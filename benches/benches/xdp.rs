@@ -163,6 +163,16 @@ fn main() {
         ("NODATA", vec![frame("www.example.com.", 16, Edns::None)], 3),
         ("CNAME chain", vec![frame("chain.example.com.", 1, Edns::None)], 3),
         ("wildcard", vec![frame("anything.wild.example.com.", 1, Edns::None)], 3),
+        (
+            "30 A (large tail) + EDNS",
+            vec![frame("pool.example.com.", 1, Edns::Plain)],
+            3,
+        ),
+        (
+            "30 A, no EDNS (needs TC: pass)",
+            vec![frame("pool.example.com.", 1, Edns::None)],
+            2,
+        ),
         ("A, 100k names", names_a, 3),
         ("A + DO=1, 100k names", names_resolver, 3),
         ("NXDOMAIN, 100k names", names_nxdomain, 3),

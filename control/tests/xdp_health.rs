@@ -10,9 +10,11 @@ use std::{os::fd::AsRawFd, process::Command, time::Duration};
 use common::{ask, values, Location};
 use hickory_proto::rr::RecordType;
 
-fn is_root() -> bool {
+/// Fails the test (never skips it) when not run as root.
+fn require_root(needs: &str) {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    let root = unsafe { libc::geteuid() == 0 };
+    assert!(root, "this test needs root ({needs}); run it as root, as .ci/run does");
 }
 
 /// A network namespace with loopback up, deleted on drop.
@@ -59,10 +61,7 @@ fn ns_values(dns: std::net::SocketAddr) -> Vec<String> {
 
 #[test]
 fn an_override_in_control_changes_the_xdp_answer() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
-        return;
-    }
+    require_root("network namespaces, XDP");
     let ns = Netns::new();
     let mut loc = Location::control_only();
     loc.start_edge_with(

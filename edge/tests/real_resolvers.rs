@@ -26,7 +26,7 @@ use std::{
 
 use common::{
     copy_examples,
-    netns::{is_root, run, Pair},
+    netns::{require_root, run, Pair},
     Edge,
 };
 
@@ -293,10 +293,7 @@ policy.add(policy.suffix(policy.STUB({{ '{SERVER}' }}), policy.todnames({{ {name
 
 /// One resolver end to end: namespaces, edge, the resolver, the questions.
 fn resolver_test(tag: char, name: &'static str, configure: fn(&Path) -> (String, Vec<String>)) {
-    assert!(
-        is_root(),
-        "this test needs root (network namespaces, XDP): run it as root"
-    );
+    require_root("network namespaces, XDP");
     let pair = Pair::new(tag);
     let zones = tempfile::tempdir().unwrap();
     copy_examples(zones.path());

@@ -11,25 +11,13 @@ use std::process::Command;
 use common::{
     example_zones,
     frames::{ipv4_udp_frame, ipv6_udp_frame, vlan},
-    netns::{is_root, run},
+    netns::{require_root, run},
     query, Ask, Edge,
 };
 use hickory_proto::rr::RecordType;
 use qdns_edge::xdp::XdpProgram;
 
 const XDP_PASS: u32 = 2;
-
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            eprintln!(
-                "\n*** SKIPPED {}: needs root (BPF and network namespaces) ***\n",
-                module_path!()
-            );
-            return;
-        }
-    };
-}
 
 fn counters(program: &XdpProgram) -> std::collections::HashMap<&'static str, u64> {
     program.counters().into_iter().collect()
@@ -123,7 +111,7 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn test_run_parses_and_passes_every_packet_with_one_reason() {
-    require_root!();
+    require_root("BPF and network namespaces");
     let mut program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
     for case in cases() {
         let before = counters(&program);
@@ -168,7 +156,7 @@ impl Drop for Netns {
 
 #[test]
 fn attached_program_lets_queries_through_and_detaches_on_sigterm() {
-    require_root!();
+    require_root("BPF and network namespaces");
     let ns = Netns::new("xdp");
     let edge = Edge::start_in(
         &["ip", "netns", "exec", &ns.0],
@@ -220,7 +208,7 @@ fn attached_program_lets_queries_through_and_detaches_on_sigterm() {
 
 #[test]
 fn attach_to_a_missing_interface_fails_clearly() {
-    require_root!();
+    require_root("BPF and network namespaces");
     let out = Command::new(env!("CARGO_BIN_EXE_qdns-edge"))
         .args(["--listen", "127.0.0.1:0", "--zones"])
         .arg(example_zones())

@@ -17,7 +17,7 @@ use std::{
 
 use common::{
     frames::{check_response_frame, ipv4_udp_frame, ipv6_udp_frame, vlan, with_ipv4_options},
-    netns::is_root,
+    netns::require_root,
     Rng,
 };
 use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
@@ -281,10 +281,7 @@ fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
 
 #[test]
 fn xdp_answers_are_byte_identical_to_user_space() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (BPF_PROG_TEST_RUN) ***\n");
-        return;
-    }
+    require_root("BPF_PROG_TEST_RUN");
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -377,10 +374,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
 /// healthy → 1/5, 2/5, 2/5; member a down → b and c 1/2 each).
 #[test]
 fn xdp_weighted_distribution_follows_the_weights() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (BPF_PROG_TEST_RUN) ***\n");
-        return;
-    }
+    require_root("BPF_PROG_TEST_RUN");
     let engine = engine();
     let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
     program.install(&engine).expect("tables install");

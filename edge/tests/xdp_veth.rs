@@ -22,7 +22,7 @@ use std::{
 
 use common::{
     copy_examples,
-    netns::{is_root, run, Pair},
+    netns::{require_root, run, Pair},
     Edge,
 };
 use qdns_edge::xdp::peer::PeerPassProgram;
@@ -62,10 +62,7 @@ fn counter(log: &[String], label: &str) -> u64 {
 
 #[test]
 fn veth_clients_get_answers_from_xdp_and_from_user_space() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
-        return;
-    }
+    require_root("network namespaces, XDP");
     let pair = Pair::new('a');
     let zones = tempfile::tempdir().unwrap();
     copy_examples(zones.path());
@@ -80,10 +77,7 @@ fn veth_clients_get_answers_from_xdp_and_from_user_space() {
 
 #[test]
 fn native_xdp_on_veth_answers_when_the_peer_has_an_xdp_program() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
-        return;
-    }
+    require_root("network namespaces, XDP");
     let pair = Pair::new('n');
     let peer = PeerPassProgram::attach(&pair.client, &pair.client_if).expect("peer program");
     let zones = tempfile::tempdir().unwrap();
@@ -191,10 +185,7 @@ fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static)
 
 #[test]
 fn zone_reload_under_load_loses_no_query_and_xdp_follows() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
-        return;
-    }
+    require_root("network namespaces, XDP");
     let pair = Pair::new('b');
     let zones = tempfile::tempdir().unwrap();
     copy_examples(zones.path());
@@ -259,10 +250,7 @@ fn zone_reload_under_load_loses_no_query_and_xdp_follows() {
 
 #[test]
 fn one_edge_answers_from_xdp_on_two_interfaces() {
-    if !is_root() {
-        eprintln!("\n*** SKIPPED: needs root (network namespaces, XDP) ***\n");
-        return;
-    }
+    require_root("network namespaces, XDP");
     let pair = Pair::new('t');
     let second = format!("{}x", pair.server_if);
     pair.link(&second, &format!("{}x", pair.client_if), "76");

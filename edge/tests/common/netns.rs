@@ -9,6 +9,15 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Fails the test (never skips it) when not run as root: a green run must mean the
+/// kernel parts were exercised. `needs` says what for.
+pub fn require_root(needs: &str) {
+    assert!(
+        is_root(),
+        "this test needs root ({needs}); run it as root, as .ci/run does"
+    );
+}
+
 /// Runs `args`, asserts it succeeded, and returns its standard output.
 pub fn run(args: &[&str]) -> String {
     let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
