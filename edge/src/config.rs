@@ -42,6 +42,10 @@ pub struct Args {
     /// Largest UDP response sent to EDNS clients (512..=4096).
     #[arg(long)]
     pub max_udp_payload: Option<u16>,
+    /// Identifier returned to NSID requests (RFC 5001): text, or hex as `0x…`; at most
+    /// 128 octets. Unset: NSID requests are ignored like other options.
+    #[arg(long, value_name = "ID")]
+    pub nsid: Option<String>,
     /// Seconds a TCP connection may stay idle.
     #[arg(long)]
     pub tcp_idle_timeout: Option<u64>,
@@ -71,9 +75,23 @@ struct FileConfig {
     xdp_mode: Option<XdpMode>,
     workers: Option<usize>,
     max_udp_payload: Option<u16>,
+    nsid: Option<String>,
     tcp_idle_timeout: Option<u64>,
     max_tcp_connections: Option<usize>,
     metrics: Option<SocketAddr>,
+}
+
+impl FileConfig {
+    fn read(path: &std::path::Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            reason: e.message().to_owned(),
+        })
+    }
 }
 
 /// A validated configuration.
@@ -95,6 +113,8 @@ pub struct Config {
     pub workers: usize,
     /// UDP payload ceiling.
     pub max_udp_payload: u16,
+    /// NSID identifier, if set.
+    pub nsid: Option<std::sync::Arc<[u8]>>,
     /// TCP idle timeout.
     pub tcp_idle_timeout: Duration,
     /// TCP connection cap.
@@ -140,19 +160,19 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The response settings every engine this server compiles gets.
+    #[must_use]
+    pub fn serve_options(&self) -> crate::engine::ServeOptions {
+        crate::engine::ServeOptions {
+            max_udp_payload: self.max_udp_payload,
+            nsid: self.nsid.clone(),
+        }
+    }
+
     /// Merges `args` over the `--config` file and validates the result.
     pub fn from_args(args: Args) -> Result<Config, ConfigError> {
         let file = match &args.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
-                toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::File {
-                    path: path.clone(),
-                    reason: e.message().to_owned(),
-                })?
-            }
+            Some(path) => FileConfig::read(path)?,
             None => FileConfig::default(),
         };
         let listen = if args.listen.is_empty() {
@@ -213,6 +233,10 @@ impl Config {
                 reason: format!("{max_udp_payload} is outside 512..=4096"),
             });
         }
+        let nsid = match args.nsid.or(file.nsid) {
+            Some(text) => Some(parse_nsid(&text).map_err(|reason| ConfigError::Invalid { key: "--nsid", reason })?),
+            None => None,
+        };
         let idle = args.tcp_idle_timeout.or(file.tcp_idle_timeout).unwrap_or(10);
         if !(1..=3600).contains(&idle) {
             return Err(ConfigError::Invalid {
@@ -236,9 +260,49 @@ impl Config {
             xdp_mode: args.xdp_mode.or(file.xdp_mode).unwrap_or_default(),
             workers,
             max_udp_payload,
+            nsid,
             metrics: args.metrics.or(file.metrics),
             tcp_idle_timeout: Duration::from_secs(idle),
             max_tcp_connections,
         })
+    }
+}
+
+/// An NSID setting: `0x` and hex digits, or the text's octets; 1..=128 octets.
+fn parse_nsid(text: &str) -> Result<std::sync::Arc<[u8]>, String> {
+    let octets: Vec<u8> = match text.strip_prefix("0x") {
+        Some(hex) => {
+            if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("{text:?}: 0x must be followed by pairs of hex digits"));
+            }
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or_default())
+                .collect()
+        }
+        None => text.as_bytes().to_vec(),
+    };
+    if octets.is_empty() || octets.len() > crate::wire::edns::NSID_MAX {
+        return Err(format!(
+            "{} octets; 1..={} allowed",
+            octets.len(),
+            crate::wire::edns::NSID_MAX
+        ));
+    }
+    Ok(octets.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_nsid;
+
+    #[test]
+    fn nsid_text_or_hex() {
+        assert_eq!(&*parse_nsid("edge-fra-1").unwrap(), b"edge-fra-1");
+        assert_eq!(&*parse_nsid("0x0a0B").unwrap(), [10, 11]);
+        assert!(parse_nsid("0x0a0").is_err());
+        assert!(parse_nsid("0xzz").is_err());
+        assert!(parse_nsid("").is_err());
+        assert!(parse_nsid(&"x".repeat(129)).is_err());
     }
 }

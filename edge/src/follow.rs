@@ -17,7 +17,7 @@ use qdns_zone::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::{xdp::XdpProgram, Engine};
+use crate::{engine::ServeOptions, xdp::XdpProgram, Engine};
 
 /// How often the XDP counters go to control (`qdnsctl status`).
 pub const XDP_REPORT_EVERY: Duration = Duration::from_secs(2);
@@ -91,7 +91,7 @@ pub async fn follow(
     endpoint: Endpoint,
     state_dir: PathBuf,
     engine: Arc<ArcSwap<Engine>>,
-    max_udp_payload: u16,
+    options: ServeOptions,
     edge_name: String,
     xdp: Option<Arc<Mutex<XdpProgram>>>,
     shutdown: CancellationToken,
@@ -108,7 +108,7 @@ pub async fn follow(
                         w,
                         &state_dir,
                         &engine,
-                        max_udp_payload,
+                        &options,
                         &edge_name,
                         xdp.as_deref(),
                         &mut backoff,
@@ -124,7 +124,7 @@ pub async fn follow(
                         w,
                         &state_dir,
                         &engine,
-                        max_udp_payload,
+                        &options,
                         &edge_name,
                         xdp.as_deref(),
                         &mut backoff,
@@ -160,7 +160,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     mut writer: W,
     state_dir: &Path,
     engine: &ArcSwap<Engine>,
-    max_udp_payload: u16,
+    options: &ServeOptions,
     edge_name: &str,
     xdp: Option<&Mutex<XdpProgram>>,
     backoff: &mut Duration,
@@ -196,7 +196,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         };
         let applied = match msg {
             ToEdge::Snapshot { snapshot, seq } => {
-                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, max_udp_payload).await?;
+                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options).await?;
                 *backoff = Duration::from_millis(100);
                 let ack = (applied.snapshot, applied.seq);
                 link = Some(applied);
@@ -249,10 +249,10 @@ async fn apply_snapshot(
     seq: u64,
     state_dir: &Path,
     engine: &ArcSwap<Engine>,
-    max_udp_payload: u16,
+    options: &ServeOptions,
 ) -> std::io::Result<Link> {
     let compiled = match Engine::compile(&snapshot) {
-        Ok(e) => e.with_max_udp_payload(max_udp_payload),
+        Ok(e) => e.with_options(options),
         Err(err) => {
             tracing::error!(%err, version = snapshot.version, "snapshot rejected; keeping the running one");
             return Err(std::io::Error::other("rejected snapshot"));

@@ -729,3 +729,38 @@ fn rdata_names_are_compressed() {
         assert_eq!(msg.authorities[0].name.to_ascii(), "cut.c.example.");
     }
 }
+
+/// NSID (RFC 5001): with `--nsid` set, a query carrying an NSID option gets the
+/// identifier in our OPT record; other queries, and every query of an edge without
+/// one, get no option.
+#[test]
+fn nsid_answers_only_when_set_and_asked() {
+    let with = Edge::start_with(&common::example_zones(), &["--nsid", "edge-test-1"]);
+    let without = Edge::start();
+    let ask_raw = |addr, via: Via, options: &[u8]| {
+        let mut q = query("www.example.com.", RecordType::A, Ask::default());
+        let rdlen_at = q.len() - 2;
+        q[rdlen_at..].copy_from_slice(&(options.len() as u16).to_be_bytes());
+        q.extend_from_slice(options);
+        let raw = match via {
+            Via::Udp => udp_raw(addr, &q),
+            Via::Tcp => tcp_raw(addr, &q),
+        };
+        parse_response(&q, &raw);
+        raw
+    };
+    let request = [0u8, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 0, 0];
+    let nsid_option = [&[0u8, 3, 0, 11][..], b"edge-test-1"].concat();
+    for (addr, via) in every_path(&with) {
+        let raw = ask_raw(addr, via, &request);
+        assert!(raw.ends_with(&nsid_option), "{via:?}: {raw:02x?}");
+        // OPT RDLENGTH covers exactly the option.
+        assert_eq!(raw[raw.len() - 17..raw.len() - 15], [0, 15], "{via:?}");
+        let raw = ask_raw(addr, via, &request[..12]);
+        assert!(raw.ends_with(&[0, 0]), "{via:?}: no NSID asked, no option: {raw:02x?}");
+    }
+    for (addr, via) in every_path(&without) {
+        let raw = ask_raw(addr, via, &request);
+        assert!(raw.ends_with(&[0, 0]), "{via:?}: no NSID set, no option: {raw:02x?}");
+    }
+}

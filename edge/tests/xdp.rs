@@ -18,6 +18,7 @@ use hickory_proto::rr::RecordType;
 use qdns_edge::xdp::XdpProgram;
 
 const XDP_PASS: u32 = 2;
+const XDP_TX: u32 = 3;
 
 fn counters(program: &XdpProgram) -> std::collections::HashMap<&'static str, u64> {
     program.counters().into_iter().collect()
@@ -223,4 +224,42 @@ fn attach_to_a_missing_interface_fails_clearly() {
         "{last}"
     );
     assert!(last.contains("try --xdp-mode generic"), "{last}");
+}
+
+/// A query for www.example.com A with an OPT record carrying `options`.
+fn query_with_options(options: &[u8]) -> Vec<u8> {
+    let mut q = query("www.example.com.", RecordType::A, Ask::default());
+    // The helper's OPT has no options: append them and fix its RDLENGTH.
+    let rdlen_at = q.len() - 2;
+    q[rdlen_at..].copy_from_slice(&(options.len() as u16).to_be_bytes());
+    q.extend_from_slice(options);
+    q
+}
+
+/// NSID (RFC 5001): with the edge's NSID set the program passes NSID requests (user
+/// space adds the identifier) and still answers everything else, COOKIE included.
+#[test]
+fn nsid_requests_pass_when_the_edge_has_an_nsid() {
+    require_root("BPF_PROG_TEST_RUN");
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let engine = qdns_edge::Engine::compile(&snapshot).unwrap();
+    let mut program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    program.install(&engine).expect("tables install");
+    let nsid = ipv4_udp_frame(
+        &query_with_options(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 0, 0]),
+        53,
+    );
+    let cookie = ipv4_udp_frame(&query_with_options(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]), 53);
+    for (on, nsid_action) in [(false, XDP_TX), (true, XDP_PASS), (false, XDP_TX)] {
+        program.set_nsid(on).unwrap();
+        let before = counters(&program);
+        assert_eq!(
+            program.test_run(&nsid, 1).unwrap().action,
+            nsid_action,
+            "NSID set: {on}"
+        );
+        assert_eq!(program.test_run(&cookie, 1).unwrap().action, XDP_TX, "NSID set: {on}");
+        let after = counters(&program);
+        assert_eq!(after["pass_nsid"] - before["pass_nsid"], u64::from(on));
+    }
 }

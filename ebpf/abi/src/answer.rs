@@ -25,15 +25,18 @@ pub const POLICIES_MAP: &str = "QDNS_POLICIES_V1";
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
 pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
 /// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
-pub const CONFIG_MAP: &str = "QDNS_CONFIG_V1";
+pub const CONFIG_MAP: &str = "QDNS_CONFIG_V2";
 
 /// CONFIG index of the active word: generation in the low 32 bits (0 = no table: pass
 /// everything), health buffer index in bit 32.
 pub const CONFIG_ACTIVE: u32 = 0;
 /// CONFIG index of the UDP payload size our OPT record advertises.
 pub const CONFIG_UDP_PAYLOAD: u32 = 1;
+/// CONFIG index of the NSID switch: 1 when the edge answers NSID requests (RFC 5001),
+/// so queries carrying an NSID option go to user space, which adds it.
+pub const CONFIG_NSID: u32 = 2;
 /// Entries of CONFIG.
-pub const CONFIG_ENTRIES: u32 = 2;
+pub const CONFIG_ENTRIES: u32 = 3;
 
 /// Longest question name (wire octets) the fast path answers; longer ones go to user
 /// space. Eight words: the program handles the name in a fixed number of steps.

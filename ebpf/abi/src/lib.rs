@@ -23,7 +23,7 @@ pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V7";
+pub const STATS_MAP: &str = "QDNS_STATS_V8";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -129,6 +129,8 @@ counters! {
     /// Passed: the answer is over 1,232 octets (XDP does not fragment; user space and
     /// the kernel send it when `max_udp_payload` allows) or truncated even at our limit.
     PassLarge = 29, "pass_large";
+    /// Passed: an NSID request while the edge has an NSID set (user space adds it).
+    PassNsid = 30, "pass_nsid";
 }
 
 impl Counter {

@@ -312,22 +312,36 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
         return Err(Counter::PassBadLength);
     }
     let mut pos = end + OPT_LEN;
+    // 1 once an option is NSID (code 3), computed without a branch: (code ^ 3) is below
+    // 2^16, so subtracting one borrows into bit 63 only when it is 0.
+    let mut nsid = 0u64;
     for _ in 0..MAX_OPTIONS {
         if pos == opt_end {
-            return Ok(found);
+            return answerable(found, nsid);
         }
         if pos + 4 > opt_end || pos > QUERY_MAX {
             return Err(Counter::PassEdns);
         }
+        nsid |= (u64::from(u16_at(ctx, pos)? ^ 3).wrapping_sub(1)) >> 63;
         pos += 4 + usize::from(u16_at(ctx, pos + 2)?);
         if pos > opt_end {
             return Err(Counter::PassEdns);
         }
     }
     if pos == opt_end {
-        Ok(found)
+        answerable(found, nsid)
     } else {
         Err(Counter::PassEdns)
+    }
+}
+
+/// The OPT as read, unless it asks for an NSID the edge has (user space adds it).
+#[inline(always)]
+fn answerable(found: Opt, nsid: u64) -> Result<Opt, Counter> {
+    if nsid & maps::nsid_passes() != 0 {
+        Err(Counter::PassNsid)
+    } else {
+        Ok(found)
     }
 }
 

@@ -8,13 +8,13 @@ use aya_ebpf::{
 use qdns_abi::{
     answer::{
         AnswerKey, AnswerValue, HealthWords, LargeTail, PolicyKey, PolicyValue, ANSWERS_MAX, CONFIG_ACTIVE,
-        CONFIG_ENTRIES, CONFIG_UDP_PAYLOAD, LARGE_MAX, POLICIES_MAX,
+        CONFIG_ENTRIES, CONFIG_NSID, CONFIG_UDP_PAYLOAD, LARGE_MAX, POLICIES_MAX,
     },
     Counter, PORT_WORDS,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V7")]
+#[map(name = "QDNS_STATS_V8")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
@@ -38,7 +38,7 @@ pub static LARGE: HashMap<PolicyKey, LargeTail> = HashMap::with_max_entries(LARG
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
 
 /// The active generation and health buffer, and our EDNS payload size.
-#[map(name = "QDNS_CONFIG_V1")]
+#[map(name = "QDNS_CONFIG_V2")]
 static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
 /// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
@@ -72,6 +72,15 @@ pub fn active() -> u64 {
         // replaces it with one 8-byte store, so a volatile read sees the old or the new
         // word whole.
         Some(word) => unsafe { core::ptr::read_volatile(word) },
+        None => 0,
+    }
+}
+
+/// 1 when queries with an NSID option go to user space, else 0.
+#[inline(always)]
+pub fn nsid_passes() -> u64 {
+    match CONFIG.get(CONFIG_NSID) {
+        Some(&on) => on & 1,
         None => 0,
     }
 }

@@ -36,6 +36,8 @@ pub struct Engine {
     zones: Vec<ZoneData>,
     by_apex: NameMap<u32>,
     max_udp_payload: u16,
+    /// This server's identifier for NSID requests (RFC 5001), when configured.
+    nsid: Option<std::sync::Arc<[u8]>>,
     /// Health of every slot (bit set = healthy), read at query time.
     health: arc_swap::ArcSwap<Vec<u64>>,
     /// When this engine was compiled (its snapshot applied).
@@ -136,6 +138,39 @@ impl Engine {
         self.max_udp_payload = size.max(512);
         self
     }
+
+    /// Applies the server-wide response settings.
+    #[must_use]
+    pub fn with_options(mut self, options: &ServeOptions) -> Engine {
+        self.max_udp_payload = options.max_udp_payload.max(512);
+        self.nsid.clone_from(&options.nsid);
+        self
+    }
+
+    /// The NSID this engine answers with, if any.
+    #[must_use]
+    pub fn nsid(&self) -> Option<&[u8]> {
+        self.nsid.as_deref()
+    }
+}
+
+/// Response settings of the whole server, the same for every zone and snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Largest UDP response to EDNS clients (and the size our OPT advertises).
+    pub max_udp_payload: u16,
+    /// Identifier returned to NSID requests (RFC 5001), at most 128 octets; `None`:
+    /// NSID options are ignored like any other.
+    pub nsid: Option<std::sync::Arc<[u8]>>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            max_udp_payload: DEFAULT_UDP_PAYLOAD,
+            nsid: None,
+        }
+    }
 }
 
 impl Default for Engine {
@@ -145,6 +180,7 @@ impl Default for Engine {
             zones: Vec::new(),
             by_apex: NameMap::default(),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
+            nsid: None,
             health: arc_swap::ArcSwap::from_pointee(Vec::new()),
             compiled_at: std::time::SystemTime::now(),
         }

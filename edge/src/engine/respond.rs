@@ -9,7 +9,7 @@ use super::{
 };
 use crate::wire::{
     builder::NameRef,
-    edns::{opt_record, Edns, OPT_LEN},
+    edns::{nsid_option_header, opt_record, Edns, OPT_LEN},
     header::{self, HEADER_LEN},
     parse_query, rtype, Builder, Full, Query, Rcode, Reject,
 };
@@ -121,22 +121,15 @@ impl Engine {
         b.put(&[0; 10]).ok()?;
         b.put(question).ok()?;
         b.set_u16(4, 1);
+        let opt = self.opt(query.edns);
         if let Some(edns) = query.edns {
             if edns.version > 0 {
-                return finish(
-                    b,
-                    base,
-                    Rcode::BadVers,
-                    Counts::default(),
-                    query.edns,
-                    self.max_udp_payload,
-                )
-                .map(|o| Outcome {
+                return finish(b, base, Rcode::BadVers, Counts::default(), opt).map(|o| Outcome {
                     qtype: query.qtype,
                     ..o
                 });
             }
-            b.reserve(OPT_LEN);
+            b.reserve(opt.len());
         }
         let health = self.health.load();
         let ctx = Ctx {
@@ -159,11 +152,21 @@ impl Engine {
             };
             (base | header::TC | aa, Rcode::NoError, Counts::default())
         };
-        b.release(OPT_LEN);
-        finish(b, flags, rcode, counts, query.edns, self.max_udp_payload).map(|o| Outcome {
+        b.release(opt.len());
+        finish(b, flags, rcode, counts, opt).map(|o| Outcome {
             qtype: query.qtype,
             ..o
         })
+    }
+
+    /// Our OPT record for a query's `edns`: none without one; NSID (RFC 5001 §2.3) when
+    /// asked for and configured.
+    fn opt(&self, edns: Option<Edns>) -> Opt<'_> {
+        Opt {
+            edns,
+            payload: self.max_udp_payload,
+            nsid: self.nsid.as_deref().filter(|_| edns.is_some_and(|e| e.nsid)),
+        }
     }
 
     fn size_limit(&self, transport: Transport, edns: Option<Edns>) -> usize {
@@ -199,7 +202,7 @@ impl Engine {
         } else {
             0
         };
-        finish(b, flags, rcode, Counts::default(), edns, self.max_udp_payload).map(|o| Outcome { qtype, ..o })
+        finish(b, flags, rcode, Counts::default(), self.opt(edns)).map(|o| Outcome { qtype, ..o })
     }
 
     /// True when the answer for the question comes from our authority: a zone holds the
@@ -542,20 +545,42 @@ fn response_flags(query_flags: u16) -> u16 {
     header::QR | (query_flags & (header::RD | header::CD))
 }
 
-/// Writes the OPT record, the flags, RCODE and section counts.
-/// `payload` is the UDP size we advertise.
-fn finish(
-    mut b: Builder<'_>,
-    flags: u16,
-    rcode: Rcode,
-    counts: Counts,
+/// The OPT record a response carries.
+#[derive(Clone, Copy)]
+struct Opt<'a> {
+    /// The query's; none, none in the response.
     edns: Option<Edns>,
+    /// The UDP size we advertise.
     payload: u16,
-) -> Option<Outcome> {
+    /// Our NSID, when the query asked for it.
+    nsid: Option<&'a [u8]>,
+}
+
+impl Opt<'_> {
+    /// Octets it takes.
+    fn len(self) -> usize {
+        match (self.edns, self.nsid) {
+            (None, _) => 0,
+            (Some(_), None) => OPT_LEN,
+            (Some(_), Some(id)) => OPT_LEN + 4 + id.len(),
+        }
+    }
+}
+
+/// Writes the OPT record, the flags, RCODE and section counts.
+fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt<'_>) -> Option<Outcome> {
     let mut additional = counts.additional;
-    if let Some(edns) = edns {
-        let opt = opt_record(payload, rcode.extended_bits(), edns.dnssec_ok);
-        b.put(&opt).ok()?;
+    if let Some(edns) = opt.edns {
+        let mut record = opt_record(opt.payload, rcode.extended_bits(), edns.dnssec_ok);
+        if let Some(id) = opt.nsid {
+            let rdlen = (4 + id.len()) as u16;
+            record[9..11].copy_from_slice(&rdlen.to_be_bytes());
+            b.put(&record).ok()?;
+            b.put(&nsid_option_header(id)).ok()?;
+            b.put(id).ok()?;
+        } else {
+            b.put(&record).ok()?;
+        }
         additional += 1;
     }
     b.set_u16(2, flags | rcode.header_bits());

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Source,
-    engine::EngineError,
+    engine::{EngineError, ServeOptions},
     stats::{self, WorkerStats},
     xdp::{XdpLoadError, XdpProgram},
     Config, Engine,
@@ -57,10 +57,10 @@ pub enum ServerError {
 }
 
 /// Loads `dir` into an engine of snapshot `version`.
-pub fn load_engine(dir: &Path, version: u64, max_udp_payload: u16) -> Result<Engine, ServerError> {
+pub fn load_engine(dir: &Path, version: u64, options: &ServeOptions) -> Result<Engine, ServerError> {
     let engine = {
         let snapshot = qdns_zone::load_dir(dir, version)?;
-        Engine::compile(&snapshot)?.with_max_udp_payload(max_udp_payload)
+        Engine::compile(&snapshot)?.with_options(options)
     };
     // The snapshot and the parse behind it are gone: give their pages back.
     crate::memory::release_freed();
@@ -74,7 +74,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let version = AtomicU64::new(1);
     let engine = match &config.source {
-        Source::Zones(dir) => load_engine(dir, version.load(Ordering::Relaxed), config.max_udp_payload)?,
+        Source::Zones(dir) => load_engine(dir, version.load(Ordering::Relaxed), &config.serve_options())?,
         Source::Control { state_dir, .. } => {
             std::fs::create_dir_all(state_dir).map_err(ServerError::Start)?;
             match crate::follow::load_persisted(state_dir).map(|s| Engine::compile(&s)) {
@@ -83,7 +83,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                         version = engine.version(),
                         "serving the persisted snapshot until control answers"
                     );
-                    engine.with_max_udp_payload(config.max_udp_payload)
+                    engine.with_options(&config.serve_options())
                 }
                 Some(Err(err)) => {
                     tracing::error!(%err, "persisted snapshot does not compile; waiting for control");
@@ -133,6 +133,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         ports.sort_unstable();
         ports.dedup();
         let mut program = XdpProgram::load(&ports, config.max_udp_payload)?;
+        // Without the switch the program would answer NSID requests without the NSID.
+        program
+            .set_nsid(config.nsid.is_some())
+            .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
         // Tables first, then attach: the program never runs without its answers.
         let installed = engine.load_full();
         match program.install(&installed) {
@@ -198,7 +202,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             endpoint.clone(),
             state_dir.clone(),
             Arc::clone(&engine),
-            config.max_udp_payload,
+            config.serve_options(),
             config.edge_id.clone(),
             xdp.clone(),
             shutdown.clone(),
@@ -247,7 +251,7 @@ async fn reload_on_hup(
             continue;
         };
         let next = version.load(Ordering::Relaxed) + 1;
-        match load_engine(dir, next, config.max_udp_payload) {
+        match load_engine(dir, next, &config.serve_options()) {
             Ok(new) => {
                 version.store(next, Ordering::Relaxed);
                 engine.store(Arc::new(new));

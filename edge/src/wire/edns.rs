@@ -10,6 +10,10 @@ pub const MIN_UDP_PAYLOAD: u16 = 512;
 pub const OPT_LEN: usize = 11;
 /// The DO bit in the OPT TTL flags (RFC 3225).
 pub const DO_BIT: u16 = 0x8000;
+/// The NSID option code (RFC 5001).
+pub const OPTION_NSID: u16 = 3;
+/// Longest server identifier sent in an NSID option.
+pub const NSID_MAX: usize = 128;
 
 /// The OPT record of a query, as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +24,8 @@ pub struct Edns {
     pub version: u8,
     /// The DO bit (copied into the response, RFC 3225 §3).
     pub dnssec_ok: bool,
+    /// The query carried an NSID option (RFC 5001 §2.1: a request for our identifier).
+    pub nsid: bool,
 }
 
 /// Writes our OPT record: payload `udp_payload`, extended RCODE bits, version 0, DO echoed.
@@ -28,4 +34,13 @@ pub fn opt_record(udp_payload: u16, extended_rcode: u8, dnssec_ok: bool) -> [u8;
     let [p0, p1] = udp_payload.to_be_bytes();
     let [f0, f1] = if dnssec_ok { DO_BIT } else { 0 }.to_be_bytes();
     [0, 0, 41, p0, p1, extended_rcode, 0, f0, f1, 0, 0]
+}
+
+/// The NSID option carrying `id` (RFC 5001 §2.3), written after an OPT record whose
+/// RDLENGTH is then `4 + id.len()`.
+#[must_use]
+pub fn nsid_option_header(id: &[u8]) -> [u8; 4] {
+    let [c0, c1] = OPTION_NSID.to_be_bytes();
+    let [l0, l1] = (id.len().min(NSID_MAX) as u16).to_be_bytes();
+    [c0, c1, l0, l1]
 }

@@ -1,7 +1,7 @@
 //! Reading a query: header, the one question, and the OPT record (RFC 1035 §4.1.2,
 //! RFC 6891 §6.1.1, RFC 9619 for QDCOUNT = 1). Allocation-free; the result is `Copy`.
 use super::{
-    edns::{Edns, MIN_UDP_PAYLOAD},
+    edns::{Edns, MIN_UDP_PAYLOAD, OPTION_NSID},
     header::{Header, HEADER_LEN},
     name::{self, NameBuf},
     rcode::Rcode,
@@ -123,30 +123,29 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             continue;
         }
         // One OPT, owned by the root (RFC 6891 §6.1.1), with well-formed options.
-        if edns.is_some() || msg.get(owner) != Some(&0) || !options_well_formed(rdata) {
+        let Some(nsid) = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0)) else {
             return Err(edns);
-        }
+        };
         edns = Some(Edns {
             udp_payload: class.max(MIN_UDP_PAYLOAD),
             version: (ttl >> 16) as u8,
             dnssec_ok: ttl & 0x8000 != 0,
+            nsid,
         });
     }
     Ok((edns, pos))
 }
 
-/// True when the OPT RDATA is a sequence of complete {code, length, data} options.
-fn options_well_formed(mut rdata: &[u8]) -> bool {
+/// When the OPT RDATA is a sequence of complete {code, length, data} options: whether
+/// one of them is NSID. `None` when malformed.
+fn options(mut rdata: &[u8]) -> Option<bool> {
+    let mut nsid = false;
     while !rdata.is_empty() {
-        let Some(len) = read_u16(rdata, 2) else {
-            return false;
-        };
-        let Some(rest) = rdata.get(4 + usize::from(len)..) else {
-            return false;
-        };
-        rdata = rest;
+        nsid |= read_u16(rdata, 0)? == OPTION_NSID;
+        let len = read_u16(rdata, 2)?;
+        rdata = rdata.get(4 + usize::from(len)..)?;
     }
-    true
+    Some(nsid)
 }
 
 fn read_u16(msg: &[u8], at: usize) -> Option<u16> {
@@ -183,9 +182,14 @@ mod tests {
             Some(Edns {
                 udp_payload: 4096,
                 version: 0,
-                dnssec_ok: true
+                dnssec_ok: true,
+                nsid: false,
             })
         );
+        // With a COOKIE and an NSID request.
+        let opt = [&OPT[..9], &[0, 16], &[0, 10, 0, 8], &[7; 8], &[0, 3, 0, 0]].concat();
+        let q = parse_query(&query(b"\x00", 2, &opt, 1)).ok().unwrap();
+        assert!(q.edns.is_some_and(|e| e.nsid));
     }
 
     #[test]

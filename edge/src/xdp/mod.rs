@@ -20,8 +20,8 @@ use aya::{
 use qdns_abi::{
     answer::{
         AnswerKey, AnswerValue, HealthWords, LargeTail, PolicyKey, PolicyValue, ANSWERS_MAP, ANSWERS_MAX,
-        CONFIG_ACTIVE, CONFIG_MAP, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, POLICIES_MAP,
-        POLICIES_MAX,
+        CONFIG_ACTIVE, CONFIG_MAP, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX,
+        POLICIES_MAP, POLICIES_MAX,
     },
     Counter, PORTS_MAP, STATS_MAP,
 };
@@ -385,6 +385,13 @@ impl XdpProgram {
         }
         let mut health = Array::<_, HealthWords>::try_from(self.map(HEALTH_MAP)?).map_err(map_error(HEALTH_MAP))?;
         health.set(index, *words, 0).map_err(map_error(HEALTH_MAP))
+    }
+
+    /// With `on`, queries carrying an NSID option pass to user space (which answers
+    /// them with the edge's NSID, RFC 5001); without, the option is ignored in both paths.
+    pub fn set_nsid(&mut self, on: bool) -> Result<(), XdpTableError> {
+        let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
+        config.set(CONFIG_NSID, u64::from(on), 0).map_err(map_error(CONFIG_MAP))
     }
 
     /// One 8-byte store: the program sees the old or the new word whole.
