@@ -19,7 +19,7 @@
 /// Name of the answer table.
 pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V2";
 /// Name of the table of large answer tails (see [`PLAIN_LARGE`]).
-pub const LARGE_MAP: &str = "QDNS_LARGE_V1";
+pub const LARGE_MAP: &str = "QDNS_LARGE_V2";
 /// Name of the policy table.
 pub const POLICIES_MAP: &str = "QDNS_POLICIES_V1";
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
@@ -100,6 +100,13 @@ pub const KIND_PLAIN: u8 = 1;
 pub const KIND_POLICY: u8 = 2;
 /// A node entry: NODATA for this name, NXDOMAIN for names below it (per `node_flags`).
 pub const KIND_NODE: u8 = 3;
+/// A node at or below a zone cut: every query for it or a missing name below it gets
+/// the referral, whose tail (always in [`LARGE_MAP`]) was written for a question of
+/// `apex_len` octets (the cut's name) and is relocated by the question's extra length
+/// at the [`LargeTail::fixups`].
+pub const KIND_REFERRAL: u8 = 4;
+/// Most compression pointers a relocatable tail holds.
+pub const FIXUPS_MAX: usize = 32;
 
 /// `node_flags`: a query for this name and a type it lacks gets NODATA.
 pub const NODE_NODATA: u8 = 1;
@@ -239,8 +246,17 @@ const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 
 pub struct LargeTail {
     /// The tail; its length and sum are in the [`AnswerValue`] that points here.
     pub tail: [u8; LARGE_TAIL_MAX],
+    /// Referrals: where in the tail each compression pointer starts (the program adds
+    /// the question's extra length to each); `fixups_len` of them are used.
+    pub fixups: [u16; FIXUPS_MAX],
+    /// Pointers in use.
+    pub fixups_len: u16,
+    /// Of those, the ones at an odd offset from the tail's start (for the checksum).
+    pub fixups_odd: u16,
+    /// Always 0.
+    pub pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<LargeTail>() == LARGE_TAIL_MAX);
+const _: () = assert!(core::mem::size_of::<LargeTail>() == LARGE_TAIL_MAX + 2 * FIXUPS_MAX + 8);
 
 /// Adds the big-endian 16-bit words of `bytes` (from an even offset) to `acc`.
 #[inline(always)]

@@ -23,7 +23,7 @@ pub mod name;
 pub mod select;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V8";
+pub const STATS_MAP: &str = "QDNS_STATS_V9";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -131,6 +131,8 @@ counters! {
     PassLarge = 29, "pass_large";
     /// Passed: an NSID request while the edge has an NSID set (user space adds it).
     PassNsid = 30, "pass_nsid";
+    /// Answered: a referral (RFC 1034 §4.3.2 step 3b: the cut's NS, then glue).
+    AnsweredReferral = 31, "answered_referral";
 }
 
 impl Counter {
@@ -147,6 +149,7 @@ impl Counter {
                 | Counter::AnsweredNodata
                 | Counter::AnsweredNxdomain
                 | Counter::AnsweredWildcard
+                | Counter::AnsweredReferral
         )
     }
 }

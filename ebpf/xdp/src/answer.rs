@@ -14,10 +14,10 @@ use aya_ebpf::{
 use qdns_abi::{
     answer::{
         fold, placed, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX,
-        NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS,
-        POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_REFERRAL,
-        RESPONSE_MAX, TAIL_MAX,
+        FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL,
+        LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
+        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
+        REASON_LARGE, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -391,6 +391,8 @@ fn lookup<'a>(
     if let Some(node) = find(key, name)? {
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
             Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
+        } else if node.kind == KIND_REFERRAL {
+            Ok((Body::Plain(node, None), Counter::AnsweredReferral))
         } else {
             Err(pass_reason(node))
         };
@@ -411,6 +413,9 @@ fn lookup<'a>(
         clear_before(name, at);
         key.hash = name_hash(name);
         if let Some(node) = find(key, name)? {
+            if node.kind == KIND_REFERRAL {
+                return Ok((Body::Plain(node, None), Counter::AnsweredReferral));
+            }
             if node.kind != KIND_NODE || node.node_flags == 0 {
                 return Err(pass_reason(node));
             }
@@ -577,7 +582,9 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
     match *body {
         Body::Plain(v, _) => {
             let len = usize::from(v.tail_len);
-            if len > LARGE_TAIL_MAX {
+            // A referral's tail was written for a question of `apex_len` octets (the
+            // cut's name); the question is the cut or below it.
+            if len > LARGE_TAIL_MAX || usize::from(v.apex_len) > qlen {
                 return Err(Counter::PassNotCached);
             }
             Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
@@ -616,6 +623,8 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
             match large {
                 Some(t) if len > 0 && len <= LARGE_TAIL_MAX => {
                     store::<LARGE_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
+                    let delta = qlen.wrapping_sub(usize::from(v.apex_len)) & 0xff;
+                    return Some(placed(v.tail_sum, offset - udp) + relocate(ctx, t, offset, udp, delta)?);
                 }
                 // The loader puts every tail over TAIL_MAX in the large table.
                 None if len > TAIL_MAX => return None,
@@ -651,6 +660,27 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
             Some(sum)
         }
     }
+}
+
+/// Adds `delta` (the question's length beyond the one the tail was written for) to each
+/// compression pointer of a relocatable tail written at `offset`; returns the change
+/// to the checksum sum. A pointer stays below 0x4000 (the loader checked the room), so
+/// its word grows by `delta` exactly and, in one's-complement arithmetic, a word at an
+/// odd offset by `delta` with its octets swapped (RFC 1071 §2(B)).
+#[inline(always)]
+fn relocate(ctx: &XdpContext, t: &LargeTail, offset: usize, udp: usize, delta: usize) -> Option<u64> {
+    let n = usize::from(t.fixups_len);
+    for (i, &fixup) in t.fixups.iter().enumerate() {
+        if i >= n {
+            break;
+        }
+        let at = offset + (usize::from(fixup) & (LARGE_TAIL_MAX - 1));
+        let pointer = Window::<2>::at(ctx, at).ok()?;
+        pointer.set16(0, pointer.get16(0).wrapping_add(delta as u16));
+    }
+    let odd = u64::from(t.fixups_odd).min(FIXUPS_MAX as u64);
+    let even = (n.min(FIXUPS_MAX) as u64).saturating_sub(odd);
+    Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
 }
 
 /// Writes our OPT record at `offset` (DO echoed from the query) and returns its sum.

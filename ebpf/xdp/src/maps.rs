@@ -14,7 +14,7 @@ use qdns_abi::{
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V8")]
+#[map(name = "QDNS_STATS_V9")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
@@ -30,7 +30,7 @@ pub static ANSWERS: HashMap<AnswerKey, AnswerValue> = HashMap::with_max_entries(
 pub static POLICIES: HashMap<PolicyKey, PolicyValue> = HashMap::with_max_entries(POLICIES_MAX, BPF_F_NO_PREALLOC);
 
 /// (generation, id) → a tail over `TAIL_MAX` octets.
-#[map(name = "QDNS_LARGE_V1")]
+#[map(name = "QDNS_LARGE_V2")]
 pub static LARGE: HashMap<PolicyKey, LargeTail> = HashMap::with_max_entries(LARGE_MAX, BPF_F_NO_PREALLOC);
 
 /// The two health buffers.

@@ -247,12 +247,12 @@ impl Engine {
         for chain in 0..=MAX_CNAME_CHAIN {
             let found = zone.find(current.wire, query.qtype);
             let id = match found {
-                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b, ctx.question),
+                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b),
                 // A chain into a delegation: step 3 restarted at the target goes on to
                 // 3b, the referral — the cut's NS in authority, glue in additional —
                 // after the CNAMEs, which we answer with authority (RFC 1034 §4.3.2).
                 Found::Referral(cut) => {
-                    let delegation = referral(zone, cut, current, b, ctx.question)?;
+                    let delegation = referral(zone, cut, current, b)?;
                     counts.authority += delegation.counts.authority;
                     counts.additional += delegation.counts.additional;
                     break;
@@ -316,13 +316,10 @@ pub(super) fn stands_beside_cname(qtype: u16) -> bool {
 }
 
 /// A referral: the cut's NS set in authority, glue in additional, AA clear.
-fn referral(
-    zone: &ZoneData,
-    cut: NodeId,
-    current: NameRef<'_>,
-    b: &mut Builder<'_>,
-    question: NameRef<'_>,
-) -> Result<Resolution, Full> {
+/// RDATA names are compressed against the cut's name only (not the whole question), so
+/// the referral's bytes differ between names below the cut by the offset of the cut in
+/// the question alone: the XDP program relocates one precomputed copy.
+fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<'_>) -> Result<Resolution, Full> {
     let mut counts = Counts::default();
     let Some(node) = zone.node(cut) else {
         return Ok(Resolution {
@@ -334,10 +331,10 @@ fn referral(
     let owner = current.suffix(current.wire.len().saturating_sub(node.name.len()));
     let mut targets = Targets::new();
     if let Some(ns) = node.rrset(rtype::NS) {
-        counts.authority += put_rrset(b, owner, ns, &mut targets, question)?.0;
+        counts.authority += put_rrset(b, owner, ns, &mut targets, owner)?.0;
     }
     // Glue is required for in-domain servers: if it does not fit, TC (RFC 9471 §3).
-    counts.additional += put_additional(zone, &targets, b, true, question)?;
+    counts.additional += put_additional(zone, &targets, b, true, owner)?;
     Ok(Resolution {
         rcode: Rcode::NoError,
         authoritative: false,

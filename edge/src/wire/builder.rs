@@ -128,32 +128,34 @@ impl<'b> Builder<'b> {
     }
 
     /// Appends `name` (lowercase wire) as RDATA: its labels up to the longest suffix it
-    /// shares with `question` (a literal name), then a pointer to that suffix; all of it
-    /// literally when they share only the root. Returns where it now is.
+    /// shares with `question` whose copy there is literal, then a pointer to that copy;
+    /// all of it literally when they share only the root. Returns where it now is.
     pub fn put_rdata_name<'n>(&mut self, name: &'n [u8], question: NameRef<'_>) -> Result<NameRef<'n>, Full> {
         let at = self.len;
         for start in label_starts(name) {
             let suffix = name.get(start..).unwrap_or_default();
-            if suffix.len() <= 1 || suffix.len() > question.literal {
+            if suffix.len() <= 1 {
                 continue;
             }
             let Some(offset) = question.wire.len().checked_sub(suffix.len()) else {
                 continue;
             };
-            let target = question.at + offset;
-            if target > MAX_POINTER
-                || question.wire.get(offset..) != Some(suffix)
-                || !label_starts(question.wire).any(|s| s == offset)
-            {
+            if question.wire.get(offset..) != Some(suffix) || !label_starts(question.wire).any(|s| s == offset) {
+                continue;
+            }
+            // Only a literal copy of the whole suffix is pointed to (a shorter suffix
+            // past a pointer of `question` is found on a later turn).
+            let copy = question.suffix(offset);
+            if copy.literal != copy.wire.len() || copy.at > MAX_POINTER {
                 continue;
             }
             self.put(name.get(..start).unwrap_or_default())?;
-            self.put_u16(0xc000 | target as u16)?;
+            self.put_u16(0xc000 | copy.at as u16)?;
             return Ok(NameRef {
                 at,
                 wire: name,
                 literal: start,
-                rest: target,
+                rest: copy.at,
             });
         }
         self.put(name)?;
@@ -222,5 +224,23 @@ mod tests {
         assert_eq!(other.literal, other.wire.len());
         let elsewhere = b.put_rdata_name(b"\x02ns\x05other\x07example\x00", question).unwrap();
         assert_eq!(&b.as_slice()[elsewhere.at..], b"\x02ns\x05other\xc0\x17");
+    }
+
+    #[test]
+    fn rdata_names_point_only_at_literal_copies() {
+        let mut buf = [0u8; 128];
+        let mut b = Builder::new(&mut buf, 128);
+        b.put(&[0; 12]).unwrap();
+        b.put(b"\x07example\x00").unwrap();
+        let question = NameRef::literal(12, b"\x07example\x00");
+        // "b.a.example." written as "\x01b\x01a" + pointer to the question.
+        let target = b.put_rdata_name(b"\x01b\x01a\x07example\x00", question).unwrap();
+        assert_eq!((target.literal, target.rest), (4, 12));
+        // Against that partly literal name: its copy of "a.example." ends in a pointer,
+        // so only "example." (literal in the question) is pointed to.
+        let a = b.put_rdata_name(b"\x01x\x01a\x07example\x00", target).unwrap();
+        assert_eq!((a.literal, a.rest), (4, 12));
+        let e = b.put_rdata_name(b"\x01y\x07example\x00", target).unwrap();
+        assert_eq!(e.rest, 12);
     }
 }

@@ -12,10 +12,10 @@
 use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
-        DECISION_DEGRADED, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN, KIND_POLICY,
-        LARGE_TAIL_MAX, MEMBER_BLOB, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
-        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
-        REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
+        DECISION_DEGRADED, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
+        KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
+        PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
+        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, NAME_WORDS},
@@ -55,6 +55,8 @@ pub struct TableStats {
     pub pass: usize,
     /// Of the precomputed answers, those with a large tail.
     pub large: usize,
+    /// Names at or below a zone cut answered with a relocated referral.
+    pub referral: usize,
 }
 
 const QR_AA: u16 = 0x8400;
@@ -73,6 +75,7 @@ impl Table {
             match value.kind {
                 KIND_PLAIN => stats.plain += 1,
                 KIND_NODE if value.node_flags != 0 => stats.nodes += 1,
+                KIND_REFERRAL => stats.referral += 1,
                 KIND_POLICY => {}
                 _ => stats.pass += 1,
             }
@@ -86,7 +89,18 @@ impl Table {
 pub fn compile(engine: &Engine, generation: u32) -> Table {
     let mut table = Table::default();
     let mut scratch = vec![0u8; crate::engine::MAX_MESSAGE];
-    for node in engine.export() {
+    let nodes: Vec<NodeView<'_>> = engine.export();
+    // The zone cuts (NS below an apex: below_cut with an NS set) and each one's
+    // relocatable referral, built once and shared by every node at or below it.
+    let mut referrals: std::collections::HashMap<&[u8], AnswerValue> = std::collections::HashMap::new();
+    for node in nodes
+        .iter()
+        .filter(|n| n.below_cut && n.sets.iter().any(|(t, _)| *t == 2))
+    {
+        let value = referral(engine, node.name, &mut scratch, &mut table.large, generation);
+        referrals.insert(node.name, value);
+    }
+    for node in nodes {
         // Longer names never reach a lookup: the program passes their queries first.
         let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
             continue;
@@ -96,7 +110,18 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
             table.answers.push((key, value));
         };
         if node.below_cut {
-            push(node_key, pass_because(KIND_NODE, REASON_REFERRAL));
+            // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
+            if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
+                push(
+                    ds_key,
+                    plain(engine, node.name, 43, &mut scratch, &mut table.large, generation),
+                );
+            }
+            let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
+            push(
+                node_key,
+                cut.copied().unwrap_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL)),
+            );
             continue;
         }
         for (rtype, policy) in &node.sets {
@@ -290,6 +315,10 @@ fn plain(
     };
     let mut big = Box::new(LargeTail {
         tail: [0; LARGE_TAIL_MAX],
+        fixups: [0; FIXUPS_MAX],
+        fixups_len: 0,
+        fixups_odd: 0,
+        pad: 0,
     });
     big.tail[..tail.len()].copy_from_slice(tail);
     value.node_flags |= PLAIN_LARGE;
@@ -298,6 +327,109 @@ fn plain(
     value.tail_sum = fold(sum_words(tail, 0));
     large.push((PolicyKey { generation, id }, big));
     value
+}
+
+/// `name` and each of its parent names, longest first.
+fn label_suffixes(name: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    crate::wire::name::label_starts(name).filter_map(|start| name.get(start..))
+}
+
+/// The referral of the cut `cut` as a relocatable entry: the engine's answer to a query
+/// for the cut's own name, whose compression pointers are found by comparing it with
+/// the answers for names 2 and 7 octets longer below the cut (each pointer moves by
+/// exactly that much, nothing else changes — checked, or the cut passes).
+fn referral(
+    engine: &Engine,
+    cut: &[u8],
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+) -> AnswerValue {
+    let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
+    let below = |prefix: &[u8]| [prefix, cut].concat();
+    let (longer, longest) = (below(b"\x01x"), below(b"\x06xxxxxx"));
+    if longest.len() > qdns_abi::answer::NAME_MAX {
+        return passed();
+    }
+    let mut answers = Vec::new();
+    for name in [cut, &longer[..], &longest[..]] {
+        match engine_answer(engine, name, 1, out) {
+            Some(Answer::Fits(message)) => {
+                answers.push((message.get(HEADER_LEN + name.len() + 4..).map(<[u8]>::to_vec), message));
+            }
+            _ => return passed(),
+        }
+    }
+    let (Some(tail), message) = answers[0].clone() else {
+        return passed();
+    };
+    let flags = u16::from_be_bytes([message[2], message[3]]);
+    let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
+    // A referral: no AA, NOERROR, nothing in the answer section.
+    if flags & 0x040f != 0 || counts(1) != 0 || tail.len() > LARGE_TAIL_MAX || message.len() + OPT_LEN > RESPONSE_MAX {
+        return passed();
+    }
+    let Some(fixups) = pointer_moves(&tail, answers[1].0.as_deref().unwrap_or_default(), 2) else {
+        return passed();
+    };
+    let relocated = |delta: u16| {
+        let mut moved = tail.clone();
+        for &at in &fixups {
+            let at = usize::from(at);
+            let pointer = u16::from_be_bytes([moved[at], moved[at + 1]]) + delta;
+            moved[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
+        }
+        moved
+    };
+    if Some(relocated(7)) != answers[2].0 || fixups.len() > FIXUPS_MAX {
+        return passed();
+    }
+    let Ok(id) = u32::try_from(large.len()) else {
+        return passed();
+    };
+    let mut big = Box::new(LargeTail {
+        tail: [0; LARGE_TAIL_MAX],
+        fixups: [0; FIXUPS_MAX],
+        fixups_len: fixups.len() as u16,
+        fixups_odd: fixups.iter().filter(|&&at| at % 2 == 1).count() as u16,
+        pad: 0,
+    });
+    big.tail[..tail.len()].copy_from_slice(&tail);
+    big.fixups[..fixups.len()].copy_from_slice(&fixups);
+    large.push((PolicyKey { generation, id }, big));
+    let mut value = pass(KIND_REFERRAL);
+    value.flags = flags;
+    value.nscount = counts(2);
+    value.arcount = counts(3);
+    value.apex_len = cut.len() as u8;
+    value.node_flags = PLAIN_LARGE;
+    value.policy = id;
+    value.tail_len = tail.len() as u16;
+    value.tail_sum = fold(sum_words(&tail, 0));
+    value
+}
+
+/// Where `longer` (the same tail for a question `delta` octets longer) has a
+/// compression pointer moved by `delta`: the offsets of those pointers, when nothing
+/// else differs.
+fn pointer_moves(tail: &[u8], longer: &[u8], delta: u16) -> Option<Vec<u16>> {
+    if tail.len() != longer.len() {
+        return None;
+    }
+    let mut fixups = Vec::new();
+    let mut at = 0;
+    while at < tail.len() {
+        let word = |m: &[u8]| m.get(at..at + 2).map(|w| u16::from_be_bytes([w[0], w[1]]));
+        match (word(tail), word(longer)) {
+            (Some(a), Some(b)) if a >= 0xc000 && a.checked_add(delta) == Some(b) => {
+                fixups.push(u16::try_from(at).ok()?);
+                at += 2;
+            }
+            _ if tail[at] == longer[at] => at += 1,
+            _ => return None,
+        }
+    }
+    Some(fixups)
 }
 
 /// What user space answers for a name and type, checked to be one answer for every
