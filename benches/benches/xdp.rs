@@ -169,6 +169,11 @@ fn main() {
             3,
         ),
         (
+            "referral with glue",
+            vec![frame("host.sub.example.com.", 1, Edns::None)],
+            3,
+        ),
+        (
             "30 A, no EDNS (needs TC: pass)",
             vec![frame("pool.example.com.", 1, Edns::None)],
             2,

@@ -273,7 +273,12 @@ fn distribution(
 /// Wire form of a presentation name (absolute; a missing trailing dot is added; RFC 1035
 /// §5.1 escapes as in zone files).
 pub fn owner_wire(owner: &str) -> Result<Vec<u8>, String> {
-    let text = if owner.ends_with('.') && !owner.ends_with("\\.") {
+    // Absolute when it ends with a dot that is not escaped: an even number of
+    // backslashes before it.
+    let backslashes = owner
+        .strip_suffix('.')
+        .map(|s| s.len() - s.trim_end_matches('\\').len());
+    let text = if backslashes.is_some_and(|n| n % 2 == 0) {
         owner.to_owned()
     } else {
         format!("{owner}.")

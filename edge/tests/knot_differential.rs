@@ -532,12 +532,38 @@ fn allowed(probe: &Probe, ours: &Shape, knot: &Shape) -> Option<&'static str> {
     }
     // Both truncated: a client retries over TCP; what a TC response holds besides the
     // header is not specified (RFC 2181 §9).
-    if ours.tc && knot.tc && ours.rcode == knot.rcode && ours.aa == knot.aa {
+    if ours.tc
+        && knot.tc
+        && ours.rcode == knot.rcode
+        && ours.aa == knot.aa
+        && ours.rd == knot.rd
+        && ours.edns == knot.edns
+    {
         return Some("both truncated (RFC 2181 §9: the client retries over TCP)");
     }
-    // ANY: RFC 8482 §4.1 lets a server answer with one RRset or all of them.
-    if probe.qtype == 255 && ours.rcode == knot.rcode && ours.aa == knot.aa && !ours.answer.is_empty() {
-        return Some("ANY (RFC 8482 §4: one set, or all)");
+    // ANY: RFC 8482 §4.1 lets a server answer with one RRset or all of them. Ours must
+    // be exactly one of knotd's sets, whole, and the rest the same, but for addresses
+    // in additional (one set leaves room for more of its targets' than knotd's all).
+    if probe.qtype == 255
+        && ours.rcode == knot.rcode
+        && (ours.aa, ours.tc, ours.rd, &ours.edns, &ours.authority)
+            == (knot.aa, knot.tc, knot.rd, &knot.edns, &knot.authority)
+        && ours
+            .additional
+            .iter()
+            .all(|r| knot.additional.contains(r) || is_address(r))
+    {
+        let set_of = |r: &String| {
+            let f: Vec<&str> = r.split(' ').collect();
+            (f[0].to_owned(), f[3].to_owned())
+        };
+        let sets: std::collections::BTreeSet<_> = ours.answer.iter().map(set_of).collect();
+        if let [set] = &sets.into_iter().collect::<Vec<_>>()[..] {
+            let whole: Vec<&String> = knot.answer.iter().filter(|r| set_of(r) == *set).collect();
+            if whole.len() == ours.answer.len() && whole.iter().all(|r| ours.answer.contains(r)) {
+                return Some("ANY (RFC 8482 §4.1: one whole set of the ones knotd gives)");
+            }
+        }
     }
     // knotd repeats a target's addresses when two MX records share it; RFC 2181 §5 asks
     // for duplicates to be suppressed, as qdns does.
@@ -555,19 +581,43 @@ fn allowed(probe: &Probe, ours: &Shape, knot: &Shape) -> Option<&'static str> {
     // Optional additional data may be left out when it does not fit a datagram (RFC 1035
     // §4.1.1, RFC 9471 §3 for non-required glue); which sets each server still squeezes
     // in differs. Over TCP everything fits, so there it must match.
+    // Not for referrals (AA clear): their glue is required (RFC 9471 §3), so it must
+    // match; and only whole sets may be missing.
     if ours.rcode == knot.rcode
+        && ours.aa
         && ours.aa == knot.aa
         && ours.tc == knot.tc
+        && ours.rd == knot.rd
         && ours.answer == knot.answer
         && ours.authority == knot.authority
         && ours.edns == knot.edns
         && !probe.tcp
-        && (ours.additional.iter().all(|r| knot.additional.contains(r))
-            || knot.additional.iter().all(|r| ours.additional.contains(r)))
     {
-        return Some("optional additional records left out by size (RFC 1035 §4.1.1)");
+        let (small, big) = if ours.additional.len() <= knot.additional.len() {
+            (&ours.additional, &knot.additional)
+        } else {
+            (&knot.additional, &ours.additional)
+        };
+        let set_of = |r: &String| {
+            let f: Vec<&str> = r.split(' ').collect();
+            (f[0].to_owned(), f[3].to_owned())
+        };
+        let missing: Vec<&String> = big.iter().filter(|r| !small.contains(r)).collect();
+        let whole_sets = missing.iter().all(|m| {
+            big.iter()
+                .filter(|r| set_of(r) == set_of(m))
+                .all(|r| missing.contains(&r))
+        });
+        if small.iter().all(|r| big.contains(r)) && whole_sets {
+            return Some("optional additional sets left out by size (RFC 1035 §4.1.1)");
+        }
     }
     None
+}
+
+/// True for an A or AAAA record (in the compared form: owner TTL class type RDATA).
+fn is_address(record: &str) -> bool {
+    matches!(record.split(' ').nth(3), Some("A" | "AAAA"))
 }
 
 /// What differs, field by field; records only one side has.

@@ -139,6 +139,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
         // Tables first, then attach: the program never runs without its answers.
         let installed = engine.load_full();
+        program.fit_links(&config.xdp);
         match program.install(&installed) {
             Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
             Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),

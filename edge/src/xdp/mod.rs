@@ -126,6 +126,8 @@ pub struct XdpProgram {
     ebpf: Ebpf,
     interfaces: Vec<String>,
     installed: Installed,
+    /// Largest DNS message the tables may hold ([`XdpProgram::fit_links`]).
+    max_message: usize,
 }
 
 /// Result of one `BPF_PROG_TEST_RUN` of the program.
@@ -191,6 +193,7 @@ impl XdpProgram {
             ebpf,
             interfaces: Vec::new(),
             installed: Installed::default(),
+            max_message: qdns_abi::answer::RESPONSE_MAX,
         })
     }
 
@@ -289,6 +292,17 @@ impl XdpProgram {
         (self.installed.generation, self.installed.stats)
     }
 
+    /// Holds the tables' answers to what the smallest MTU of `interfaces` carries (XDP
+    /// cannot fragment): an answer whose IP packet could be larger — with the longest
+    /// question, IPv4 options and the UDP header — is left to user space and the kernel.
+    /// Call before [`XdpProgram::install`]; an MTU changed later is not followed.
+    pub fn fit_links(&mut self, interfaces: &[String]) {
+        if let Some(mtu) = interfaces.iter().filter_map(|iface| interface_mtu(iface)).min() {
+            // IPv4 with the largest header (60) and UDP (8).
+            self.max_message = (mtu as usize).saturating_sub(68).min(qdns_abi::answer::RESPONSE_MAX);
+        }
+    }
+
     /// Compiles `engine` into a new generation of the tables and makes it active, with
     /// the engine's current health. On failure the program passes every query.
     pub fn install(&mut self, engine: &Engine) -> Result<TableStats, XdpTableError> {
@@ -297,10 +311,16 @@ impl XdpProgram {
             0 => 1,
             g => g,
         };
-        let table = table::compile(engine, generation);
+        let table = table::compile(engine, generation, self.max_message);
         let stats = table.stats();
         let health = 1 - old.health;
         let result = self.write_generation(&table, &engine.health(), health, generation);
+        if result.is_err() {
+            // Everything passes before any entry goes: a query must never find the old
+            // generation half deleted (a missing name entry would let it walk up to an
+            // apex node entry and answer NXDOMAIN).
+            let _ = self.set_active(0);
+        }
         // The old generation goes either way: replaced on success, unsafe to keep on failure.
         self.delete(&old.answer_keys, &old.policy_keys, &old.large_keys);
         let answer_keys: Vec<AnswerKey> = table.answers.iter().map(|(k, _)| *k).collect();
@@ -319,7 +339,6 @@ impl XdpProgram {
                 Ok(stats)
             }
             Err(err) => {
-                let _ = self.set_active(0);
                 self.delete(&answer_keys, &policy_keys, &large_keys);
                 Err(err)
             }
@@ -444,6 +463,15 @@ fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> XdpTableError
 
 /// The driver of `iface` (`ethtool -i`), by the `SIOCETHTOOL`/`ETHTOOL_GDRVINFO` ioctl
 /// (libc has no binding for the ethtool structures; these are the kernel's UAPI layouts).
+/// The interface's MTU, from sysfs.
+fn interface_mtu(iface: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn driver(iface: &str) -> Option<String> {
     const SIOCETHTOOL: libc::c_ulong = 0x8946;
     const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;

@@ -7,13 +7,14 @@
 //! or trims optional records). An entry is made only when the response does not depend
 //! on DO, equals the no-EDNS response wherever that fits 512 octets, and fits the table
 //! (tails over 256 octets go to the large table); otherwise the name and type get a
-//! `PASS` entry with its reason, so the node entry cannot answer NODATA in its place. Policy sets keep their members' record bytes and
-//! a decision per health combination, computed with the `qdns-abi` selection functions.
+//! `PASS` entry with its reason, so the node entry cannot answer NODATA in its place.
+//! Policy sets keep their members' record bytes and a decision per health combination,
+//! computed with the `qdns-abi` selection functions. Referrals: see [`referral`].
 use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
         DECISION_DEGRADED, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
-        KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
+        KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
         PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
         POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
     },
@@ -86,9 +87,10 @@ impl Table {
 
 /// The table of `engine` for `generation`.
 #[must_use]
-pub fn compile(engine: &Engine, generation: u32) -> Table {
+pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
     let mut table = Table::default();
     let mut scratch = vec![0u8; crate::engine::MAX_MESSAGE];
+    let limits = Limits { max_message };
     let nodes: Vec<NodeView<'_>> = engine.export();
     // The zone cuts (NS below an apex: below_cut with an NS set) and each one's
     // relocatable referral, built once and shared by every node at or below it.
@@ -97,7 +99,7 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
         .iter()
         .filter(|n| n.below_cut && n.sets.iter().any(|(t, _)| *t == 2))
     {
-        let value = referral(engine, node.name, &mut scratch, &mut table.large, generation);
+        let value = referral(engine, node.name, &mut scratch, &mut table.large, generation, limits);
         referrals.insert(node.name, value);
     }
     for node in nodes {
@@ -114,7 +116,15 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
             if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
                 push(
                     ds_key,
-                    plain(engine, node.name, 43, &mut scratch, &mut table.large, generation),
+                    plain(
+                        engine,
+                        node.name,
+                        43,
+                        &mut scratch,
+                        &mut table.large,
+                        generation,
+                        limits,
+                    ),
                 );
             }
             let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
@@ -139,6 +149,7 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
                     &mut scratch,
                     &mut table.large,
                     generation,
+                    limits,
                 )),
                 Some(policy) => {
                     let id = table.policies.len() as u32;
@@ -158,7 +169,15 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
             if let Some((chase_key, _)) = key(generation, rtype, node.name) {
                 push(
                     chase_key,
-                    plain(engine, node.name, rtype, &mut scratch, &mut table.large, generation),
+                    plain(
+                        engine,
+                        node.name,
+                        rtype,
+                        &mut scratch,
+                        &mut table.large,
+                        generation,
+                        limits,
+                    ),
                 );
             }
         }
@@ -166,9 +185,17 @@ pub fn compile(engine: &Engine, generation: u32) -> Table {
         // entry never answers NODATA for it.
         if !node.sets.is_empty() {
             if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
-                let value = node
-                    .static_any
-                    .then(|| plain(engine, node.name, QTYPE_ANY, &mut scratch, &mut table.large, generation));
+                let value = node.static_any.then(|| {
+                    plain(
+                        engine,
+                        node.name,
+                        QTYPE_ANY,
+                        &mut scratch,
+                        &mut table.large,
+                        generation,
+                        limits,
+                    )
+                });
                 push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
             }
         }
@@ -280,6 +307,7 @@ fn plain(
     out: &mut [u8],
     large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
     generation: u32,
+    limits: Limits,
 ) -> AnswerValue {
     let other = || pass_because(KIND_PASS, REASON_OTHER);
     let message = match engine_answer(engine, name, rtype, out) {
@@ -296,7 +324,14 @@ fn plain(
     let Some(tail) = message.get(question_end..) else {
         return other();
     };
-    if tail.len() > LARGE_TAIL_MAX || message.len() + OPT_LEN > RESPONSE_MAX {
+    let any_qname = owned_by_question(tail, counts(&message, 1) + counts(&message, 2) + counts(&message, 3));
+    // A wildcard's entry answers longer names than its own.
+    let growth = if any_qname {
+        NAME_MAX.saturating_sub(name.len())
+    } else {
+        0
+    };
+    if tail.len() > LARGE_TAIL_MAX || !limits.fits(message.len(), growth) {
         return pass_because(KIND_PASS, REASON_LARGE);
     }
     let mut value = pass(KIND_PLAIN);
@@ -304,13 +339,14 @@ fn plain(
     value.ancount = counts(&message, 1);
     value.nscount = counts(&message, 2);
     value.arcount = counts(&message, 3);
-    if owned_by_question(tail, value.ancount + value.nscount + value.arcount) {
+    if any_qname {
         value.node_flags = PLAIN_ANY_QNAME;
     }
     if tail.len() <= TAIL_MAX {
         return with_tail(value, tail).unwrap_or_else(other);
     }
-    let Ok(id) = u32::try_from(large.len()) else {
+    // A full large table leaves the rest to user space; it never stops the tables.
+    let Some(id) = large_id(large) else {
         return pass_because(KIND_PASS, REASON_LARGE);
     };
     let mut big = Box::new(LargeTail {
@@ -329,6 +365,30 @@ fn plain(
     value
 }
 
+/// What the links the program serves carry.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Largest DNS message (with our OPT) an answer may be.
+    max_message: usize,
+}
+
+impl Limits {
+    /// True when a `message` octets long (without OPT) still fits when its question
+    /// grows by `growth` octets (a wildcard or referral entry answers names longer than
+    /// its own).
+    fn fits(self, message: usize, growth: usize) -> bool {
+        message + OPT_LEN + growth <= self.max_message.min(RESPONSE_MAX)
+    }
+}
+
+/// The id of the next large-tail entry, while the table has room for it (half the map:
+/// two generations live during a flip).
+fn large_id(large: &[(PolicyKey, Box<LargeTail>)]) -> Option<u32> {
+    u32::try_from(large.len())
+        .ok()
+        .filter(|&n| n < qdns_abi::answer::LARGE_MAX / 2)
+}
+
 /// `name` and each of its parent names, longest first.
 fn label_suffixes(name: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
     crate::wire::name::label_starts(name).filter_map(|start| name.get(start..))
@@ -344,6 +404,7 @@ fn referral(
     out: &mut [u8],
     large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
     generation: u32,
+    limits: Limits,
 ) -> AnswerValue {
     let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
     let below = |prefix: &[u8]| [prefix, cut].concat();
@@ -366,7 +427,11 @@ fn referral(
     let flags = u16::from_be_bytes([message[2], message[3]]);
     let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
     // A referral: no AA, NOERROR, nothing in the answer section.
-    if flags & 0x040f != 0 || counts(1) != 0 || tail.len() > LARGE_TAIL_MAX || message.len() + OPT_LEN > RESPONSE_MAX {
+    if flags & 0x040f != 0
+        || counts(1) != 0
+        || tail.len() > LARGE_TAIL_MAX
+        || !limits.fits(message.len(), NAME_MAX.saturating_sub(cut.len()))
+    {
         return passed();
     }
     let Some(fixups) = pointer_moves(&tail, answers[1].0.as_deref().unwrap_or_default(), 2) else {
@@ -384,7 +449,7 @@ fn referral(
     if Some(relocated(7)) != answers[2].0 || fixups.len() > FIXUPS_MAX {
         return passed();
     }
-    let Ok(id) = u32::try_from(large.len()) else {
+    let Some(id) = large_id(large) else {
         return passed();
     };
     let mut big = Box::new(LargeTail {

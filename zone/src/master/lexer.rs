@@ -147,7 +147,7 @@ impl<'a> Lexer<'a> {
     /// Steps over `\` and the octet it escapes (`\DDD` is decoded later).
     fn escape(&mut self) -> Result<(), LexError> {
         match self.text.get(self.pos + 1) {
-            Some(b'\n') | None => Err((self.line, "'\\' at the end of a line".to_owned())),
+            Some(b'\n' | b'\r') | None => Err((self.line, "'\\' at the end of a line".to_owned())),
             Some(_) => {
                 self.pos += 2;
                 Ok(())

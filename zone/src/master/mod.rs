@@ -51,6 +51,7 @@ pub fn parse(text: &[u8], path: &Path, origin: &Name, default_ttl: u32) -> Resul
     let mut state = FileState {
         origin: name::to_wire(origin),
         ttl: default_ttl,
+        dollar_ttl: false,
         owner: None,
     };
     reader.file(text, path, &mut state, 0)?;
@@ -141,7 +142,11 @@ struct Reader {
 #[derive(Clone)]
 struct FileState {
     origin: Vec<u8>,
+    /// TTL of a record written without one: `$TTL`'s, else (RFC 1035 §5.1) the last
+    /// TTL written, else the zone's default.
     ttl: u32,
+    /// A `$TTL` was seen (RFC 2308 §4): explicit TTLs no longer change the default.
+    dollar_ttl: bool,
     owner: Option<Vec<u8>>,
 }
 
@@ -209,6 +214,9 @@ impl Reader {
         let rdata = rdata::encode(rtype, &mut rdata::Fields::new(fields, &state.origin))
             .map_err(|reason| Failure::Here(format!("{}: {reason}", types::name(rtype))))?;
         state.owner = Some(owner.clone());
+        if let (Some(explicit), false) = (ttl, state.dollar_ttl) {
+            state.ttl = explicit;
+        }
         self.add(owner, rtype, ttl.unwrap_or(state.ttl), rdata, path, entry.line);
         Ok(())
     }
@@ -246,6 +254,7 @@ impl Reader {
             b"$TTL" => {
                 arity(1)?;
                 state.ttl = text::ttl(arg(1, "a TTL")?).map_err(Failure::Here)?;
+                state.dollar_ttl = true;
             }
             b"$INCLUDE" => {
                 arity(2)?;
@@ -346,7 +355,8 @@ mod tests {
 
     #[test]
     fn parses_records_and_groups_sets() {
-        let sets = sets("www 300 IN A 192.0.2.1\nwww IN A 192.0.2.2\nwww A 192.0.2.2\nmail IN MX 10 mx.example.com.\n");
+        let sets =
+            sets("www 300 IN A 192.0.2.1\nwww 60 IN A 192.0.2.2\nwww A 192.0.2.2\nmail IN MX 10 mx.example.com.\n");
         let www = sets.iter().find(|s| s.rtype == 1).unwrap();
         assert_eq!(www.name, b"\x03www\x07example\x03com\x00");
         assert_eq!(
@@ -383,6 +393,14 @@ mod tests {
             sets[3].name, b"\x03b c\x07example\x03com\x00",
             "escaped octet in a label, lowercased"
         );
+    }
+
+    #[test]
+    fn omitted_ttls() {
+        // No $TTL: the last TTL written (RFC 1035 §5.1), the zone default before one.
+        let s = sets("a A 192.0.2.1\nb 77 A 192.0.2.2\nc A 192.0.2.3\n$TTL 9\nd 5 A 192.0.2.4\ne A 192.0.2.5\n");
+        let ttls: Vec<u32> = s.iter().map(|set| set.ttl).collect();
+        assert_eq!(ttls, [60, 77, 77, 5, 9]);
     }
 
     #[test]

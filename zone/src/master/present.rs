@@ -61,10 +61,23 @@ pub fn name_text(wire: &[u8]) -> String {
     crate::name::to_text(wire)
 }
 
-/// RDATA in presentation form; the generic form when the bytes do not parse as the type.
+/// RDATA in presentation form; the generic form when the bytes do not parse as the type
+/// or their own form would not read back to the same octets (a `\#`-loaded SVCB with
+/// unsorted keys, an upper-case name, …).
 #[must_use]
 pub fn rdata_text(rtype: u16, rdata: &[u8]) -> String {
-    native(rtype, rdata).unwrap_or_else(|| generic(rdata))
+    native(rtype, rdata)
+        .filter(|text| reads_back(rtype, text, rdata))
+        .unwrap_or_else(|| generic(rdata))
+}
+
+/// True when `text` parses (relative names need none: ours are absolute) to `rdata`.
+fn reads_back(rtype: u16, text: &str, rdata: &[u8]) -> bool {
+    let mut lexer = super::lexer::Lexer::new(text.as_bytes());
+    let Ok(Some(entry)) = lexer.next_entry() else {
+        return false;
+    };
+    super::rdata::encode(rtype, &mut super::rdata::Fields::new(&entry.tokens, b"\0")).is_ok_and(|wire| wire == rdata)
 }
 
 /// RFC 3597 §5: `\# LENGTH HEX`.
@@ -284,5 +297,11 @@ mod tests {
             "not an A: generic form"
         );
         assert_eq!(rdata_text(types::TXT, b"\x02a\x80"), "\"a\\128\"");
+        // Bytes whose own form would read back differently: generic form.
+        assert_eq!(rdata_text(types::CNAME, b"\x01X\x00"), "\\# 3 015800");
+        assert_eq!(
+            rdata_text(types::SVCB, b"\x00\x00\x00\x00\x03\x00\x02\x00\x35"),
+            "\\# 9 000000000300020035"
+        );
     }
 }

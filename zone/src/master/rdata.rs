@@ -154,6 +154,15 @@ fn check_generic(rtype: u16, rdata: &[u8]) -> Result<Vec<u8>, String> {
         types::SRV => fixed_then_names(6, 1, 0),
         types::RP => fixed_then_names(0, 2, 0),
         types::SOA => fixed_then_names(0, 2, 20),
+        types::SVCB | types::HTTPS => {
+            // Priority, TargetName (lowercased like the own form's), then the params.
+            let end = rdata.get(2..).and_then(wire_name_len).map(|n| n + 2);
+            end.map(|end| {
+                let mut out = rdata.to_vec();
+                out[2..end].make_ascii_lowercase();
+                out
+            })
+        }
         types::TXT | types::SPF => strings_cover(rdata, 1).then(|| rdata.to_vec()),
         types::HINFO => (strings_cover(rdata, 2) && string_count(rdata) == Some(2)).then(|| rdata.to_vec()),
         _ => Some(rdata.to_vec()),
@@ -359,6 +368,10 @@ mod tests {
         assert!(rdata(types::A, r"\# 3 c00002").is_err());
         assert!(rdata(65280, r"\# 4 0a00").is_err());
         assert_eq!(rdata(types::CNAME, r"\# 5 0358595a00").unwrap(), b"\x03xyz\x00");
+        assert_eq!(
+            rdata(types::SVCB, r"\# 7 0001015800abcd").unwrap(),
+            b"\x00\x01\x01x\x00\xab\xcd"
+        );
         assert!(rdata(types::CNAME, r"\# 4 0358595a").is_err());
         assert!(
             rdata(65280, "0a000001").is_err(),

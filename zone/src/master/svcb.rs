@@ -50,6 +50,19 @@ pub(super) fn encode(f: &mut Fields<'_, '_>) -> Result<Vec<u8>, String> {
     if priority == 0 && !params.is_empty() {
         return Err("an AliasMode record (priority 0) has no SvcParams".to_owned());
     }
+    // RFC 9460 §8: every key `mandatory` lists is present; §7.1.1: no-default-alpn
+    // only beside alpn.
+    if let Some((_, listed)) = params.iter().find(|(k, _)| *k == MANDATORY) {
+        for key in listed.chunks(2).map(|k| u16::from_be_bytes([k[0], k[1]])) {
+            if !params.iter().any(|(k, _)| *k == key) {
+                return Err(format!("mandatory lists {}, which is not there", key_label(key)));
+            }
+        }
+    }
+    let has = |key: u16| params.iter().any(|(k, _)| *k == key);
+    if has(NO_DEFAULT_ALPN) && !has(ALPN) {
+        return Err("no-default-alpn needs alpn".to_owned());
+    }
     params.sort_by_key(|(k, _)| *k);
     for (key, value) in params {
         out.extend_from_slice(&key.to_be_bytes());
@@ -114,10 +127,14 @@ fn param_value(key: u16, value: Option<&[u8]>) -> Result<Vec<u8>, String> {
         MANDATORY => {
             let mut keys = Vec::new();
             for item in value_list(need()?)? {
-                keys.push(key_code(&item)?);
+                let key = key_code(&item)?;
+                // RFC 9460 §8: not itself, and no key twice.
+                if key == MANDATORY || keys.contains(&key) {
+                    return Err(format!("mandatory lists {} twice or itself", key_label(key)));
+                }
+                keys.push(key);
             }
             keys.sort_unstable();
-            keys.dedup();
             for k in keys {
                 out.extend_from_slice(&k.to_be_bytes());
             }
@@ -289,5 +306,11 @@ mod tests {
         assert!(svcb("0 foo. port=53").is_err());
         assert!(svcb("1 foo. port=53 port=54").is_err());
         assert!(svcb("1 foo. bogus=1").is_err());
+        // RFC 9460 appendix D.3 failure cases.
+        assert!(svcb("1 foo. mandatory=mandatory").is_err());
+        assert!(svcb("1 foo. mandatory=key123").is_err());
+        assert!(svcb("1 foo. alpn=h2 mandatory=alpn,alpn").is_err());
+        assert!(svcb("1 foo. no-default-alpn").is_err());
+        assert!(svcb("1 foo. alpn=h2 no-default-alpn mandatory=alpn").is_ok());
     }
 }
