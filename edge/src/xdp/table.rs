@@ -349,20 +349,28 @@ fn plain(
     let Some(id) = large_id(large) else {
         return pass_because(KIND_PASS, REASON_LARGE);
     };
-    let mut big = Box::new(LargeTail {
-        tail: [0; LARGE_TAIL_MAX],
-        fixups: [0; FIXUPS_MAX],
-        fixups_len: 0,
-        fixups_odd: 0,
-        pad: 0,
-    });
-    big.tail[..tail.len()].copy_from_slice(tail);
+    let big = large_tail(tail, &[]);
     value.node_flags |= PLAIN_LARGE;
     value.policy = id;
     value.tail_len = tail.len() as u16;
     value.tail_sum = fold(sum_words(tail, 0));
     large.push((PolicyKey { generation, id }, big));
     value
+}
+
+/// A large-tail entry holding `tail` (≤ [`LARGE_TAIL_MAX`]) and the offsets of its
+/// relocatable pointers (≤ [`FIXUPS_MAX`]; callers check both).
+fn large_tail(tail: &[u8], fixups: &[u16]) -> Box<LargeTail> {
+    let mut big = Box::new(LargeTail {
+        tail: [0; LARGE_TAIL_MAX],
+        fixups: [0; FIXUPS_MAX],
+        fixups_len: fixups.len() as u16,
+        fixups_odd: fixups.iter().filter(|&&at| at % 2 == 1).count() as u16,
+        pad: 0,
+    });
+    big.tail[..tail.len()].copy_from_slice(tail);
+    big.fixups[..fixups.len()].copy_from_slice(fixups);
+    big
 }
 
 /// What the links the program serves carry.
@@ -452,16 +460,7 @@ fn referral(
     let Some(id) = large_id(large) else {
         return passed();
     };
-    let mut big = Box::new(LargeTail {
-        tail: [0; LARGE_TAIL_MAX],
-        fixups: [0; FIXUPS_MAX],
-        fixups_len: fixups.len() as u16,
-        fixups_odd: fixups.iter().filter(|&&at| at % 2 == 1).count() as u16,
-        pad: 0,
-    });
-    big.tail[..tail.len()].copy_from_slice(&tail);
-    big.fixups[..fixups.len()].copy_from_slice(&fixups);
-    large.push((PolicyKey { generation, id }, big));
+    large.push((PolicyKey { generation, id }, large_tail(&tail, &fixups)));
     let mut value = pass(KIND_REFERRAL);
     value.flags = flags;
     value.nscount = counts(2);
