@@ -128,7 +128,17 @@ fn main() {
     let engine = Engine::compile(&snapshot).expect("compile");
     engine.set_health(vec![u64::MAX; engine.health().len()]);
     let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
-    program.install(&engine).expect("install");
+    let stats = program.install(&engine).expect("install");
+    println!(
+        "tables: {} plain, {} node, {} policy, {} pass entries, {} crowded; {}.{} MiB of arrays",
+        stats.plain,
+        stats.nodes,
+        stats.policy,
+        stats.pass,
+        stats.crowded,
+        stats.bytes >> 20,
+        ((stats.bytes * 10) >> 20) % 10
+    );
     let floor = floor_program().expect("load the floor program");
     let plain = frame("www.example.com.", 1, Edns::None);
     // Distinct names in a random order (a fixed xorshift sequence): each lookup misses
@@ -209,8 +219,16 @@ fn main() {
     // Where each round starts in a case's packets: the multi-name cases go on through
     // their names instead of starting over.
     let mut next = 0usize;
+    // Runs whose action was not the case's: the slot table leaves an entry in a crowded
+    // bucket to user space (well under 0.1 % of names; see `qdns_abi::slots`).
+    let mut other_action = vec![0u64; cases.len()];
     for _ in 0..ROUNDS {
-        for (((label, packets, action), times), medians) in cases.iter().zip(&mut times).zip(&mut round_medians) {
+        for ((((label, packets, action), times), medians), other) in cases
+            .iter()
+            .zip(&mut times)
+            .zip(&mut round_medians)
+            .zip(&mut other_action)
+        {
             round.clear();
             for i in 0..per_round as usize {
                 let packet = &packets[(next + i) % packets.len()];
@@ -220,8 +238,8 @@ fn main() {
                     let run = program.test_run(packet, 1).expect("test run");
                     (run.action, u32::try_from(run.duration.as_nanos()).unwrap_or(u32::MAX))
                 };
-                if check {
-                    assert_eq!(got, *action, "{label}");
+                if check && got != *action {
+                    *other += 1;
                 }
                 round.push(ns);
             }
@@ -231,6 +249,16 @@ fn main() {
             medians.push(round[round.len() / 2]);
         }
         next += per_round as usize;
+    }
+    for ((label, _, _), &other) in cases.iter().zip(&other_action) {
+        let runs = u64::from(per_round * ROUNDS);
+        assert!(
+            other * 1000 <= runs,
+            "{label}: {other} of {runs} runs had another action"
+        );
+        if other > 0 {
+            println!("{label}: {other} of {runs} runs passed to user space (crowded slot buckets)");
+        }
     }
     let quiet = |medians: &[u32]| medians.iter().copied().min().unwrap_or(0);
     let floor_quiet = quiet(&round_medians[0]);

@@ -104,17 +104,20 @@ pub fn render(sources: &Sources) -> String {
         let entries =
             prometheus_client::metrics::family::Family::<Labels, prometheus_client::metrics::gauge::Gauge>::default();
         let generation = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        let bytes = prometheus_client::metrics::gauge::Gauge::<i64>::default();
         if let Ok(program) = xdp.lock() {
             for (counter, n) in program.counters() {
                 packets.get_or_create(&label(&[("counter", counter)])).inc_by(n);
             }
             let (active, stats) = program.table_stats();
             generation.set(i64::from(active));
+            bytes.set(i64::try_from(stats.bytes).unwrap_or(i64::MAX));
             for (kind, n) in [
                 ("plain", stats.plain),
                 ("policy", stats.policy),
                 ("node", stats.nodes),
                 ("pass", stats.pass),
+                ("crowded", stats.crowded),
             ] {
                 entries
                     .get_or_create(&label(&[("kind", kind)]))
@@ -126,6 +129,11 @@ pub fn render(sources: &Sources) -> String {
             "xdp_table_entries",
             "Entries of the active XDP table generation, by kind",
             entries,
+        );
+        r.register(
+            "xdp_table_bytes",
+            "Kernel memory of the active XDP table generation's arrays (twice that while one is built)",
+            bytes,
         );
         r.register(
             "xdp_table_generation",

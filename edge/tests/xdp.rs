@@ -263,3 +263,46 @@ fn nsid_requests_pass_when_the_edge_has_an_nsid() {
         assert_eq!(after["pass_nsid"] - before["pass_nsid"], u64::from(on));
     }
 }
+
+/// Every install fills the bank queries do not read and flips to it; health flips keep
+/// the bank. Across installs and health changes the program keeps answering from the
+/// latest generation, and a zone that changed answers with the new bytes.
+#[test]
+fn installs_alternate_banks_and_answer_from_the_latest_generation() {
+    require_root("BPF_PROG_TEST_RUN");
+    let dir = tempfile::tempdir().unwrap();
+    common::copy_examples(dir.path());
+    let engine_of = |dir: &std::path::Path| {
+        let snapshot = qdns_zone::load_dir(dir, 1).unwrap();
+        qdns_edge::Engine::compile(&snapshot).unwrap()
+    };
+    let mut program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    let frame = ipv4_udp_frame(&query_with_options(&[]), 53);
+    for round in 1..=4u32 {
+        // Odd rounds serve the examples as they are, even rounds with www's A changed.
+        let zone = dir.path().join("example.com.toml");
+        let text = std::fs::read_to_string(&zone).unwrap();
+        let (from, to) = if round % 2 == 0 {
+            ("192.0.2.11\"", "192.0.2.99\"")
+        } else {
+            ("192.0.2.99\"", "192.0.2.11\"")
+        };
+        std::fs::write(&zone, text.replace(from, to)).unwrap();
+        let engine = engine_of(dir.path());
+        let stats = program.install(&engine).expect("tables install");
+        assert!(stats.bytes > 0 && stats.crowded == 0, "{stats:?}");
+        assert_eq!(program.table_stats().0, round);
+        for _ in 0..2 {
+            program.set_health(&vec![u64::MAX; engine.health().len()]).unwrap();
+            let run = program.test_run(&frame, 1).unwrap();
+            assert_eq!(run.action, XDP_TX, "round {round}");
+            let want: [u8; 4] = if round % 2 == 0 {
+                [192, 0, 2, 99]
+            } else {
+                [192, 0, 2, 11]
+            };
+            let answer = &run.packet[run.packet.len() - 11 - 4..run.packet.len() - 11];
+            assert_eq!(answer, want, "round {round}");
+        }
+    }
+}

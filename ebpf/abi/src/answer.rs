@@ -2,26 +2,36 @@
 //! and the loader in `qdns-edge`, and the checksum arithmetic both sides use.
 //!
 //! ```text
-//!  CONFIG[0] = generation (low 32 bits) | health buffer (bit 32)   ← one aligned u64 store
-//!  ANSWERS  (generation, qtype, hash of the name) → name + Plain | Policy | Node | Pass
-//!  POLICIES (generation, id) → members with precomputed record bytes
-//!  LARGE    (generation, id) → tails over TAIL_MAX octets (up to LARGE_TAIL_MAX)
+//!  CONFIG[0] = generation (low 32 bits) | health buffer (bit 32) | bank (bit 33)
+//!              ← one aligned u64 store
+//!  CONFIG[3 + bank] = bucket mask of the bank's slot table
+//!  SLOTS[bank]    (slot hash of name and qtype) → record index   (crate::slots)
+//!  RECORDS[bank]  index → name + Plain | Policy | Node | Referral | Pass
+//!  POLICIES[bank] id → members with precomputed record bytes
+//!  LARGE[bank]    id → tails over TAIL_MAX octets (up to LARGE_TAIL_MAX)
 //!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
 //! ```
 //!
-//! Every key carries the generation of the snapshot it was compiled from, and the program
-//! reads the active generation once per packet: a query sees one snapshot whole, never
-//! a mix (the loader writes a new generation beside the old one, flips CONFIG, then
-//! deletes the old keys). The key holds a 64-bit hash of the lowercase name and the value
-//! the name itself, which the program compares with the query's word for word — a hash
-//! never decides alone.
+//! Each generation's tables are arrays sized to its snapshot, created by the loader and
+//! placed in map-of-maps under the generation's bank (two banks: the one queries read
+//! and the one being written). The program reads the active word once per packet and
+//! every element it reads carries its generation, which must be that one: a query sees
+//! one snapshot whole, never a mix (the loader fills a new bank beside the old one,
+//! flips CONFIG, then swaps the old bank's tables for empty ones). The slot holds a
+//! 64-bit hash of the lowercase name and type and the record the name itself, which the
+//! program compares with the query's word for word — a hash never decides alone.
 
-/// Name of the answer table.
-pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V2";
-/// Name of the table of large answer tails (see [`PLAIN_LARGE`]).
-pub const LARGE_MAP: &str = "QDNS_LARGE_V2";
-/// Name of the policy table.
-pub const POLICIES_MAP: &str = "QDNS_POLICIES_V1";
+/// Name of the slot tables (array of maps: one [`crate::slots::Bucket`] array per bank).
+pub const SLOTS_MAP: &str = "QDNS_SLOTS_V1";
+/// Name of the record tables (array of maps: one [`AnswerValue`] array per bank).
+pub const RECORDS_MAP: &str = "QDNS_RECORDS_V1";
+/// Name of the large-tail tables (array of maps: one [`LargeTail`] array per bank; see
+/// [`PLAIN_LARGE`]).
+pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
+/// Name of the policy tables (array of maps: one [`PolicyValue`] array per bank).
+pub const POLICIES_MAP: &str = "QDNS_POLICIES_V2";
+/// Banks of the map-of-maps tables.
+pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
 pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
 /// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
@@ -35,8 +45,13 @@ pub const CONFIG_UDP_PAYLOAD: u32 = 1;
 /// CONFIG index of the NSID switch: 1 when the edge answers NSID requests (RFC 5001),
 /// so queries carrying an NSID option go to user space, which adds it.
 pub const CONFIG_NSID: u32 = 2;
+/// CONFIG index of bank 0's bucket mask (bank 1's follows): the slot table of a bank
+/// has `mask + 1` buckets.
+pub const CONFIG_MASK: u32 = 3;
 /// Entries of CONFIG.
-pub const CONFIG_ENTRIES: u32 = 3;
+pub const CONFIG_ENTRIES: u32 = 5;
+/// The bank bit of the active word.
+pub const ACTIVE_BANK_SHIFT: u32 = 33;
 
 /// Longest question name (wire octets) the fast path answers; longer ones go to user
 /// space. Eight words: the program handles the name in a fixed number of steps.
@@ -46,7 +61,7 @@ pub const TAIL_MAX: usize = 256;
 /// Largest tail of a [`LARGE_MAP`] entry: every tail of a [`RESPONSE_MAX`] response
 /// fits (a power of two, as the program's bounded copy needs).
 pub const LARGE_TAIL_MAX: usize = 2048;
-/// Capacity of the large-tail table (both generations during a flip).
+/// Most large tails of one generation.
 pub const LARGE_MAX: u32 = 1 << 16;
 /// Most members of a policy set the fast path answers.
 pub const POLICY_MEMBERS: usize = 8;
@@ -54,10 +69,9 @@ pub const POLICY_MEMBERS: usize = 8;
 pub const MEMBER_BLOB: usize = 64;
 /// Words of one health buffer: slots 0..65,536.
 pub const HEALTH_WORDS: usize = 1024;
-/// Capacity of the answer table (both generations during a flip); entries are not
-/// preallocated.
-pub const ANSWERS_MAX: u32 = 1 << 21;
-/// Capacity of the policy table.
+/// Most records of one generation (record tables are arrays, sized to the snapshot).
+pub const RECORDS_MAX: u32 = 1 << 24;
+/// Most policy sets of one generation.
 pub const POLICIES_MAX: u32 = 1 << 16;
 /// Largest response the fast path sends (header to OPT): 1,232 octets, which crosses
 /// any IPv6 path unfragmented (1,280-octet minimum MTU less 48 octets of headers; the
@@ -76,8 +90,9 @@ pub const QTYPE_NODE: u16 = 0;
 /// ANY (RFC 8482): looked up like a type; every node with sets has its entry.
 pub const QTYPE_ANY: u16 = 255;
 
-/// Key of [`ANSWERS_MAP`]: 16 octets, so the kernel's hash and compare per lookup stay
-/// short (the name itself, 64 octets, is in the value and checked there).
+/// What the loader's compiler keys an entry by: the type and the name's hash (the slot
+/// table holds [`crate::slots::slot_hash`] of the two; the name itself, 64 octets, is in
+/// the record and checked there).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AnswerKey {
@@ -132,7 +147,7 @@ pub const REASON_REFERRAL: u8 = 1;
 /// The answer is over [`RESPONSE_MAX`] octets, or truncated even at our own limit.
 pub const REASON_LARGE: u8 = 2;
 
-/// Value of [`ANSWERS_MAP`].
+/// A record of [`RECORDS_MAP`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AnswerValue {
@@ -166,14 +181,16 @@ pub struct AnswerValue {
     pub tail_sum: u16,
     /// Id in [`POLICIES_MAP`] of a policy entry.
     pub policy: u32,
+    /// The generation the record belongs to (checked against the active one).
+    pub generation: u32,
     /// The sections after the question: owner names point at the question (offset 12)
     /// or inside the tail. Node entries: the SOA record, its first two octets the owner
     /// pointer the program fills in.
     pub tail: [u8; TAIL_MAX],
 }
-const _: () = assert!(core::mem::size_of::<AnswerValue>() == NAME_MAX + 20 + TAIL_MAX + 4);
+const _: () = assert!(core::mem::size_of::<AnswerValue>() == NAME_MAX + 24 + TAIL_MAX);
 
-/// Key of [`POLICIES_MAP`].
+/// The compiler's id of a policy set or large tail (the index in its bank's array).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicyKey {
@@ -201,7 +218,7 @@ pub const DECISION_DEGRADED: u16 = 1 << 8;
 /// `decision` bit: weighted draw by weight (else uniformly).
 pub const DECISION_BY_WEIGHT: u16 = 1 << 9;
 
-/// Value of [`POLICIES_MAP`]: a policy set with up to [`POLICY_MEMBERS`] members.
+/// An element of [`POLICIES_MAP`]: a policy set with up to [`POLICY_MEMBERS`] members.
 ///
 /// With at most 8 members every outcome that does not depend on the draw is a function
 /// of 8 health bits, so the loader evaluates the `qdns-abi` selection functions for all
@@ -219,6 +236,8 @@ pub struct PolicyValue {
     pub always: u8,
     /// Always 0.
     pub pad: u8,
+    /// The generation the set belongs to (checked against the active one).
+    pub generation: u32,
     /// Health slot of each member (0 for `always` members).
     pub slots: [u32; POLICY_MEMBERS],
     /// Slot (unused here) and weight of each member, for the weighted draw.
@@ -238,9 +257,9 @@ pub struct PolicyValue {
     /// then degraded TTL.
     pub blobs: [[[u8; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
 }
-const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
+const _: () = assert!(core::mem::size_of::<PolicyValue>() == 8 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
 
-/// Value of [`LARGE_MAP`] (key: [`PolicyKey`], the generation and the entry's id).
+/// An element of [`LARGE_MAP`] (at the entry's id).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LargeTail {
@@ -253,8 +272,8 @@ pub struct LargeTail {
     pub fixups_len: u16,
     /// Of those, the ones at an odd offset from the tail's start (for the checksum).
     pub fixups_odd: u16,
-    /// Always 0.
-    pub pad: u32,
+    /// The generation the tail belongs to (checked against the active one).
+    pub generation: u32,
 }
 const _: () = assert!(core::mem::size_of::<LargeTail>() == LARGE_TAIL_MAX + 2 * FIXUPS_MAX + 8);
 

@@ -21,6 +21,7 @@ pub mod answer;
 pub mod health;
 pub mod name;
 pub mod select;
+pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
 pub const STATS_MAP: &str = "QDNS_STATS_V9";
@@ -163,4 +164,5 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::PolicyKey {}
     unsafe impl aya::Pod for crate::answer::PolicyValue {}
     unsafe impl aya::Pod for crate::answer::LargeTail {}
+    unsafe impl aya::Pod for crate::slots::Bucket {}
 }

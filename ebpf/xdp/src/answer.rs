@@ -1,23 +1,18 @@
-//! The answer path: check that the query is one the tables answer, look the name up
-//! (exact type, then the node, then the closest encloser), choose policy members with
-//! the `qdns-abi` selection functions, and rewrite the frame into the response in place.
+//! Deciding the answer: check that the query is one the tables answer, look the name up
+//! (exact type, then the node, then the closest encloser; the lookups are in
+//! [`crate::tables`]), choose policy members with the `qdns-abi` selection functions,
+//! and hand the result to [`crate::rewrite`], which turns the frame into the response.
 //!
 //! Everything that can fail is checked before the frame is touched; once it grows, only
 //! writes the earlier checks guarantee remain.
-use aya_ebpf::{
-    helpers::{
-        bpf_get_prandom_u32, bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_get_buff_len, bpf_xdp_load_bytes,
-        bpf_xdp_store_bytes,
-    },
-    programs::XdpContext,
-};
+use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
-        fold, placed, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL,
-        LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
-        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
-        REASON_LARGE, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
+        placed, AnswerKey, AnswerValue, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT,
+        DECISION_DEGRADED, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL,
+        NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER,
+        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE,
+        REASON_REFERRAL,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -25,17 +20,17 @@ use qdns_abi::{
 };
 
 use crate::{
-    maps::{self, ANSWERS, HEALTH, LARGE, POLICIES},
-    parse::{self, u16_at, u64_le_at, u8_at, Offsets, Window},
-    rewrite,
+    maps::{self, HEALTH, RECORDS, SLOTS},
+    parse::{u16_at, u64_le_at, u8_at, Offsets, Window},
+    rewrite::{self, MOVE_MAX},
+    sections::OPT_LEN,
+    tables::{find, named, slot, Tables},
 };
 
 const CLASS_IN: u16 = 1;
-const TYPE_OPT: u16 = 41;
+pub const TYPE_OPT: u16 = 41;
 /// The DO bit in the OPT record's flags (RFC 3225 §3).
-const DO_BIT: u16 = 0x8000;
-/// OPT record without options.
-pub const OPT_LEN: usize = 11;
+pub const DO_BIT: u16 = 0x8000;
 /// Most EDNS options walked in a query's OPT record.
 const MAX_OPTIONS: usize = 16;
 /// Largest query the fast path reads (bounds every packet offset for the verifier).
@@ -50,8 +45,10 @@ const WALK_MAX: usize = 8;
 
 /// What the program does with the packet.
 pub enum Verdict {
-    /// Send the rewritten frame back out (`XDP_TX`).
-    Tx(Counter),
+    /// Send the rewritten frame back out (`XDP_TX`), counted already.
+    Tx,
+    /// The frame is rewritten; the answer's counter is still to be added.
+    Sent,
     /// Hand the untouched frame to the kernel stack.
     Pass(Counter),
     /// The frame was changed and then could not be finished (`XDP_ABORTED`; the checks
@@ -113,14 +110,14 @@ pub struct Scratch {
     encloser: u64,
     /// The client's response limit, passed through map memory for the same reason.
     limit: u64,
+    /// A slot lookup's result, passed through map memory (see [`Tables::through`]).
+    found: u64,
+    /// The answer's counter while the frame is rewritten: one rewrite walk for the
+    /// verifier whatever kind of answer it is.
+    outcome: u64,
     /// The front of the frame while it moves (see [`resize`]).
     pub moving: [u8; MOVE_MAX],
 }
-
-/// Most octets [`resize`] moves to grow a frame at the front: everything before the
-/// answer (Ethernet, one tag, IPv4 with options, UDP, DNS header, a 64-octet question)
-/// is at most 18 + 60 + 8 + 12 + 64 + 4 = 166.
-pub const MOVE_MAX: usize = 256;
 
 /// Every parse path (VLAN or not, IPv4 IHL, IPv6, each name length) ends with exact
 /// offsets, and the verifier would walk the rest of the program once per combination.
@@ -157,7 +154,19 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
     };
     let at = &at;
     match plan(ctx, at, scratch) {
-        Ok((question, body, counter)) => rewrite::respond(ctx, at, &question, &body, counter, &mut scratch.moving),
+        Ok((question, body, counter)) => {
+            // SAFETY: a write of this CPU's scratch.
+            unsafe { core::ptr::write_volatile(&mut scratch.outcome, counter as u64) };
+            match rewrite::respond(ctx, at, &question, &body, &mut scratch.moving) {
+                Verdict::Sent => {
+                    // SAFETY: a read of this CPU's scratch, written above.
+                    let counter = unsafe { core::ptr::read_volatile(&scratch.outcome) };
+                    maps::count_index(counter as u32);
+                    Verdict::Tx
+                }
+                other => other,
+            }
+        }
         Err(reason) => Verdict::Pass(reason),
     }
 }
@@ -169,6 +178,7 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Qu
         name: words,
         encloser,
         limit: limit_slot,
+        found,
         ..
     } = scratch;
     let active = maps::active();
@@ -226,8 +236,16 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Qu
         dnssec_ok: opt.dnssec_ok,
         limit,
     };
-    let (body, counter) = lookup(key, words, encloser, qlen, (active >> 32) as u32 & 1)?;
-    Ok((question, large(generation, body)?, counter))
+    let bank = (active >> ACTIVE_BANK_SHIFT) as u32 & 1;
+    let tables = Tables {
+        bank,
+        mask: maps::bucket_mask(bank),
+        slots: SLOTS.get(bank).ok_or(Counter::PassNotLoaded)?,
+        records: RECORDS.get(bank).ok_or(Counter::PassNotLoaded)?,
+        word: found,
+    };
+    let (body, counter) = lookup(&tables, key, words, encloser, qlen, (active >> 32) as u32 & 1)?;
+    Ok((question, large(&tables, body)?, counter))
 }
 
 /// The end of the DNS message from the UDP length, checked against the IP length and
@@ -345,31 +363,11 @@ fn answerable(found: Opt, nsid: u64) -> Result<Opt, Counter> {
     }
 }
 
-/// The entry of `key` (whose hash is `name`'s), if its name is `name`. An entry under
-/// the same hash for another name means the query only shares the hash: user space
-/// answers it.
-#[inline(always)]
-fn find<'a>(key: &AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a AnswerValue>, Counter> {
-    // SAFETY: the value stays valid for this program run (RCU); the loader never changes
-    // an entry in place, it writes new generations beside it.
-    let Some(value) = (unsafe { ANSWERS.get(key) }) else {
-        return Ok(None);
-    };
-    let mut differ = 0;
-    for (a, b) in value.name.iter().zip(name) {
-        differ |= a ^ b;
-    }
-    if differ == 0 {
-        Ok(Some(value))
-    } else {
-        Err(Counter::PassNotCached)
-    }
-}
-
 /// Exact (name, type), then the name's node entry (NODATA), then the closest existing
 /// ancestor (NXDOMAIN when it has no wildcard child and no cut).
 #[inline(always)]
 fn lookup<'a>(
+    t: &Tables<'a>,
     key: &mut AnswerKey,
     name: &mut [u64; NAME_WORDS],
     encloser: &mut u64,
@@ -380,15 +378,15 @@ fn lookup<'a>(
     *encloser = 0;
     // One hash for the exact and the node lookup: same name, another type.
     key.hash = name_hash(name);
-    if let Some(value) = find(key, name)? {
+    if let Some(value) = find(t, key, name)? {
         return match value.kind {
             KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain)),
-            KIND_POLICY => policy(key.generation, value, health),
+            KIND_POLICY => policy(t, value, health),
             _ => Err(pass_reason(value)),
         };
     }
     key.qtype = QTYPE_NODE;
-    if let Some(node) = find(key, name)? {
+    if let Some(node) = find(t, key, name)? {
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
             Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
         } else if node.kind == KIND_REFERRAL {
@@ -397,8 +395,11 @@ fn lookup<'a>(
             Err(pass_reason(node))
         };
     }
-    // Each step clears the leftmost label: the name then holds the next suffix.
+    // Each step clears the leftmost label: the name then holds the next suffix. The
+    // loop only finds the closest encloser's record; what it is decides once, after it
+    // (one verifier walk of the answer paths, not one per depth).
     let mut at = NAME_MAX - qlen;
+    let mut found = 0u32;
     for _ in 0..WALK_MAX {
         // Octet `at` of the right-aligned name (little-endian words).
         let len = ((name[(at / 8) & (NAME_WORDS - 1)] >> (8 * (at & 7))) & 0xff) as usize;
@@ -411,30 +412,35 @@ fn lookup<'a>(
             return Err(Counter::PassOutsideZones);
         }
         clear_before(name, at);
+        // The clearing's branches split `at` into ranges; through map memory they meet
+        // in one state again before the lookup.
+        at = t.through(at as u64) as usize & (NAME_MAX - 1);
         key.hash = name_hash(name);
-        if let Some(node) = find(key, name)? {
-            if node.kind == KIND_REFERRAL {
-                return Ok((Body::Plain(node, None), Counter::AnsweredReferral));
-            }
-            if node.kind != KIND_NODE || node.node_flags == 0 {
-                return Err(pass_reason(node));
-            }
-            if node.node_flags & NODE_NXDOMAIN != 0 {
-                return Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain));
-            }
-            if node.node_flags & NODE_WILDCARD != 0 {
-                *encloser = at as u64;
-                break;
-            }
-            return Err(Counter::PassNotCached);
+        found = slot(t, key)?;
+        if found != 0 {
+            break;
         }
     }
-    if *encloser != 0 {
-        // SAFETY: a read of this CPU's scratch, just written.
-        let at = unsafe { core::ptr::read_volatile(encloser) } as usize;
-        return wildcard(key, name, at, qtype);
-    }
     // Deeper below its closest encloser than the walk goes: user space decides.
+    if found == 0 {
+        return Err(Counter::PassNotCached);
+    }
+    *encloser = at as u64;
+    // SAFETY: a read of this CPU's scratch, just written.
+    let at = unsafe { core::ptr::read_volatile(encloser) } as usize;
+    let node = named(t, t.through(u64::from(found)) as u32, name)?;
+    if node.kind == KIND_REFERRAL {
+        return Ok((Body::Plain(node, None), Counter::AnsweredReferral));
+    }
+    if node.kind != KIND_NODE || node.node_flags == 0 {
+        return Err(pass_reason(node));
+    }
+    if node.node_flags & NODE_NXDOMAIN != 0 {
+        return Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain));
+    }
+    if node.node_flags & NODE_WILDCARD != 0 {
+        return wildcard(t, key, name, at, qtype);
+    }
     Err(Counter::PassNotCached)
 }
 
@@ -446,6 +452,7 @@ fn lookup<'a>(
 /// stay with user space: a second inlined policy path exceeds the verifier's budget.
 #[inline(always)]
 fn wildcard<'a>(
+    t: &Tables<'a>,
     key: &mut AnswerKey,
     name: &mut [u64; NAME_WORDS],
     at: usize,
@@ -461,7 +468,7 @@ fn wildcard<'a>(
     name[(length / 8) & (NAME_WORDS - 1)] |= 1 << (8 * (length & 7));
     key.hash = name_hash(name);
     key.qtype = qtype;
-    if let Some(value) = find(key, name)? {
+    if let Some(value) = find(t, key, name)? {
         return match value.kind {
             KIND_PLAIN if value.node_flags & PLAIN_ANY_QNAME != 0 => {
                 Ok((Body::Plain(value, None), Counter::AnsweredWildcard))
@@ -470,7 +477,7 @@ fn wildcard<'a>(
         };
     }
     key.qtype = QTYPE_NODE;
-    match find(key, name)? {
+    match find(t, key, name)? {
         Some(node) if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 => {
             Ok((Body::Negative(node, 0), Counter::AnsweredWildcard))
         }
@@ -491,21 +498,16 @@ fn pass_reason(entry: &AnswerValue) -> Counter {
 /// A plain answer whose tail is in the large table gets it (looked up before the frame
 /// is touched, like everything that can fail).
 #[inline(always)]
-fn large<'a>(generation: u32, body: Body<'a>) -> Result<Body<'a>, Counter> {
+fn large<'a>(t: &Tables<'a>, body: Body<'a>) -> Result<Body<'a>, Counter> {
     let Body::Plain(value, _) = body else {
         return Ok(body);
     };
     if value.node_flags & PLAIN_LARGE == 0 {
         return Ok(body);
     }
-    let key = PolicyKey {
-        generation,
-        id: value.policy,
-    };
-    // SAFETY: as in `find`: the value stays valid for this run, never changed in place.
-    match unsafe { LARGE.get(&key) } {
+    match t.large_tail(value.policy) {
         Some(tail) => Ok(Body::Plain(value, Some(tail))),
-        None => Err(Counter::PassNotCached),
+        _ => Err(Counter::PassNotLoaded),
     }
 }
 
@@ -526,13 +528,9 @@ fn clear_before(name: &mut [u64; NAME_WORDS], at: usize) {
 /// Chooses the members of a policy set over the active health buffer: the members'
 /// health bits index the precomputed decision; weighted sets then draw.
 #[inline(always)]
-fn policy<'a>(generation: u32, value: &AnswerValue, health: u32) -> Result<(Body<'a>, Counter), Counter> {
-    let key = PolicyKey {
-        generation,
-        id: value.policy,
-    };
-    let Some(policy) = (unsafe { POLICIES.get(&key) }) else {
-        return Err(Counter::PassNotCached);
+fn policy<'a>(t: &Tables<'a>, value: &AnswerValue, health: u32) -> Result<(Body<'a>, Counter), Counter> {
+    let Some(policy) = t.policy_set(value.policy) else {
+        return Err(Counter::PassNotLoaded);
     };
     let Some(bitmap) = HEALTH.get(health) else {
         return Err(Counter::PassNotLoaded);
@@ -573,210 +571,4 @@ fn policy<'a>(generation: u32, value: &AnswerValue, health: u32) -> Result<(Body
         _ => return Err(Counter::PassNotCached),
     };
     Ok((Body::Policy { policy, mask, ttl }, counter))
-}
-
-/// The header fields and tail length of `body`: (flags, ANCOUNT, NSCOUNT, ARCOUNT,
-/// tail octets), or why it cannot be sent.
-#[inline(always)]
-pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize), Counter> {
-    match *body {
-        Body::Plain(v, _) => {
-            let len = usize::from(v.tail_len);
-            // A referral's tail was written for a question of `apex_len` octets (the
-            // cut's name); the question is the cut or below it.
-            if len > LARGE_TAIL_MAX || usize::from(v.apex_len) > qlen {
-                return Err(Counter::PassNotCached);
-            }
-            Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
-        }
-        Body::Negative(v, rcode) => {
-            let len = usize::from(v.tail_len);
-            if len < 2 || len > TAIL_MAX || usize::from(v.apex_len) > qlen {
-                return Err(Counter::PassNotCached);
-            }
-            Ok((v.flags | rcode, 0, 1, 0, len))
-        }
-        Body::Policy { policy, mask, ttl } => {
-            let (mut len, mut count) = (0usize, 0u16);
-            for i in 0..POLICY_MEMBERS {
-                if mask >> i & 1 == 1 {
-                    let member = usize::from(policy.lens[i][ttl & 1]);
-                    if member > MEMBER_BLOB {
-                        return Err(Counter::PassNotCached);
-                    }
-                    len += member;
-                    count += policy.counts[i];
-                }
-            }
-            Ok((0x8400, count, 0, 0, len))
-        }
-    }
-}
-
-/// Writes the tail of `body` at `offset` (from the frame start; `udp` is the UDP header
-/// offset) and returns the sum of what it wrote.
-#[inline(always)]
-pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, qlen: usize) -> Option<u64> {
-    match *body {
-        Body::Plain(v, large) => {
-            let len = usize::from(v.tail_len);
-            match large {
-                Some(t) if len > 0 && len <= LARGE_TAIL_MAX => {
-                    store::<LARGE_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
-                    let delta = qlen.wrapping_sub(usize::from(v.apex_len)) & 0xff;
-                    return Some(placed(v.tail_sum, offset - udp) + relocate(ctx, t, offset, udp, delta)?);
-                }
-                // The loader puts every tail over TAIL_MAX in the large table.
-                None if len > TAIL_MAX => return None,
-                None if len > 0 => store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?,
-                _ => {}
-            }
-            Some(placed(v.tail_sum, offset - udp))
-        }
-        Body::Negative(v, _) => {
-            let len = usize::from(v.tail_len);
-            if !(2..=TAIL_MAX).contains(&len) {
-                return None;
-            }
-            store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?;
-            let pointer = 0xc000 | (12 + qlen - usize::from(v.apex_len)) as u16;
-            let bytes = pointer.to_be_bytes();
-            store::<2>(ctx, offset, bytes.as_ptr(), 2)?;
-            Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
-        }
-        Body::Policy { policy, mask, ttl } => {
-            let mut at = offset;
-            let mut sum = 0u64;
-            for i in 0..POLICY_MEMBERS {
-                if mask >> i & 1 == 1 {
-                    let len = usize::from(policy.lens[i][ttl & 1]);
-                    if len > 0 && len <= MEMBER_BLOB {
-                        store::<MEMBER_BLOB>(ctx, at, policy.blobs[i][ttl & 1].as_ptr(), len)?;
-                        sum += placed(policy.sums[i][ttl & 1], at - udp);
-                        at += len;
-                    }
-                }
-            }
-            Some(sum)
-        }
-    }
-}
-
-/// Adds `delta` (the question's length beyond the one the tail was written for) to each
-/// compression pointer of a relocatable tail written at `offset`; returns the change
-/// to the checksum sum. A pointer stays below 0x4000 (the loader checked the room), so
-/// its word grows by `delta` exactly and, in one's-complement arithmetic, a word at an
-/// odd offset by `delta` with its octets swapped (RFC 1071 §2(B)).
-#[inline(always)]
-fn relocate(ctx: &XdpContext, t: &LargeTail, offset: usize, udp: usize, delta: usize) -> Option<u64> {
-    let n = usize::from(t.fixups_len);
-    for (i, &fixup) in t.fixups.iter().enumerate() {
-        if i >= n {
-            break;
-        }
-        let at = offset + (usize::from(fixup) & (LARGE_TAIL_MAX - 1));
-        let pointer = Window::<2>::at(ctx, at).ok()?;
-        pointer.set16(0, pointer.get16(0).wrapping_add(delta as u16));
-    }
-    let odd = u64::from(t.fixups_odd).min(FIXUPS_MAX as u64);
-    let even = (n.min(FIXUPS_MAX) as u64).saturating_sub(odd);
-    Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
-}
-
-/// Writes our OPT record at `offset` (DO echoed from the query) and returns its sum.
-#[inline(always)]
-pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize, dnssec_ok: u16) -> Option<u64> {
-    let payload = maps::udp_payload();
-    let flags = dnssec_ok & DO_BIT;
-    // Root owner, TYPE 41, CLASS = payload size, TTL = no extended RCODE, version 0 and
-    // the flags, RDLENGTH 0.
-    let opt = Window::<OPT_LEN>::at(ctx, offset).ok()?;
-    opt.set8(0, 0);
-    opt.set16(1, TYPE_OPT);
-    opt.set16(3, payload);
-    opt.set16(5, 0);
-    opt.set16(7, flags);
-    opt.set16(9, 0);
-    // From an even offset the octets 00 | 00 29 | pp pp | 00 00 | ff ff | 00 00 sum to
-    // 0x2900 plus the payload size and the flags, each with its octets swapped.
-    Some(placed(
-        fold(0x2900 + u64::from(payload.swap_bytes()) + u64::from(flags.swap_bytes())),
-        offset - udp,
-    ))
-}
-
-/// Grows or shrinks the frame so it ends at `end`, keeping its first `keep` octets.
-///
-/// Growing needs tailroom, which a frame in a tight buffer lacks (native XDP on veth
-/// runs on the sender's socket buffer when its headroom suffices; a third of the IPv6
-/// queries in our runs). Then the frame grows at the front instead — there is always
-/// XDP headroom — and the `keep` octets before the answer move there through `moving`;
-/// what follows them is overwritten by the answer anyway. A failed move is undone, so
-/// the frame passes intact.
-#[inline(always)]
-pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
-    if end > RESPONSE_MAX + 128 {
-        return false;
-    }
-    let keep = q.end;
-    // The frame length: the message end when nothing follows the message (no padding;
-    // `message_end` checked it is inside the frame), else from the helper — the verifier
-    // forbids arithmetic on `data_end`.
-    let len = if parse::frame_ends_by(ctx, q.message_end) {
-        q.message_end as u64
-    } else {
-        // SAFETY: reads the context only.
-        unsafe { bpf_xdp_get_buff_len(ctx.ctx) }
-    };
-    if len > 0xffff {
-        return false;
-    }
-    let delta = end as i64 - len as i64;
-    // SAFETY: the helper checks the new size against the frame's room itself.
-    if unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta as i32) } == 0 {
-        return true;
-    }
-    if delta <= 0 || keep == 0 || keep > MOVE_MAX {
-        return false;
-    }
-    let grow = delta as i32;
-    // SAFETY: the helper checks the headroom itself.
-    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -grow) } != 0 {
-        return false;
-    }
-    let buffer = moving.as_mut_ptr();
-    // The length, bounded for the verifier the same way `store` does it.
-    // SAFETY: a read of a local.
-    let n = unsafe { core::ptr::read_volatile(&keep) };
-    let n = ((n.wrapping_sub(1) & (MOVE_MAX - 1)) + 1) as u32;
-    // SAFETY: `buffer` holds MOVE_MAX octets and `n <= MOVE_MAX`; both helpers check the
-    // frame range and fail without touching it.
-    let moved = unsafe {
-        bpf_xdp_load_bytes(ctx.ctx, grow as u32, buffer.cast(), n) == 0
-            && bpf_xdp_store_bytes(ctx.ctx, 0, buffer.cast(), n) == 0
-    };
-    if moved {
-        maps::count(Counter::MovedToFront);
-    } else {
-        // SAFETY: gives back exactly the headroom taken above.
-        unsafe { bpf_xdp_adjust_head(ctx.ctx, grow) };
-    }
-    moved
-}
-
-/// `bpf_xdp_store_bytes`: copies `len` octets into the frame; callers check
-/// `1 <= len <= MAX` and `MAX` (a power of two) is the size of the source.
-#[inline(always)]
-fn store<const MAX: usize>(ctx: &XdpContext, offset: usize, src: *const u8, len: usize) -> Option<()> {
-    // The same value for 1..=MAX, written so the verifier sees the bound in the
-    // register passed (LLVM reuses the unbounded register after a range check).
-    // The volatile read hides the callers' check from LLVM, which would otherwise fold
-    // the mask away.
-    // SAFETY: a read of a local.
-    let len = unsafe { core::ptr::read_volatile(&len) };
-    let len = (len.wrapping_sub(1) & (MAX - 1)) + 1;
-    // SAFETY: `src` points at `MAX` readable octets and `len <= MAX`; the helper checks
-    // the frame range and fails rather than write outside it.
-    let rc = unsafe { bpf_xdp_store_bytes(ctx.ctx, offset as u32, src as *mut _, len as u32) };
-    (rc == 0).then_some(())
 }

@@ -13,6 +13,8 @@ mod answer;
 mod maps;
 mod parse;
 mod rewrite;
+mod sections;
+mod tables;
 
 use answer::Verdict;
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
@@ -27,10 +29,7 @@ pub fn qdns(ctx: XdpContext) -> u32 {
         Err(reason) => Verdict::Pass(reason),
     };
     match verdict {
-        Verdict::Tx(counter) => {
-            maps::count(counter);
-            xdp_action::XDP_TX
-        }
+        Verdict::Tx | Verdict::Sent => xdp_action::XDP_TX,
         Verdict::Pass(reason) => {
             maps::count(reason);
             xdp_action::XDP_PASS

@@ -1,15 +1,16 @@
 //! Every map of the program, and the counter helper. Layouts and names come from
 //! `qdns-abi`, so the loader in `qdns-edge` reads and writes the same bytes.
 use aya_ebpf::{
-    bindings::BPF_F_NO_PREALLOC,
-    macros::map,
-    maps::{Array, HashMap, PerCpuArray},
+    btf_maps::{self, ArrayOfMaps},
+    macros::{btf_map, map},
+    maps::{Array, PerCpuArray},
 };
 use qdns_abi::{
     answer::{
-        AnswerKey, AnswerValue, HealthWords, LargeTail, PolicyKey, PolicyValue, ANSWERS_MAX, CONFIG_ACTIVE,
-        CONFIG_ENTRIES, CONFIG_NSID, CONFIG_UDP_PAYLOAD, LARGE_MAX, POLICIES_MAX,
+        AnswerValue, HealthWords, LargeTail, PolicyValue, BANKS, CONFIG_ACTIVE, CONFIG_ENTRIES, CONFIG_MASK,
+        CONFIG_NSID, CONFIG_UDP_PAYLOAD,
     },
+    slots::Bucket,
     Counter, PORT_WORDS,
 };
 
@@ -21,17 +22,35 @@ static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0
 #[map(name = "QDNS_PORTS_V2")]
 static PORTS: Array<u64> = Array::with_max_entries(PORT_WORDS, 0);
 
-/// (generation, qtype, name) → answer.
-#[map(name = "QDNS_ANSWERS_V2")]
-pub static ANSWERS: HashMap<AnswerKey, AnswerValue> = HashMap::with_max_entries(ANSWERS_MAX, BPF_F_NO_PREALLOC);
+/// `BPF_F_INNER_MAP`: the tables of a bank may differ in size from the template (each
+/// is sized to its snapshot). It also keeps the kernel from inlining their lookups; the
+/// call goes straight to the array's lookup, still far cheaper than a hash map's.
+const INNER: usize = 1 << 12;
 
-/// (generation, id) → policy set.
-#[map(name = "QDNS_POLICIES_V1")]
-pub static POLICIES: HashMap<PolicyKey, PolicyValue> = HashMap::with_max_entries(POLICIES_MAX, BPF_F_NO_PREALLOC);
+/// One generation's slot table (see `qdns_abi::slots`).
+pub type Slots = btf_maps::Array<Bucket, 1, INNER>;
+/// One generation's records.
+pub type Records = btf_maps::Array<AnswerValue, 1, INNER>;
+/// One generation's policy sets.
+pub type Policies = btf_maps::Array<PolicyValue, 1, INNER>;
+/// One generation's large tails.
+pub type Large = btf_maps::Array<LargeTail, 1, INNER>;
 
-/// (generation, id) → a tail over `TAIL_MAX` octets.
-#[map(name = "QDNS_LARGE_V2")]
-pub static LARGE: HashMap<PolicyKey, LargeTail> = HashMap::with_max_entries(LARGE_MAX, BPF_F_NO_PREALLOC);
+/// bank → slot table.
+#[btf_map(name = "QDNS_SLOTS_V1")]
+pub static SLOTS: ArrayOfMaps<Slots, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → records.
+#[btf_map(name = "QDNS_RECORDS_V1")]
+pub static RECORDS: ArrayOfMaps<Records, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → policy sets.
+#[btf_map(name = "QDNS_POLICIES_V2")]
+pub static POLICIES: ArrayOfMaps<Policies, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → tails over `TAIL_MAX` octets.
+#[btf_map(name = "QDNS_LARGE_V3")]
+pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// The two health buffers.
 #[map(name = "QDNS_HEALTH_V1")]
@@ -48,7 +67,13 @@ pub static SCRATCH: PerCpuArray<crate::answer::Scratch> = PerCpuArray::with_max_
 /// Adds one to a counter of this CPU.
 #[inline(always)]
 pub fn count(counter: Counter) {
-    if let Some(slot) = STATS.get_ptr_mut(counter as u32) {
+    count_index(counter as u32);
+}
+
+/// Adds one to the counter at `index` of this CPU (nothing when out of range).
+#[inline(always)]
+pub fn count_index(index: u32) {
+    if let Some(slot) = STATS.get_ptr_mut(index) {
         // SAFETY: the pointer comes from the per-CPU array lookup, is non-null and
         // belongs to this CPU only, so no other writer races with the increment.
         unsafe { *slot += 1 };
@@ -72,6 +97,15 @@ pub fn active() -> u64 {
         // replaces it with one 8-byte store, so a volatile read sees the old or the new
         // word whole.
         Some(word) => unsafe { core::ptr::read_volatile(word) },
+        None => 0,
+    }
+}
+
+/// The bucket mask of `bank`'s slot table.
+#[inline(always)]
+pub fn bucket_mask(bank: u32) -> u32 {
+    match CONFIG.get(CONFIG_MASK + (bank & 1)) {
+        Some(&mask) => mask as u32,
         None => 0,
     }
 }

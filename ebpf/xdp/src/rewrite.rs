@@ -7,7 +7,12 @@
 //! not depend on the query's checksum being complete (veth and offloading NICs hand XDP
 //! partial ones). IPv4 gets a real checksum too: RFC 768 allows 0, but a zero checksum
 //! hides corruption and costs the same to avoid here.
-use aya_ebpf::programs::XdpContext;
+use aya_ebpf::{
+    helpers::{
+        bpf_xdp_adjust_head, bpf_xdp_adjust_tail, bpf_xdp_get_buff_len, bpf_xdp_load_bytes, bpf_xdp_store_bytes,
+    },
+    programs::XdpContext,
+};
 use qdns_abi::{
     answer::{checksum, fold, RESPONSE_MAX},
     name::add_word,
@@ -15,24 +20,19 @@ use qdns_abi::{
 };
 
 use crate::{
-    answer::{shape, write_opt, write_tail, Body, Question, Verdict, MOVE_MAX, OPT_LEN},
-    parse::{Offsets, Window, IPPROTO_UDP},
+    answer::{Body, Question, Verdict},
+    parse::{self, Offsets, Window, IPPROTO_UDP},
+    sections::{shape, write_opt, write_tail, OPT_LEN},
 };
 
 const HOP_LIMIT: u8 = 64;
 /// RD and CD, copied from the query.
 const RD_CD: u16 = 0x0110;
 
-/// Rewrites the frame into the response for `body`.
+/// Rewrites the frame into the response for `body` ([`Verdict::Sent`]: the caller
+/// counts the answer).
 #[inline(always)]
-pub fn respond(
-    ctx: &XdpContext,
-    at: &Offsets,
-    q: &Question,
-    body: &Body<'_>,
-    counter: Counter,
-    moving: &mut [u8; MOVE_MAX],
-) -> Verdict {
+pub fn respond(ctx: &XdpContext, at: &Offsets, q: &Question, body: &Body<'_>, moving: &mut [u8; MOVE_MAX]) -> Verdict {
     let (flags, an, ns, ar, tail_len) = match shape(body, q.qlen) {
         Ok(shape) => shape,
         Err(reason) => return Verdict::Pass(reason),
@@ -45,7 +45,7 @@ pub fn respond(
     if size > q.limit {
         return Verdict::Pass(Counter::PassNeedsTc);
     }
-    if !crate::answer::resize(ctx, q, end, moving) {
+    if !resize(ctx, q, end, moving) {
         return Verdict::Pass(Counter::PassNoRoom);
     }
     match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end) {
@@ -53,7 +53,7 @@ pub fn respond(
             if q.dnssec_ok != 0 {
                 crate::maps::count(Counter::WithDo);
             }
-            Verdict::Tx(counter)
+            Verdict::Sent
         }
         None => Verdict::Abort,
     }
@@ -156,4 +156,68 @@ fn finish(
 #[inline(always)]
 fn le_sum(acc: u64) -> u16 {
     fold(acc).swap_bytes()
+}
+
+/// Most octets [`resize`] moves to grow a frame at the front: everything before the
+/// answer (Ethernet, one tag, IPv4 with options, UDP, DNS header, a 64-octet question)
+/// is at most 18 + 60 + 8 + 12 + 64 + 4 = 166.
+pub const MOVE_MAX: usize = 256;
+
+/// Grows or shrinks the frame so it ends at `end`, keeping its first `keep` octets.
+///
+/// Growing needs tailroom, which a frame in a tight buffer lacks (native XDP on veth
+/// runs on the sender's socket buffer when its headroom suffices; a third of the IPv6
+/// queries in our runs). Then the frame grows at the front instead — there is always
+/// XDP headroom — and the `keep` octets before the answer move there through `moving`;
+/// what follows them is overwritten by the answer anyway. A failed move is undone, so
+/// the frame passes intact.
+#[inline(always)]
+pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
+    if end > RESPONSE_MAX + 128 {
+        return false;
+    }
+    let keep = q.end;
+    // The frame length: the message end when nothing follows the message (no padding;
+    // `message_end` checked it is inside the frame), else from the helper — the verifier
+    // forbids arithmetic on `data_end`.
+    let len = if parse::frame_ends_by(ctx, q.message_end) {
+        q.message_end as u64
+    } else {
+        // SAFETY: reads the context only.
+        unsafe { bpf_xdp_get_buff_len(ctx.ctx) }
+    };
+    if len > 0xffff {
+        return false;
+    }
+    let delta = end as i64 - len as i64;
+    // SAFETY: the helper checks the new size against the frame's room itself.
+    if unsafe { bpf_xdp_adjust_tail(ctx.ctx, delta as i32) } == 0 {
+        return true;
+    }
+    if delta <= 0 || keep == 0 || keep > MOVE_MAX {
+        return false;
+    }
+    let grow = delta as i32;
+    // SAFETY: the helper checks the headroom itself.
+    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -grow) } != 0 {
+        return false;
+    }
+    let buffer = moving.as_mut_ptr();
+    // The length, bounded for the verifier the same way `store` does it.
+    // SAFETY: a read of a local.
+    let n = unsafe { core::ptr::read_volatile(&keep) };
+    let n = ((n.wrapping_sub(1) & (MOVE_MAX - 1)) + 1) as u32;
+    // SAFETY: `buffer` holds MOVE_MAX octets and `n <= MOVE_MAX`; both helpers check the
+    // frame range and fail without touching it.
+    let moved = unsafe {
+        bpf_xdp_load_bytes(ctx.ctx, grow as u32, buffer.cast(), n) == 0
+            && bpf_xdp_store_bytes(ctx.ctx, 0, buffer.cast(), n) == 0
+    };
+    if moved {
+        crate::maps::count(Counter::MovedToFront);
+    } else {
+        // SAFETY: gives back exactly the headroom taken above.
+        unsafe { bpf_xdp_adjust_head(ctx.ctx, grow) };
+    }
+    moved
 }

@@ -4,25 +4,28 @@
 //! The object is built from `ebpf/xdp` by `build.rs` and embedded. Attachments are
 //! detached when the [`XdpProgram`] is dropped (on exit and on SIGTERM).
 //!
-//! Table updates ([`XdpProgram::install`]) write a whole new generation beside the
-//! active one, flip the active word, then delete the old generation; health updates
+//! Table updates ([`XdpProgram::install`]) build a whole new generation's arrays, sized
+//! to the snapshot, place them under the inactive bank of the map-of-maps, flip the
+//! active word, then swap the old bank's arrays for empty ones; health updates
 //! ([`XdpProgram::set_health`]) write the inactive health buffer and flip. A query reads
 //! the active word once, so it sees one generation and one buffer whole.
+pub mod pack;
 pub mod peer;
 pub mod sync;
 pub mod table;
 
 use aya::{
-    maps::{Array, HashMap, PerCpuArray},
+    maps::{Array, ArrayOfMaps, MapData, PerCpuArray},
     programs::{TestRun, TestRunOptions, Xdp, XdpMode as AttachMode},
     Ebpf,
 };
 use qdns_abi::{
     answer::{
-        AnswerKey, AnswerValue, HealthWords, LargeTail, PolicyKey, PolicyValue, ANSWERS_MAP, ANSWERS_MAX,
-        CONFIG_ACTIVE, CONFIG_MAP, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX,
-        POLICIES_MAP, POLICIES_MAX,
+        AnswerValue, HealthWords, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_ACTIVE, CONFIG_MAP, CONFIG_MASK,
+        CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, POLICIES_MAP, POLICIES_MAX,
+        RECORDS_MAP, SLOTS_MAP,
     },
+    slots::Bucket,
     Counter, PORTS_MAP, STATS_MAP,
 };
 use serde::Deserialize;
@@ -87,16 +90,17 @@ pub enum XdpLoadError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum XdpTableError {
-    /// More entries than the maps hold.
-    #[error("the XDP tables need {answers} answer, {policies} policy and {large} large-tail entries; at most {}, {} and {} fit: queries go to user space", ANSWERS_MAX / 2, POLICIES_MAX / 2, LARGE_MAX / 2)]
+    /// More policy sets or large tails than one generation holds.
+    #[error("the XDP tables need {policies} policy and {large} large-tail entries; at most {} and {} fit: queries go to user space", POLICIES_MAX, LARGE_MAX)]
     TooLarge {
-        /// Answer entries needed.
-        answers: usize,
         /// Policy entries needed.
         policies: usize,
         /// Large-tail entries needed.
         large: usize,
     },
+    /// The answers do not pack into one generation's arrays.
+    #[error("{0}: queries go to user space")]
+    Pack(#[from] pack::PackError),
     /// A map operation failed.
     #[error("writing the XDP map {map} failed: {source}")]
     Map {
@@ -115,9 +119,8 @@ struct Installed {
     generation: u32,
     /// Active health buffer.
     health: u32,
-    answer_keys: Vec<AnswerKey>,
-    policy_keys: Vec<PolicyKey>,
-    large_keys: Vec<PolicyKey>,
+    /// The bank of the map-of-maps the active generation is in.
+    bank: u32,
     stats: TableStats,
 }
 
@@ -152,7 +155,8 @@ impl XdpProgram {
         for name in [
             STATS_MAP,
             PORTS_MAP,
-            ANSWERS_MAP,
+            SLOTS_MAP,
+            RECORDS_MAP,
             POLICIES_MAP,
             LARGE_MAP,
             HEALTH_MAP,
@@ -311,35 +315,36 @@ impl XdpProgram {
             0 => 1,
             g => g,
         };
+        // The bank queries do not read (the first install takes bank 1).
+        let bank = 1 - old.bank;
         let table = table::compile(engine, generation, self.max_message);
-        let stats = table.stats();
+        let mut stats = table.stats();
         let health = 1 - old.health;
-        let result = self.write_generation(&table, &engine.health(), health, generation);
-        if result.is_err() {
-            // Everything passes before any entry goes: a query must never find the old
-            // generation half deleted (a missing name entry would let it walk up to an
-            // apex node entry and answer NXDOMAIN).
-            let _ = self.set_active(0);
-        }
-        // The old generation goes either way: replaced on success, unsafe to keep on failure.
-        self.delete(&old.answer_keys, &old.policy_keys, &old.large_keys);
-        let answer_keys: Vec<AnswerKey> = table.answers.iter().map(|(k, _)| *k).collect();
-        let policy_keys: Vec<PolicyKey> = table.policies.iter().map(|(k, _)| *k).collect();
-        let large_keys: Vec<PolicyKey> = table.large.iter().map(|(k, _)| *k).collect();
+        let result = self.write_generation(&table, &engine.health(), health, generation, bank);
         match result {
-            Ok(()) => {
+            Ok((crowded, bytes)) => {
+                stats.crowded = crowded;
+                stats.bytes = bytes;
+                // Once every program run that read the old active word has ended, no
+                // query reads the old bank: its arrays can go, and the next install can
+                // fill it without a reader ever seeing a table change under it.
+                grace_period();
+                let _ = self.clear_bank(old.bank);
                 self.installed = Installed {
                     generation,
                     health,
-                    answer_keys,
-                    policy_keys,
-                    large_keys,
+                    bank,
                     stats,
                 };
                 Ok(stats)
             }
             Err(err) => {
-                self.delete(&answer_keys, &policy_keys, &large_keys);
+                // Everything passes: the old generation answers for a snapshot the edge
+                // no longer serves, and the new one is incomplete.
+                let _ = self.set_active(0);
+                grace_period();
+                let _ = self.clear_bank(bank);
+                let _ = self.clear_bank(old.bank);
                 Err(err)
             }
         }
@@ -351,37 +356,66 @@ impl XdpProgram {
         bitmap: &[u64],
         health: u32,
         generation: u32,
-    ) -> Result<(), XdpTableError> {
-        if table.answers.len() > (ANSWERS_MAX / 2) as usize
-            || table.policies.len() > (POLICIES_MAX / 2) as usize
-            || table.large.len() > (LARGE_MAX / 2) as usize
-        {
+        bank: u32,
+    ) -> Result<(usize, usize), XdpTableError> {
+        if table.policies.len() > POLICIES_MAX as usize || table.large.len() > LARGE_MAX as usize {
             return Err(XdpTableError::TooLarge {
-                answers: table.answers.len(),
                 policies: table.policies.len(),
                 large: table.large.len(),
             });
         }
+        let packed = pack::pack(table, generation)?;
         self.write_health(health, bitmap)?;
-        {
-            let mut policies = self.hash_map::<PolicyKey, PolicyValue>(POLICIES_MAP)?;
-            for (key, value) in &table.policies {
-                policies.insert(key, value, 0).map_err(map_error(POLICIES_MAP))?;
-            }
-        }
-        {
-            let mut large = self.hash_map::<PolicyKey, LargeTail>(LARGE_MAP)?;
-            for (key, value) in &table.large {
-                large.insert(key, **value, 0).map_err(map_error(LARGE_MAP))?;
-            }
-        }
-        {
-            let mut answers = self.hash_map::<AnswerKey, AnswerValue>(ANSWERS_MAP)?;
-            for (key, value) in &table.answers {
-                answers.insert(key, value, 0).map_err(map_error(ANSWERS_MAP))?;
-            }
-        }
-        self.set_active(u64::from(generation) | u64::from(health) << 32)
+        // Each array is full before it is placed; the slot table goes last, so a query
+        // of this generation finds everything it points to.
+        let policies = table.policies.iter().map(|(_, v)| PolicyValue { generation, ..*v });
+        self.place(
+            POLICIES_MAP,
+            bank,
+            &filled(POLICIES_MAP, table.policies.len(), policies)?,
+        )?;
+        let large = table.large.iter().map(|(_, v)| LargeTail { generation, ..**v });
+        self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
+        let records = packed.records.iter().copied();
+        self.place(RECORDS_MAP, bank, &filled(RECORDS_MAP, packed.records.len(), records)?)?;
+        let buckets = packed.buckets.iter().copied();
+        self.place(SLOTS_MAP, bank, &filled(SLOTS_MAP, packed.buckets.len(), buckets)?)?;
+        self.set_config(CONFIG_MASK + bank, u64::from(packed.mask()))?;
+        self.set_active(u64::from(generation) | u64::from(health) << 32 | u64::from(bank) << ACTIVE_BANK_SHIFT)?;
+        let bytes = packed.records.len() * size_of::<AnswerValue>()
+            + packed.buckets.len() * size_of::<Bucket>()
+            + table.policies.len() * size_of::<PolicyValue>()
+            + table.large.len() * size_of::<LargeTail>();
+        Ok((packed.crowded, bytes))
+    }
+
+    /// Puts one-element empty arrays (generation 0, which no query reads) under `bank`,
+    /// so the kernel frees that bank's tables.
+    fn clear_bank(&mut self, bank: u32) -> Result<(), XdpTableError> {
+        self.place(
+            POLICIES_MAP,
+            bank,
+            &filled::<PolicyValue>(POLICIES_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(LARGE_MAP, bank, &filled::<LargeTail>(LARGE_MAP, 0, std::iter::empty())?)?;
+        self.place(
+            RECORDS_MAP,
+            bank,
+            &filled::<AnswerValue>(RECORDS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(SLOTS_MAP, bank, &filled::<Bucket>(SLOTS_MAP, 0, std::iter::empty())?)?;
+        self.set_config(CONFIG_MASK + bank, 0)
+    }
+
+    /// Makes `array` the table `name` of `bank`.
+    fn place<V: aya::Pod>(
+        &mut self,
+        name: &'static str,
+        bank: u32,
+        array: &Array<MapData, V>,
+    ) -> Result<(), XdpTableError> {
+        let mut outer = ArrayOfMaps::<_, Array<MapData, V>>::try_from(self.map(name)?).map_err(map_error(name))?;
+        outer.set(bank, array, 0).map_err(map_error(name))
     }
 
     /// Makes `bitmap` the health the program reads: written to the inactive buffer,
@@ -392,7 +426,8 @@ impl XdpProgram {
         }
         let next = 1 - self.installed.health;
         self.write_health(next, bitmap)?;
-        self.set_active(u64::from(self.installed.generation) | u64::from(next) << 32)?;
+        let bank = u64::from(self.installed.bank) << ACTIVE_BANK_SHIFT;
+        self.set_active(u64::from(self.installed.generation) | u64::from(next) << 32 | bank)?;
         self.installed.health = next;
         Ok(())
     }
@@ -415,15 +450,12 @@ impl XdpProgram {
 
     /// One 8-byte store: the program sees the old or the new word whole.
     fn set_active(&mut self, word: u64) -> Result<(), XdpTableError> {
-        let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
-        config.set(CONFIG_ACTIVE, word, 0).map_err(map_error(CONFIG_MAP))
+        self.set_config(CONFIG_ACTIVE, word)
     }
 
-    fn hash_map<K: aya::Pod, V: aya::Pod>(
-        &mut self,
-        name: &'static str,
-    ) -> Result<HashMap<&mut aya::maps::MapData, K, V>, XdpTableError> {
-        HashMap::try_from(self.map(name)?).map_err(map_error(name))
+    fn set_config(&mut self, index: u32, word: u64) -> Result<(), XdpTableError> {
+        let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
+        config.set(index, word, 0).map_err(map_error(CONFIG_MAP))
     }
 
     fn map(&mut self, name: &'static str) -> Result<&mut aya::maps::Map, XdpTableError> {
@@ -432,26 +464,52 @@ impl XdpProgram {
             source: Box::new(aya::maps::MapError::InvalidName { name: name.to_owned() }),
         })
     }
+}
 
-    /// Deletes entries of a generation no query reads any more (best effort: a leftover
-    /// entry has a generation no query asks for).
-    fn delete(&mut self, answers: &[AnswerKey], policies: &[PolicyKey], large: &[PolicyKey]) {
-        if let Ok(mut map) = self.hash_map::<AnswerKey, AnswerValue>(ANSWERS_MAP) {
-            for key in answers {
-                let _ = map.remove(key);
-            }
-        }
-        if let Ok(mut map) = self.hash_map::<PolicyKey, PolicyValue>(POLICIES_MAP) {
-            for key in policies {
-                let _ = map.remove(key);
-            }
-        }
-        if let Ok(mut map) = self.hash_map::<PolicyKey, LargeTail>(LARGE_MAP) {
-            for key in large {
-                let _ = map.remove(key);
-            }
-        }
+/// Waits until every XDP program run that started before the call has ended.
+///
+/// XDP runs inside an RCU read-side section, and `membarrier(MEMBARRIER_CMD_GLOBAL)` is
+/// `synchronize_rcu()` on a multi-CPU kernel (kernel/sched/membarrier.c). Kernels with
+/// `nohz_full` refuse that command; then a pause far longer than any program run (its
+/// work is bounded: tens of microseconds at the very worst) stands in, with a warning.
+fn grace_period() {
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    let rc = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0 as libc::c_long) };
+    if rc != 0 {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                error = %std::io::Error::last_os_error(),
+                "membarrier(GLOBAL) refused (nohz_full?): XDP table swaps wait 50 ms instead of an RCU grace period"
+            );
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// `BPF_F_INNER_MAP`: a bank's arrays may differ in size from the object's template.
+const INNER_MAP: u32 = 1 << 12;
+
+/// A new array for the table `name` holding `values` (`len` of them; at least one
+/// element, zeroed when there are none).
+fn filled<V: aya::Pod>(
+    name: &'static str,
+    len: usize,
+    values: impl Iterator<Item = V>,
+) -> Result<Array<MapData, V>, XdpTableError> {
+    let entries = u32::try_from(len.max(1)).map_err(|_| XdpTableError::Map {
+        map: name,
+        source: Box::new(aya::maps::MapError::OutOfBounds {
+            index: u32::MAX,
+            max_entries: u32::MAX,
+        }),
+    })?;
+    let mut array = Array::<MapData, V>::create(entries, INNER_MAP).map_err(map_error(name))?;
+    for (index, value) in (0..entries).zip(values) {
+        array.set(index, value, 0).map_err(map_error(name))?;
+    }
+    Ok(array)
 }
 
 fn map_error(map: &'static str) -> impl Fn(aya::maps::MapError) -> XdpTableError {

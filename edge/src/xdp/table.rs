@@ -58,6 +58,12 @@ pub struct TableStats {
     pub large: usize,
     /// Names at or below a zone cut answered with a relocated referral.
     pub referral: usize,
+    /// Entries left without a slot in a crowded bucket (their queries go to user
+    /// space; see `qdns_abi::slots`).
+    pub crowded: usize,
+    /// Octets of the generation's arrays (records, slot buckets, policy sets, large
+    /// tails), as the kernel allocates them.
+    pub bytes: usize,
 }
 
 const QR_AA: u16 = 0x8400;
@@ -249,7 +255,8 @@ fn pass_because(kind: u8, reason: u8) -> AnswerValue {
     AnswerValue { reason, ..pass(kind) }
 }
 
-fn pass(kind: u8) -> AnswerValue {
+/// An entry of `kind` with nothing else set (a PASS entry, or a base to fill in).
+pub(super) fn pass(kind: u8) -> AnswerValue {
     AnswerValue {
         name: [0; NAME_WORDS],
         kind,
@@ -263,6 +270,7 @@ fn pass(kind: u8) -> AnswerValue {
         tail_len: 0,
         tail_sum: 0,
         policy: 0,
+        generation: 0,
         tail: [0; TAIL_MAX],
     }
 }
@@ -366,7 +374,7 @@ fn large_tail(tail: &[u8], fixups: &[u16]) -> Box<LargeTail> {
         fixups: [0; FIXUPS_MAX],
         fixups_len: fixups.len() as u16,
         fixups_odd: fixups.iter().filter(|&&at| at % 2 == 1).count() as u16,
-        pad: 0,
+        generation: 0,
     });
     big.tail[..tail.len()].copy_from_slice(tail);
     big.fixups[..fixups.len()].copy_from_slice(fixups);
@@ -389,12 +397,12 @@ impl Limits {
     }
 }
 
-/// The id of the next large-tail entry, while the table has room for it (half the map:
-/// two generations live during a flip).
+/// The id of the next large-tail entry (its index in the generation's array), while
+/// the table has room for it.
 fn large_id(large: &[(PolicyKey, Box<LargeTail>)]) -> Option<u32> {
     u32::try_from(large.len())
         .ok()
-        .filter(|&n| n < qdns_abi::answer::LARGE_MAX / 2)
+        .filter(|&n| n < qdns_abi::answer::LARGE_MAX)
 }
 
 /// `name` and each of its parent names, longest first.
@@ -615,6 +623,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
         members: n as u8,
         always: 0,
         pad: 0,
+        generation: 0,
         slots: [0; POLICY_MEMBERS],
         weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
         counts: [0; POLICY_MEMBERS],

@@ -1,0 +1,165 @@
+//! Writing the sections after the question: the shape of each kind of answer (header
+//! counts and tail length), its tail from the record, policy members or large tail
+//! (pointers of relocated referrals moved), and our OPT record — each returning the
+//! one's-complement sum of what it wrote for the UDP checksum.
+use aya_ebpf::{helpers::bpf_xdp_store_bytes, programs::XdpContext};
+use qdns_abi::{
+    answer::{fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX},
+    Counter,
+};
+
+use crate::{
+    answer::{Body, DO_BIT, TYPE_OPT},
+    maps,
+    parse::Window,
+};
+
+/// OPT record without options.
+pub const OPT_LEN: usize = 11;
+
+/// The header fields and tail length of `body`: (flags, ANCOUNT, NSCOUNT, ARCOUNT,
+/// tail octets), or why it cannot be sent.
+#[inline(always)]
+pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize), Counter> {
+    match *body {
+        Body::Plain(v, _) => {
+            let len = usize::from(v.tail_len);
+            // A referral's tail was written for a question of `apex_len` octets (the
+            // cut's name); the question is the cut or below it.
+            if len > LARGE_TAIL_MAX || usize::from(v.apex_len) > qlen {
+                return Err(Counter::PassNotCached);
+            }
+            Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
+        }
+        Body::Negative(v, rcode) => {
+            let len = usize::from(v.tail_len);
+            if len < 2 || len > TAIL_MAX || usize::from(v.apex_len) > qlen {
+                return Err(Counter::PassNotCached);
+            }
+            Ok((v.flags | rcode, 0, 1, 0, len))
+        }
+        Body::Policy { policy, mask, ttl } => {
+            let (mut len, mut count) = (0usize, 0u16);
+            for i in 0..POLICY_MEMBERS {
+                if mask >> i & 1 == 1 {
+                    let member = usize::from(policy.lens[i][ttl & 1]);
+                    if member > MEMBER_BLOB {
+                        return Err(Counter::PassNotCached);
+                    }
+                    len += member;
+                    count += policy.counts[i];
+                }
+            }
+            Ok((0x8400, count, 0, 0, len))
+        }
+    }
+}
+
+/// Writes the tail of `body` at `offset` (from the frame start; `udp` is the UDP header
+/// offset) and returns the sum of what it wrote.
+#[inline(always)]
+pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, qlen: usize) -> Option<u64> {
+    match *body {
+        Body::Plain(v, large) => {
+            let len = usize::from(v.tail_len);
+            match large {
+                Some(t) if len > 0 && len <= LARGE_TAIL_MAX => {
+                    store::<LARGE_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
+                    let delta = qlen.wrapping_sub(usize::from(v.apex_len)) & 0xff;
+                    return Some(placed(v.tail_sum, offset - udp) + relocate(ctx, t, offset, udp, delta)?);
+                }
+                // The loader puts every tail over TAIL_MAX in the large table.
+                None if len > TAIL_MAX => return None,
+                None if len > 0 => store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?,
+                _ => {}
+            }
+            Some(placed(v.tail_sum, offset - udp))
+        }
+        Body::Negative(v, _) => {
+            let len = usize::from(v.tail_len);
+            if !(2..=TAIL_MAX).contains(&len) {
+                return None;
+            }
+            store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?;
+            let pointer = 0xc000 | (12 + qlen - usize::from(v.apex_len)) as u16;
+            let bytes = pointer.to_be_bytes();
+            store::<2>(ctx, offset, bytes.as_ptr(), 2)?;
+            Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
+        }
+        Body::Policy { policy, mask, ttl } => {
+            let mut at = offset;
+            let mut sum = 0u64;
+            for i in 0..POLICY_MEMBERS {
+                if mask >> i & 1 == 1 {
+                    let len = usize::from(policy.lens[i][ttl & 1]);
+                    if len > 0 && len <= MEMBER_BLOB {
+                        store::<MEMBER_BLOB>(ctx, at, policy.blobs[i][ttl & 1].as_ptr(), len)?;
+                        sum += placed(policy.sums[i][ttl & 1], at - udp);
+                        at += len;
+                    }
+                }
+            }
+            Some(sum)
+        }
+    }
+}
+
+/// Adds `delta` (the question's length beyond the one the tail was written for) to each
+/// compression pointer of a relocatable tail written at `offset`; returns the change
+/// to the checksum sum. A pointer stays below 0x4000 (the loader checked the room), so
+/// its word grows by `delta` exactly and, in one's-complement arithmetic, a word at an
+/// odd offset by `delta` with its octets swapped (RFC 1071 §2(B)).
+#[inline(always)]
+fn relocate(ctx: &XdpContext, t: &LargeTail, offset: usize, udp: usize, delta: usize) -> Option<u64> {
+    let n = usize::from(t.fixups_len);
+    for (i, &fixup) in t.fixups.iter().enumerate() {
+        if i >= n {
+            break;
+        }
+        let at = offset + (usize::from(fixup) & (LARGE_TAIL_MAX - 1));
+        let pointer = Window::<2>::at(ctx, at).ok()?;
+        pointer.set16(0, pointer.get16(0).wrapping_add(delta as u16));
+    }
+    let odd = u64::from(t.fixups_odd).min(FIXUPS_MAX as u64);
+    let even = (n.min(FIXUPS_MAX) as u64).saturating_sub(odd);
+    Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
+}
+
+/// Writes our OPT record at `offset` (DO echoed from the query) and returns its sum.
+#[inline(always)]
+pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize, dnssec_ok: u16) -> Option<u64> {
+    let payload = maps::udp_payload();
+    let flags = dnssec_ok & DO_BIT;
+    // Root owner, TYPE 41, CLASS = payload size, TTL = no extended RCODE, version 0 and
+    // the flags, RDLENGTH 0.
+    let opt = Window::<OPT_LEN>::at(ctx, offset).ok()?;
+    opt.set8(0, 0);
+    opt.set16(1, TYPE_OPT);
+    opt.set16(3, payload);
+    opt.set16(5, 0);
+    opt.set16(7, flags);
+    opt.set16(9, 0);
+    // From an even offset the octets 00 | 00 29 | pp pp | 00 00 | ff ff | 00 00 sum to
+    // 0x2900 plus the payload size and the flags, each with its octets swapped.
+    Some(placed(
+        fold(0x2900 + u64::from(payload.swap_bytes()) + u64::from(flags.swap_bytes())),
+        offset - udp,
+    ))
+}
+
+/// `bpf_xdp_store_bytes`: copies `len` octets into the frame; callers check
+/// `1 <= len <= MAX` and `MAX` (a power of two) is the size of the source.
+#[inline(always)]
+fn store<const MAX: usize>(ctx: &XdpContext, offset: usize, src: *const u8, len: usize) -> Option<()> {
+    // The same value for 1..=MAX, written so the verifier sees the bound in the
+    // register passed (LLVM reuses the unbounded register after a range check).
+    // The volatile read hides the callers' check from LLVM, which would otherwise fold
+    // the mask away.
+    // SAFETY: a read of a local.
+    let len = unsafe { core::ptr::read_volatile(&len) };
+    let len = (len.wrapping_sub(1) & (MAX - 1)) + 1;
+    // SAFETY: `src` points at `MAX` readable octets and `len <= MAX`; the helper checks
+    // the frame range and fails rather than write outside it.
+    let rc = unsafe { bpf_xdp_store_bytes(ctx.ctx, offset as u32, src as *mut _, len as u32) };
+    (rc == 0).then_some(())
+}

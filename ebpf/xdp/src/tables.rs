@@ -1,0 +1,116 @@
+//! The active generation's tables and the lookups into them: the slot table's bucket
+//! (one cache line, eight tags compared without a branch), then the record and its name
+//! (layouts in `qdns_abi::slots` and `qdns_abi::answer`).
+use qdns_abi::{
+    answer::{AnswerKey, AnswerValue, LargeTail, PolicyValue},
+    name::NAME_WORDS,
+    slots::{home, slot_hash, tag, BUCKET_SLOTS, CROWDED, RECORD_BITS},
+    Counter,
+};
+
+use crate::maps::{Records, Slots, LARGE, POLICIES};
+
+/// The active generation's tables, found once per packet.
+pub struct Tables<'a> {
+    /// Its bank in the map-of-maps.
+    pub bank: u32,
+    /// Bucket mask of the slot table.
+    pub mask: u32,
+    /// The slot table.
+    pub slots: &'a Slots,
+    /// The records.
+    pub records: &'a Records,
+    /// This CPU's scratch word for [`Tables::through`].
+    pub word: *mut u64,
+}
+
+impl Tables<'_> {
+    /// `value`, written to and read back from map memory: the verifier sees an unknown
+    /// value in one state, whatever branches produced it.
+    #[inline(always)]
+    pub fn through(&self, value: u64) -> u64 {
+        // SAFETY: `word` points at this CPU's scratch element (see `crate::answer::answer`), used by
+        // this program run only.
+        unsafe {
+            core::ptr::write_volatile(self.word, value);
+            core::ptr::read_volatile(self.word)
+        }
+    }
+
+    /// Policy set `id` of this generation.
+    #[inline(always)]
+    pub fn policy_set(&self, id: u32) -> Option<&'static PolicyValue> {
+        POLICIES.get(self.bank).and_then(|policies| policies.get(id))
+    }
+
+    /// Large tail `id` of this generation.
+    #[inline(always)]
+    pub fn large_tail(&self, id: u32) -> Option<&'static LargeTail> {
+        LARGE.get(self.bank).and_then(|large| large.get(id))
+    }
+}
+
+/// The entry of `key` (whose hash is `name`'s), if its name is `name`: the slot with
+/// the key's tag in its home bucket (see `qdns_abi::slots`), then its record. A record
+/// under the same tag for another name means the query only shares the hash, and a
+/// miss in a crowded bucket may be an entry without a slot: user space answers both.
+#[inline(always)]
+pub fn find<'a>(t: &Tables<'a>, key: &AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a AnswerValue>, Counter> {
+    match slot(t, key)? {
+        0 => Ok(None),
+        record => named(t, record, name).map(Some),
+    }
+}
+
+/// The record index in the slot of `key` (0 for none), or why the miss cannot be
+/// trusted (a crowded bucket).
+#[inline(always)]
+pub fn slot(t: &Tables<'_>, key: &AnswerKey) -> Result<u32, Counter> {
+    let hash = slot_hash(key.hash, key.qtype);
+    let Some(b) = t.slots.get(home(hash, t.mask)) else {
+        return Err(Counter::PassNotLoaded);
+    };
+    // Arithmetic only: a compare per slot would be a branch (BPF has no conditional
+    // move), each forking the verifier's walk. `nonzero` hides its operand from LLVM,
+    // which would otherwise fold the arithmetic back into a compare.
+    let want = u64::from(tag(hash));
+    let mut record = 0u64;
+    for i in 0..BUCKET_SLOTS {
+        // All ones when the tags are equal, else 0.
+        let hit = nonzero(u64::from(b.tag[i]) ^ want).wrapping_sub(1);
+        record |= u64::from(b.record[i]) & hit;
+    }
+    let crowded = u64::from(b.record[BUCKET_SLOTS - 1] & CROWDED);
+    // Through map memory (see `crate::answer`'s `launder`): the slots' outcomes meet in one verifier
+    // state here.
+    let found = t.through((record & ((1 << RECORD_BITS) - 1)) | crowded << 1);
+    let record = (found & 0xffff_ffff) as u32;
+    if record == 0 && found >> 32 != 0 {
+        return Err(Counter::PassNotCached);
+    }
+    Ok(record)
+}
+
+/// Record `record` (not 0), if its name is `name`; one under the same tag for another
+/// name means the query only shares the hash: user space answers it.
+#[inline(always)]
+pub fn named<'a>(t: &Tables<'a>, record: u32, name: &[u64; NAME_WORDS]) -> Result<&'a AnswerValue, Counter> {
+    let Some(value) = t.records.get(record) else {
+        return Err(Counter::PassNotLoaded);
+    };
+    let mut differ = 0;
+    for (a, b) in value.name.iter().zip(name) {
+        differ |= a ^ b;
+    }
+    if differ == 0 {
+        Ok(value)
+    } else {
+        Err(Counter::PassNotCached)
+    }
+}
+
+/// 1 when `x` (below 2^32) is not 0, else 0, without a branch.
+#[inline(always)]
+fn nonzero(x: u64) -> u64 {
+    (core::hint::black_box(x) + 0xffff_ffff) >> 32
+}
