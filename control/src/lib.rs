@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod persist;
 pub mod remote;
 pub mod report;
+pub mod report_listener;
 pub mod special_use;
 pub mod state;
 
@@ -278,71 +279,35 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
     }
 }
 
-/// Accepts signed reports from remote checkers (SPEC §4). A report that fails parsing or
-/// authentication is dropped, counted by reason and logged; on an authentication
-/// failure the connection is closed.
+/// Accepts signed reports from remote checkers (SPEC §4) through the bounded listener
+/// (`report_listener`): an accepted report's observations go into the state under the
+/// authenticated identity; a dropped frame or connection is counted by reason and
+/// logged.
 async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx, shutdown: CancellationToken) {
-    let last_seq: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>> = Arc::default();
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((mut stream, peer)) = accepted else { continue };
-        let (keys, ctx, last_seq, shutdown) = (Arc::clone(&keys), ctx.clone(), Arc::clone(&last_seq), shutdown.clone());
-        tokio::spawn(async move {
-            loop {
-                let mut prefix = [0u8; 4];
-                let read = tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    read = stream.read_exact(&mut prefix) => read,
-                };
-                if read.is_err() {
-                    return;
+    let sink = move |verdict: Result<report::Report, report::Reject>, peer: String, octets: u64| {
+        let ctx = ctx.clone();
+        async move {
+            let mut state = ctx.state.lock().await;
+            match verdict {
+                Ok(report) => {
+                    state.reports_accepted += 1;
+                    state.report_bytes += octets;
+                    for mut observation in report.observations {
+                        // The authenticated identity, not what the body claims per item.
+                        observation.checker.clone_from(&report.checker);
+                        observation.region.clone_from(&report.region);
+                        state.observe(observation);
+                    }
+                    ctx.push_health(&mut state);
                 }
-                let len = u32::from_be_bytes(prefix) as usize;
-                let verdict = if len > report::MAX_REPORT {
-                    Err(report::Reject::Malformed)
-                } else {
-                    let mut body = vec![0u8; len];
-                    if stream.read_exact(&mut body).await.is_err() {
-                        return;
-                    }
-                    match qdns_zone::sync::decode::<report::Signed>(&body) {
-                        Ok(signed) => match last_seq.lock() {
-                            Ok(mut seqs) => report::verify(&signed, &keys, &mut seqs, state::now()),
-                            Err(_) => return,
-                        },
-                        Err(_) => Err(report::Reject::Malformed),
-                    }
-                };
-                let mut state = ctx.state.lock().await;
-                match verdict {
-                    Ok(report) => {
-                        state.reports_accepted += 1;
-                        state.report_bytes += 4 + len as u64;
-                        for mut observation in report.observations {
-                            // The authenticated identity, not what the body claims per item.
-                            observation.checker.clone_from(&report.checker);
-                            observation.region.clone_from(&report.region);
-                            state.observe(observation);
-                        }
-                        ctx.push_health(&mut state);
-                    }
-                    Err(reject) => {
-                        *state.reports_rejected.entry(reject.label()).or_default() += 1;
-                        tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
-                        if matches!(
-                            reject,
-                            report::Reject::Malformed | report::Reject::UnknownChecker | report::Reject::BadSignature
-                        ) {
-                            return;
-                        }
-                    }
+                Err(reject) => {
+                    *state.reports_rejected.entry(reject.label()).or_default() += 1;
+                    tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
                 }
             }
-        });
-    }
+        }
+    };
+    report_listener::serve(listener, keys, sink, shutdown).await;
 }
 
 /// Feeds checker observations into the state, in batches, and pushes health changes.

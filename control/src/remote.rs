@@ -160,14 +160,13 @@ async fn send_loop(
                 sent_at: now(),
                 observations: batch.clone(),
             };
-            let frame =
-                match sign(&report, &config.key).and_then(|s| qdns_zone::sync::encode(&s).map_err(|e| e.to_string())) {
-                    Ok(frame) => frame,
-                    Err(err) => {
-                        tracing::error!(%err, "cannot sign a report");
-                        continue;
-                    }
-                };
+            let frame = match sign(&report, &config.key).and_then(|s| s.frame()) {
+                Ok(frame) => frame,
+                Err(err) => {
+                    tracing::error!(%err, "cannot sign a report");
+                    continue;
+                }
+            };
             if let Err(err) = stream.write_all(&frame).await {
                 tracing::warn!(location = %target, %err, "report not sent; reconnecting");
                 let mut q = queue.lock().await;

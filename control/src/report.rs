@@ -7,6 +7,12 @@
 //! the id is known, the region matches the key file, the MAC verifies (constant time),
 //! the send time is within ±30 s of its clock, and the sequence is above the last one
 //! accepted from that checker. Anything else is dropped, counted and logged.
+//!
+//! On the wire (after a 4-octet big-endian length of the rest): the checker id's length
+//! (one octet, at most [`MAX_ID`]) and the id in clear, the 32-octet HMAC-SHA256 of the
+//! body, then the body (postcard of [`Report`]). The id comes first so a location finds
+//! the key — or refuses the stranger — before it reads the body, and checks the MAC
+//! before it parses a byte of it (see `crate::report_listener`).
 use std::collections::HashMap;
 
 use base64::Engine as _;
@@ -16,8 +22,13 @@ use sha2::Sha256;
 
 use crate::checker::Observation;
 
-/// Largest report frame a location reads.
-pub const MAX_REPORT: usize = 16 << 20;
+/// Largest report frame a location reads (a batch of 5,000 observations is well under
+/// 1 MiB).
+pub const MAX_REPORT: usize = 4 << 20;
+/// Longest checker id.
+pub const MAX_ID: usize = 64;
+/// Octets of the MAC.
+pub const MAC_LEN: usize = 32;
 /// Allowed clock difference between checker and location.
 pub const MAX_SKEW_SECS: u64 = 30;
 
@@ -36,20 +47,51 @@ pub struct Report {
     pub observations: Vec<Observation>,
 }
 
-/// A report on the wire: the encoded body and its MAC.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A report on the wire: the checker id in clear, the encoded body and its MAC.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signed {
+    /// The checker id (the key to check the MAC with).
+    pub checker: String,
     /// postcard of [`Report`].
     pub body: Vec<u8>,
     /// HMAC-SHA256(key, body).
     pub mac: Vec<u8>,
 }
 
+impl Signed {
+    /// The frame: length, id length, id, MAC, body (see the module's comment).
+    pub fn frame(&self) -> Result<Vec<u8>, String> {
+        if self.checker.is_empty() || self.checker.len() > MAX_ID {
+            return Err(format!("checker id must be 1 to {MAX_ID} octets"));
+        }
+        if self.mac.len() != MAC_LEN {
+            return Err("MAC must be 32 octets".to_owned());
+        }
+        let rest = 1 + self.checker.len() + MAC_LEN + self.body.len();
+        if rest > MAX_REPORT {
+            return Err(format!("report of {rest} octets is over the {MAX_REPORT}-octet limit"));
+        }
+        let mut frame = Vec::with_capacity(4 + rest);
+        frame.extend_from_slice(&(rest as u32).to_be_bytes());
+        frame.push(self.checker.len() as u8);
+        frame.extend_from_slice(self.checker.as_bytes());
+        frame.extend_from_slice(&self.mac);
+        frame.extend_from_slice(&self.body);
+        Ok(frame)
+    }
+}
+
 /// Why a report was dropped (also the counter label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reject {
-    /// Not decodable.
+    /// Not decodable, or a frame shorter than its fixed part.
     Malformed,
+    /// A frame over [`MAX_REPORT`] (refused before anything is read into memory).
+    TooLarge,
+    /// A frame that did not arrive whole within the listener's read timeout.
+    Timeout,
+    /// A connection over the listener's per-source or total cap (closed at once).
+    ConnectionLimit,
     /// No key for this checker id.
     UnknownChecker,
     /// The MAC does not verify.
@@ -68,6 +110,9 @@ impl Reject {
     pub fn label(self) -> &'static str {
         match self {
             Reject::Malformed => "malformed",
+            Reject::TooLarge => "too_large",
+            Reject::Timeout => "timeout",
+            Reject::ConnectionLimit => "connection_limit",
             Reject::UnknownChecker => "unknown_checker",
             Reject::BadSignature => "bad_signature",
             Reject::WrongRegion => "wrong_region",
@@ -133,12 +178,22 @@ pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, String> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|e| e.to_string())?;
     mac.update(&body);
     Ok(Signed {
+        checker: report.checker.clone(),
         body,
         mac: mac.finalize().into_bytes().to_vec(),
     })
 }
 
-/// Checks a report: identity, MAC, region, time window and sequence (`last_seq` is
+impl Keys {
+    /// True when `checker` has a key here.
+    #[must_use]
+    pub fn knows(&self, checker: &str) -> bool {
+        self.0.contains_key(checker)
+    }
+}
+
+/// Checks a report: identity, then the MAC (constant time) before a byte of the body
+/// is parsed, then the body's own id, region, time window and sequence (`last_seq` is
 /// the last accepted sequence of each checker; updated on success).
 pub fn verify<S: std::hash::BuildHasher>(
     signed: &Signed,
@@ -146,11 +201,14 @@ pub fn verify<S: std::hash::BuildHasher>(
     last_seq: &mut HashMap<String, u64, S>,
     now: u64,
 ) -> Result<Report, Reject> {
-    let report: Report = postcard::from_bytes(&signed.body).map_err(|_| Reject::Malformed)?;
-    let (region, key) = keys.0.get(&report.checker).ok_or(Reject::UnknownChecker)?;
+    let (region, key) = keys.0.get(&signed.checker).ok_or(Reject::UnknownChecker)?;
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|_| Reject::BadSignature)?;
     mac.update(&signed.body);
     mac.verify_slice(&signed.mac).map_err(|_| Reject::BadSignature)?;
+    let report: Report = postcard::from_bytes(&signed.body).map_err(|_| Reject::Malformed)?;
+    if report.checker != signed.checker {
+        return Err(Reject::BadSignature);
+    }
     if &report.region != region {
         return Err(Reject::WrongRegion);
     }
@@ -210,6 +268,7 @@ mod tests {
         assert_eq!(
             verify(
                 &Signed {
+                    checker: "c1".to_owned(),
                     body: vec![1, 2, 3],
                     mac: vec![]
                 },
@@ -217,8 +276,37 @@ mod tests {
                 &mut last,
                 1000
             ),
-            Err(Reject::Malformed)
+            Err(Reject::BadSignature)
+        );
+        // A valid MAC over a body that is not a report: malformed, parsed only after.
+        let mut garbage = sign(&report(20, 1000), &[7u8; 32]).unwrap();
+        garbage.body = vec![1, 2, 3];
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&[7u8; 32]).unwrap();
+        mac.update(&garbage.body);
+        garbage.mac = mac.finalize().into_bytes().to_vec();
+        assert_eq!(verify(&garbage, &keys(), &mut last, 1000), Err(Reject::Malformed));
+        // The clear id must be the body's.
+        let mut relabelled = sign(&report(21, 1000), &[7u8; 32]).unwrap();
+        relabelled.checker = "c2".to_owned();
+        assert_eq!(
+            verify(&relabelled, &keys(), &mut last, 1000),
+            Err(Reject::UnknownChecker)
         );
         assert!(verify(&sign(&report(16, 1010), &[7u8; 32]).unwrap(), &keys(), &mut last, 1000).is_ok());
+    }
+
+    #[test]
+    fn frames_put_the_id_and_mac_before_the_body() {
+        let signed = sign(&report(1, 1000), &[7u8; 32]).unwrap();
+        let frame = signed.frame().unwrap();
+        let rest = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(rest, frame.len() - 4);
+        assert_eq!(frame[4], 2);
+        assert_eq!(&frame[5..7], b"c1");
+        assert_eq!(&frame[7..7 + MAC_LEN], signed.mac.as_slice());
+        assert_eq!(&frame[7 + MAC_LEN..], signed.body.as_slice());
+        let mut long = signed.clone();
+        long.checker = "x".repeat(MAX_ID + 1);
+        assert!(long.frame().is_err());
     }
 }

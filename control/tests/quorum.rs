@@ -250,7 +250,7 @@ fn forged_replayed_and_unknown_reports_are_dropped_and_counted() {
     };
     let send = |signed: &Signed| {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.write_all(&qdns_zone::sync::encode(signed).unwrap()).unwrap();
+        stream.write_all(&signed.frame().unwrap()).unwrap();
         std::thread::sleep(Duration::from_millis(300));
     };
     // A valid report is applied (the check turns unhealthy: 0 of 1).
@@ -362,4 +362,42 @@ fn a_checker_reloads_its_zones_on_sighup() {
     checker.wait_for("reload rejected");
     let mut checker = checker;
     assert!(checker.child.try_wait().unwrap().is_none(), "the checker still runs");
+}
+
+/// The checker-report listener bounds what a peer that has not authenticated can cost:
+/// a giant length is refused on the length alone, a stranger before its body, and
+/// connections beyond the per-source cap are closed at once — each counted.
+#[test]
+fn the_report_listener_refuses_giants_strangers_and_crowds_before_reading_bodies() {
+    let world = World::new();
+    let (_a, port) = world.location("a");
+    let closed = |stream: &mut TcpStream| {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 1];
+        matches!(stream.read(&mut buf), Ok(0))
+            || matches!(stream.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    };
+    // A 16 MiB frame: closed after its four length octets.
+    let mut giant = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    giant.write_all(&(16u32 << 20).to_be_bytes()).unwrap();
+    assert!(closed(&mut giant), "a 16 MiB length is refused");
+    // A stranger claiming a 4 MiB body: closed after its id, the body never read.
+    let mut stranger = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut head = ((4u32 << 20) - 64).to_be_bytes().to_vec();
+    head.push(8);
+    head.extend_from_slice(b"intruder");
+    stranger.write_all(&head).unwrap();
+    assert!(closed(&mut stranger), "an unknown checker is refused before its body");
+    // Idle connections up to the per-source cap stay open; the next is closed at once.
+    let idle: Vec<TcpStream> = (0..=qdns_control::report_listener::MAX_PER_SOURCE)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let mut over = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert!(closed(&mut over), "a connection over the per-source cap is closed");
+    let status = world.status("a");
+    let rejected = &status["checkers"]["reports_rejected"];
+    assert_eq!(rejected["too_large"], 1, "{status}");
+    assert_eq!(rejected["unknown_checker"], 1, "{status}");
+    assert!(rejected["connection_limit"].as_u64().unwrap_or(0) >= 1, "{status}");
+    drop(idle);
 }

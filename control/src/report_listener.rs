@@ -1,0 +1,264 @@
+//! The checker-report listener (`--checker-listen`): reads signed reports from remote
+//! checkers with every read bounded before the sender is authenticated.
+//!
+//! - Connections: at most [`MAX_CONNECTIONS`] in all and [`MAX_PER_SOURCE`] from one
+//!   address; one over either cap is closed at once and counted (`connection_limit`).
+//! - A connection may sit idle between reports for [`IDLE_TIMEOUT`]; once a frame's
+//!   first octet has arrived, the whole frame must follow within [`FRAME_TIMEOUT`]
+//!   (`timeout`), so a slow sender cannot hold a slot or a buffer.
+//! - A frame's length is checked against [`report::MAX_REPORT`] before anything is
+//!   read (`too_large`); the checker id (at most 64 octets) is read next and a stranger
+//!   is refused before its body (`unknown_checker`); the body is read into a buffer that
+//!   grows only with the octets that actually arrive, and the MAC is checked before a
+//!   byte of it is parsed (`report::verify`).
+//!
+//! A rejected frame closes the connection unless it was authentic and only stale or
+//! replayed (the checker then simply sends newer ones).
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt},
+    net::TcpListener,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::report::{self, Reject, Signed, MAC_LEN, MAX_ID};
+
+/// Most report connections open at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Most report connections from one address.
+pub const MAX_PER_SOURCE: usize = 8;
+/// How long a connection may wait between reports (checkers send every 0.5 s when
+/// they have observations).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a frame may take to arrive once it has begun.
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Open connections, in all and per source.
+#[derive(Default)]
+struct Open {
+    total: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// A connection's place under the caps; given back when dropped.
+struct Slot {
+    open: Arc<Mutex<Open>>,
+    source: IpAddr,
+}
+
+impl Slot {
+    fn take(open: &Arc<Mutex<Open>>, source: IpAddr) -> Option<Slot> {
+        let mut guard = open.lock().ok()?;
+        let from_source = guard.by_source.get(&source).copied().unwrap_or(0);
+        if guard.total >= MAX_CONNECTIONS || from_source >= MAX_PER_SOURCE {
+            return None;
+        }
+        guard.total += 1;
+        guard.by_source.insert(source, from_source + 1);
+        Some(Slot {
+            open: Arc::clone(open),
+            source,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.open.lock() {
+            guard.total = guard.total.saturating_sub(1);
+            if let Some(n) = guard.by_source.get_mut(&self.source) {
+                *n -= 1;
+                if *n == 0 {
+                    guard.by_source.remove(&self.source);
+                }
+            }
+        }
+    }
+}
+
+/// Accepts report connections until `shutdown`, verifying each frame against `keys`
+/// and handing the outcome — the authenticated report, or why a frame or connection
+/// was dropped — the peer's address and the frame's octets to `sink`.
+pub async fn serve<F, Fut>(listener: TcpListener, keys: Arc<report::Keys>, sink: F, shutdown: CancellationToken)
+where
+    F: Fn(Result<report::Report, Reject>, String, u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let last_seq: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let open: Arc<Mutex<Open>> = Arc::default();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((mut stream, peer)) = accepted else { continue };
+        let Some(slot) = Slot::take(&open, peer.ip()) else {
+            sink(Err(Reject::ConnectionLimit), peer.to_string(), 0).await;
+            drop(stream);
+            continue;
+        };
+        let (keys, sink, last_seq, shutdown) =
+            (Arc::clone(&keys), sink.clone(), Arc::clone(&last_seq), shutdown.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let peer = peer.to_string();
+            loop {
+                let frame = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    frame = read_frame(&mut stream, &keys) => frame,
+                };
+                let mut octets = 0;
+                let verdict = match frame {
+                    Ok(None) => return,
+                    Ok(Some(signed)) => match last_seq.lock() {
+                        Ok(mut seqs) => {
+                            octets = (4 + 1 + signed.checker.len() + MAC_LEN + signed.body.len()) as u64;
+                            report::verify(&signed, &keys, &mut seqs, crate::state::now())
+                        }
+                        Err(_) => return,
+                    },
+                    Err(reject) => Err(reject),
+                };
+                let close = matches!(
+                    verdict,
+                    Err(Reject::Malformed
+                        | Reject::TooLarge
+                        | Reject::Timeout
+                        | Reject::UnknownChecker
+                        | Reject::BadSignature)
+                );
+                sink(verdict, peer.clone(), octets).await;
+                if close {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// One frame, or `None` when the sender closed (or stayed idle past [`IDLE_TIMEOUT`])
+/// between frames.
+pub async fn read_frame<R: AsyncRead + Unpin>(stream: &mut R, keys: &report::Keys) -> Result<Option<Signed>, Reject> {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(IDLE_TIMEOUT, stream.read_exact(&mut first)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) | Err(_) => return Ok(None),
+    }
+    match tokio::time::timeout(FRAME_TIMEOUT, read_rest(stream, first[0], keys)).await {
+        Ok(result) => result.map(Some),
+        Err(_) => Err(Reject::Timeout),
+    }
+}
+
+async fn read_rest<R: AsyncRead + Unpin>(stream: &mut R, first: u8, keys: &report::Keys) -> Result<Signed, Reject> {
+    let mut length = [first, 0, 0, 0];
+    stream
+        .read_exact(&mut length[1..])
+        .await
+        .map_err(|_| Reject::Malformed)?;
+    let rest = u32::from_be_bytes(length) as usize;
+    if rest > report::MAX_REPORT {
+        return Err(Reject::TooLarge);
+    }
+    let id_len = usize::from(stream.read_u8().await.map_err(|_| Reject::Malformed)?);
+    if id_len == 0 || id_len > MAX_ID || rest < 1 + id_len + MAC_LEN {
+        return Err(Reject::Malformed);
+    }
+    let mut id = vec![0u8; id_len];
+    stream.read_exact(&mut id).await.map_err(|_| Reject::Malformed)?;
+    let checker = String::from_utf8(id).map_err(|_| Reject::Malformed)?;
+    if !keys.knows(&checker) {
+        return Err(Reject::UnknownChecker);
+    }
+    let mut mac = vec![0u8; MAC_LEN];
+    stream.read_exact(&mut mac).await.map_err(|_| Reject::Malformed)?;
+    let body_len = rest - 1 - id_len - MAC_LEN;
+    // Grows with what arrives, not with what the length claims.
+    let mut body = Vec::new();
+    let read = (&mut *stream)
+        .take(body_len as u64)
+        .read_to_end(&mut body)
+        .await
+        .map_err(|_| Reject::Malformed)?;
+    if read != body_len {
+        return Err(Reject::Malformed);
+    }
+    Ok(Signed { checker, body, mac })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> report::Keys {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let key = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [7u8; 32]);
+        std::fs::write(
+            &path,
+            format!("[[checker]]\nid = \"c1\"\nregion = \"eu\"\nkey = \"{key}\"\n"),
+        )
+        .unwrap();
+        report::Keys::load(&path).unwrap()
+    }
+
+    fn signed() -> Signed {
+        let report = report::Report {
+            checker: "c1".to_owned(),
+            region: "eu".to_owned(),
+            seq: 1,
+            sent_at: 1000,
+            observations: Vec::new(),
+        };
+        report::sign(&report, &[7u8; 32]).unwrap()
+    }
+
+    async fn read(bytes: &[u8]) -> Result<Option<Signed>, Reject> {
+        let mut reader = bytes;
+        read_frame(&mut reader, &keys()).await
+    }
+
+    #[tokio::test]
+    async fn reads_a_frame_and_refuses_strangers_and_giants_before_their_bodies() {
+        let frame = signed().frame().unwrap();
+        assert_eq!(read(&frame).await, Ok(Some(signed())));
+        assert_eq!(read(&[]).await, Ok(None));
+        // A 16 MiB length: refused on the length alone.
+        assert_eq!(read(&[1, 0, 0, 0, 2, b'c', b'1']).await, Err(Reject::TooLarge));
+        // An unknown id: refused before the MAC and body are read (none follow here).
+        assert_eq!(read(&[0, 0, 0, 40, 2, b'z', b'z']).await, Err(Reject::UnknownChecker));
+        // Shorter than its fixed part, an empty id, a cut-off body.
+        assert_eq!(read(&[0, 0, 0, 4, 2, b'c', b'1', 0]).await, Err(Reject::Malformed));
+        assert_eq!(read(&[0, 0, 0, 40, 0]).await, Err(Reject::Malformed));
+        assert_eq!(read(&frame[..frame.len() - 1]).await, Err(Reject::Malformed));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_that_stalls_times_out() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut client, &[0, 0, 0, 40])
+            .await
+            .unwrap();
+        assert_eq!(read_frame(&mut server, &keys()).await, Err(Reject::Timeout));
+        drop(client);
+    }
+
+    #[test]
+    fn slots_are_capped_per_source_and_given_back() {
+        let open: Arc<Mutex<Open>> = Arc::default();
+        let a: IpAddr = [192, 0, 2, 1].into();
+        let b: IpAddr = [192, 0, 2, 2].into();
+        let held: Vec<Slot> = (0..MAX_PER_SOURCE).map(|_| Slot::take(&open, a).unwrap()).collect();
+        assert!(Slot::take(&open, a).is_none());
+        assert!(Slot::take(&open, b).is_some());
+        drop(held);
+        assert!(Slot::take(&open, a).is_some());
+        assert_eq!(open.lock().unwrap().total, 0);
+    }
+}
