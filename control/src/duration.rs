@@ -11,9 +11,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     let value: u64 = number
         .parse()
         .map_err(|_| format!("bad duration {text:?}: use a whole number with m or h (30m, 2h)"))?;
+    // Checked: `5124095576030432h` must not wrap into about an hour.
+    let too_long = || format!("bad duration {text:?}: too long");
     let seconds = match unit {
-        "m" => value * 60,
-        "h" => value * 3600,
+        "m" => value.checked_mul(60).ok_or_else(too_long)?,
+        "h" => value.checked_mul(3600).ok_or_else(too_long)?,
         _ => {
             return Err(format!(
                 "bad duration {text:?}: use a whole number with m or h (30m, 2h)"
@@ -46,5 +48,9 @@ mod tests {
         assert!(parse("2d").is_err() && parse("h").is_err() && parse("0m").is_err() && parse("1.5h").is_err());
         assert!(parse_expiry("72h").is_ok());
         assert!(parse_expiry("73h").unwrap_err().contains("72h"));
+        // Overflowing products are refused, not wrapped (u64::MAX / 3600 + 1 hours).
+        assert!(parse("5124095576030432h").unwrap_err().contains("too long"));
+        assert!(parse("307445734561825861m").unwrap_err().contains("too long"));
+        assert!(parse_expiry("5124095576030432h").is_err());
     }
 }
