@@ -18,6 +18,9 @@ use crate::state::{now, EdgeInfo, State};
 /// An encoded frame for every edge.
 pub type Frame = Arc<Vec<u8>>;
 
+/// Largest message an edge sends control (its XDP report is a few KiB).
+pub const MAX_FROM_EDGE: usize = 1 << 20;
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Serves one edge connection until it closes or `shutdown`.
@@ -58,10 +61,18 @@ pub async fn serve_edge<R, W>(
             if reader.read_exact(&mut prefix).await.is_err() {
                 break;
             }
+            // An edge's messages are small (hello, acknowledgements, XDP counters): a
+            // larger length ends the connection before anything is allocated, and the
+            // buffer grows only with octets that arrive.
             let Ok(len) = sync::frame_len(prefix) else { break };
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).await.is_err() {
+            if len > MAX_FROM_EDGE {
+                tracing::warn!(len, "edge frame over {MAX_FROM_EDGE} octets: closing");
                 break;
+            }
+            let mut body = Vec::new();
+            match (&mut reader).take(len as u64).read_to_end(&mut body).await {
+                Ok(n) if n == len => {}
+                _ => break,
             }
             let Ok(msg) = sync::decode::<ToControl>(&body) else {
                 break;

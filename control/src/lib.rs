@@ -207,54 +207,78 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     Ok(())
 }
 
+/// Most edge connections control serves at once (each holds a snapshot copy while it
+/// is sent); more are closed at once and logged.
+pub const MAX_EDGE_CONNECTIONS: usize = 1024;
+/// Most control-socket connections at once.
+pub const MAX_CONTROL_CONNECTIONS: usize = 64;
+
+/// A connection's permit under a cap, or `None` (logged) when the cap is reached.
+fn permit(cap: &Arc<tokio::sync::Semaphore>, what: &'static str) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let permit = Arc::clone(cap).try_acquire_owned().ok();
+    if permit.is_none() {
+        tracing::warn!(what, "connection cap reached: closing a new connection");
+    }
+    permit
+}
+
 async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
+    let cap = Arc::new(tokio::sync::Semaphore::new(MAX_EDGE_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         if let Ok((stream, _)) = accepted {
+            let Some(permit) = permit(&cap, "edge socket") else {
+                continue;
+            };
             let (r, w) = stream.into_split();
-            tokio::spawn(edges::serve_edge(
-                r,
-                w,
-                Arc::clone(&ctx.state),
-                ctx.updates.clone(),
-                shutdown.clone(),
-            ));
+            let serve = edges::serve_edge(r, w, Arc::clone(&ctx.state), ctx.updates.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                serve.await;
+                drop(permit);
+            });
         }
     }
 }
 
 async fn accept_edges_tcp(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
+    let cap = Arc::new(tokio::sync::Semaphore::new(MAX_EDGE_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         if let Ok((stream, _)) = accepted {
+            let Some(permit) = permit(&cap, "edge socket") else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let (r, w) = stream.into_split();
-            tokio::spawn(edges::serve_edge(
-                r,
-                w,
-                Arc::clone(&ctx.state),
-                ctx.updates.clone(),
-                shutdown.clone(),
-            ));
+            let serve = edges::serve_edge(r, w, Arc::clone(&ctx.state), ctx.updates.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                serve.await;
+                drop(permit);
+            });
         }
     }
 }
 
 async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
+    let cap = Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
         let Ok((stream, _)) = accepted else { continue };
+        let Some(permit) = permit(&cap, "control socket") else {
+            continue;
+        };
         let ctx = ctx.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let (r, mut w) = stream.into_split();
             let mut lines = BufReader::new(r);
             let mut line = String::new();

@@ -593,6 +593,16 @@ members = [
     };
     ctl(&["external", "p", "unhealthy"]);
     a("192.0.2.2"); // the unchecked secondary is always healthy
+                    // A peer announcing a 2 MiB message (edges send a few KiB) is cut off before
+                    // anything is allocated for it; the real edge keeps following.
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut raw, &(2u32 << 20).to_be_bytes()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut drained = Vec::new();
+    let closed = std::io::Read::read_to_end(&mut raw, &mut drained);
+    assert!(closed.is_ok(), "control closes the connection: {closed:?}");
+    ctl(&["external", "p", "healthy"]);
+    a("192.0.2.1");
 }
 
 /// What `named-compilezone` (BIND's zone reader, Debian `bind9-utils`) makes of a master
