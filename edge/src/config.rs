@@ -52,6 +52,9 @@ pub struct Args {
     /// TCP connections served at once.
     #[arg(long)]
     pub max_tcp_connections: Option<usize>,
+    /// TCP connections from one address at once (more are closed).
+    #[arg(long)]
+    pub max_tcp_per_source: Option<usize>,
     /// Serve Prometheus metrics on this TCP address (`/metrics`).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
@@ -78,6 +81,7 @@ struct FileConfig {
     nsid: Option<String>,
     tcp_idle_timeout: Option<u64>,
     max_tcp_connections: Option<usize>,
+    max_tcp_per_source: Option<usize>,
     metrics: Option<SocketAddr>,
 }
 
@@ -119,6 +123,8 @@ pub struct Config {
     pub tcp_idle_timeout: Duration,
     /// TCP connection cap.
     pub max_tcp_connections: usize,
+    /// TCP connection cap per source address.
+    pub max_tcp_per_source: usize,
     /// Metrics address.
     pub metrics: Option<SocketAddr>,
 }
@@ -251,6 +257,13 @@ impl Config {
                 reason: "must be at least 1".to_owned(),
             });
         }
+        let max_tcp_per_source = args.max_tcp_per_source.or(file.max_tcp_per_source).unwrap_or(64);
+        if max_tcp_per_source == 0 {
+            return Err(ConfigError::Invalid {
+                key: "--max-tcp-per-source",
+                reason: "must be at least 1".to_owned(),
+            });
+        }
         Ok(Config {
             listen,
             source,
@@ -264,6 +277,7 @@ impl Config {
             metrics: args.metrics.or(file.metrics),
             tcp_idle_timeout: Duration::from_secs(idle),
             max_tcp_connections,
+            max_tcp_per_source,
         })
     }
 }

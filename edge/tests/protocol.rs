@@ -448,6 +448,31 @@ fn tcp_connection_cap_queues_extra_clients() {
     );
 }
 
+#[test]
+fn tcp_connections_over_the_per_source_cap_are_closed_at_once() {
+    let edge = Edge::start_with(&common::example_zones(), &["--max-tcp-per-source", "2"]);
+    let q = query("www.example.com.", RecordType::A, Ask::default());
+    let mut first = TcpStream::connect(edge.v4).unwrap();
+    let mut second = TcpStream::connect(edge.v4).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // The third from the same address is closed without an answer...
+    let mut over = TcpStream::connect(edge.v4).unwrap();
+    over.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = std::io::Write::write_all(&mut over, &[0, 0]);
+    let mut buf = [0u8; 1];
+    let n = std::io::Read::read(&mut over, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the connection over the cap is closed");
+    // ... while the two within it are answered, and a slot given back is reusable.
+    for stream in [&mut first, &mut second] {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write_framed(stream, &q);
+        parse_response(&q, &read_framed(stream));
+    }
+    drop(first);
+    std::thread::sleep(Duration::from_millis(200));
+    parse_response(&q, &tcp_raw_patient(edge.v4, &q));
+}
+
 fn tcp_raw_patient(addr: std::net::SocketAddr, q: &[u8]) -> Vec<u8> {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

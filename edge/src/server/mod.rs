@@ -171,6 +171,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let limits = tcp::TcpLimits {
         idle_timeout: config.tcp_idle_timeout,
         max_connections: config.max_tcp_connections,
+        max_per_source: config.max_tcp_per_source,
     };
     let mut tcp_tasks = tokio::task::JoinSet::new();
     if let Some(listener) = metrics_listener {

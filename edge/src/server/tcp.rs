@@ -1,6 +1,12 @@
 //! DNS over TCP (RFC 1035 §4.2.2, RFC 7766): two-octet length framing, pipelined queries
-//! answered in order on each connection, an idle timeout, and a cap on connections.
-use std::{sync::Arc, time::Duration};
+//! answered in order on each connection, an idle timeout, and caps on connections in
+//! all and per source address.
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use arc_swap::ArcSwap;
 use tokio::{
@@ -20,6 +26,46 @@ pub struct TcpLimits {
     pub idle_timeout: Duration,
     /// Connections served at once; more wait in the accept queue.
     pub max_connections: usize,
+    /// Connections from one address at once; more are closed at once (counted as
+    /// dropped), so one source cannot take every slot.
+    pub max_per_source: usize,
+}
+
+/// Connections open per source address.
+type BySource = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// One connection's count under its source; given back when dropped.
+struct SourceSlot {
+    open: BySource,
+    source: IpAddr,
+}
+
+impl SourceSlot {
+    fn take(open: &BySource, source: IpAddr, cap: usize) -> Option<SourceSlot> {
+        let mut guard = open.lock().ok()?;
+        let n = guard.entry(source).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot {
+            open: Arc::clone(open),
+            source,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.open.lock() {
+            if let Some(n) = guard.get_mut(&self.source) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    guard.remove(&self.source);
+                }
+            }
+        }
+    }
 }
 
 /// Accepts connections on `listener` until `shutdown`.
@@ -31,6 +77,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let by_source: BySource = Arc::default();
     let mut connections = JoinSet::new();
     loop {
         let acquired = tokio::select! {
@@ -42,12 +89,17 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(err) => {
                 tracing::debug!(%err, "tcp accept failed");
                 continue;
             }
+        };
+        let Some(slot) = SourceSlot::take(&by_source, peer.ip(), limits.max_per_source) else {
+            stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!(%peer, "tcp: source at its connection cap; closed");
+            continue;
         };
         let engine = Arc::clone(&engine);
         let stats = Arc::clone(&stats);
@@ -57,6 +109,7 @@ pub async fn serve(
                 () = shutdown.cancelled() => {}
                 () = connection(stream, &engine, &stats, limits.idle_timeout) => {}
             }
+            drop(slot);
             drop(permit);
         });
         while connections.try_join_next().is_some() {}
