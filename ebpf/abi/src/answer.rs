@@ -15,9 +15,9 @@
 //! Each generation's tables are arrays sized to its snapshot, created by the loader and
 //! placed in map-of-maps under the generation's bank (two banks: the one queries read
 //! and the one being written). The program reads the active word once per packet and
-//! every element it reads carries its generation, which must be that one: a query sees
-//! one snapshot whole, never a mix (the loader fills a new bank beside the old one,
-//! flips CONFIG, then swaps the old bank's tables for empty ones). The slot holds a
+//! reads only that generation's bank: a query sees one snapshot whole, never a mix (the
+//! loader fills a new bank beside the old one, flips CONFIG, waits an RCU grace period
+//! so no run still reads the old bank, then swaps its tables for empty ones). The slot holds a
 //! 64-bit hash of the lowercase name and type and the record the name itself, which the
 //! program compares with the query's word for word — a hash never decides alone.
 
@@ -181,7 +181,8 @@ pub struct AnswerValue {
     pub tail_sum: u16,
     /// Id in [`POLICIES_MAP`] of a policy entry.
     pub policy: u32,
-    /// The generation the record belongs to (checked against the active one).
+    /// The generation the loader wrote the record for (0 in the empty record 0). The
+    /// program does not read it: a bank never changes while a query reads it.
     pub generation: u32,
     /// The sections after the question: owner names point at the question (offset 12)
     /// or inside the tail. Node entries: the SOA record, its first two octets the owner
@@ -236,8 +237,6 @@ pub struct PolicyValue {
     pub always: u8,
     /// Always 0.
     pub pad: u8,
-    /// The generation the set belongs to (checked against the active one).
-    pub generation: u32,
     /// Health slot of each member (0 for `always` members).
     pub slots: [u32; POLICY_MEMBERS],
     /// Slot (unused here) and weight of each member, for the weighted draw.
@@ -257,7 +256,7 @@ pub struct PolicyValue {
     /// then degraded TTL.
     pub blobs: [[[u8; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
 }
-const _: () = assert!(core::mem::size_of::<PolicyValue>() == 8 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
+const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
 
 /// An element of [`LARGE_MAP`] (at the entry's id).
 #[repr(C)]
@@ -272,8 +271,8 @@ pub struct LargeTail {
     pub fixups_len: u16,
     /// Of those, the ones at an odd offset from the tail's start (for the checksum).
     pub fixups_odd: u16,
-    /// The generation the tail belongs to (checked against the active one).
-    pub generation: u32,
+    /// Always 0.
+    pub pad: u32,
 }
 const _: () = assert!(core::mem::size_of::<LargeTail>() == LARGE_TAIL_MAX + 2 * FIXUPS_MAX + 8);
 

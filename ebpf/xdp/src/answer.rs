@@ -105,8 +105,8 @@ pub struct Scratch {
     name: [u64; NAME_WORDS],
     /// `[l3, l4, dns, qname_len]` as parsed.
     offsets: [u64; 4],
-    /// Where the closest encloser starts in `name` when it has a wildcard child: passed
-    /// through map memory so the walk's iterations meet in one state (see [`launder`]).
+    /// Where the closest encloser starts in `name`: passed through map memory so the
+    /// walk's iterations meet in one state (see [`launder`]).
     encloser: u64,
     /// The client's response limit, passed through map memory for the same reason.
     limit: u64,
@@ -375,7 +375,6 @@ fn lookup<'a>(
     health: u32,
 ) -> Result<(Body<'a>, Counter), Counter> {
     let qtype = key.qtype;
-    *encloser = 0;
     // One hash for the exact and the node lookup: same name, another type.
     key.hash = name_hash(name);
     if let Some(value) = find(t, key, name)? {

@@ -368,13 +368,13 @@ impl XdpProgram {
         self.write_health(health, bitmap)?;
         // Each array is full before it is placed; the slot table goes last, so a query
         // of this generation finds everything it points to.
-        let policies = table.policies.iter().map(|(_, v)| PolicyValue { generation, ..*v });
+        let policies = table.policies.iter().map(|(_, v)| *v);
         self.place(
             POLICIES_MAP,
             bank,
             &filled(POLICIES_MAP, table.policies.len(), policies)?,
         )?;
-        let large = table.large.iter().map(|(_, v)| LargeTail { generation, ..**v });
+        let large = table.large.iter().map(|(_, v)| **v);
         self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
         let records = packed.records.iter().copied();
         self.place(RECORDS_MAP, bank, &filled(RECORDS_MAP, packed.records.len(), records)?)?;

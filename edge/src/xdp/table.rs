@@ -374,7 +374,7 @@ fn large_tail(tail: &[u8], fixups: &[u16]) -> Box<LargeTail> {
         fixups: [0; FIXUPS_MAX],
         fixups_len: fixups.len() as u16,
         fixups_odd: fixups.iter().filter(|&&at| at % 2 == 1).count() as u16,
-        generation: 0,
+        pad: 0,
     });
     big.tail[..tail.len()].copy_from_slice(tail);
     big.fixups[..fixups.len()].copy_from_slice(fixups);
@@ -623,7 +623,6 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
         members: n as u8,
         always: 0,
         pad: 0,
-        generation: 0,
         slots: [0; POLICY_MEMBERS],
         weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
         counts: [0; POLICY_MEMBERS],
