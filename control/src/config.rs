@@ -36,9 +36,19 @@ pub struct Args {
     /// Where overrides, external statuses and shifts are kept.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Where edges connect: a Unix socket path or tcp://ADDR:PORT.
-    #[arg(long, value_name = "PATH|tcp://ADDR:PORT")]
+    /// Where edges connect: a Unix socket path, tls://ADDR:PORT (mutual TLS, needs the
+    /// three --edge-tls-* files) or tcp://ADDR:PORT (neither encrypted nor authenticated).
+    #[arg(long, value_name = "PATH|tls://ADDR:PORT|tcp://ADDR:PORT")]
     pub edge_socket: Option<String>,
+    /// tls:// edge socket: control's certificate (`qdnsctl pki issue NAME --control`).
+    #[arg(long, value_name = "FILE")]
+    pub edge_tls_cert: Option<PathBuf>,
+    /// tls:// edge socket: control's private key.
+    #[arg(long, value_name = "FILE")]
+    pub edge_tls_key: Option<PathBuf>,
+    /// tls:// edge socket: the CA (PEM, one or more) every edge's certificate must chain to.
+    #[arg(long, value_name = "FILE")]
+    pub edge_tls_ca: Option<PathBuf>,
     /// Healthy iff more than this share of reachable checkers say so (0.0..1.0).
     #[arg(long)]
     pub quorum: Option<f64>,
@@ -98,6 +108,9 @@ struct FileConfig {
     socket: Option<PathBuf>,
     state_dir: Option<PathBuf>,
     edge_socket: Option<String>,
+    edge_tls_cert: Option<PathBuf>,
+    edge_tls_key: Option<PathBuf>,
+    edge_tls_ca: Option<PathBuf>,
     quorum: Option<f64>,
     no_embedded_checker: Option<bool>,
     checker_id: Option<String>,
@@ -115,6 +128,8 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// Edge endpoint.
     pub edge_socket: String,
+    /// Certificate, key and CA of a tls:// edge socket.
+    pub edge_tls: Option<qdns_link::tls::TlsFiles>,
     /// Quorum share.
     pub quorum: f64,
     /// Run the embedded checker.
@@ -155,7 +170,19 @@ impl Config {
         if checker_listen.is_some() != checker_keys.is_some() {
             return Err("--checker-listen and --checker-keys go together".to_owned());
         }
+        let edge_socket = args
+            .edge_socket
+            .or(file.edge_socket)
+            .ok_or_else(|| missing("--edge-socket"))?;
+        let edge_tls = edge_tls(
+            &edge_socket,
+            args.edge_tls_cert.or(file.edge_tls_cert),
+            args.edge_tls_key.or(file.edge_tls_key),
+            args.edge_tls_ca.or(file.edge_tls_ca),
+        )?;
         Ok(Config {
+            edge_socket,
+            edge_tls,
             metrics: args.metrics.or(file.metrics),
             tls_ca: args.tls_ca.or(file.tls_ca),
             checker_listen,
@@ -174,10 +201,27 @@ impl Config {
                 .state_dir
                 .or(file.state_dir)
                 .ok_or_else(|| missing("--state-dir"))?,
-            edge_socket: args
-                .edge_socket
-                .or(file.edge_socket)
-                .ok_or_else(|| missing("--edge-socket"))?,
         })
+    }
+}
+
+/// The tls:// edge socket's files: all three with tls://, none otherwise.
+fn edge_tls(
+    edge_socket: &str,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+) -> Result<Option<qdns_link::tls::TlsFiles>, String> {
+    let tls = edge_socket.starts_with("tls://");
+    match (cert, key, ca) {
+        (Some(cert), Some(key), Some(ca)) if tls => Ok(Some(qdns_link::tls::TlsFiles { cert, key, ca })),
+        (None, None, None) if !tls => Ok(None),
+        _ if tls => Err(format!(
+            "--edge-socket {edge_socket}: tls:// needs --edge-tls-cert, --edge-tls-key and --edge-tls-ca \
+             (make them with `qdnsctl pki init` and `qdnsctl pki issue`)"
+        )),
+        _ => Err(format!(
+            "--edge-tls-cert/--edge-tls-key/--edge-tls-ca apply to a tls:// edge socket, not {edge_socket}"
+        )),
     }
 }

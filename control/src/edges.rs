@@ -1,6 +1,6 @@
-//! Serving snapshots to edges (SPEC §1 `--edge-socket`, Unix path or `tcp://`): a full
-//! snapshot on connect, then every health delta and every reload as they happen. Edges
-//! acknowledge what they applied; `status` shows it.
+//! Serving snapshots to edges (SPEC §1 `--edge-socket`: a Unix path, `tls://` or
+//! `tcp://`): after the edge's hello, a full snapshot, then every health delta and every
+//! reload as they happen. Edges acknowledge what they applied; `status` shows it.
 use std::sync::{
     atomic::{AtomicU64, Ordering},
     Arc,
@@ -23,10 +23,50 @@ pub const MAX_FROM_EDGE: usize = 1 << 20;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Serves one edge connection until it closes or `shutdown`.
+/// Longest wait for an edge's hello after it connects.
+pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the transport proved about the peer.
+#[derive(Debug, Clone)]
+pub enum Peer {
+    /// A Unix socket (file permissions) or plain `tcp://`: whatever it names itself.
+    Unchecked,
+    /// A tls:// edge whose certificate the handshake verified: its hello must name
+    /// what the certificate names.
+    Certified(rustls::pki_types::CertificateDer<'static>),
+}
+
+/// Reads one message of at most [`MAX_FROM_EDGE`] octets (the buffer grows only with
+/// octets that arrive); `None` on a close, an oversized length or an undecodable body.
+async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Option<ToControl> {
+    let mut prefix = [0u8; 4];
+    reader.read_exact(&mut prefix).await.ok()?;
+    let len = sync::frame_len(prefix).ok()?;
+    if len > MAX_FROM_EDGE {
+        tracing::warn!(len, "edge frame over {MAX_FROM_EDGE} octets: closing");
+        return None;
+    }
+    let mut body = Vec::new();
+    match (&mut *reader).take(len as u64).read_to_end(&mut body).await {
+        Ok(n) if n == len => sync::decode::<ToControl>(&body).ok(),
+        _ => None,
+    }
+}
+
+/// Counts and logs a connection refused before its snapshot.
+async fn refuse(state: &Mutex<State>, reason: &'static str, detail: &str) {
+    tracing::warn!(reason, detail, "edge connection refused");
+    *state.lock().await.edge_links_refused.entry(reason).or_default() += 1;
+}
+
+/// Serves one edge connection until it closes or `shutdown`. The edge speaks first: a
+/// hello (within [`HELLO_TIMEOUT`]) naming it, checked against its certificate on
+/// tls://; only then does it get the snapshot. A peer that says nothing, or something
+/// else, gets nothing.
 pub async fn serve_edge<R, W>(
     mut reader: R,
     mut writer: W,
+    peer: Peer,
     state: Arc<Mutex<State>>,
     updates: broadcast::Sender<Frame>,
     shutdown: CancellationToken,
@@ -35,10 +75,44 @@ pub async fn serve_edge<R, W>(
     W: AsyncWrite + Unpin,
 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let hello = tokio::select! {
+        () = shutdown.cancelled() => return,
+        hello = tokio::time::timeout(HELLO_TIMEOUT, read_message(&mut reader)) => hello,
+    };
+    let (edge, serving) = match hello {
+        Ok(Some(ToControl::Hello { edge, serving })) => (edge, serving),
+        Ok(Some(_)) => return refuse(&state, "no_hello", "first message was not a hello").await,
+        Ok(None) => {
+            return refuse(
+                &state,
+                "no_hello",
+                "closed or sent an unreadable message before its hello",
+            )
+            .await
+        }
+        Err(_) => return refuse(&state, "timeout", "no hello within the timeout").await,
+    };
+    if let Peer::Certified(cert) = &peer {
+        if !qdns_link::tls::certifies(cert, &edge) {
+            let detail = format!("hello names edge {edge:?} but its certificate does not");
+            return refuse(&state, "wrong_name", &detail).await;
+        }
+    }
     // Subscribe and take the snapshot under one lock, so no delta falls between them.
     let (full, mut rx) = {
-        let guard = state.lock().await;
+        let mut guard = state.lock().await;
         let rx = updates.subscribe();
+        guard.event("edge", format!("edge {edge} connected (serving {serving:?})"));
+        guard.edges.insert(
+            id,
+            EdgeInfo {
+                name: edge,
+                snapshot: serving,
+                seq: 0,
+                connected_at: now(),
+                xdp: None,
+            },
+        );
         match sync::encode(&ToEdge::Snapshot {
             snapshot: Box::new((*guard.snapshot).clone()),
             seq: guard.seq,
@@ -46,63 +120,29 @@ pub async fn serve_edge<R, W>(
             Ok(frame) => (frame, rx),
             Err(err) => {
                 tracing::error!(%err, "cannot encode the snapshot");
+                guard.edges.remove(&id);
                 return;
             }
         }
     };
     if writer.write_all(&full).await.is_err() || writer.flush().await.is_err() {
+        state.lock().await.edges.remove(&id);
         return;
     }
     // Acknowledgements come back on the read half.
     let acks_state = Arc::clone(&state);
     let mut reader_task = tokio::spawn(async move {
-        loop {
-            let mut prefix = [0u8; 4];
-            if reader.read_exact(&mut prefix).await.is_err() {
-                break;
-            }
-            // An edge's messages are small (hello, acknowledgements, XDP counters): a
-            // larger length ends the connection before anything is allocated, and the
-            // buffer grows only with octets that arrive.
-            let Ok(len) = sync::frame_len(prefix) else { break };
-            if len > MAX_FROM_EDGE {
-                tracing::warn!(len, "edge frame over {MAX_FROM_EDGE} octets: closing");
-                break;
-            }
-            let mut body = Vec::new();
-            match (&mut reader).take(len as u64).read_to_end(&mut body).await {
-                Ok(n) if n == len => {}
-                _ => break,
-            }
-            let Ok(msg) = sync::decode::<ToControl>(&body) else {
-                break;
-            };
+        while let Some(msg) = read_message(&mut reader).await {
             let mut guard = acks_state.lock().await;
+            let Some(info) = guard.edges.get_mut(&id) else { break };
             match msg {
-                ToControl::Hello { edge, serving } => {
-                    guard.event("edge", format!("edge {edge} connected (serving {serving:?})"));
-                    guard.edges.insert(
-                        id,
-                        EdgeInfo {
-                            name: edge,
-                            snapshot: serving,
-                            seq: 0,
-                            connected_at: now(),
-                            xdp: None,
-                        },
-                    );
-                }
+                // Said once, before the snapshot.
+                ToControl::Hello { .. } => break,
                 ToControl::Applied { snapshot, seq } => {
-                    if let Some(info) = guard.edges.get_mut(&id) {
-                        info.snapshot = Some(snapshot);
-                        info.seq = seq;
-                    }
+                    info.snapshot = Some(snapshot);
+                    info.seq = seq;
                 }
-                ToControl::Xdp(report) => {
-                    if let Some(info) = guard.edges.get_mut(&id) {
-                        info.xdp = Some(report);
-                    }
-                }
+                ToControl::Xdp(report) => info.xdp = Some(report),
             }
         }
     });

@@ -158,14 +158,33 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
 
     let control = bind_unix(&config.socket, "control socket", 0o600).await?;
     let mut tasks = tokio::task::JoinSet::new();
-    if let Some(addr) = config.edge_socket.strip_prefix("tcp://") {
+    let tcp = config
+        .edge_socket
+        .strip_prefix("tls://")
+        .or_else(|| config.edge_socket.strip_prefix("tcp://"));
+    if let Some(addr) = tcp {
+        let tls = match &config.edge_tls {
+            Some(files) => Some(Arc::new(
+                qdns_link::tls::ServerTls::new(files.clone())
+                    .map_err(|e| ControlError::State(format!("edge socket TLS: {e}")))?,
+            )),
+            None => None,
+        };
         let listener = TcpListener::bind(addr).await.map_err(|source| ControlError::Bind {
             what: "edge socket",
             at: config.edge_socket.clone(),
             source,
         })?;
-        tracing::info!(edge_socket = %listener.local_addr().map_or_else(|_| addr.to_owned(), |a| format!("tcp://{a}")), "serving edges");
-        tasks.spawn(accept_edges_tcp(listener, ctx.clone(), shutdown.clone()));
+        let scheme = if tls.is_some() { "tls" } else { "tcp" };
+        let local = listener.local_addr();
+        tracing::info!(edge_socket = %local.as_ref().map_or_else(|_| addr.to_owned(), |a| format!("{scheme}://{a}")), "serving edges");
+        if tls.is_none() && !local.as_ref().is_ok_and(|a| a.ip().is_loopback()) {
+            tracing::warn!(
+                "the tcp:// edge socket is neither encrypted nor authenticated: anyone who reaches it \
+                 reads every zone, and a spoofed control can feed edges; use tls:// (docs/OPERATIONS.md)"
+            );
+        }
+        tasks.spawn(accept_edges_tcp(listener, tls, ctx.clone(), shutdown.clone()));
     } else {
         let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", 0o600).await?;
         tracing::info!(edge_socket = %config.edge_socket, "serving edges");
@@ -200,7 +219,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     shutdown.cancelled().await;
     tasks.shutdown().await;
     let _ = std::fs::remove_file(&config.socket);
-    if !config.edge_socket.starts_with("tcp://") {
+    if tcp.is_none() {
         let _ = std::fs::remove_file(&config.edge_socket);
     }
     tracing::info!("stopped");
@@ -234,7 +253,14 @@ async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown: Cancellat
                 continue;
             };
             let (r, w) = stream.into_split();
-            let serve = edges::serve_edge(r, w, Arc::clone(&ctx.state), ctx.updates.clone(), shutdown.clone());
+            let serve = edges::serve_edge(
+                r,
+                w,
+                edges::Peer::Unchecked,
+                Arc::clone(&ctx.state),
+                ctx.updates.clone(),
+                shutdown.clone(),
+            );
             tokio::spawn(async move {
                 serve.await;
                 drop(permit);
@@ -243,25 +269,66 @@ async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown: Cancellat
     }
 }
 
-async fn accept_edges_tcp(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
+/// Longest TLS handshake of an edge connection.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts edges on TCP: with `tls`, each must complete a mutual-TLS handshake (a
+/// certificate from the location CA) within [`HANDSHAKE_TIMEOUT`] before a byte of it is
+/// read; one that does not is counted (`edge_links_refused{reason="tls"}`) and closed.
+async fn accept_edges_tcp(
+    listener: TcpListener,
+    tls: Option<Arc<qdns_link::tls::ServerTls>>,
+    ctx: Ctx,
+    shutdown: CancellationToken,
+) {
     let cap = Arc::new(tokio::sync::Semaphore::new(MAX_EDGE_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        if let Ok((stream, _)) = accepted {
-            let Some(permit) = permit(&cap, "edge socket") else {
-                continue;
+        let Ok((stream, from)) = accepted else { continue };
+        let Some(permit) = permit(&cap, "edge socket") else {
+            *ctx.state
+                .lock()
+                .await
+                .edge_links_refused
+                .entry("connection_limit")
+                .or_default() += 1;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        let shutdown = shutdown.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let (state, updates) = (Arc::clone(&ctx.state), ctx.updates.clone());
+            let Some(tls) = tls else {
+                let (r, w) = stream.into_split();
+                edges::serve_edge(r, w, edges::Peer::Unchecked, state, updates, shutdown).await;
+                return;
             };
-            let _ = stream.set_nodelay(true);
-            let (r, w) = stream.into_split();
-            let serve = edges::serve_edge(r, w, Arc::clone(&ctx.state), ctx.updates.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                serve.await;
-                drop(permit);
-            });
-        }
+            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await;
+            let stream = match handshake {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(err)) => {
+                    tracing::warn!(%from, %err, "edge connection refused: TLS authentication failed");
+                    *state.lock().await.edge_links_refused.entry("tls").or_default() += 1;
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%from, "edge connection refused: no TLS handshake within the timeout");
+                    *state.lock().await.edge_links_refused.entry("tls").or_default() += 1;
+                    return;
+                }
+            };
+            let Some(cert) = qdns_link::tls::client_certificate(stream.get_ref().1) else {
+                return; // the verifier requires one; nothing to serve without it
+            };
+            let (r, w) = tokio::io::split(stream);
+            edges::serve_edge(r, w, edges::Peer::Certified(cert), state, updates, shutdown).await;
+        });
     }
 }
 

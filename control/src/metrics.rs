@@ -164,6 +164,17 @@ fn register_counters(r: &mut Registry, state: &State) {
             .inc_by(*n);
     }
     r.register("checker_reports", "Remote checker reports by result", reports);
+    let refused = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    for (reason, n) in &state.edge_links_refused {
+        refused
+            .get_or_create(&vec![("reason".to_owned(), (*reason).to_owned())])
+            .inc_by(*n);
+    }
+    r.register(
+        "edge_links_refused",
+        "Edge connections refused before any snapshot was sent, by reason",
+        refused,
+    );
     r.register(
         "checker_report_bytes",
         "Octets of accepted checker reports",

@@ -152,6 +152,8 @@ pub struct State {
     pub operator_dirty: bool,
     /// Reports dropped, by reason.
     pub reports_rejected: BTreeMap<&'static str, u64>,
+    /// Edge connections refused before a snapshot was sent, by reason.
+    pub edge_links_refused: BTreeMap<&'static str, u64>,
     /// Check key → checker id → latest observation.
     pub observations: BTreeMap<String, BTreeMap<String, crate::checker::Observation>>,
     /// Last decision per probed check (kept while no checker is reachable).
@@ -202,6 +204,7 @@ impl State {
             counters: Counters::default(),
             operator_dirty: false,
             reports_rejected: BTreeMap::new(),
+            edge_links_refused: BTreeMap::new(),
             observations: BTreeMap::new(),
             decisions: HashMap::new(),
             reachable: BTreeMap::new(),

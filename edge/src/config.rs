@@ -21,9 +21,23 @@ pub struct Args {
     /// Standalone mode: load the zone files of this directory (no control plane).
     #[arg(long, value_name = "DIR", conflicts_with = "control")]
     pub zones: Option<PathBuf>,
-    /// Follow qdns-control at this endpoint: a Unix socket path or tcp://ADDR:PORT.
-    #[arg(long, value_name = "PATH|tcp://ADDR:PORT")]
+    /// Follow qdns-control at this endpoint: a Unix socket path, tls://HOST:PORT (mutual
+    /// TLS: needs the --control-tls-* files) or tcp://ADDR:PORT (neither encrypted nor
+    /// authenticated).
+    #[arg(long, value_name = "PATH|tls://HOST:PORT|tcp://ADDR:PORT")]
     pub control: Option<String>,
+    /// tls:// control: this edge's certificate (`qdnsctl pki issue EDGE_ID`).
+    #[arg(long, value_name = "FILE")]
+    pub control_tls_cert: Option<PathBuf>,
+    /// tls:// control: this edge's private key.
+    #[arg(long, value_name = "FILE")]
+    pub control_tls_key: Option<PathBuf>,
+    /// tls:// control: the CA (PEM, one or more) control's certificate must chain to.
+    #[arg(long, value_name = "FILE")]
+    pub control_tls_ca: Option<PathBuf>,
+    /// tls:// control: the name control's certificate must carry (default: HOST).
+    #[arg(long, value_name = "NAME|IP")]
+    pub control_tls_name: Option<String>,
     /// This edge's name as control shows it (default: the host name).
     #[arg(long, value_name = "NAME")]
     pub edge_id: Option<String>,
@@ -71,6 +85,10 @@ struct FileConfig {
     listen: Vec<SocketAddr>,
     zones: Option<PathBuf>,
     control: Option<String>,
+    control_tls_cert: Option<PathBuf>,
+    control_tls_key: Option<PathBuf>,
+    control_tls_ca: Option<PathBuf>,
+    control_tls_name: Option<String>,
     edge_id: Option<String>,
     state_dir: Option<PathBuf>,
     #[serde(default)]
@@ -193,10 +211,19 @@ impl Config {
             });
         }
         let state_dir = args.state_dir.or(file.state_dir);
+        let tls = TlsSettings {
+            cert: args.control_tls_cert.or(file.control_tls_cert),
+            key: args.control_tls_key.or(file.control_tls_key),
+            ca: args.control_tls_ca.or(file.control_tls_ca),
+            name: args.control_tls_name.or(file.control_tls_name),
+        };
         let source = match (args.zones.or(file.zones), args.control.or(file.control)) {
-            (Some(zones), None) => Source::Zones(zones),
+            (Some(zones), None) => {
+                tls.none_for("--zones")?;
+                Source::Zones(zones)
+            }
             (None, Some(control)) => Source::Control {
-                endpoint: crate::follow::Endpoint::parse(&control),
+                endpoint: endpoint(&control, tls)?,
                 state_dir: state_dir.clone().ok_or(ConfigError::Invalid {
                     key: "--state-dir",
                     reason: "required with --control: the last snapshot is kept there".to_owned(),
@@ -280,6 +307,65 @@ impl Config {
             max_tcp_per_source,
         })
     }
+}
+
+/// The `--control-tls-*` settings as given.
+struct TlsSettings {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    name: Option<String>,
+}
+
+impl TlsSettings {
+    fn none_for(&self, what: &str) -> Result<(), ConfigError> {
+        if self.cert.is_some() || self.key.is_some() || self.ca.is_some() || self.name.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "--control-tls-cert",
+                reason: format!("the --control-tls-* settings apply to a tls:// --control, not {what}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The control endpoint; a tls:// one with its certificates loaded (they must be
+/// usable at start).
+fn endpoint(control: &str, tls: TlsSettings) -> Result<crate::follow::Endpoint, ConfigError> {
+    use crate::follow::Endpoint;
+    let Some(addr) = control.strip_prefix("tls://") else {
+        tls.none_for(control)?;
+        return Ok(Endpoint::parse(control));
+    };
+    let (Some(cert), Some(key), Some(ca)) = (tls.cert, tls.key, tls.ca) else {
+        return Err(ConfigError::Invalid {
+            key: "--control",
+            reason: format!(
+                "{control}: tls:// needs --control-tls-cert, --control-tls-key and --control-tls-ca \
+                 (made by `qdnsctl pki issue EDGE_ID` on the CA host)"
+            ),
+        });
+    };
+    let host = match addr.rsplit_once(':') {
+        Some((host, _port)) => host.trim_start_matches('[').trim_end_matches(']'),
+        None => {
+            return Err(ConfigError::Invalid {
+                key: "--control",
+                reason: format!("{control}: expected tls://HOST:PORT"),
+            })
+        }
+    };
+    let name = tls.name.unwrap_or_else(|| host.to_owned());
+    let client = qdns_link::tls::ClientTls::new(qdns_link::tls::TlsFiles { cert, key, ca }, &name).map_err(|e| {
+        ConfigError::Invalid {
+            key: "--control-tls-cert",
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(Endpoint::Tls {
+        addr: addr.to_owned(),
+        tls: std::sync::Arc::new(client),
+    })
 }
 
 /// An NSID setting: `0x` and hex digits, or the text's octets; 1..=128 octets.

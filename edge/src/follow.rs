@@ -22,17 +22,29 @@ use crate::{engine::ServeOptions, xdp::XdpProgram, Engine};
 /// How often the XDP counters go to control (`qdnsctl status`).
 pub const XDP_REPORT_EVERY: Duration = Duration::from_secs(2);
 
+/// Longest wait for control's TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Where control serves snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Endpoint {
     /// A Unix socket path.
     Unix(PathBuf),
-    /// `tcp://ADDR:PORT`.
+    /// `tcp://ADDR:PORT`: neither encrypted nor authenticated.
     Tcp(String),
+    /// `tls://HOST:PORT`: mutual TLS; control must present a certificate of the
+    /// location CA for the configured name, and this edge presents its own.
+    Tls {
+        /// HOST:PORT.
+        addr: String,
+        /// Certificates (read again when they change).
+        tls: Arc<qdns_link::tls::ClientTls>,
+    },
 }
 
 impl Endpoint {
-    /// Parses `tcp://ADDR:PORT` or a path.
+    /// Parses `tcp://ADDR:PORT` or a path (`tls://` needs its certificates: see
+    /// `config`).
     #[must_use]
     pub fn parse(text: &str) -> Endpoint {
         match text.strip_prefix("tcp://") {
@@ -47,6 +59,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Unix(path) => write!(f, "{}", path.display()),
             Endpoint::Tcp(addr) => write!(f, "tcp://{addr}"),
+            Endpoint::Tls { addr, .. } => write!(f, "tls://{addr}"),
         }
     }
 }
@@ -99,39 +112,18 @@ pub async fn follow(
     let mut backoff = Duration::from_millis(100);
     loop {
         let attempt = async {
-            match &endpoint {
-                Endpoint::Unix(path) => {
-                    let stream = tokio::net::UnixStream::connect(path).await?;
-                    let (r, w) = stream.into_split();
-                    session(
-                        r,
-                        w,
-                        &state_dir,
-                        &engine,
-                        &options,
-                        &edge_name,
-                        xdp.as_deref(),
-                        &mut backoff,
-                    )
-                    .await
-                }
-                Endpoint::Tcp(addr) => {
-                    let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
-                    let _ = stream.set_nodelay(true);
-                    let (r, w) = stream.into_split();
-                    session(
-                        r,
-                        w,
-                        &state_dir,
-                        &engine,
-                        &options,
-                        &edge_name,
-                        xdp.as_deref(),
-                        &mut backoff,
-                    )
-                    .await
-                }
-            }
+            let (r, w) = connect(&endpoint).await?;
+            session(
+                r,
+                w,
+                &state_dir,
+                &engine,
+                &options,
+                &edge_name,
+                xdp.as_deref(),
+                &mut backoff,
+            )
+            .await
         };
         let result = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -148,6 +140,41 @@ pub async fn follow(
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// The read and write halves of one connection to control.
+type Halves = (
+    Box<dyn AsyncRead + Unpin + Send + 'static>,
+    Box<dyn AsyncWrite + Unpin + Send + 'static>,
+);
+
+/// Connects to control; on `tls://`, completes the mutual-TLS handshake first.
+async fn connect(endpoint: &Endpoint) -> std::io::Result<Halves> {
+    match endpoint {
+        Endpoint::Unix(path) => {
+            let (r, w) = tokio::net::UnixStream::connect(path).await?.into_split();
+            Ok((Box::new(r), Box::new(w)))
+        }
+        Endpoint::Tcp(addr) => {
+            let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
+            let _ = stream.set_nodelay(true);
+            let (r, w) = stream.into_split();
+            Ok((Box::new(r), Box::new(w)))
+        }
+        Endpoint::Tls { addr, tls } => {
+            let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
+            let _ = stream.set_nodelay(true);
+            let (connector, name) = tls.connector();
+            // A control that cannot prove itself is never read from: nothing of its is
+            // applied or persisted.
+            let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, stream))
+                .await
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))?
+                .map_err(|e| std::io::Error::new(e.kind(), format!("TLS with control failed: {e}")))?;
+            let (r, w) = tokio::io::split(stream);
+            Ok((Box::new(r), Box::new(w)))
+        }
     }
 }
 
@@ -299,10 +326,15 @@ async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, frames: tokio::sync::m
     }
 }
 
+/// A frame's body: the buffer grows only with octets that arrive (a snapshot may be
+/// large, but a peer announcing one and sending nothing costs nothing).
 async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4]) -> std::io::Result<ToEdge> {
     let len = sync::frame_len(prefix).map_err(std::io::Error::other)?;
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).await?;
+    let mut body = Vec::new();
+    let got = reader.take(len as u64).read_to_end(&mut body).await?;
+    if got != len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     sync::decode(&body).map_err(std::io::Error::other)
 }
 

@@ -55,6 +55,84 @@ enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// Certificates for tls:// control↔edge links (local files; no control socket).
+    Pki {
+        #[command(subcommand)]
+        action: PkiAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum PkiAction {
+    /// Make the location CA: DIR/ca.pem (give it to control and every edge) and
+    /// DIR/ca.key (keep it on this host only).
+    Init {
+        /// Where the CA lives.
+        #[arg(long, default_value = "/etc/qdns/pki")]
+        dir: PathBuf,
+        /// The CA's common name.
+        #[arg(long, default_value = "qdns location CA")]
+        name: String,
+        /// Validity in days.
+        #[arg(long, default_value_t = 3650)]
+        days: u32,
+    },
+    /// Issue DIR/NAME.pem and DIR/NAME.key from the CA: an edge's (NAME is its
+    /// --edge-id) or, with --control, control's (NAME and every --san are the names and
+    /// addresses edges dial). Issuing again replaces them: that is rotation.
+    Issue {
+        /// Edge id, or with --control the name edges dial.
+        name: String,
+        /// A certificate for control's edge socket instead of an edge.
+        #[arg(long)]
+        control: bool,
+        /// With --control: another DNS name or IP address edges dial; repeat.
+        #[arg(long, value_name = "NAME|IP")]
+        san: Vec<String>,
+        /// Where the CA lives.
+        #[arg(long, default_value = "/etc/qdns/pki")]
+        dir: PathBuf,
+        /// Validity in days.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+    },
+}
+
+/// Runs a `pki` action: local files only.
+fn pki(action: PkiAction) -> ExitCode {
+    use qdns_link::pki;
+    let (written, usage) = match action {
+        PkiAction::Init { dir, name, days } => (
+            pki::init(&dir, &name, days),
+            "give ca.pem to control (--edge-tls-ca) and to every edge (--control-tls-ca)",
+        ),
+        PkiAction::Issue {
+            name,
+            control,
+            san,
+            dir,
+            days,
+        } => {
+            let (role, usage) = if control {
+                (pki::Role::Control, "control: --edge-tls-cert and --edge-tls-key")
+            } else {
+                (pki::Role::Edge, "the edge: --control-tls-cert and --control-tls-key")
+            };
+            (pki::issue(&dir, &name, role, &san, days), usage)
+        }
+    };
+    match written {
+        Ok(files) => {
+            println!("certificate: {}", files.cert.display());
+            println!("key:         {} (mode 0600)", files.key.display());
+            println!("use:         {usage}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("qdnsctl pki: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -116,6 +194,7 @@ fn main() -> ExitCode {
         .or_else(|| std::env::var_os("QDNS_SOCKET").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/run/qdns/control.sock"));
     let request = match cli.command {
+        Command::Pki { action } => return pki(action),
         Command::Status => Request::Status,
         Command::Reload => Request::Reload,
         Command::Health { check } => Request::Health { check },

@@ -104,6 +104,16 @@ impl Proc {
         }
     }
 
+    /// Whether any line logged so far contains `needle` (no waiting).
+    pub fn history_has(&self, needle: &str) -> bool {
+        let rx = self.lines.lock().unwrap();
+        let mut history = self.history.lock().unwrap();
+        while let Ok(line) = rx.try_recv() {
+            history.push(line);
+        }
+        history.iter().any(|l| l.contains(needle))
+    }
+
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -304,4 +314,33 @@ pub fn values(msg: &Message) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// `GET /metrics` from `addr` over a plain socket: the body.
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// The value of the sample `series` (name and labels, as the text shows them) in a
+/// metrics body, if present.
+pub fn sample(body: &str, series: &str) -> Option<u64> {
+    body.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
