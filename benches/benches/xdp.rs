@@ -129,6 +129,13 @@ fn main() {
     engine.set_health(vec![u64::MAX; engine.health().len()]);
     let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
     let stats = program.install(&engine).expect("install");
+    // QDNS_XDP_RRL=1: the rate limiter on at a rate no case reaches (each answer then
+    // goes through the rate-limit stage and is allowed): the stage's cost.
+    if std::env::var_os("QDNS_XDP_RRL").is_some() {
+        let settings = qdns_abi::rrl::RrlSettings::new(1_000_000, 2, 24, 56, 7);
+        program.set_rrl(&settings).expect("rate limiter");
+        println!("rate limiter on (1,000,000 per second)");
+    }
     println!(
         "tables: {} plain, {} node, {} policy, {} pass entries, {} crowded; {}.{} MiB of arrays",
         stats.plain,

@@ -69,6 +69,20 @@ pub struct Args {
     /// TCP connections from one address at once (more are closed).
     #[arg(long)]
     pub max_tcp_per_source: Option<usize>,
+    /// Response rate limiting: UDP responses per second per client prefix, in both the
+    /// XDP and the user-space path (0 or unset: off).
+    #[arg(long, value_name = "N")]
+    pub rrl_rate: Option<u32>,
+    /// Every Nth response over the rate is sent slipped (TC=1, no records) instead of
+    /// dropped; 0 drops them all, 1 slips them all (default 2).
+    #[arg(long, value_name = "N")]
+    pub rrl_slip: Option<u32>,
+    /// IPv4 prefix length a rate-limit bucket covers (default 24).
+    #[arg(long, value_name = "BITS")]
+    pub rrl_ipv4_prefix: Option<u8>,
+    /// IPv6 prefix length a rate-limit bucket covers, at most 64 (default 56).
+    #[arg(long, value_name = "BITS")]
+    pub rrl_ipv6_prefix: Option<u8>,
     /// Serve Prometheus metrics on this TCP address (`/metrics`).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
@@ -100,6 +114,10 @@ struct FileConfig {
     tcp_idle_timeout: Option<u64>,
     max_tcp_connections: Option<usize>,
     max_tcp_per_source: Option<usize>,
+    rrl_rate: Option<u32>,
+    rrl_slip: Option<u32>,
+    rrl_ipv4_prefix: Option<u8>,
+    rrl_ipv6_prefix: Option<u8>,
     metrics: Option<SocketAddr>,
 }
 
@@ -145,6 +163,8 @@ pub struct Config {
     pub max_tcp_per_source: usize,
     /// Metrics address.
     pub metrics: Option<SocketAddr>,
+    /// Response rate limiting, when on.
+    pub rrl: Option<qdns_abi::rrl::RrlSettings>,
 }
 
 /// Where the edge gets its zones.
@@ -291,7 +311,14 @@ impl Config {
                 reason: "must be at least 1".to_owned(),
             });
         }
+        let rrl = rrl_settings(
+            args.rrl_rate.or(file.rrl_rate),
+            args.rrl_slip.or(file.rrl_slip),
+            args.rrl_ipv4_prefix.or(file.rrl_ipv4_prefix),
+            args.rrl_ipv6_prefix.or(file.rrl_ipv6_prefix),
+        )?;
         Ok(Config {
+            rrl,
             listen,
             source,
             edge_id,
@@ -307,6 +334,47 @@ impl Config {
             max_tcp_per_source,
         })
     }
+}
+
+/// The rate limiter's settings: `None` when the rate is unset or 0.
+fn rrl_settings(
+    rate: Option<u32>,
+    slip: Option<u32>,
+    v4: Option<u8>,
+    v6: Option<u8>,
+) -> Result<Option<qdns_abi::rrl::RrlSettings>, ConfigError> {
+    let rate = rate.unwrap_or(0);
+    let (slip, v4, v6) = (slip.unwrap_or(2), v4.unwrap_or(24), v6.unwrap_or(56));
+    if rate > 1_000_000 {
+        return Err(ConfigError::Invalid {
+            key: "--rrl-rate",
+            reason: format!("{rate} is over 1000000 responses per second"),
+        });
+    }
+    if slip > 100 {
+        return Err(ConfigError::Invalid {
+            key: "--rrl-slip",
+            reason: format!("{slip} is outside 0..=100"),
+        });
+    }
+    if !(1..=32).contains(&v4) {
+        return Err(ConfigError::Invalid {
+            key: "--rrl-ipv4-prefix",
+            reason: format!("{v4} is outside 1..=32"),
+        });
+    }
+    if !(1..=64).contains(&v6) {
+        return Err(ConfigError::Invalid {
+            key: "--rrl-ipv6-prefix",
+            reason: format!("{v6} is outside 1..=64 (buckets cover at most a /64)"),
+        });
+    }
+    if rate == 0 {
+        return Ok(None);
+    }
+    // A seed per start, so collisions in the bucket table cannot be aimed.
+    let seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), rate);
+    Ok(Some(qdns_abi::rrl::RrlSettings::new(rate, slip, v4, v6, seed)))
 }
 
 /// The `--control-tls-*` settings as given.

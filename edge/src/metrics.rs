@@ -47,12 +47,14 @@ fn label(pairs: &[(&str, &str)]) -> Labels {
 
 /// The metrics text.
 #[must_use]
+#[expect(clippy::too_many_lines, reason = "one registry filled in order, metric by metric")]
 pub fn render(sources: &Sources) -> String {
     let mut r = Registry::with_prefix("qdns_edge");
     let responses = Counters::default();
     let by_type = Counters::default();
     let truncated = Counters::default();
     let dropped = Counters::default();
+    let limited = Counters::default();
     for (transport, workers) in [
         ("udp", sources.udp.iter().map(AsRef::as_ref).collect::<Vec<_>>()),
         ("tcp", vec![sources.tcp.as_ref()]),
@@ -74,11 +76,24 @@ pub fn render(sources: &Sources) -> String {
         dropped
             .get_or_create(&label(&[("transport", transport)]))
             .inc_by(t.dropped);
+        if transport == "udp" {
+            limited
+                .get_or_create(&label(&[("path", "user"), ("outcome", "dropped")]))
+                .inc_by(t.rrl_dropped);
+            limited
+                .get_or_create(&label(&[("path", "user"), ("outcome", "slipped")]))
+                .inc_by(t.rrl_slipped);
+        }
     }
     r.register("responses", "Responses sent, by path, transport and RCODE", responses);
     r.register("responses_by_type", "Responses sent, by path and QTYPE", by_type);
     r.register("truncated", "Responses sent with TC set", truncated);
     r.register("dropped", "Datagrams or messages dropped unanswered", dropped);
+    r.register(
+        "rrl",
+        "Responses the rate limiter held back (dropped) or sent slipped (TC=1, no records); counted in responses too",
+        limited,
+    );
     let engine = sources.engine.load();
     let version = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     version.set(i64::try_from(engine.version()).unwrap_or(i64::MAX));

@@ -39,6 +39,8 @@ pub struct WorkerStats {
     /// Datagrams dropped without an answer (shorter than a header, responses,
     /// oversized).
     pub dropped: AtomicU64,
+    /// Responses the rate limiter held back: `[dropped, slipped]`.
+    pub rrl: [AtomicU64; 2],
 }
 
 impl WorkerStats {
@@ -74,6 +76,10 @@ pub struct Totals {
     pub truncated: u64,
     /// Dropped datagrams.
     pub dropped: u64,
+    /// Responses the rate limiter dropped.
+    pub rrl_dropped: u64,
+    /// Responses the rate limiter sent slipped.
+    pub rrl_slipped: u64,
 }
 
 /// Sums `workers`.
@@ -90,6 +96,8 @@ pub fn totals<'a>(workers: impl Iterator<Item = &'a WorkerStats>) -> Totals {
         }
         totals.truncated += worker.truncated.load(Relaxed);
         totals.dropped += worker.dropped.load(Relaxed);
+        totals.rrl_dropped += worker.rrl[0].load(Relaxed);
+        totals.rrl_slipped += worker.rrl[1].load(Relaxed);
     }
     totals.rcode = Rcode::ALL.iter().zip(rcode).map(|(r, n)| (r.label(), n)).collect();
     totals.qtype = QTYPES

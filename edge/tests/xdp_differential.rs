@@ -250,6 +250,20 @@ fn engine_answers(engine: &Engine, query: &[u8], out: &mut [u8]) -> Vec<Vec<u8>>
     all.into_iter().collect()
 }
 
+/// What `Engine::slip` makes of every message the engine may send for `query`.
+fn engine_slips(engine: &Engine, query: &[u8], out: &mut [u8]) -> Vec<Vec<u8>> {
+    let mut all = BTreeSet::new();
+    for k in 0..=256u64 {
+        let draw = ((k << 24).min(u64::from(u32::MAX))) as u32;
+        if let Some(o) = engine.respond_with_draw(query, out, Transport::Udp, draw) {
+            if let Some(slipped) = engine.slip(query, out, o) {
+                all.insert(out[..slipped.len].to_vec());
+            }
+        }
+    }
+    all.into_iter().collect()
+}
+
 fn counters(program: &XdpProgram) -> HashMap<&'static str, u64> {
     program.counters().into_iter().collect()
 }
@@ -417,4 +431,97 @@ fn xdp_weighted_distribution_follows_the_weights() {
             "{address:?}: {got} vs {expected} ({seen:?})"
         );
     }
+}
+
+const XDP_DROP: u32 = 1;
+
+/// Issue 14: the rate-limit stage. One source per address family, rate 3 per second,
+/// every 2nd limited answer slipped: every slipped frame carries byte for byte what
+/// `Engine::slip` makes of the engine's answer (checksums right); limited answers
+/// alternate drop, slip; no more pass than the burst and the elapsed time allow; and a
+/// query the program does not answer is passed untouched and never charged.
+#[test]
+fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
+    require_root("BPF_PROG_TEST_RUN");
+    let mut rng = Rng(0x5eed_0014);
+    let engine = engine();
+    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    program.install(&engine).expect("tables install");
+    let settings = qdns_abi::rrl::RrlSettings::new(3, 2, 24, 56, 7);
+    program.set_rrl(&settings).expect("rrl settings");
+    let names = names(&engine);
+    let mut out = vec![0u8; MAX_MESSAGE];
+    let started = std::time::Instant::now();
+    // Per family (IPv4, IPv6): answers sent whole, and the limited ones in order.
+    let mut allowed = [0u32; 2];
+    let mut limited: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    let mut passed = 0;
+    for _ in 0..400 {
+        let name = random_case(&names[rng.below(names.len())], &mut rng);
+        let (query, _) = dns_query(&name, QTYPES[rng.below(QTYPES.len())], &mut rng);
+        let v6 = rng.chance(50);
+        let packet = match (v6, rng.below(3)) {
+            (false, 0) => ipv4_udp_frame(&query, 53),
+            (false, 1) => vlan(ipv4_udp_frame(&query, 53)),
+            (false, _) => with_ipv4_options(ipv4_udp_frame(&query, 53), 1 + rng.below(10)),
+            (true, 0) => ipv6_udp_frame(&query, 53),
+            (true, _) => vlan(ipv6_udp_frame(&query, 53)),
+        };
+        let family = usize::from(v6);
+        let run = program.test_run(&packet, 1).expect("test run");
+        match run.action {
+            XDP_PASS => {
+                passed += 1;
+                assert_eq!(run.packet, packet, "{name}: passed frames are untouched");
+            }
+            XDP_DROP => limited[family].push(XDP_DROP),
+            XDP_TX => {
+                let sent = check_response_frame(&packet, &run.packet);
+                let valid = engine_answers(&engine, &query, &mut out);
+                if valid.contains(&sent) {
+                    allowed[family] += 1;
+                    continue;
+                }
+                // Not an answer: it must be the slipped form of one.
+                let slipped = engine_slips(&engine, &query, &mut out);
+                assert!(
+                    slipped.contains(&sent),
+                    "{name}: XDP sent\n{sent:02x?}\nneither an answer nor the slipped form\n{slipped:02x?}"
+                );
+                assert_ne!(sent[2] & 0x02, 0, "TC set");
+                limited[family].push(XDP_TX);
+            }
+            other => panic!("{name}: action {other}"),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let c = counters(&program);
+    eprintln!(
+        "in {elapsed:.2} s: allowed {allowed:?}, limited {:?}, passed {passed}; {c:?}",
+        limited.each_ref().map(Vec::len)
+    );
+    let burst = 3 + (started.elapsed().as_secs() as u32 + 1) * 3;
+    for family in 0..2 {
+        assert!(
+            (3..=burst).contains(&allowed[family]),
+            "family {family}: {} allowed, burst {burst}",
+            allowed[family]
+        );
+        assert!(limited[family].len() > 50, "family {family}: the flood was limited");
+        for (i, action) in limited[family].iter().enumerate() {
+            let expect = if i % 2 == 0 { XDP_DROP } else { XDP_TX };
+            assert_eq!(
+                *action, expect,
+                "family {family}: limited answer {i} (drop, slip, drop, ...)"
+            );
+        }
+    }
+    let slipped: usize = limited.iter().map(|l| l.iter().filter(|&&a| a == XDP_TX).count()).sum();
+    let dropped: usize = limited
+        .iter()
+        .map(|l| l.iter().filter(|&&a| a == XDP_DROP).count())
+        .sum();
+    assert_eq!(c["rrl_slipped"], slipped as u64);
+    assert_eq!(c["rrl_dropped"], dropped as u64);
+    assert!(passed > 20, "some queries passed (and were not charged)");
 }

@@ -311,3 +311,146 @@ fn one_edge_answers_from_xdp_on_two_interfaces() {
         assert!(!shown.contains("xdp"), "{iface} detached: {shown}");
     }
 }
+
+/// What a flood of `count` copies of `question` (wire name, type, class) from `source`
+/// got back within a second of the last: `[answers, slipped (TC=1), nothing]`.
+fn flood(source: &str, question: &[u8], count: u16) -> [u32; 3] {
+    let socket = UdpSocket::bind(format!("{source}:0")).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let server: SocketAddr = format!("{SERVER}:{PORT}").parse().unwrap();
+    for id in 0..count {
+        let mut q = id.to_be_bytes().to_vec();
+        q.extend([0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        q.extend(question);
+        socket.send_to(&q, server).unwrap();
+    }
+    let mut seen = vec![0u8; usize::from(count)];
+    let mut buf = [0u8; 1500];
+    while let Ok(n) = socket.recv(&mut buf) {
+        if n < 12 {
+            continue;
+        }
+        let id = usize::from(u16::from_be_bytes([buf[0], buf[1]]));
+        if let Some(slot) = seen.get_mut(id) {
+            *slot = if buf[2] & 0x02 != 0 { 2 } else { 1 };
+        }
+    }
+    let mut got = [0u32; 3];
+    for outcome in seen {
+        got[match outcome {
+            1 => 0,
+            2 => 1,
+            _ => 2,
+        }] += 1;
+    }
+    got
+}
+
+/// Issue 14: with `--rrl-rate 20 --rrl-slip 2` a prefix flooding the XDP path
+/// (mail.example.com A) and one flooding user space (an out-of-zone name: REFUSED) each
+/// get about 20 answers, half of the rest slipped (TC=1) and half dropped; a client in
+/// another /24 asking at 10 per second meanwhile gets every answer whole, in both paths.
+/// The counts show in the program's counters and in user space's metrics.
+#[test]
+fn rate_limiting_holds_a_flooding_prefix_to_its_rate_in_both_paths() {
+    require_root("network namespaces, XDP");
+    let pair = Pair::new('r');
+    // A second client address, in another /24.
+    run(&[
+        "ip",
+        "-n",
+        &pair.client,
+        "addr",
+        "add",
+        "10.77.1.2/24",
+        "dev",
+        &pair.client_if,
+    ]);
+    run(&[
+        "ip",
+        "-n",
+        &pair.server,
+        "route",
+        "add",
+        "10.77.1.0/24",
+        "dev",
+        &pair.server_if,
+    ]);
+    let zones = tempfile::tempdir().unwrap();
+    copy_examples(zones.path());
+    let v4 = format!("{SERVER}:{PORT}");
+    let edge = Edge::start_in(
+        &["ip", "netns", "exec", &pair.server],
+        zones.path(),
+        &[
+            "--listen",
+            &v4,
+            "--xdp",
+            &pair.server_if,
+            "--xdp-mode",
+            "auto",
+            "--rrl-rate",
+            "20",
+            "--rrl-slip",
+            "2",
+            "--metrics",
+            "127.0.0.1:9199",
+        ],
+    );
+    let in_zone = b"\x04mail\x07example\x03com\x00\x00\x01\x00\x01".to_vec();
+    let outside = b"\x07nowhere\x07invalid\x00\x00\x01\x00\x01".to_vec();
+    // The polite client: 10 per second for 2 s, alternating the two names.
+    let (a, b) = (in_zone.clone(), outside.clone());
+    let polite = in_netns(&pair.client, move || {
+        let mut got = [0u32; 3];
+        for i in 0..20 {
+            let question = if i % 2 == 0 { &a } else { &b };
+            let one = flood("10.77.1.2", question, 1);
+            for (sum, n) in got.iter_mut().zip(one) {
+                *sum += n;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        got
+    });
+    let started = Instant::now();
+    let (x, u) = (in_zone.clone(), outside.clone());
+    let floods = in_netns(&pair.client, move || {
+        [flood("10.77.0.2", &x, 400), flood("10.77.0.2", &u, 400)]
+    });
+    let [xdp, user] = floods.join().unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let polite = polite.join().unwrap();
+    eprintln!("in {elapsed:.1} s: XDP flood {xdp:?}, user-space flood {user:?}, polite {polite:?}");
+    assert_eq!(polite, [20, 0, 0], "the other prefix is answered whole");
+    let most = 20 + (started.elapsed().as_secs() as u32 + 1) * 20;
+    for (path, [answered, slipped, nothing]) in [("xdp", xdp), ("user", user)] {
+        assert!(
+            (15..=most).contains(&answered),
+            "{path}: {answered} answered (at most {most})"
+        );
+        let limited = 400 - answered;
+        assert!(
+            slipped.abs_diff(limited / 2) <= 2,
+            "{path}: {slipped} of {limited} limited slipped"
+        );
+        assert!(
+            nothing.abs_diff(limited / 2) <= 2,
+            "{path}: {nothing} of {limited} limited dropped"
+        );
+    }
+    let metrics = pair.server_metrics("127.0.0.1:9199");
+    let sample = |series: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {metrics}"))
+    };
+    assert_eq!(
+        sample("qdns_edge_rrl_total{path=\"user\",outcome=\"slipped\"}"),
+        u64::from(user[1])
+    );
+    let log = edge.stop_with_log().1;
+    assert_eq!(counter(&log, "rrl_slipped"), u64::from(xdp[1]));
+    assert!(counter(&log, "rrl_dropped") >= u64::from(xdp[2]) - 2);
+}

@@ -35,7 +35,7 @@ pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
 pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
 /// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
-pub const CONFIG_MAP: &str = "QDNS_CONFIG_V2";
+pub const CONFIG_MAP: &str = "QDNS_CONFIG_V3";
 
 /// CONFIG index of the active word: generation in the low 32 bits (0 = no table: pass
 /// everything), health buffer index in bit 32.
@@ -48,8 +48,11 @@ pub const CONFIG_NSID: u32 = 2;
 /// CONFIG index of bank 0's bucket mask (bank 1's follows): the slot table of a bank
 /// has `mask + 1` buckets.
 pub const CONFIG_MASK: u32 = 3;
+/// CONFIG index of the rate limiter's nanoseconds per response (0 = off; see
+/// [`crate::rrl::RrlSettings`]); its slip, IPv4 mask, IPv6 mask and hash seed follow.
+pub const CONFIG_RRL: u32 = 5;
 /// Entries of CONFIG.
-pub const CONFIG_ENTRIES: u32 = 5;
+pub const CONFIG_ENTRIES: u32 = 10;
 /// The bank bit of the active word.
 pub const ACTIVE_BANK_SHIFT: u32 = 33;
 

@@ -20,11 +20,12 @@ extern crate std;
 pub mod answer;
 pub mod health;
 pub mod name;
+pub mod rrl;
 pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V9";
+pub const STATS_MAP: &str = "QDNS_STATS_V10";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
@@ -134,6 +135,10 @@ counters! {
     PassNsid = 30, "pass_nsid";
     /// Answered: a referral (RFC 1034 §4.3.2 step 3b: the cut's NS, then glue).
     AnsweredReferral = 31, "answered_referral";
+    /// A response over the rate limit, not sent (`rrl`).
+    RrlDropped = 32, "rrl_dropped";
+    /// A response over the rate limit, sent slipped (TC=1, no records).
+    RrlSlipped = 33, "rrl_slipped";
 }
 
 impl Counter {
@@ -165,4 +170,5 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::PolicyValue {}
     unsafe impl aya::Pod for crate::answer::LargeTail {}
     unsafe impl aya::Pod for crate::slots::Bucket {}
+    unsafe impl aya::Pod for crate::rrl::RrlBucket {}
 }

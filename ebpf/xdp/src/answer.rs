@@ -49,6 +49,9 @@ pub enum Verdict {
     Tx,
     /// The frame is rewritten; the answer's counter is still to be added.
     Sent,
+    /// The frame is an answer, counted, and rate limiting is on: the rate-limit stage
+    /// may still hold it back.
+    Answered,
     /// Hand the untouched frame to the kernel stack.
     Pass(Counter),
     /// The frame was changed and then could not be finished (`XDP_ABORTED`; the checks
@@ -115,8 +118,22 @@ pub struct Scratch {
     /// The answer's counter while the frame is rewritten: one rewrite walk for the
     /// verifier whatever kind of answer it is.
     outcome: u64,
+    /// What the rate-limit stage needs of a sent answer (`crate::limit`): question
+    /// end, question sum, and bits (EDNS in bit 0, the DO bit in place at 15, IPv6 in
+    /// bit 32); with `offsets`.
+    pub stage: [u64; 3],
     /// The front of the frame while it moves (see [`resize`]).
     pub moving: [u8; MOVE_MAX],
+}
+
+impl Scratch {
+    /// `[l3, l4, dns]` as the answer left them.
+    #[inline(always)]
+    pub fn offsets(&self) -> [u64; 3] {
+        // SAFETY: a read of this CPU's scratch.
+        let [l3, l4, dns, _] = unsafe { core::ptr::read_volatile(&self.offsets) };
+        [l3, l4, dns]
+    }
 }
 
 /// Every parse path (VLAN or not, IPv4 IHL, IPv6, each name length) ends with exact
@@ -162,7 +179,15 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
                     // SAFETY: a read of this CPU's scratch, written above.
                     let counter = unsafe { core::ptr::read_volatile(&scratch.outcome) };
                     maps::count_index(counter as u32);
-                    Verdict::Tx
+                    if !maps::rrl_on() {
+                        return Verdict::Tx;
+                    }
+                    let bits = u64::from(question.edns) | u64::from(question.dnssec_ok) | u64::from(at.ipv6) << 32;
+                    // SAFETY: a write of this CPU's scratch, read by the rate-limit stage.
+                    unsafe {
+                        core::ptr::write_volatile(&mut scratch.stage, [question.end as u64, question.sum, bits]);
+                    };
+                    Verdict::Answered
                 }
                 other => other,
             }

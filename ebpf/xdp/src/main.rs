@@ -10,6 +10,7 @@
 #![no_main]
 
 mod answer;
+mod limit;
 mod maps;
 mod parse;
 mod rewrite;
@@ -29,6 +30,12 @@ pub fn qdns(ctx: XdpContext) -> u32 {
         Err(reason) => Verdict::Pass(reason),
     };
     match verdict {
+        // An answer with limiting on: to the rate-limit stage (it sends, slips or drops
+        // it); sent as it is if the stage is missing.
+        Verdict::Answered => {
+            maps::to_stage(&ctx, maps::STAGE_RRL);
+            xdp_action::XDP_TX
+        }
         Verdict::Tx | Verdict::Sent => xdp_action::XDP_TX,
         Verdict::Pass(reason) => {
             maps::count(reason);
@@ -36,6 +43,13 @@ pub fn qdns(ctx: XdpContext) -> u32 {
         }
         Verdict::Abort => xdp_action::XDP_ABORTED,
     }
+}
+
+/// The rate-limit stage (tail-called from [`qdns`]; its own program, so its checks do
+/// not count against the answer path's verifier budget).
+#[xdp]
+pub fn qdns_rrl(ctx: XdpContext) -> u32 {
+    limit::stage(&ctx)
 }
 
 #[cfg(not(test))]

@@ -3,19 +3,20 @@
 use aya_ebpf::{
     btf_maps::{self, ArrayOfMaps},
     macros::{btf_map, map},
-    maps::{Array, PerCpuArray},
+    maps::{Array, PerCpuArray, ProgramArray},
 };
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, PolicyValue, BANKS, CONFIG_ACTIVE, CONFIG_ENTRIES, CONFIG_MASK,
-        CONFIG_NSID, CONFIG_UDP_PAYLOAD,
+        CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD,
     },
+    rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
     Counter, PORT_WORDS,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V9")]
+#[map(name = "QDNS_STATS_V10")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
@@ -57,10 +58,34 @@ pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
 
 /// The active generation and health buffer, and our EDNS payload size.
-#[map(name = "QDNS_CONFIG_V2")]
+#[map(name = "QDNS_CONFIG_V3")]
 static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
 /// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
+/// The rate limiter's buckets (`qdns_abi::rrl`), shared by every CPU.
+#[map(name = "QDNS_RRL_V1")]
+pub static RRL: Array<RrlBucket> = Array::with_max_entries(RRL_BUCKETS, 0);
+
+/// Later stages of the program, tail-called by index.
+#[map(name = "QDNS_STAGES_V1")]
+static STAGES: ProgramArray = ProgramArray::with_max_entries(1, 0);
+
+/// The rate-limit stage's index in `QDNS_STAGES_V1`.
+pub const STAGE_RRL: u32 = 0;
+
+/// Tail-calls stage `index`; returns only when it is not installed.
+#[inline(always)]
+pub fn to_stage(ctx: &aya_ebpf::programs::XdpContext, index: u32) {
+    // SAFETY: the context is the program's own; the helper returns on failure.
+    unsafe { STAGES.tail_call(ctx, index) };
+}
+
+/// Whether the rate limiter is on.
+#[inline(always)]
+pub fn rrl_on() -> bool {
+    CONFIG.get(CONFIG_RRL).is_some_and(|&interval| interval != 0)
+}
+
 #[map(name = "QDNS_SCRATCH_V1")]
 pub static SCRATCH: PerCpuArray<crate::answer::Scratch> = PerCpuArray::with_max_entries(1, 0);
 
@@ -126,4 +151,20 @@ pub fn udp_payload() -> u16 {
         Some(&size) => size as u16,
         None => 1232,
     }
+}
+
+/// The rate limiter's settings, or `None` when it is off.
+#[inline(always)]
+pub fn rrl_settings() -> Option<RrlSettings> {
+    let interval_ns = *CONFIG.get(CONFIG_RRL)?;
+    if interval_ns == 0 {
+        return None;
+    }
+    Some(RrlSettings {
+        interval_ns,
+        slip: *CONFIG.get(CONFIG_RRL + 1)?,
+        v4_mask: *CONFIG.get(CONFIG_RRL + 2)? as u32,
+        v6_mask: *CONFIG.get(CONFIG_RRL + 3)?,
+        seed: *CONFIG.get(CONFIG_RRL + 4)?,
+    })
 }

@@ -159,6 +159,23 @@ impl Engine {
         })
     }
 
+    /// Rewrites `out`, holding the response [`Engine::respond`] made to `msg`, into its
+    /// slipped form for the rate limiter (`qdns_abi::rrl`): the same header with TC=1
+    /// and no records, the question, our OPT — what the XDP stage makes of the same
+    /// answer. `None` when `msg` is not a query it could have answered (then drop it).
+    pub fn slip(&self, msg: &[u8], out: &mut [u8], response: Outcome) -> Option<Outcome> {
+        let query = parse_query(msg).ok()?;
+        let flags = u16::from_be_bytes([*out.get(2)?, *out.get(3)?]) & !header::RCODE_MASK | header::TC;
+        let mut b = Builder::new(out, self.size_limit(Transport::Udp, query.edns));
+        // The header and question are already in place: keep them.
+        b.advance(query.question_end);
+        let opt = self.opt(query.edns);
+        finish(b, flags, response.rcode, Counts::default(), opt).map(|o| Outcome {
+            qtype: query.qtype,
+            ..o
+        })
+    }
+
     /// Our OPT record for a query's `edns`: none without one; NSID (RFC 5001 §2.3) when
     /// asked for and configured.
     fn opt(&self, edns: Option<Edns>) -> Opt<'_> {

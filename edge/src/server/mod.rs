@@ -3,6 +3,7 @@
 //! `run` takes an injected shutdown token so tests can start and stop it in-process; the
 //! binary cancels it on SIGTERM/SIGINT. SIGHUP re-reads the zone directory (standalone
 //! mode): a zone set that fails validation is logged and the running one keeps serving.
+pub mod rrl;
 pub mod tcp;
 pub mod udp;
 
@@ -137,6 +138,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         program
             .set_nsid(config.nsid.is_some())
             .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
+        if let Some(settings) = &config.rrl {
+            program
+                .set_rrl(settings)
+                .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP rate limiter: {err}"))))?;
+        }
         // Tables first, then attach: the program never runs without its answers.
         let installed = engine.load_full();
         program.fit_links(&config.xdp);
@@ -156,7 +162,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     let stop = Arc::new(AtomicBool::new(false));
     let worker_stats: Vec<Arc<WorkerStats>> = (0..=udp_sockets.len()).map(|_| Arc::default()).collect();
-    let mut udp_threads = udp::spawn(udp_sockets, &engine, &worker_stats, &stop).map_err(ServerError::Start)?;
+    let limiter = config.rrl.map(|settings| Arc::new(rrl::Limiter::new(settings)));
+    let mut udp_threads =
+        udp::spawn(udp_sockets, &engine, &worker_stats, limiter.as_ref(), &stop).map_err(ServerError::Start)?;
     let xdp = match xdp {
         Some((program, installed)) => {
             let watcher =

@@ -17,6 +17,9 @@ use std::{
 use arc_swap::ArcSwap;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use qdns_abi::rrl::RrlOutcome;
+
+use super::rrl::{now_ns, Limiter};
 use crate::{stats::WorkerStats, Engine, Transport};
 
 /// Datagrams per recvmmsg/sendmmsg call.
@@ -93,7 +96,13 @@ impl Batch {
 }
 
 /// Serves `socket` until `stop` is set.
-pub fn worker(socket: &Socket, engine: &ArcSwap<Engine>, stats: &WorkerStats, stop: &AtomicBool) {
+pub fn worker(
+    socket: &Socket,
+    engine: &ArcSwap<Engine>,
+    stats: &WorkerStats,
+    limiter: Option<&Limiter>,
+    stop: &AtomicBool,
+) {
     let fd = socket.as_raw_fd();
     let mut batch = Batch::new();
     while !stop.load(Ordering::Relaxed) {
@@ -113,6 +122,7 @@ pub fn worker(socket: &Socket, engine: &ArcSwap<Engine>, stats: &WorkerStats, st
             continue; // timeout (EAGAIN) or EINTR: check `stop` and go on
         };
         let engine = engine.load();
+        let now = if limiter.is_some() { now_ns() } else { 0 };
         let mut to_send = 0;
         for i in 0..received.min(BATCH) {
             let hdr = batch.io.recv_hdrs[i];
@@ -123,8 +133,27 @@ pub fn worker(socket: &Socket, engine: &ArcSwap<Engine>, stats: &WorkerStats, st
             }
             let outcome = engine.respond(&batch.queries[i][..len], &mut batch.responses[i], Transport::Udp);
             stats.count(outcome);
-            let Some(outcome) = outcome else { continue };
+            let Some(mut outcome) = outcome else { continue };
             let io = &mut *batch.io;
+            if let Some(limiter) = limiter {
+                let client = client_of(&io.addrs[i]);
+                match client.map(|ip| limiter.charge(ip, now)) {
+                    None | Some(RrlOutcome::Allow) => {}
+                    Some(RrlOutcome::Drop) => {
+                        stats.rrl[0].fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Some(RrlOutcome::Slip) => {
+                        let Some(slipped) = engine.slip(&batch.queries[i][..len], &mut batch.responses[i], outcome)
+                        else {
+                            stats.rrl[0].fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        };
+                        outcome = slipped;
+                        stats.rrl[1].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
             io.send_iov[to_send] = libc::iovec {
                 iov_base: batch.responses[i].as_mut_ptr().cast(),
                 iov_len: outcome.len,
@@ -154,22 +183,41 @@ pub fn worker(socket: &Socket, engine: &ArcSwap<Engine>, stats: &WorkerStats, st
     }
 }
 
+/// The address of a received datagram's sender.
+fn client_of(addr: &libc::sockaddr_storage) -> Option<std::net::IpAddr> {
+    match i32::from(addr.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let v4 = unsafe { &*std::ptr::from_ref(addr).cast::<libc::sockaddr_in>() };
+            Some(std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr)).into())
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let v6 = unsafe { &*std::ptr::from_ref(addr).cast::<libc::sockaddr_in6>() };
+            Some(std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr).into())
+        }
+        _ => None,
+    }
+}
+
 /// Spawns `per_addr` worker threads for each of `sockets`.
 pub fn spawn(
     sockets: Vec<Socket>,
     engine: &Arc<ArcSwap<Engine>>,
     stats: &[Arc<WorkerStats>],
+    limiter: Option<&Arc<Limiter>>,
     stop: &Arc<AtomicBool>,
 ) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let mut handles = Vec::with_capacity(sockets.len());
     for (i, socket) in sockets.into_iter().enumerate() {
         let engine = Arc::clone(engine);
         let stop = Arc::clone(stop);
+        let limiter = limiter.cloned();
         let stats = stats.get(i % stats.len().max(1)).cloned().unwrap_or_default();
         handles.push(
             std::thread::Builder::new()
                 .name(format!("qdns-udp-{i}"))
-                .spawn(move || worker(&socket, &engine, &stats, &stop))?,
+                .spawn(move || worker(&socket, &engine, &stats, limiter.as_deref(), &stop))?,
         );
     }
     Ok(handles)

@@ -93,6 +93,11 @@ impl<'b> Builder<'b> {
         self.limit = (self.limit + octets).min(self.buf.len());
     }
 
+    /// Takes the first `len` octets already in the buffer as written (at most the limit).
+    pub fn advance(&mut self, len: usize) {
+        self.len = len.min(self.limit);
+    }
+
     /// Forgets everything past `len`.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);

@@ -15,6 +15,8 @@ pub const RD: u16 = 0x0100;
 pub const CD: u16 = 0x0010;
 /// Mask of the OPCODE field.
 pub const OPCODE_MASK: u16 = 0x7800;
+/// The RCODE bits of the flags word.
+pub const RCODE_MASK: u16 = 0x000f;
 
 /// The header fields, in wire order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

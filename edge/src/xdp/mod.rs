@@ -37,6 +37,9 @@ pub use table::TableStats;
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/qdns-xdp"));
 /// Name of the program in the object.
 const PROGRAM: &str = "qdns";
+/// The rate-limit stage, tail-called by the program (`QDNS_STAGES_V1[0]`).
+const RRL_STAGE: &str = "qdns_rrl";
+const STAGES_MAP: &str = "QDNS_STAGES_V1";
 
 /// How to attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -161,6 +164,7 @@ impl XdpProgram {
             LARGE_MAP,
             HEALTH_MAP,
             CONFIG_MAP,
+            qdns_abi::rrl::RRL_MAP,
         ] {
             if ebpf.map(name).is_none() {
                 return Err(XdpLoadError::MissingMap { name });
@@ -193,12 +197,34 @@ impl XdpProgram {
         Self::program(&mut ebpf)?
             .load()
             .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        Self::load_stages(&mut ebpf)?;
         Ok(XdpProgram {
             ebpf,
             interfaces: Vec::new(),
             installed: Installed::default(),
             max_message: qdns_abi::answer::RESPONSE_MAX,
         })
+    }
+
+    /// Loads the rate-limit stage and puts it where the program tail-calls it.
+    fn load_stages(ebpf: &mut Ebpf) -> Result<(), XdpLoadError> {
+        let not_loaded = || XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded));
+        let stage: &mut Xdp = ebpf
+            .program_mut(RRL_STAGE)
+            .ok_or_else(not_loaded)?
+            .try_into()
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        stage.load().map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+        let fd = stage
+            .fd()
+            .map_err(|e| XdpLoadError::Program(Box::new(e)))?
+            .try_clone()
+            .map_err(|e| XdpLoadError::Program(Box::new(aya::programs::ProgramError::from(e))))?;
+        let map = ebpf
+            .map_mut(STAGES_MAP)
+            .ok_or(XdpLoadError::MissingMap { name: STAGES_MAP })?;
+        let mut stages = aya::maps::ProgramArray::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+        stages.set(0, &fd, 0).map_err(|e| XdpLoadError::Config(Box::new(e)))
     }
 
     fn program(ebpf: &mut Ebpf) -> Result<&mut Xdp, XdpLoadError> {
@@ -446,6 +472,25 @@ impl XdpProgram {
     pub fn set_nsid(&mut self, on: bool) -> Result<(), XdpTableError> {
         let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
         config.set(CONFIG_NSID, u64::from(on), 0).map_err(map_error(CONFIG_MAP))
+    }
+
+    /// Sets the response rate limiter (`qdns_abi::rrl`; `interval_ns` 0 = off). The
+    /// settings words are written before the interval, which switches it on.
+    pub fn set_rrl(&mut self, settings: &qdns_abi::rrl::RrlSettings) -> Result<(), XdpTableError> {
+        use qdns_abi::answer::CONFIG_RRL;
+        let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
+        for (offset, value) in [
+            (1, settings.slip),
+            (2, u64::from(settings.v4_mask)),
+            (3, settings.v6_mask),
+            (4, settings.seed),
+            (0, settings.interval_ns),
+        ] {
+            config
+                .set(CONFIG_RRL + offset, value, 0)
+                .map_err(map_error(CONFIG_MAP))?;
+        }
+        Ok(())
     }
 
     /// One 8-byte store: the program sees the old or the new word whole.
