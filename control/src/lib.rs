@@ -49,6 +49,9 @@ use crate::{
 
 /// Longest control-socket request line.
 const MAX_REQUEST: usize = 64 * 1024;
+/// A control-socket connection with no complete request for this long is closed, so
+/// idle clients cannot hold the 64 slots.
+const CONTROL_IDLE: Duration = Duration::from_secs(60);
 
 /// A fatal start-up error.
 #[derive(Debug, thiserror::Error)]
@@ -351,10 +354,10 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
             let mut line = String::new();
             loop {
                 line.clear();
-                let read = (&mut lines).take(MAX_REQUEST as u64).read_line(&mut line).await;
-                match read {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
+                let mut limited = (&mut lines).take(MAX_REQUEST as u64);
+                match tokio::time::timeout(CONTROL_IDLE, limited.read_line(&mut line)).await {
+                    Ok(Ok(0) | Err(_)) | Err(_) => return,
+                    Ok(Ok(_)) => {}
                 }
                 let response = match serde_json::from_str::<Request>(line.trim()) {
                     Ok(request) => handle(&ctx, request).await,

@@ -128,3 +128,104 @@ fn junk_tcp_streams_do_not_stall_the_server() {
         }
     }
 }
+
+/// The edge's resident set in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+/// Raises this process's open-file limit to its hard limit (the test holds thousands).
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit), 0);
+    }
+}
+
+fn connect_from(source: &str, to: std::net::SocketAddr) -> Option<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    socket
+        .bind(&format!("{source}:0").parse::<std::net::SocketAddr>().ok()?.into())
+        .ok()?;
+    socket.connect_timeout(&to.into(), Duration::from_secs(2)).ok()?;
+    Some(socket.into())
+}
+
+/// Whether the server closed `stream` (EOF or reset; a stream still open times out).
+fn closed(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut buf = [0u8; 64];
+    !matches!(stream.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut)
+}
+
+/// Issue 14: 2,000 idle and 2,000 slowloris connections to the metrics listener. Memory
+/// stays bounded, a scraper from another address is served throughout, and every one of
+/// them is closed: those over the caps at once, the rest when their request head has
+/// not arrived within 10 s.
+#[test]
+fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
+    raise_fd_limit();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let edge = Edge::start_with(&common::example_zones(), &["--metrics", &metrics.to_string()]);
+    let scrape = || {
+        let mut conn = connect_from("127.0.0.2", metrics).expect("the scraper connects");
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).unwrap();
+        assert!(
+            text.contains("qdns_edge_snapshot_version"),
+            "scrape failed: {text:.200}"
+        );
+    };
+    scrape();
+    let before = rss_kib(edge.pid());
+    let mut idle: Vec<TcpStream> = (0..2000).filter_map(|_| connect_from("127.0.0.1", metrics)).collect();
+    let mut slow: Vec<TcpStream> = (0..2000).filter_map(|_| connect_from("127.0.0.3", metrics)).collect();
+    assert!(
+        idle.len() > 1900 && slow.len() > 1900,
+        "{} idle, {} slow connected",
+        idle.len(),
+        slow.len()
+    );
+    for s in &mut slow {
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n");
+    }
+    // Slowloris: one header octet per connection every half second, for 6 s.
+    for round in 0..12 {
+        for s in &mut slow {
+            let _ = s.write_all(b"X");
+        }
+        if round % 4 == 0 {
+            scrape();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let during = rss_kib(edge.pid());
+    eprintln!("edge RSS {before} KiB before, {during} KiB with 4,000 hostile connections");
+    assert!(during < before + 32 * 1024, "RSS grew from {before} to {during} KiB");
+    // Past the head timeout every hostile connection is closed.
+    std::thread::sleep(Duration::from_secs(6));
+    let open_idle = idle.iter_mut().map(closed).filter(|c| !c).count();
+    let open_slow = slow.iter_mut().map(closed).filter(|c| !c).count();
+    assert_eq!((open_idle, open_slow), (0, 0), "connections still open");
+    scrape();
+}

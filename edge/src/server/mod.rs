@@ -4,6 +4,7 @@
 //! binary cancels it on SIGTERM/SIGINT. SIGHUP re-reads the zone directory (standalone
 //! mode): a zone set that fails validation is logged and the running one keeps serving.
 pub mod rrl;
+pub mod slots;
 pub mod tcp;
 pub mod udp;
 

@@ -1,12 +1,7 @@
 //! DNS over TCP (RFC 1035 §4.2.2, RFC 7766): two-octet length framing, pipelined queries
 //! answered in order on each connection, an idle timeout, and caps on connections in
 //! all and per source address.
-use std::{
-    collections::HashMap,
-    net::IpAddr,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
 use tokio::{
@@ -17,6 +12,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
+use super::slots::BySource;
 use crate::{engine::MAX_MESSAGE, stats::WorkerStats, Engine, Transport};
 
 /// TCP limits (RFC 7766 §6.2.3 asks servers to bound both).
@@ -31,43 +27,6 @@ pub struct TcpLimits {
     pub max_per_source: usize,
 }
 
-/// Connections open per source address.
-type BySource = Arc<Mutex<HashMap<IpAddr, usize>>>;
-
-/// One connection's count under its source; given back when dropped.
-struct SourceSlot {
-    open: BySource,
-    source: IpAddr,
-}
-
-impl SourceSlot {
-    fn take(open: &BySource, source: IpAddr, cap: usize) -> Option<SourceSlot> {
-        let mut guard = open.lock().ok()?;
-        let n = guard.entry(source).or_insert(0);
-        if *n >= cap {
-            return None;
-        }
-        *n += 1;
-        Some(SourceSlot {
-            open: Arc::clone(open),
-            source,
-        })
-    }
-}
-
-impl Drop for SourceSlot {
-    fn drop(&mut self) {
-        if let Ok(mut guard) = self.open.lock() {
-            if let Some(n) = guard.get_mut(&self.source) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    guard.remove(&self.source);
-                }
-            }
-        }
-    }
-}
-
 /// Accepts connections on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
@@ -77,7 +36,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let by_source: BySource = Arc::default();
+    let by_source = BySource::default();
     let mut connections = JoinSet::new();
     loop {
         let acquired = tokio::select! {
@@ -96,7 +55,7 @@ pub async fn serve(
                 continue;
             }
         };
-        let Some(slot) = SourceSlot::take(&by_source, peer.ip(), limits.max_per_source) else {
+        let Some(slot) = by_source.take(peer.ip(), limits.max_per_source) else {
             stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::debug!(%peer, "tcp: source at its connection cap; closed");
             continue;
