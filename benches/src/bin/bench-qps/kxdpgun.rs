@@ -93,7 +93,7 @@ impl Plan {
     /// Offered loads for kxdpgun.
     fn gun_steps(&self) -> &'static [u32] {
         if self.smoke {
-            &[20_000]
+            &[5_000, 20_000]
         } else {
             &[50_000, 100_000, 200_000, 300_000, 400_000, 600_000, 800_000, 1_000_000]
         }
