@@ -1,10 +1,22 @@
 //! The control socket protocol (SPEC §6): one JSON request per line, one JSON response
-//! per line. `qdnsctl` and any script speak it; `qdnsctl --json` prints `data` as is.
+//! per line. The daemon and `qdnsctl` share every type here, so neither can drift from
+//! the other: the daemon answers a [`Request`] with a [`Reply`] or an [`ApiError`],
+//! `qdnsctl` decodes `data` with [`Reply::decode`] for the request it sent, and
+//! `qdnsctl --json` prints `data` as is.
 use serde::{Deserialize, Serialize};
+
+use crate::{
+    checker::Observation,
+    state::{EdgeInfo, Event},
+};
+
+/// Longest request line, in octets (newline included); a longer one is refused and the
+/// connection closed.
+pub const MAX_REQUEST: usize = 64 * 1024;
 
 /// A request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "snake_case")]
+#[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Zones, serials, snapshot and health versions, fail-open sets, edges, checkers.
     Status,
@@ -13,6 +25,7 @@ pub enum Request {
     /// Every check, or one.
     Health {
         /// A check id (or `zone/id`).
+        #[serde(default)]
         check: Option<String>,
     },
     /// Why a name answers as it does.
@@ -57,6 +70,7 @@ pub enum Request {
         /// Expiry (required, at most 72h).
         expires: String,
         /// Free text.
+        #[serde(default)]
         comment: Option<String>,
     },
     /// Give a shift a new expiry (from now).
@@ -80,41 +94,628 @@ pub enum Request {
     /// The timeline.
     Events {
         /// Newest N (default 100).
+        #[serde(default)]
         limit: Option<usize>,
     },
 }
 
-/// A response: `data` on success, `error` otherwise.
+/// What kind of failure an [`ApiError`] is, for scripts that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request is not valid JSON, names no known command, lacks or mistypes a field,
+    /// or is over [`MAX_REQUEST`].
+    Malformed,
+    /// A field's value is not acceptable (a name, type or expiry that does not parse).
+    BadArgument,
+    /// The zone, check or record set does not exist.
+    NotFound,
+    /// The request does not fit the current state (already shifted, nothing to clear,
+    /// an override on an external check).
+    Conflict,
+    /// `reload` found an invalid zone; nothing changed.
+    InvalidZone,
+    /// Control could not carry it out (operator state not persisted).
+    Internal,
+}
+
+/// A failed request: its kind and what went wrong, for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The kind.
+    pub code: ErrorCode,
+    /// The message.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of `code`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A value that does not parse.
+    pub fn bad_argument(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::BadArgument, message)
+    }
+
+    /// Something that does not exist.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::NotFound, message)
+    }
+
+    /// A request that does not fit the state.
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::Conflict, message)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// A response line: `data` on success; `error` (the message) and `code` otherwise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// Success.
     pub ok: bool,
-    /// The result.
+    /// The result: a [`Reply`] in JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
     /// What went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<ErrorCode>,
 }
 
 impl Response {
-    /// A success.
+    /// The response to a request that ran.
     #[must_use]
-    pub fn ok(data: serde_json::Value) -> Response {
-        Response {
-            ok: true,
-            data: Some(data),
-            error: None,
+    pub fn from_result(result: Result<Reply, ApiError>) -> Response {
+        match result {
+            Ok(reply) => match serde_json::to_value(&reply) {
+                Ok(data) => Response {
+                    ok: true,
+                    data: Some(data),
+                    error: None,
+                    code: None,
+                },
+                Err(err) => Response::error(&ApiError::new(
+                    ErrorCode::Internal,
+                    format!("cannot encode the reply: {err}"),
+                )),
+            },
+            Err(err) => Response::error(&err),
         }
     }
 
     /// A failure.
     #[must_use]
-    pub fn error(message: impl Into<String>) -> Response {
+    pub fn error(err: &ApiError) -> Response {
         Response {
             ok: false,
             data: None,
-            error: Some(message.into()),
+            error: Some(err.message.clone()),
+            code: Some(err.code),
         }
+    }
+
+    /// The request on `line`, or the response that refuses it.
+    pub fn parse_request(line: &str) -> Result<Request, Response> {
+        serde_json::from_str::<Request>(line.trim())
+            .map_err(|e| Response::error(&ApiError::new(ErrorCode::Malformed, format!("bad request: {e}"))))
+    }
+
+    /// The reply in `data` for `request`, or the daemon's error.
+    pub fn into_reply(self, request: &Request) -> Result<Reply, ApiError> {
+        if !self.ok {
+            return Err(ApiError::new(
+                self.code.unwrap_or(ErrorCode::Internal),
+                self.error.unwrap_or_else(|| "request failed".to_owned()),
+            ));
+        }
+        let data = self.data.unwrap_or(serde_json::Value::Null);
+        Reply::decode(request, data)
+            .map_err(|e| ApiError::new(ErrorCode::Malformed, format!("control's reply does not decode: {e}")))
+    }
+}
+
+/// What a request returns. In JSON each variant is its content alone (the request
+/// says which one it is).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    /// `status`.
+    Status(Box<StatusReport>),
+    /// `reload`.
+    Reloaded(Reloaded),
+    /// `health`.
+    Health(Vec<CheckHealth>),
+    /// `explain`.
+    Explain(Box<Explanation>),
+    /// `dump`.
+    Dump(ZoneDump),
+    /// `override_set`.
+    OverrideSet(OverrideSet),
+    /// `override_clear`.
+    OverrideCleared(OverrideCleared),
+    /// `external`.
+    External(ExternalSet),
+    /// `shift_*`: every shift after the change.
+    Shifts(Vec<ShiftEntry>),
+    /// `events`.
+    Events(Vec<Event>),
+}
+
+impl Reply {
+    /// Decodes `data` as the reply to `request`.
+    pub fn decode(request: &Request, data: serde_json::Value) -> Result<Reply, serde_json::Error> {
+        use serde_json::from_value;
+        Ok(match request {
+            Request::Status => Reply::Status(from_value(data)?),
+            Request::Reload => Reply::Reloaded(from_value(data)?),
+            Request::Health { .. } => Reply::Health(from_value(data)?),
+            Request::Explain { .. } => Reply::Explain(from_value(data)?),
+            Request::Dump { .. } => Reply::Dump(from_value(data)?),
+            Request::OverrideSet { .. } => Reply::OverrideSet(from_value(data)?),
+            Request::OverrideClear { .. } => Reply::OverrideCleared(from_value(data)?),
+            Request::External { .. } => Reply::External(from_value(data)?),
+            Request::ShiftStart { .. }
+            | Request::ShiftUpdate { .. }
+            | Request::ShiftCancel { .. }
+            | Request::ShiftList => Reply::Shifts(from_value(data)?),
+            Request::Events { .. } => Reply::Events(from_value(data)?),
+        })
+    }
+}
+
+/// `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// The snapshot's version.
+    pub snapshot_version: u64,
+    /// The health delta sequence.
+    pub health_seq: u64,
+    /// Every zone.
+    pub zones: Vec<ZoneStatus>,
+    /// Record sets failing open (`name TYPE`).
+    pub fail_open: Vec<String>,
+    /// The checkers this location hears from.
+    pub checkers: CheckerStatus,
+    /// Overrides in force.
+    pub overrides: usize,
+    /// Shifts in force.
+    pub shifts: usize,
+    /// Connected edges.
+    pub edges: Vec<EdgeInfo>,
+}
+
+/// One zone in `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneStatus {
+    /// Origin.
+    pub zone: String,
+    /// SOA serial.
+    pub serial: u32,
+    /// The file it came from.
+    pub file: String,
+    /// Record sets.
+    pub rrsets: usize,
+    /// Health slots.
+    pub health_slots: usize,
+}
+
+/// The checkers in `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckerStatus {
+    /// How many are reachable (fresh reports).
+    pub reachable: usize,
+    /// Which.
+    pub list: Vec<CheckerId>,
+    /// Healthy iff more than this share of reachable checkers say so.
+    pub quorum: f64,
+    /// Reports accepted.
+    pub reports_accepted: u64,
+    /// Octets of accepted reports.
+    pub report_bytes: u64,
+    /// Frames and connections rejected, by reason.
+    pub reports_rejected: std::collections::BTreeMap<String, u64>,
+}
+
+/// A reachable checker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckerId {
+    /// Its id.
+    pub id: String,
+    /// Its region.
+    pub region: String,
+}
+
+/// `reload`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reloaded {
+    /// The new snapshot's version.
+    pub snapshot_version: u64,
+    /// `origin serial N` per zone.
+    pub zones: Vec<String>,
+}
+
+/// One check in `health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckHealth {
+    /// `zone/id`.
+    pub check: String,
+    /// `http`, `https`, `tcp`, `external` or `calculated`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its status.
+    pub healthy: bool,
+    /// Why.
+    pub why: String,
+    /// Unix seconds of the last change (0: never).
+    pub since: u64,
+    /// The latest observation from each checker.
+    pub observations: Vec<Observation>,
+}
+
+/// `explain NAME TYPE`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// Owner.
+    pub name: String,
+    /// Type mnemonic.
+    #[serde(rename = "type")]
+    pub rtype: String,
+    /// `plain` or the policy kind.
+    pub policy: String,
+    /// TTL.
+    pub ttl: u32,
+    /// Plain or policy detail.
+    #[serde(flatten)]
+    pub detail: ExplainDetail,
+}
+
+/// What `explain` says beyond the set's identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ExplainDetail {
+    /// A set without a policy.
+    Plain {
+        /// How it answers.
+        answer: String,
+        /// Its records, in presentation form.
+        values: Vec<String>,
+    },
+    /// A policy set.
+    Policy(Box<PolicyExplanation>),
+}
+
+/// The policy part of `explain`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyExplanation {
+    /// TTL while degraded.
+    pub degraded_ttl: Option<u32>,
+    /// Fail-open threshold (share of healthy weight or members).
+    pub fail_open_below: f64,
+    /// Failing open now.
+    pub fail_open: bool,
+    /// Why, when failing open.
+    pub fail_open_note: Option<String>,
+    /// Every member.
+    pub candidates: Vec<Candidate>,
+    /// Shifts on the set.
+    pub shifts: Vec<SetShift>,
+    /// Who answers.
+    pub distribution: Distribution,
+}
+
+/// A member in `explain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Member id.
+    pub id: String,
+    /// Weight (weighted sets).
+    pub weight: Option<u32>,
+    /// `primary` or `secondary` (failover sets).
+    pub role: Option<String>,
+    /// Its health check.
+    pub check: Option<String>,
+    /// Its status.
+    pub healthy: bool,
+    /// Why.
+    pub why: String,
+    /// What it answers with.
+    pub answers: MemberAnswer,
+}
+
+/// A member's answer in `explain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MemberAnswer {
+    /// Records.
+    Records {
+        /// How many.
+        records: usize,
+        /// In presentation form.
+        #[serde(default)]
+        values: Vec<String>,
+    },
+    /// An alias.
+    Alias {
+        /// Its target.
+        alias: String,
+    },
+}
+
+/// A shift on the explained set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetShift {
+    /// The AZ shifted away from.
+    pub az: String,
+    /// Seconds left.
+    pub expires_in_s: u64,
+    /// Free text.
+    pub comment: Option<String>,
+    /// False while the set fails open.
+    pub moves_traffic: bool,
+}
+
+/// Who answers an explained set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Distribution {
+    /// Weighted and failover: each member's share of answers.
+    Shares(Vec<Share>),
+    /// Multivalue: the pool answers draw from.
+    Multivalue {
+        /// Members answers come from.
+        answered_from: Vec<String>,
+        /// Records per answer.
+        per_answer: usize,
+    },
+    /// Zonal: the AZs answered.
+    Zonal {
+        /// AZ names.
+        answered_azs: Vec<String>,
+    },
+}
+
+/// A member's share of answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    /// Member id (none: no member answers).
+    pub member: Option<String>,
+    /// Share, 0–1.
+    pub share: f64,
+}
+
+/// `dump`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneDump {
+    /// Origin.
+    pub zone: String,
+    /// Serial.
+    pub serial: u32,
+    /// Master-file text.
+    pub text: String,
+}
+
+/// `override set`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideSet {
+    /// `zone/id`.
+    pub check: String,
+    /// Forced status.
+    pub healthy: bool,
+    /// Seconds until it ends.
+    pub expires_in_s: u64,
+}
+
+/// `override clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideCleared {
+    /// `zone/id`.
+    pub check: String,
+    /// Always true.
+    pub cleared: bool,
+}
+
+/// `external`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalSet {
+    /// `zone/id`.
+    pub check: String,
+    /// The status set.
+    pub healthy: bool,
+}
+
+/// One shift in `shift list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShiftEntry {
+    /// The set's owner.
+    pub rrset: String,
+    /// The AZ shifted away from.
+    pub az: String,
+    /// Seconds left.
+    pub expires_in_s: u64,
+    /// Unix seconds it started.
+    pub started: u64,
+    /// Free text.
+    pub comment: Option<String>,
+    /// False while the set fails open.
+    pub moves_traffic: bool,
+    /// Why it moves nothing, when it does not.
+    pub note: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(request: &Request, reply: &Reply) {
+        let line = serde_json::to_string(&Response::from_result(Ok(reply.clone()))).unwrap();
+        let response: Response = serde_json::from_str(&line).unwrap();
+        assert_eq!(&response.into_reply(request).unwrap(), reply, "{line}");
+    }
+
+    #[test]
+    #[expect(clippy::too_many_lines, reason = "one literal per reply shape")]
+    fn every_reply_decodes_as_the_reply_to_its_request() {
+        round_trip(
+            &Request::Explain {
+                name: "www.example.".into(),
+                rtype: "A".into(),
+            },
+            &Reply::Explain(Box::new(Explanation {
+                name: "www.example.".into(),
+                rtype: "A".into(),
+                policy: "plain".into(),
+                ttl: 300,
+                detail: ExplainDetail::Plain {
+                    answer: "all 2 records, always".into(),
+                    values: vec!["192.0.2.1".into(), "192.0.2.2".into()],
+                },
+            })),
+        );
+        for distribution in [
+            Distribution::Shares(vec![Share {
+                member: Some("a".into()),
+                share: 0.25,
+            }]),
+            Distribution::Multivalue {
+                answered_from: vec!["a".into()],
+                per_answer: 1,
+            },
+            Distribution::Zonal {
+                answered_azs: vec!["az1".into()],
+            },
+        ] {
+            round_trip(
+                &Request::Explain {
+                    name: "api.example.".into(),
+                    rtype: "A".into(),
+                },
+                &Reply::Explain(Box::new(Explanation {
+                    name: "api.example.".into(),
+                    rtype: "A".into(),
+                    policy: "weighted".into(),
+                    ttl: 60,
+                    detail: ExplainDetail::Policy(Box::new(PolicyExplanation {
+                        degraded_ttl: Some(10),
+                        fail_open_below: 0.0,
+                        fail_open: false,
+                        fail_open_note: None,
+                        candidates: vec![
+                            Candidate {
+                                id: "a".into(),
+                                weight: Some(3),
+                                role: None,
+                                check: Some("a-http".into()),
+                                healthy: true,
+                                why: "ok".into(),
+                                answers: MemberAnswer::Records {
+                                    records: 1,
+                                    values: vec!["192.0.2.1".into()],
+                                },
+                            },
+                            Candidate {
+                                id: "b".into(),
+                                weight: None,
+                                role: Some("secondary".into()),
+                                check: None,
+                                healthy: false,
+                                why: "down".into(),
+                                answers: MemberAnswer::Alias {
+                                    alias: "b.example.".into(),
+                                },
+                            },
+                        ],
+                        shifts: vec![SetShift {
+                            az: "az1".into(),
+                            expires_in_s: 5,
+                            comment: None,
+                            moves_traffic: true,
+                        }],
+                        distribution,
+                    })),
+                })),
+            );
+        }
+        round_trip(
+            &Request::ShiftList,
+            &Reply::Shifts(vec![ShiftEntry {
+                rrset: "z.example.".into(),
+                az: "az1".into(),
+                expires_in_s: 60,
+                started: 1,
+                comment: Some("maintenance".into()),
+                moves_traffic: false,
+                note: Some("fails open".into()),
+            }]),
+        );
+        round_trip(
+            &Request::Health { check: None },
+            &Reply::Health(vec![CheckHealth {
+                check: "example./a".into(),
+                kind: "http".into(),
+                healthy: true,
+                why: "3 of 3".into(),
+                since: 0,
+                observations: Vec::new(),
+            }]),
+        );
+        round_trip(
+            &Request::Reload,
+            &Reply::Reloaded(Reloaded {
+                snapshot_version: 7,
+                zones: vec!["example. serial 1".into()],
+            }),
+        );
+    }
+
+    #[test]
+    fn malformed_requests_get_a_precise_error() {
+        for (line, says) in [
+            ("{\"cmd\":\"staus\"}", "unknown variant `staus`"),
+            ("{\"cmd\":\"explain\",\"name\":\"a.\"}", "missing field `rtype`"),
+            (
+                "{\"cmd\":\"override_set\",\"check\":\"a\",\"healthy\":\"yes\",\"expires\":\"1h\"}",
+                "invalid type",
+            ),
+            (
+                "{\"cmd\":\"events\",\"limit\":5,\"verbose\":true}",
+                "unknown field `verbose`",
+            ),
+            ("not json", "expected"),
+        ] {
+            let refused = Response::parse_request(line).unwrap_err();
+            assert_eq!(refused.code, Some(ErrorCode::Malformed), "{line}");
+            let message = refused.error.unwrap();
+            assert!(message.contains(says), "{line}: {message}");
+        }
+        assert_eq!(
+            Response::parse_request("{\"cmd\":\"health\"}").unwrap(),
+            Request::Health { check: None }
+        );
+    }
+
+    #[test]
+    fn an_error_reaches_the_client_with_its_code() {
+        let line = serde_json::to_string(&Response::from_result(Err(ApiError::not_found("no zone x.")))).unwrap();
+        assert_eq!(line, r#"{"ok":false,"error":"no zone x.","code":"not_found"}"#);
+        let response: Response = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            response.into_reply(&Request::Status).unwrap_err(),
+            ApiError::not_found("no zone x.")
+        );
     }
 }

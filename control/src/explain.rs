@@ -1,14 +1,21 @@
 //! "Why this answer" (SPEC §6 `explain`, `health`): candidates, their health and the
 //! reason for it, fail-open state, shifts, and the answer distribution, computed with
 //! the same `qdns-abi` functions the data plane uses.
+use crate::{
+    api::{
+        ApiError, Candidate, Distribution, ExplainDetail, Explanation, MemberAnswer, PolicyExplanation, SetShift, Share,
+    },
+    state::{fails_open, now, remaining, set_label, State},
+};
 use qdns_abi::{
     health::{slot_healthy, ALWAYS_HEALTHY},
     select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember},
 };
-use qdns_zone::{evaluate::global, master::type_code, name, Answer, PolicyKind, RecordSet, SlotRule, Zone};
-use serde_json::{json, Value};
-
-use crate::state::{fails_open, now, remaining, set_label, State};
+use qdns_zone::{
+    evaluate::global,
+    master::{rdata_text, type_code},
+    name, Answer, PolicyKind, RecordSet, SlotRule, Zone,
+};
 
 /// Why slot `slot` (global) has its status.
 #[must_use]
@@ -134,46 +141,54 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
 }
 
 /// The `explain NAME TYPE` result.
-pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Value, String> {
-    let code = type_code(rtype).ok_or_else(|| format!("unknown type {rtype:?}"))?;
-    let wire = owner_wire(owner)?;
+pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Explanation, ApiError> {
+    let code = type_code(rtype).ok_or_else(|| ApiError::bad_argument(format!("unknown type {rtype:?}")))?;
+    let wire = owner_wire(owner).map_err(ApiError::bad_argument)?;
     let (zone, set) = find_set(state, &wire, code).ok_or_else(|| {
-        format!(
+        ApiError::not_found(format!(
             "no {} record set at {}",
             rtype.to_ascii_uppercase(),
             name::to_text(&wire)
-        )
+        ))
     })?;
     let bitmap = &state.snapshot.bitmap;
+    let values = |rdata: &[Vec<u8>]| -> Vec<String> { rdata.iter().map(|r| rdata_text(set.rtype, r)).collect() };
     let Some(policy) = &set.policy else {
-        return Ok(json!({
-            "name": name::to_text(&set.name),
-            "type": qdns_zone::master::type_name(set.rtype),
-            "policy": "plain",
-            "ttl": set.ttl,
-            "answer": format!("all {} records, always", set.rdata.len()),
-        }));
+        return Ok(Explanation {
+            name: name::to_text(&set.name),
+            rtype: qdns_zone::master::type_name(set.rtype),
+            policy: "plain".to_owned(),
+            ttl: set.ttl,
+            detail: ExplainDetail::Plain {
+                answer: format!("all {} records, always", set.rdata.len()),
+                values: values(&set.rdata),
+            },
+        });
     };
     let slots: Vec<u32> = policy.members.iter().map(|m| global(zone.slot_base, m.slot)).collect();
     let fail_open = fails_open(zone, set, bitmap);
-    let candidates: Vec<Value> = policy
+    let candidates: Vec<Candidate> = policy
         .members
         .iter()
         .zip(&slots)
         .enumerate()
-        .map(|(i, (m, &slot))| {
-            json!({
-                "id": m.id,
-                "weight": (policy.kind == PolicyKind::Weighted).then_some(m.weight),
-                "role": (policy.kind == PolicyKind::Failover).then_some(if i == 0 { "primary" } else { "secondary" }),
-                "check": m.check,
-                "healthy": slot_healthy(bitmap, slot),
-                "why": why(state, slot),
-                "answers": match &m.answer {
-                    Answer::Values(values) => json!({"records": values.len()}),
-                    Answer::Alias { target } => json!({"alias": name::to_text(target)}),
+        .map(|(i, (m, &slot))| Candidate {
+            id: m.id.clone(),
+            weight: (policy.kind == PolicyKind::Weighted).then_some(m.weight),
+            role: (policy.kind == PolicyKind::Failover)
+                .then(|| if i == 0 { "primary" } else { "secondary" }.to_owned()),
+            check: m.check.clone(),
+            healthy: slot_healthy(bitmap, slot),
+            why: why(state, slot),
+            answers: match &m.answer {
+                Answer::Values(rdata) => MemberAnswer::Records {
+                    records: rdata.len(),
+                    values: values(rdata),
                 },
-            })
+                Answer::Alias { target } => MemberAnswer::Alias {
+                    alias: name::to_text(target),
+                },
+            },
         })
         .collect();
     let distribution = distribution(
@@ -184,29 +199,40 @@ pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Value, String>
         policy.fail_open_below_permille,
     );
     let label = set_label(set);
-    let shifts: Vec<Value> = state
+    let shifts: Vec<SetShift> = state
         .operator
         .shifts
         .get(&name::to_text(&set.name))
         .map(|azs| {
             azs.iter()
-                .map(|(az, s)| json!({"az": az, "expires_in_s": remaining(s.expires).as_secs(), "comment": s.comment, "moves_traffic": !fail_open}))
+                .map(|(az, s)| SetShift {
+                    az: az.clone(),
+                    expires_in_s: remaining(s.expires).as_secs(),
+                    comment: s.comment.clone(),
+                    moves_traffic: !fail_open,
+                })
                 .collect()
         })
         .unwrap_or_default();
-    Ok(json!({
-        "name": name::to_text(&set.name),
-        "type": qdns_zone::master::type_name(set.rtype),
-        "policy": format!("{:?}", policy.kind).to_lowercase(),
-        "ttl": set.ttl,
-        "degraded_ttl": policy.degraded_ttl,
-        "fail_open_below": f64::from(policy.fail_open_below_permille) / 1000.0,
-        "fail_open": fail_open,
-        "fail_open_note": fail_open.then(|| format!("{label}: no candidate healthy (or below fail_open_below): every candidate is treated as healthy")),
-        "candidates": candidates,
-        "shifts": shifts,
-        "distribution": distribution,
-    }))
+    Ok(Explanation {
+        name: name::to_text(&set.name),
+        rtype: qdns_zone::master::type_name(set.rtype),
+        policy: format!("{:?}", policy.kind).to_lowercase(),
+        ttl: set.ttl,
+        detail: ExplainDetail::Policy(Box::new(PolicyExplanation {
+            degraded_ttl: policy.degraded_ttl,
+            fail_open_below: f64::from(policy.fail_open_below_permille) / 1000.0,
+            fail_open,
+            fail_open_note: fail_open.then(|| {
+                format!(
+                    "{label}: no candidate healthy (or below fail_open_below): every candidate is treated as healthy"
+                )
+            }),
+            candidates,
+            shifts,
+            distribution,
+        })),
+    })
 }
 
 /// Share of answers per member (weighted: exact, over a grid of draws through the data
@@ -217,7 +243,7 @@ fn distribution(
     slots: &[u32],
     bitmap: &[u64],
     permille: u32,
-) -> Value {
+) -> Distribution {
     match kind {
         PolicyKind::Weighted => {
             let weighted: Vec<WeightedMember> = members
@@ -233,11 +259,16 @@ fn distribution(
                     }
                 }
             }
-            members
-                .iter()
-                .zip(counts)
-                .map(|(m, c)| json!({"member": m.id, "share": (f64::from(c) / 4096.0 * 1000.0).round() / 1000.0}))
-                .collect()
+            Distribution::Shares(
+                members
+                    .iter()
+                    .zip(counts)
+                    .map(|(m, c)| Share {
+                        member: Some(m.id.clone()),
+                        share: (f64::from(c) / 4096.0 * 1000.0).round() / 1000.0,
+                    })
+                    .collect(),
+            )
         }
         PolicyKind::Failover => {
             let choice = select_failover(
@@ -245,27 +276,35 @@ fn distribution(
                 slots.get(1).copied(),
                 bitmap,
             );
-            json!([{"member": members.get(choice.index as usize).map(|m| m.id.clone()), "share": 1.0}])
+            Distribution::Shares(vec![Share {
+                member: members.get(choice.index as usize).map(|m| m.id.clone()),
+                share: 1.0,
+            }])
         }
         PolicyKind::Multivalue => {
             let c = select_multivalue(slots, bitmap, permille, 0);
-            let pool: Vec<&str> = members
+            let pool: Vec<String> = members
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| c.fail_open || slot_healthy(bitmap, slots[*i]))
-                .map(|(_, m)| m.id.as_str())
+                .map(|(_, m)| m.id.clone())
                 .collect();
-            json!({"answered_from": pool, "per_answer": pool.len().min(8)})
+            let per_answer = pool.len().min(8);
+            Distribution::Multivalue {
+                answered_from: pool,
+                per_answer,
+            }
         }
         PolicyKind::Zonal => {
             let c = select_zonal(slots, bitmap);
-            let azs: Vec<&str> = members
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| c.mask >> i & 1 == 1)
-                .map(|(_, m)| m.id.as_str())
-                .collect();
-            json!({"answered_azs": azs})
+            Distribution::Zonal {
+                answered_azs: members
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| c.mask >> i & 1 == 1)
+                    .map(|(_, m)| m.id.clone())
+                    .collect(),
+            }
         }
     }
 }

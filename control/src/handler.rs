@@ -3,11 +3,13 @@
 use std::{path::PathBuf, sync::Arc};
 
 use qdns_zone::{name, sync::ToEdge, PolicyKind};
-use serde_json::{json, Value};
 use tokio::sync::{broadcast, Mutex};
 
 use crate::{
-    api::{Request, Response},
+    api::{
+        ApiError, CheckHealth, CheckerId, CheckerStatus, ErrorCode, ExternalSet, OverrideCleared, OverrideSet,
+        Reloaded, Reply, Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
+    },
     duration::parse_expiry,
     edges::Frame,
     explain::{explain, owner_wire, why},
@@ -57,42 +59,45 @@ impl Ctx {
         }
     }
 
-    fn save(&self, state: &State) -> Result<(), String> {
-        persist::save(&self.state_dir, &state.operator).map_err(|e| format!("cannot persist operator state: {e}"))
+    fn save(&self, state: &State) -> Result<(), ApiError> {
+        persist::save(&self.state_dir, &state.operator)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot persist operator state: {e}")))
     }
 }
 
 /// Handles one request.
 pub async fn handle(ctx: &Ctx, request: Request) -> Response {
     let mut state = ctx.state.lock().await;
-    match run(ctx, &mut state, request) {
-        Ok(data) => Response::ok(data),
-        Err(message) => Response::error(message),
-    }
+    Response::from_result(run(ctx, &mut state, request))
+}
+
+/// An expiry that does not parse or is over the limit.
+fn expiry(text: &str) -> Result<std::time::Duration, ApiError> {
+    parse_expiry(text).map_err(ApiError::bad_argument)
 }
 
 #[expect(
     clippy::too_many_lines,
     reason = "one arm per control-socket command; each arm is short"
 )]
-fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> {
+fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError> {
     match request {
-        Request::Status => Ok(status(state)),
-        Request::Reload => reload(ctx, state),
-        Request::Health { check } => health(state, check.as_deref()),
-        Request::Explain { name, rtype } => explain(state, &name, &rtype),
+        Request::Status => Ok(Reply::Status(Box::new(status(state)))),
+        Request::Reload => reload(ctx, state).map(Reply::Reloaded),
+        Request::Health { check } => health(state, check.as_deref()).map(Reply::Health),
+        Request::Explain { name, rtype } => explain(state, &name, &rtype).map(|e| Reply::Explain(Box::new(e))),
         Request::Dump { zone } => {
-            let origin = owner_wire(&zone)?;
+            let origin = owner_wire(&zone).map_err(ApiError::bad_argument)?;
             let found = state
                 .snapshot
                 .zones
                 .iter()
                 .find(|z| z.origin == origin)
-                .ok_or_else(|| format!("no zone {zone}"))?;
-            Ok(json!({
-                "zone": name::to_text(&found.origin),
-                "serial": found.serial,
-                "text": qdns_zone::master::zone_text(found),
+                .ok_or_else(|| ApiError::not_found(format!("no zone {zone}")))?;
+            Ok(Reply::Dump(ZoneDump {
+                zone: name::to_text(&found.origin),
+                serial: found.serial,
+                text: qdns_zone::master::zone_text(found),
             }))
         }
         Request::OverrideSet {
@@ -101,7 +106,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
             expires,
         } => {
             let key = state.check_key(&check)?;
-            let expiry = parse_expiry(&expires)?;
+            let expiry = expiry(&expires)?;
             let t = now();
             state.operator.overrides.insert(
                 key.clone(),
@@ -120,25 +125,32 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
                 ),
             );
             ctx.push_health(state);
-            Ok(json!({"check": key, "healthy": healthy, "expires_in_s": expiry.as_secs()}))
+            Ok(Reply::OverrideSet(OverrideSet {
+                check: key,
+                healthy,
+                expires_in_s: expiry.as_secs(),
+            }))
         }
         Request::OverrideClear { check } => {
             let key = state.check_key(&check)?;
             if state.operator.overrides.remove(&key).is_none() {
-                return Err(format!("{key} has no override"));
+                return Err(ApiError::conflict(format!("{key} has no override")));
             }
             ctx.save(state)?;
             state.event("override", format!("override of {key} cleared"));
             ctx.push_health(state);
-            Ok(json!({"check": key, "cleared": true}))
+            Ok(Reply::OverrideCleared(OverrideCleared {
+                check: key,
+                cleared: true,
+            }))
         }
         Request::External { check, healthy } => {
             let key = state.check_key(&check)?;
             let is_external = matches!(state.rule(&key), Some(qdns_zone::SlotRule::Check { probe: None, .. }));
             if !is_external {
-                return Err(format!(
+                return Err(ApiError::conflict(format!(
                     "{key} is not an external check; use override for probed checks"
-                ));
+                )));
             }
             state
                 .operator
@@ -150,7 +162,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
                 format!("{key} set {}", if healthy { "healthy" } else { "unhealthy" }),
             );
             ctx.push_health(state);
-            Ok(json!({"check": key, "healthy": healthy}))
+            Ok(Reply::External(ExternalSet { check: key, healthy }))
         }
         Request::ShiftStart {
             rrset,
@@ -159,10 +171,12 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
             comment,
         } => {
             let rrset = zonal_set(state, &rrset, &az)?;
-            let expiry = parse_expiry(&expires)?;
+            let expiry = expiry(&expires)?;
             let t = now();
             if state.shifted(&rrset, &az) {
-                return Err(format!("{rrset} is already shifted away from {az}; use shift update"));
+                return Err(ApiError::conflict(format!(
+                    "{rrset} is already shifted away from {az}; use shift update"
+                )));
             }
             state.operator.shifts.entry(rrset.clone()).or_default().insert(
                 az.clone(),
@@ -178,17 +192,17 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
                 format!("shift of {rrset} away from {az} started for {expires}"),
             );
             ctx.push_health(state);
-            Ok(shift_list(state))
+            Ok(Reply::Shifts(shift_list(state)))
         }
         Request::ShiftUpdate { rrset, az, expires } => {
             let rrset = zonal_set(state, &rrset, &az)?;
-            let expiry = parse_expiry(&expires)?;
+            let expiry = expiry(&expires)?;
             let shift = state
                 .operator
                 .shifts
                 .get_mut(&rrset)
                 .and_then(|azs| azs.get_mut(&az))
-                .ok_or_else(|| format!("{rrset} has no shift away from {az}"))?;
+                .ok_or_else(|| ApiError::conflict(format!("{rrset} has no shift away from {az}")))?;
             shift.expires = now() + expiry.as_secs();
             ctx.save(state)?;
             state.event(
@@ -196,32 +210,32 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Value, String> 
                 format!("shift of {rrset} away from {az} now ends in {expires}"),
             );
             ctx.push_health(state);
-            Ok(shift_list(state))
+            Ok(Reply::Shifts(shift_list(state)))
         }
         Request::ShiftCancel { rrset, az } => {
             let rrset = zonal_set(state, &rrset, &az)?;
             let removed = state.operator.shifts.get_mut(&rrset).and_then(|azs| azs.remove(&az));
             if removed.is_none() {
-                return Err(format!("{rrset} has no shift away from {az}"));
+                return Err(ApiError::conflict(format!("{rrset} has no shift away from {az}")));
             }
             state.operator.shifts.retain(|_, azs| !azs.is_empty());
             ctx.save(state)?;
             state.event("shift", format!("shift of {rrset} away from {az} cancelled"));
             ctx.push_health(state);
-            Ok(shift_list(state))
+            Ok(Reply::Shifts(shift_list(state)))
         }
-        Request::ShiftList => Ok(shift_list(state)),
+        Request::ShiftList => Ok(Reply::Shifts(shift_list(state))),
         Request::Events { limit } => {
             let limit = limit.unwrap_or(100);
             let skip = state.events.len().saturating_sub(limit);
-            Ok(json!(state.events.iter().skip(skip).collect::<Vec<_>>()))
+            Ok(Reply::Events(state.events.iter().skip(skip).cloned().collect()))
         }
     }
 }
 
 /// The canonical name of the zonal set(s) at `rrset`, checking `az` exists there.
-fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, String> {
-    let wire = owner_wire(rrset)?;
+fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, ApiError> {
+    let wire = owner_wire(rrset).map_err(ApiError::bad_argument)?;
     let mut found = false;
     for zone in &state.snapshot.zones {
         for set in zone.rrsets.iter().filter(|s| s.name == wire) {
@@ -229,18 +243,24 @@ fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, String> {
                 if policy.members.iter().any(|m| m.id == az) {
                     found = true;
                 } else {
-                    return Err(format!("{} has no AZ {az:?}", name::to_text(&wire)));
+                    return Err(ApiError::not_found(format!(
+                        "{} has no AZ {az:?}",
+                        name::to_text(&wire)
+                    )));
                 }
             }
         }
     }
     if !found {
-        return Err(format!("{} is not a zonal record set", name::to_text(&wire)));
+        return Err(ApiError::not_found(format!(
+            "{} is not a zonal record set",
+            name::to_text(&wire)
+        )));
     }
     Ok(name::to_text(&wire))
 }
 
-fn shift_list(state: &State) -> Value {
+fn shift_list(state: &State) -> Vec<ShiftEntry> {
     let mut out = Vec::new();
     for (rrset, azs) in &state.operator.shifts {
         let failing_open = state
@@ -248,47 +268,71 @@ fn shift_list(state: &State) -> Value {
             .iter()
             .any(|label| label.split(' ').next() == Some(rrset.as_str()));
         for (az, shift) in azs {
-            out.push(json!({
-                "rrset": rrset,
-                "az": az,
-                "expires_in_s": remaining(shift.expires).as_secs(),
-                "started": shift.started,
-                "comment": shift.comment,
-                "moves_traffic": !failing_open,
-                "note": failing_open.then_some("every AZ is unhealthy or shifted: the set fails open and the shift moves no traffic"),
-            }));
+            out.push(ShiftEntry {
+                rrset: rrset.clone(),
+                az: az.clone(),
+                expires_in_s: remaining(shift.expires).as_secs(),
+                started: shift.started,
+                comment: shift.comment.clone(),
+                moves_traffic: !failing_open,
+                note: failing_open.then(|| {
+                    "every AZ is unhealthy or shifted: the set fails open and the shift moves no traffic".to_owned()
+                }),
+            });
         }
     }
-    json!(out)
+    out
 }
 
-fn status(state: &State) -> Value {
-    let zones: Vec<Value> = state
+fn status(state: &State) -> StatusReport {
+    let zones = state
         .snapshot
         .zones
         .iter()
-        .map(|z| json!({"zone": name::to_text(&z.origin), "serial": z.serial, "file": z.source, "rrsets": z.rrsets.len(), "health_slots": z.slots.len()}))
+        .map(|z| ZoneStatus {
+            zone: name::to_text(&z.origin),
+            serial: z.serial,
+            file: z.source.clone(),
+            rrsets: z.rrsets.len(),
+            health_slots: z.slots.len(),
+        })
         .collect();
-    json!({
-        "snapshot_version": state.snapshot.version,
-        "health_seq": state.seq,
-        "zones": zones,
-        "fail_open": state.failing_open(),
-        "checkers": {
-            "reachable": state.reachable_checkers().len(),
-            "list": state.reachable_checkers().iter().map(|(id, region)| json!({"id": id, "region": region})).collect::<Vec<_>>(),
-            "quorum": state.quorum,
-            "reports_accepted": state.reports_accepted,
-            "report_bytes": state.report_bytes,
-            "reports_rejected": state.reports_rejected,
+    StatusReport {
+        snapshot_version: state.snapshot.version,
+        health_seq: state.seq,
+        zones,
+        fail_open: state.failing_open().iter().cloned().collect(),
+        checkers: CheckerStatus {
+            reachable: state.reachable_checkers().len(),
+            list: state
+                .reachable_checkers()
+                .iter()
+                .map(|(id, region)| CheckerId {
+                    id: id.clone(),
+                    region: region.clone(),
+                })
+                .collect(),
+            quorum: state.quorum,
+            reports_accepted: state.reports_accepted,
+            report_bytes: state.report_bytes,
+            reports_rejected: state
+                .reports_rejected
+                .iter()
+                .map(|(reason, n)| ((*reason).to_owned(), *n))
+                .collect(),
         },
-        "overrides": state.operator.overrides.len(),
-        "shifts": state.operator.shifts.values().map(std::collections::BTreeMap::len).sum::<usize>(),
-        "edges": state.edges.values().collect::<Vec<_>>(),
-    })
+        overrides: state.operator.overrides.len(),
+        shifts: state
+            .operator
+            .shifts
+            .values()
+            .map(std::collections::BTreeMap::len)
+            .sum::<usize>(),
+        edges: state.edges.values().cloned().collect(),
+    }
 }
 
-fn health(state: &State, check: Option<&str>) -> Result<Value, String> {
+fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHealth>, ApiError> {
     let keys: Vec<String> = match check {
         Some(given) => vec![state.check_key(given)?],
         None => (0..)
@@ -301,7 +345,7 @@ fn health(state: &State, check: Option<&str>) -> Result<Value, String> {
             })
             .collect(),
     };
-    let out: Vec<Value> = keys
+    Ok(keys
         .iter()
         .filter_map(|key| {
             let slot = state.slot(key)?;
@@ -310,29 +354,34 @@ fn health(state: &State, check: Option<&str>) -> Result<Value, String> {
                 qdns_zone::SlotRule::Check { probe: None, .. } => "external".to_owned(),
                 _ => "calculated".to_owned(),
             };
-            Some(json!({
-                "check": key,
-                "type": kind,
-                "healthy": qdns_abi::health::slot_healthy(&state.snapshot.bitmap, slot),
-                "why": why(state, slot),
-                "since": state.changed_at(slot),
-                "observations": state.observations.get(key).map(|by| by.values().collect::<Vec<_>>()).unwrap_or_default(),
-            }))
+            Some(CheckHealth {
+                check: key.clone(),
+                kind,
+                healthy: qdns_abi::health::slot_healthy(&state.snapshot.bitmap, slot),
+                why: why(state, slot),
+                since: state.changed_at(slot),
+                observations: state
+                    .observations
+                    .get(key)
+                    .map(|by| by.values().cloned().collect())
+                    .unwrap_or_default(),
+            })
         })
-        .collect();
-    Ok(json!(out))
+        .collect())
 }
 
-fn reload(ctx: &Ctx, state: &mut State) -> Result<Value, String> {
+fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
     let version = next_version(state.snapshot.version);
     let snapshot = qdns_zone::load_dir(&state.zones_dir, version).map_err(|e| {
         let message = e.to_string();
         state.event("reload", format!("reload rejected: {message}"));
-        message
+        ApiError::new(ErrorCode::InvalidZone, message)
     })?;
     if state.deny_special_use_targets {
-        crate::special_use::check(&snapshot)
-            .inspect_err(|message| state.event("reload", format!("reload rejected: {message}")))?;
+        crate::special_use::check(&snapshot).map_err(|message| {
+            state.event("reload", format!("reload rejected: {message}"));
+            ApiError::new(ErrorCode::InvalidZone, message)
+        })?;
     }
     state.replace_snapshot(snapshot);
     ctx.update_checker(state);
@@ -350,7 +399,10 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Value, String> {
         "reload",
         format!("reloaded {} zones as snapshot {version}", zones.len()),
     );
-    Ok(json!({"snapshot_version": version, "zones": zones}))
+    Ok(Reloaded {
+        snapshot_version: version,
+        zones,
+    })
 }
 
 /// A snapshot version above `previous`: milliseconds since the epoch, so versions keep

@@ -42,13 +42,11 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api::{Request, Response},
+    api::{ApiError, ErrorCode, Response, MAX_REQUEST},
     handler::{handle, next_version, Ctx},
     state::State,
 };
 
-/// Longest control-socket request line.
-const MAX_REQUEST: usize = 64 * 1024;
 /// A control-socket connection with no complete request for this long is closed, so
 /// idle clients cannot hold the 64 slots.
 const CONTROL_IDLE: Duration = Duration::from_secs(60);
@@ -359,13 +357,23 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
                     Ok(Ok(0) | Err(_)) | Err(_) => return,
                     Ok(Ok(_)) => {}
                 }
-                let response = match serde_json::from_str::<Request>(line.trim()) {
-                    Ok(request) => handle(&ctx, request).await,
-                    Err(e) => Response::error(format!("bad request: {e}")),
+                // A line cut at the limit: refused whole, and the connection closed (the
+                // rest of it is not a request).
+                let complete = line.ends_with('\n') || line.len() < MAX_REQUEST;
+                let response = if complete {
+                    match Response::parse_request(&line) {
+                        Ok(request) => handle(&ctx, request).await,
+                        Err(refused) => refused,
+                    }
+                } else {
+                    Response::error(&ApiError::new(
+                        ErrorCode::Malformed,
+                        format!("bad request: over {MAX_REQUEST} octets"),
+                    ))
                 };
                 let mut text = serde_json::to_string(&response).unwrap_or_else(|_| "{\"ok\":false}".to_owned());
                 text.push('\n');
-                if w.write_all(text.as_bytes()).await.is_err() {
+                if w.write_all(text.as_bytes()).await.is_err() || !complete {
                     return;
                 }
             }

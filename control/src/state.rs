@@ -264,7 +264,8 @@ impl State {
     }
 
     /// The key of a check given as `ID` (unique across zones) or `ZONE/ID`.
-    pub fn check_key(&self, given: &str) -> Result<String, String> {
+    pub fn check_key(&self, given: &str) -> Result<String, crate::api::ApiError> {
+        use crate::api::ApiError;
         if self.slot_by_key.contains_key(given) && self.is_check_key(given) {
             return Ok(given.to_owned());
         }
@@ -275,11 +276,11 @@ impl State {
             .collect();
         match matches.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => Err(format!("no health check {given:?}")),
-            many => Err(format!(
+            [] => Err(ApiError::not_found(format!("no health check {given:?}"))),
+            many => Err(ApiError::bad_argument(format!(
                 "health check id {given:?} is in several zones; name one of {}",
                 many.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-            )),
+            ))),
         }
     }
 

@@ -402,6 +402,17 @@ fn explain_and_health_tell_why() {
     assert_eq!(e["policy"], "multivalue");
     let plain = loc.ctl_json(&["explain", "static.example.com", "A"]);
     assert_eq!(plain["policy"], "plain");
+    assert_eq!(
+        plain["values"],
+        serde_json::json!(["192.0.2.1", "192.0.2.2"]),
+        "{plain}"
+    );
+    let human = loc.ctl(&["explain", "static.example.com", "A"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("static.example.com. 300 IN A 192.0.2.1\n") && text.contains(" IN A 192.0.2.2\n"),
+        "a plain set's records, one per line:\n{text}"
+    );
     let out = loc.ctl(&["explain", "nothing.example.com", "A"]);
     assert!(!out.status.success());
     let health = loc.ctl_json(&["health", "web-any"]);
@@ -412,6 +423,71 @@ fn explain_and_health_tell_why() {
     let human = loc.ctl(&["explain", "www.shop.example", "A"]);
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(text.contains("policy weighted") && text.contains("MEMBER"), "{text}");
+    assert!(
+        text.contains("answers: ") && text.contains(" 40.0 %") && !text.contains("[{"),
+        "shares as a line of text, not JSON:\n{text}"
+    );
+}
+
+/// The control socket speaks the typed protocol of `qdns_control::api`: a malformed
+/// request gets a precise error with its code, and one over the size limit is refused
+/// and its connection closed; a good request on the same connection still works.
+#[test]
+fn the_control_socket_refuses_malformed_requests_precisely() {
+    use std::io::{BufRead, BufReader, Write};
+    let loc = Location::control_only();
+    let stream = std::os::unix::net::UnixStream::connect(loc.socket()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut ask = |line: &str| -> serde_json::Value {
+        writer.write_all(line.as_bytes()).unwrap();
+        writer.write_all(b"\n").unwrap();
+        let mut reply = String::new();
+        reader.read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+    };
+    for (line, code, says) in [
+        (r#"{"cmd":"reboot"}"#, "malformed", "unknown variant `reboot`"),
+        (
+            r#"{"cmd":"explain","name":"static.example.com"}"#,
+            "malformed",
+            "missing field `rtype`",
+        ),
+        (r#"{"cmd":"dump","zone":"nowhere.example"}"#, "not_found", "no zone"),
+        (
+            r#"{"cmd":"explain","name":"static.example.com","rtype":"BOGUS"}"#,
+            "bad_argument",
+            "unknown type",
+        ),
+        (
+            r#"{"cmd":"override_set","check":"web-1","healthy":true,"expires":"100h"}"#,
+            "bad_argument",
+            "72h",
+        ),
+        (
+            r#"{"cmd":"override_clear","check":"web-1"}"#,
+            "conflict",
+            "has no override",
+        ),
+    ] {
+        let reply = ask(line);
+        assert_eq!(reply["ok"], false, "{line}: {reply}");
+        assert_eq!(reply["code"], code, "{line}: {reply}");
+        assert!(reply["error"].as_str().unwrap().contains(says), "{line}: {reply}");
+    }
+    let status = ask(r#"{"cmd":"status"}"#);
+    assert_eq!(status["ok"], true, "{status}");
+    // Over 64 KiB without a newline: refused, then closed.
+    let huge = format!(r#"{{"cmd":"dump","zone":"{}"}}"#, "a".repeat(70_000));
+    let reply = ask(&huge);
+    assert_eq!(reply["code"], "malformed", "{reply}");
+    assert!(
+        reply["error"].as_str().unwrap().contains("over 65536 octets"),
+        "{reply}"
+    );
+    let mut rest = String::new();
+    assert_eq!(reader.read_line(&mut rest).unwrap_or(0), 0, "closed after: {rest:?}");
 }
 
 #[test]
@@ -498,6 +574,7 @@ fn every_policy_rule_over_dns_through_control() {
 }
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, step by step")]
 fn unchecked_secondary_and_tcp_edge_endpoint() {
     // An edge on tcp:// follows control like a Unix one.
     let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,10 @@ use std::{
 };
 
 use clap::{Parser, Subcommand, ValueEnum};
-use qdns_control::api::{Request, Response};
+use qdns_control::api::{
+    Distribution, ExplainDetail, Explanation, MemberAnswer, Reply, Request, Response, StatusReport,
+};
+use qdns_zone::sync::XdpReport;
 use serde_json::Value;
 
 #[derive(Parser)]
@@ -246,20 +249,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !response.ok {
-        eprintln!(
-            "qdnsctl: {}",
-            response.error.unwrap_or_else(|| "request failed".to_owned())
-        );
-        return ExitCode::FAILURE;
-    }
-    let data = response.data.unwrap_or(Value::Null);
     if cli.json {
+        // The daemon's `data` as is, after checking it is what the request returns.
+        let data = response.data.clone().unwrap_or(Value::Null);
+        if let Err(err) = response.into_reply(&request) {
+            eprintln!("qdnsctl: {err}");
+            return ExitCode::FAILURE;
+        }
         println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
-    } else {
-        print_human(&request, &data);
+        return ExitCode::SUCCESS;
     }
-    ExitCode::SUCCESS
+    match response.into_reply(&request) {
+        Ok(reply) => {
+            print_human(&reply);
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("qdnsctl: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn call(socket: &PathBuf, request: &Request) -> std::io::Result<Response> {
@@ -273,178 +282,210 @@ fn call(socket: &PathBuf, request: &Request) -> std::io::Result<Response> {
     serde_json::from_str(&reply).map_err(std::io::Error::other)
 }
 
-/// Unix seconds as RFC 3339 UTC.
-fn time(v: &Value) -> String {
-    v.as_u64().map_or_else(
-        || s(v),
-        |secs| humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(secs)).to_string(),
-    )
+/// Unix seconds as RFC 3339 UTC ("-" for 0: never).
+fn time(secs: u64) -> String {
+    if secs == 0 {
+        return "-".to_owned();
+    }
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".to_owned(),
-        other => other.to_string(),
+/// The text, or "-".
+fn or_dash(text: Option<&str>) -> &str {
+    text.unwrap_or("-")
+}
+
+fn status_word(healthy: bool) -> &'static str {
+    if healthy {
+        "healthy"
+    } else {
+        "UNHEALTHY"
     }
 }
 
-#[expect(clippy::too_many_lines, reason = "one table per command")]
-fn print_human(request: &Request, data: &Value) {
-    match request {
-        Request::Status => {
-            println!(
-                "snapshot {}  health seq {}",
-                s(&data["snapshot_version"]),
-                s(&data["health_seq"])
-            );
-            println!("{:<28} {:>12} {:>7}  FILE", "ZONE", "SERIAL", "RRSETS");
-            for z in data["zones"].as_array().into_iter().flatten() {
-                println!(
-                    "{:<28} {:>12} {:>7}  {}",
-                    s(&z["zone"]),
-                    s(&z["serial"]),
-                    s(&z["rrsets"]),
-                    s(&z["file"])
-                );
+fn print_human(reply: &Reply) {
+    match reply {
+        Reply::Status(status) => print_status(status),
+        Reply::Reloaded(reloaded) => {
+            println!("snapshot {}", reloaded.snapshot_version);
+            for zone in &reloaded.zones {
+                println!("  {zone}");
             }
-            let fail_open: Vec<String> = data["fail_open"].as_array().into_iter().flatten().map(s).collect();
-            println!(
-                "fail-open: {}",
-                if fail_open.is_empty() {
-                    "none".to_owned()
-                } else {
-                    fail_open.join(", ")
+        }
+        Reply::Health(checks) => {
+            println!("{:<36} {:<10} {:<9} {:<20}  WHY", "CHECK", "TYPE", "STATUS", "SINCE");
+            for c in checks {
+                println!(
+                    "{:<36} {:<10} {:<9} {:<20}  {}",
+                    c.check,
+                    c.kind,
+                    status_word(c.healthy),
+                    time(c.since),
+                    c.why
+                );
+                for o in &c.observations {
+                    println!(
+                        "    {:<20} {:<12} {:<9} {}  {}",
+                        o.checker,
+                        o.region,
+                        status_word(o.healthy),
+                        time(o.at),
+                        o.reason
+                    );
                 }
-            );
-            println!(
-                "checkers reachable: {} ({})",
-                s(&data["checkers"]["reachable"]),
-                s(&data["checkers"]["note"])
-            );
-            println!("overrides: {}  shifts: {}", s(&data["overrides"]), s(&data["shifts"]));
-            println!("{:<24} {:>16} {:>6}  XDP", "EDGE", "SNAPSHOT", "SEQ");
-            for e in data["edges"].as_array().into_iter().flatten() {
-                println!(
-                    "{:<24} {:>16} {:>6}  {}",
-                    s(&e["name"]),
-                    s(&e["snapshot"]),
-                    s(&e["seq"]),
-                    xdp_summary(&e["xdp"])
-                );
             }
         }
-        Request::Health { .. } => {
-            println!("{:<36} {:<10} {:<9}  WHY", "CHECK", "TYPE", "STATUS");
-            for c in data.as_array().into_iter().flatten() {
-                let status = if c["healthy"].as_bool() == Some(true) {
-                    "healthy"
-                } else {
-                    "UNHEALTHY"
-                };
-                println!(
-                    "{:<36} {:<10} {:<9}  {}",
-                    s(&c["check"]),
-                    s(&c["type"]),
-                    status,
-                    s(&c["why"])
-                );
-            }
-        }
-        Request::Explain { .. } => {
-            println!(
-                "{} {}  policy {}  ttl {}",
-                s(&data["name"]),
-                s(&data["type"]),
-                s(&data["policy"]),
-                s(&data["ttl"])
-            );
-            if data.get("candidates").is_none() {
-                println!("answer: {}", s(&data["answer"]));
-                return;
-            }
-            if data["fail_open"].as_bool() == Some(true) {
-                println!("FAIL-OPEN: {}", s(&data["fail_open_note"]));
-            }
-            println!("{:<10} {:>6} {:<10} {:<9}  WHY", "MEMBER", "WEIGHT", "ROLE", "STATUS");
-            for c in data["candidates"].as_array().into_iter().flatten() {
-                let status = if c["healthy"].as_bool() == Some(true) {
-                    "healthy"
-                } else {
-                    "UNHEALTHY"
-                };
-                println!(
-                    "{:<10} {:>6} {:<10} {:<9}  {}",
-                    s(&c["id"]),
-                    s(&c["weight"]),
-                    s(&c["role"]),
-                    status,
-                    s(&c["why"])
-                );
-            }
-            for shift in data["shifts"].as_array().into_iter().flatten() {
-                println!(
-                    "shift: away from {} for {}s more{}",
-                    s(&shift["az"]),
-                    s(&shift["expires_in_s"]),
-                    if shift["moves_traffic"].as_bool() == Some(false) {
-                        " (moves no traffic: fail-open)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            println!("answers: {}", data["distribution"]);
-        }
-        Request::ShiftStart { .. } | Request::ShiftUpdate { .. } | Request::ShiftCancel { .. } | Request::ShiftList => {
+        Reply::Explain(explanation) => print_explain(explanation),
+        Reply::Dump(dump) => print!("{}", dump.text),
+        Reply::OverrideSet(o) => println!("{} forced {} for {}s", o.check, status_word(o.healthy), o.expires_in_s),
+        Reply::OverrideCleared(o) => println!("{}: override cleared", o.check),
+        Reply::External(e) => println!("{} set {}", e.check, status_word(e.healthy)),
+        Reply::Shifts(shifts) => {
             println!("{:<28} {:<8} {:>10}  NOTE", "RRSET", "AZ", "EXPIRES_IN");
-            for sh in data.as_array().into_iter().flatten() {
+            for sh in shifts {
                 println!(
                     "{:<28} {:<8} {:>9}s  {}",
-                    s(&sh["rrset"]),
-                    s(&sh["az"]),
-                    s(&sh["expires_in_s"]),
-                    if sh["note"].is_null() {
-                        s(&sh["comment"])
-                    } else {
-                        s(&sh["note"])
-                    }
+                    sh.rrset,
+                    sh.az,
+                    sh.expires_in_s,
+                    or_dash(sh.note.as_deref().or(sh.comment.as_deref()))
                 );
             }
         }
-        Request::Dump { .. } => print!("{}", s(&data["text"])),
-        Request::Events { .. } => {
-            for e in data.as_array().into_iter().flatten() {
-                println!("{}  {:<9} {}", time(&e["time"]), s(&e["kind"]), s(&e["message"]));
+        Reply::Events(events) => {
+            for e in events {
+                println!("{}  {:<9} {}", time(e.time), e.kind, e.message);
             }
         }
-        _ => println!("{}", serde_json::to_string_pretty(data).unwrap_or_default()),
+    }
+}
+
+fn print_status(status: &StatusReport) {
+    println!("snapshot {}  health seq {}", status.snapshot_version, status.health_seq);
+    println!("{:<28} {:>12} {:>7}  FILE", "ZONE", "SERIAL", "RRSETS");
+    for z in &status.zones {
+        println!("{:<28} {:>12} {:>7}  {}", z.zone, z.serial, z.rrsets, z.file);
+    }
+    println!(
+        "fail-open: {}",
+        if status.fail_open.is_empty() {
+            "none".to_owned()
+        } else {
+            status.fail_open.join(", ")
+        }
+    );
+    let checkers: Vec<String> = status
+        .checkers
+        .list
+        .iter()
+        .map(|c| format!("{} ({})", c.id, c.region))
+        .collect();
+    println!(
+        "checkers reachable: {} {}  (healthy iff > {} of them say so; reports accepted {}, rejected {})",
+        status.checkers.reachable,
+        if checkers.is_empty() {
+            String::new()
+        } else {
+            checkers.join(", ")
+        },
+        status.checkers.quorum,
+        status.checkers.reports_accepted,
+        status.checkers.reports_rejected.values().sum::<u64>()
+    );
+    println!("overrides: {}  shifts: {}", status.overrides, status.shifts);
+    println!("{:<24} {:>16} {:>6}  XDP", "EDGE", "SNAPSHOT", "SEQ");
+    for e in &status.edges {
+        println!(
+            "{:<24} {:>16} {:>6}  {}",
+            e.name,
+            e.snapshot.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+            e.seq,
+            xdp_summary(e.xdp.as_ref())
+        );
+    }
+}
+
+fn print_explain(e: &Explanation) {
+    println!("{} {}  policy {}  ttl {}", e.name, e.rtype, e.policy, e.ttl);
+    let policy = match &e.detail {
+        ExplainDetail::Plain { answer, values } => {
+            println!("answer: {answer}");
+            for value in values {
+                println!("  {} {} IN {} {value}", e.name, e.ttl, e.rtype);
+            }
+            return;
+        }
+        ExplainDetail::Policy(policy) => policy,
+    };
+    if policy.fail_open {
+        println!("FAIL-OPEN: {}", or_dash(policy.fail_open_note.as_deref()));
+    }
+    println!(
+        "{:<10} {:>6} {:<10} {:<9} {:<28}  WHY",
+        "MEMBER", "WEIGHT", "ROLE", "STATUS", "ANSWERS"
+    );
+    for c in &policy.candidates {
+        let answers = match &c.answers {
+            MemberAnswer::Records { values, .. } => values.join(" "),
+            MemberAnswer::Alias { alias } => format!("alias {alias}"),
+        };
+        println!(
+            "{:<10} {:>6} {:<10} {:<9} {:<28}  {}",
+            c.id,
+            c.weight.map_or_else(|| "-".to_owned(), |w| w.to_string()),
+            or_dash(c.role.as_deref()),
+            status_word(c.healthy),
+            answers,
+            c.why
+        );
+    }
+    for shift in &policy.shifts {
+        println!(
+            "shift: away from {} for {}s more{}",
+            shift.az,
+            shift.expires_in_s,
+            if shift.moves_traffic {
+                ""
+            } else {
+                " (moves no traffic: fail-open)"
+            }
+        );
+    }
+    match &policy.distribution {
+        Distribution::Shares(shares) => {
+            let parts: Vec<String> = shares
+                .iter()
+                .map(|s| format!("{} {:.1} %", or_dash(s.member.as_deref()), s.share * 100.0))
+                .collect();
+            println!("answers: {}", parts.join(", "));
+        }
+        Distribution::Multivalue {
+            answered_from,
+            per_answer,
+        } => println!(
+            "answers: {per_answer} records per answer, drawn from {}",
+            answered_from.join(", ")
+        ),
+        Distribution::Zonal { answered_azs } => println!("answers: AZs {}", answered_azs.join(", ")),
     }
 }
 
 /// "off", or the interfaces, the table generation, and packets answered / passed.
-fn xdp_summary(xdp: &serde_json::Value) -> String {
-    let Some(counters) = xdp["counters"].as_array() else {
+fn xdp_summary(xdp: Option<&XdpReport>) -> String {
+    let Some(xdp) = xdp else {
         return "off".to_owned();
     };
     let (mut answered, mut passed) = (0u64, 0u64);
-    for pair in counters {
-        let (label, n) = (pair[0].as_str().unwrap_or(""), pair[1].as_u64().unwrap_or(0));
+    for (label, n) in &xdp.counters {
         if label.starts_with("answered_") {
             answered += n;
         } else if label.starts_with("pass_") {
             passed += n;
         }
     }
-    let interfaces: Vec<&str> = xdp["interfaces"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i.as_str())
-        .collect();
     format!(
         "{} gen {}: {answered} answered, {passed} passed",
-        interfaces.join(","),
-        xdp["generation"]
+        xdp.interfaces.join(","),
+        xdp.generation
     )
 }
