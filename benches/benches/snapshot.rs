@@ -152,7 +152,10 @@ fn delta(c: &mut Criterion, engine: &Engine) {
         b.iter(|| {
             flip = !flip;
             let mut next = (*bitmap).clone();
-            apply_words(&mut next, black_box(&[(7, if flip { u64::MAX } else { 0 })]));
+            black_box(apply_words(
+                &mut next,
+                black_box(&[(0, if flip { u64::MAX } else { 0 })]),
+            ));
             engine.set_health(next);
         });
     });

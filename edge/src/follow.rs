@@ -237,7 +237,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                     tracing::warn!(
                         have = current.seq,
                         got = delta.seq,
-                        "health delta out of sequence; resyncing"
+                        "health delta out of sequence or past the snapshot's slots; resyncing"
                     );
                     return Err(std::io::Error::other("delta out of sequence"));
                 }
@@ -360,27 +360,33 @@ fn xdp_report(xdp: &Mutex<XdpProgram>) -> Option<XdpReport> {
     })
 }
 
-/// Applies `delta` when it is the next one for this snapshot.
+/// Applies `delta` when it is the next one for this snapshot and stays within its
+/// bitmap.
 fn apply_delta(link: &mut Link, delta: &HealthDelta) -> bool {
     if delta.snapshot != link.snapshot || delta.seq != link.seq + 1 {
         return false;
     }
-    apply_words(&mut link.bitmap, &delta.words);
+    if !apply_words(&mut link.bitmap, &delta.words) {
+        return false;
+    }
     link.seq = delta.seq;
     true
 }
 
-/// Writes changed words into `bitmap` (growing it for words past its end).
-pub fn apply_words(bitmap: &mut Vec<u64>, words: &[(u32, u64)]) {
+/// Writes changed words into `bitmap`, all or none: false (and nothing written) when a
+/// word is past its end. The snapshot sized the bitmap for its slots, and a delta never
+/// adds slots — growing it on a delta's word index would let one frame ask for
+/// 2^32 words (32 GiB).
+pub fn apply_words(bitmap: &mut [u64], words: &[(u32, u64)]) -> bool {
+    if words.iter().any(|&(index, _)| index as usize >= bitmap.len()) {
+        return false;
+    }
     for &(index, value) in words {
-        let index = index as usize;
-        if index >= bitmap.len() {
-            bitmap.resize(index + 1, 0);
-        }
-        if let Some(word) = bitmap.get_mut(index) {
+        if let Some(word) = bitmap.get_mut(index as usize) {
             *word = value;
         }
     }
+    true
 }
 
 async fn send<W: AsyncWrite + Unpin>(writer: &mut W, msg: &ToControl) -> std::io::Result<()> {

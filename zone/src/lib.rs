@@ -25,5 +25,5 @@ pub mod snapshot;
 pub mod sync;
 
 pub use error::ZoneError;
-pub use load::{load_dir, load_zone_file};
+pub use load::{load_dir, load_zone_file, parse_zone_text};
 pub use snapshot::{Answer, Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone};

@@ -78,15 +78,29 @@ pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
 
 /// Loads and validates one zone file.
 pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
-    let text = fs::read_to_string(path).map_err(|source| ZoneError::Io {
+    let bytes = master::read_bounded(path).map_err(|source| ZoneError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let file: ZoneFile = toml::from_str(&text).map_err(|err| {
-        let line = err.span().map(|span| line_of(&text, span.start));
+    let text = String::from_utf8(bytes).map_err(|e| {
+        ZoneError::invalid(
+            path,
+            None,
+            None,
+            format!("not UTF-8 (octet {})", e.utf8_error().valid_up_to()),
+        )
+    })?;
+    parse_zone_text(path, &text)
+}
+
+/// Validates the text of one zone file read from `path` (`path` names it in errors and
+/// anchors its `include`).
+pub fn parse_zone_text(path: &Path, text: &str) -> Result<Zone, ZoneError> {
+    let file: ZoneFile = toml::from_str(text).map_err(|err| {
+        let line = err.span().map(|span| line_of(text, span.start));
         ZoneError::invalid(path, line, None, err.message().trim().to_owned())
     })?;
-    ZoneBuilder::new(path, &text, &file)?.build(&file)
+    ZoneBuilder::new(path, text, &file)?.build(&file)
 }
 
 /// 1-based line of byte `offset` in `text` (error path; the builder keeps an index).
@@ -280,7 +294,7 @@ impl<'a> ZoneBuilder<'a> {
     fn include(&mut self, include: &Spanned<String>) -> Result<(), ZoneError> {
         let base = self.path.parent().unwrap_or_else(|| Path::new("."));
         let master_path = base.join(include.get_ref());
-        let text = fs::read(&master_path).map_err(|e| {
+        let text = master::read_bounded(&master_path).map_err(|e| {
             self.err(
                 include,
                 "zone.include",

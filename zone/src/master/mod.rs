@@ -41,6 +41,39 @@ pub struct ParsedSet {
     pub line: Option<usize>,
 }
 
+/// Largest zone or master file read (a 10-million-record zone is about 500 MB).
+pub const MAX_FILE: u64 = 4 << 30;
+
+/// Reads a zone or master file: a regular file of at most [`MAX_FILE`] octets (not a
+/// device, FIFO or directory a mistaken path or `$INCLUDE` could name, which would
+/// block or never end).
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} octets, over the {MAX_FILE}-octet limit", meta.len()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("over the {MAX_FILE}-octet limit"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Parses master-file `text` (from `path`, for errors and `$INCLUDE`) under `origin`,
 /// with `default_ttl` for records without a TTL and no `$TTL` before them.
 pub fn parse(text: &[u8], path: &Path, origin: &Name, default_ttl: u32) -> Result<Vec<ParsedSet>, ZoneError> {
@@ -275,7 +308,7 @@ impl Reader {
                     nested.origin = text::name(arg(2, "an origin")?, &state.origin).map_err(Failure::Here)?;
                 }
                 nested.owner = None;
-                let bytes = std::fs::read(&target)
+                let bytes = read_bounded(&target)
                     .map_err(|e| Failure::Here(format!("$INCLUDE cannot read {}: {e}", target.display())))?;
                 self.file(&bytes, &target, &mut nested, depth + 1)
                     .map_err(Failure::Nested)?;
@@ -433,6 +466,8 @@ mod tests {
             ("a TXT \"\\300\"\n", 1, "not an octet"),
             ("a..b A 192.0.2.1\n", 1, "empty label"),
             ("$INCLUDE missing.zone\n", 1, "cannot read"),
+            ("$INCLUDE /dev/zero\n", 1, "not a regular file"),
+            ("$INCLUDE /\n", 1, "not a regular file"),
             (
                 "a LOC 52 22 23.000 N 4 53 32.000 E -2.00m 0.00m 10000m 10m\n",
                 1,
