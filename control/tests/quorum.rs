@@ -90,6 +90,12 @@ impl World {
     }
 
     fn location(&self, name: &str) -> (Proc, u16) {
+        self.location_with(name, None, &[])
+    }
+
+    /// A location whose edge socket is `edge_socket` (default: a Unix socket in the
+    /// world's directory), with `extra` arguments.
+    fn location_with(&self, name: &str, edge_socket: Option<&str>, extra: &[&str]) -> (Proc, u16) {
         let port = free_port();
         let d = self.dir.path();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
@@ -100,7 +106,8 @@ impl World {
         cmd.arg("--state-dir")
             .arg(d.join(format!("{name}-state")))
             .arg("--edge-socket")
-            .arg(d.join(format!("{name}-edge.sock")));
+            .arg(edge_socket.map_or_else(|| d.join(format!("{name}-edge.sock")), std::path::PathBuf::from));
+        cmd.args(extra);
         cmd.args([
             "--no-embedded-checker",
             "--checker-listen",
@@ -400,4 +407,187 @@ fn the_report_listener_refuses_giants_strangers_and_crowds_before_reading_bodies
     assert_eq!(rejected["unknown_checker"], 1, "{status}");
     assert!(rejected["connection_limit"].as_u64().unwrap_or(0) >= 1, "{status}");
     drop(idle);
+}
+
+/// A small deterministic generator (xorshift64*), so a failing frame can be replayed.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Frame `i` of the report flood: random octets, a well-formed header around random
+/// MAC and body, a genuine signed report cut short, or one with a bit flipped.
+fn hostile_report(noise: &mut Noise, i: u64) -> Vec<u8> {
+    let genuine = || {
+        let report = Report {
+            checker: "c1".to_owned(),
+            region: "r1".to_owned(),
+            seq: i + 1,
+            sent_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            observations: Vec::new(),
+        };
+        sign(&report, &key(1)).unwrap().frame().unwrap()
+    };
+    match i % 4 {
+        0 => {
+            let n = 1 + noise.below(48);
+            noise.bytes(n)
+        }
+        1 => {
+            let id: Vec<u8> = if noise.below(2) == 0 {
+                format!("c{}", 1 + noise.below(5)).into_bytes()
+            } else {
+                let n = 1 + noise.below(12);
+                noise.bytes(n)
+            };
+            let body_len = noise.below(200);
+            let mut frame = ((1 + id.len() + 32 + body_len) as u32).to_be_bytes().to_vec();
+            frame.push(id.len() as u8);
+            frame.extend_from_slice(&id);
+            frame.extend(noise.bytes(32 + body_len));
+            frame
+        }
+        2 => {
+            let mut frame = genuine();
+            let cut = 1 + noise.below(frame.len() - 1);
+            frame.truncate(cut);
+            frame
+        }
+        _ => {
+            let mut frame = genuine();
+            let at = 5 + 2 + noise.below(frame.len() - 7);
+            frame[at] ^= 1 << noise.below(8);
+            frame
+        }
+    }
+}
+
+/// Frame `i` of the edge-link flood: a random body that is not a hello (its first
+/// octet, the message tag, is not 0), random octets, or a genuine hello cut short.
+fn hostile_link_frame(noise: &mut Noise, i: u64) -> Vec<u8> {
+    match i % 3 {
+        0 => {
+            let n = noise.below(64);
+            let mut body = noise.bytes(n);
+            // One octet, 1..=127: a tag that is not Hello's 0 in any varint spelling.
+            body.insert(0, 1 + noise.below(127) as u8);
+            let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+            frame.extend(body);
+            frame
+        }
+        1 => {
+            let n = 1 + noise.below(48);
+            let mut frame = noise.bytes(n);
+            // Not a 4-octet length of a hello: either cut before the length ends or
+            // announcing more than follows.
+            frame.truncate(3.min(frame.len()));
+            frame
+        }
+        _ => {
+            let hello = qdns_zone::sync::encode(&qdns_zone::sync::ToControl::Hello {
+                edge: format!("edge-{i}"),
+                serving: None,
+            })
+            .unwrap();
+            let cut = 1 + noise.below(hello.len() - 1);
+            hello[..cut].to_vec()
+        }
+    }
+}
+
+/// Sends `count` hostile frames to `port`, one connection each, from `threads`
+/// threads: each frame is written, the write side closed, and the connection read to
+/// its end. Returns the octets the listener sent back in all (it must send nothing).
+fn flood(port: u16, count: u64, threads: u64, frame: fn(&mut Noise, u64) -> Vec<u8>) -> usize {
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut noise = Noise(0x9E37_79B9_7F4A_7C15 ^ (t + 1) ^ u64::from(port) << 32);
+                let mut received = 0;
+                for i in (t..count).step_by(threads as usize) {
+                    let bytes = frame(&mut noise, i);
+                    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                    stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+                    // The listener may close as soon as it has seen enough to refuse.
+                    let _ = stream.write_all(&bytes);
+                    let _ = stream.shutdown(std::net::Shutdown::Write);
+                    let mut back = Vec::new();
+                    let _ = stream.read_to_end(&mut back);
+                    received += back.len();
+                }
+                received
+            })
+        })
+        .collect();
+    workers.into_iter().map(|w| w.join().unwrap()).sum()
+}
+
+/// 50,000 random, malformed and truncated frames — 25,000 at the checker-report listener
+/// and 25,000 at the edge link — cost nothing but a counter each: every one is
+/// rejected and counted by reason, none is applied (no report accepted, no edge
+/// registered, not an octet of zone data sent back), and control keeps working.
+#[test]
+fn fifty_thousand_hostile_frames_are_each_rejected_counted_and_never_applied() {
+    const EACH: u64 = 25_000;
+    let world = World::new();
+    let (edge_port, metrics) = (free_port(), free_port());
+    let (location, port) = world.location_with(
+        "a",
+        Some(&format!("tcp://127.0.0.1:{edge_port}")),
+        &["--metrics", &format!("127.0.0.1:{metrics}")],
+    );
+    let started = Instant::now();
+    let reports_back = flood(port, EACH, 4, hostile_report);
+    let link_back = flood(edge_port, EACH, 4, hostile_link_frame);
+    eprintln!("flood of {} frames took {:?}", 2 * EACH, started.elapsed());
+    assert_eq!(reports_back, 0, "the report listener never answers");
+    assert_eq!(link_back, 0, "no snapshot to a peer without a hello");
+
+    let status = world.status("a");
+    let checkers = &status["checkers"];
+    assert_eq!(checkers["reports_accepted"], 0, "{status}");
+    let rejected: u64 = checkers["reports_rejected"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(reason, _)| reason.as_str() != "connection_limit")
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(rejected, EACH, "every report frame rejected once: {status}");
+    for reason in ["malformed", "bad_signature", "unknown_checker"] {
+        assert!(
+            checkers["reports_rejected"][reason].as_u64().unwrap_or(0) > 0,
+            "{reason}: {status}"
+        );
+    }
+    assert_eq!(status["edges"], serde_json::json!([]), "{status}");
+    let health = world.health("a");
+    assert_eq!(health["observations"], serde_json::json!([]), "{health}");
+    let body = common::scrape(&format!("127.0.0.1:{metrics}"));
+    let refused: u64 = body
+        .lines()
+        .filter(|l| l.starts_with("qdns_edge_links_refused_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(refused, EACH, "every link frame refused once:\n{body}");
+    // Still deciding, still answering its socket.
+    assert!(world.status("a")["snapshot_version"].as_u64().is_some());
+    drop(location);
 }
