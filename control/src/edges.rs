@@ -53,9 +53,31 @@ async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Option<ToControl>
     }
 }
 
+/// Longest a frame may take to reach an edge: one that stops reading is dropped (it
+/// reconnects and gets a full snapshot) instead of holding its task and frame.
+pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Writes and flushes `frame` within [`WRITE_TIMEOUT`]; false when that fails.
+async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, frame: &[u8]) -> bool {
+    let written = tokio::time::timeout(WRITE_TIMEOUT, async {
+        writer.write_all(frame).await?;
+        writer.flush().await
+    })
+    .await;
+    matches!(written, Ok(Ok(())))
+}
+
 /// Counts and logs a connection refused before its snapshot.
 async fn refuse(state: &Mutex<State>, reason: &'static str, detail: &str) {
-    tracing::warn!(reason, detail, "edge connection refused");
+    static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
+    if LOG.allow() {
+        tracing::warn!(reason, detail, "edge connection refused");
+    }
+    count_refusal(state, reason).await;
+}
+
+/// Counts an edge connection refused for `reason` (`qdns_edge_links_refused_total`).
+pub async fn count_refusal(state: &Mutex<State>, reason: &'static str) {
     *state.lock().await.edge_links_refused.entry(reason).or_default() += 1;
 }
 
@@ -67,6 +89,7 @@ pub async fn serve_edge<R, W>(
     mut reader: R,
     mut writer: W,
     peer: Peer,
+    mut ticket: qdns_listen::Ticket,
     state: Arc<Mutex<State>>,
     updates: broadcast::Sender<Frame>,
     shutdown: CancellationToken,
@@ -77,6 +100,7 @@ pub async fn serve_edge<R, W>(
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let hello = tokio::select! {
         () = shutdown.cancelled() => return,
+        () = ticket.evicted() => return refuse(&state, "evicted", "closed before its hello to make room").await,
         hello = tokio::time::timeout(HELLO_TIMEOUT, read_message(&mut reader)) => hello,
     };
     let (edge, serving) = match hello {
@@ -98,6 +122,8 @@ pub async fn serve_edge<R, W>(
             return refuse(&state, "wrong_name", &detail).await;
         }
     }
+    // An edge that named itself (and on tls:// proved it) keeps its place.
+    ticket.set_evictable(false);
     // Subscribe and take the snapshot under one lock, so no delta falls between them.
     let (full, mut rx) = {
         let mut guard = state.lock().await;
@@ -125,7 +151,7 @@ pub async fn serve_edge<R, W>(
             }
         }
     };
-    if writer.write_all(&full).await.is_err() || writer.flush().await.is_err() {
+    if !write_frame(&mut writer, &full).await {
         state.lock().await.edges.remove(&id);
         return;
     }
@@ -154,7 +180,7 @@ pub async fn serve_edge<R, W>(
         };
         match frame {
             Ok(frame) => {
-                if writer.write_all(&frame).await.is_err() || writer.flush().await.is_err() {
+                if !write_frame(&mut writer, &frame).await {
                     break;
                 }
             }

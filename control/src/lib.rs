@@ -34,6 +34,7 @@ pub mod state;
 use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
 
 pub use config::Config;
+use qdns_listen::{Limits, Pool, Ticket};
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
     net::{TcpListener, UnixListener},
@@ -171,7 +172,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             )),
             None => None,
         };
-        let listener = TcpListener::bind(addr).await.map_err(|source| ControlError::Bind {
+        let listener = qdns_listen::bind_tcp(addr).await.map_err(|source| ControlError::Bind {
             what: "edge socket",
             at: config.edge_socket.clone(),
             source,
@@ -196,7 +197,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(apply_observations(observed, ctx.clone(), shutdown.clone()));
     if let Some(addr) = &config.metrics {
-        let listener = TcpListener::bind(addr.as_str())
+        let listener = qdns_listen::bind_tcp(addr.as_str())
             .await
             .map_err(|source| ControlError::Bind {
                 what: "metrics",
@@ -207,7 +208,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tasks.spawn(metrics::serve(listener, ctx.clone(), shutdown.clone()));
     }
     if let (Some(addr), Some(keys)) = (&config.checker_listen, keys) {
-        let listener = TcpListener::bind(addr.as_str())
+        let listener = qdns_listen::bind_tcp(addr.as_str())
             .await
             .map_err(|source| ControlError::Bind {
                 what: "checker listener",
@@ -233,40 +234,61 @@ pub const MAX_EDGE_CONNECTIONS: usize = 1024;
 /// Most control-socket connections at once.
 pub const MAX_CONTROL_CONNECTIONS: usize = 64;
 
-/// A connection's permit under a cap, or `None` (logged) when the cap is reached.
-fn permit(cap: &Arc<tokio::sync::Semaphore>, what: &'static str) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    let permit = Arc::clone(cap).try_acquire_owned().ok();
-    if permit.is_none() {
-        tracing::warn!(what, "connection cap reached: closing a new connection");
+/// Most edge connections from one address (edges are one per host; a few more let an
+/// edge reconnect while its previous connection is still being torn down).
+pub const MAX_EDGE_CONNECTIONS_PER_SOURCE: usize = 16;
+
+/// A place in `pool` for a connection from `source`, or `None` (logged at most once a
+/// second's worth of connections: a flood must not become a log flood) when refused.
+fn admit(pool: &Pool, source: std::net::IpAddr, what: &'static str) -> Option<Ticket> {
+    match pool.admit(source) {
+        Ok(ticket) => Some(ticket),
+        Err(refusal) => {
+            tracing::debug!(what, %source, reason = refusal.label(), "connection refused");
+            None
+        }
     }
-    permit
+}
+
+fn edge_pool() -> Pool {
+    Pool::new(Limits {
+        total: MAX_EDGE_CONNECTIONS,
+        per_source: MAX_EDGE_CONNECTIONS_PER_SOURCE,
+    })
 }
 
 async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
-    let cap = Arc::new(tokio::sync::Semaphore::new(MAX_EDGE_CONNECTIONS));
+    // One source: the socket's file permissions say who may connect.
+    let pool = Pool::new(Limits {
+        total: MAX_EDGE_CONNECTIONS,
+        per_source: MAX_EDGE_CONNECTIONS,
+    });
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        if let Ok((stream, _)) = accepted {
-            let Some(permit) = permit(&cap, "edge socket") else {
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                qdns_listen::accept_failed(&err).await;
                 continue;
-            };
-            let (r, w) = stream.into_split();
-            let serve = edges::serve_edge(
-                r,
-                w,
-                edges::Peer::Unchecked,
-                Arc::clone(&ctx.state),
-                ctx.updates.clone(),
-                shutdown.clone(),
-            );
-            tokio::spawn(async move {
-                serve.await;
-                drop(permit);
-            });
-        }
+            }
+        };
+        let Some(ticket) = admit(&pool, qdns_listen::pool::LOCAL, "edge socket") else {
+            edges::count_refusal(&ctx.state, "connection_limit").await;
+            continue;
+        };
+        let (r, w) = stream.into_split();
+        tokio::spawn(edges::serve_edge(
+            r,
+            w,
+            edges::Peer::Unchecked,
+            ticket,
+            Arc::clone(&ctx.state),
+            ctx.updates.clone(),
+            shutdown.clone(),
+        ));
     }
 }
 
@@ -282,20 +304,21 @@ async fn accept_edges_tcp(
     ctx: Ctx,
     shutdown: CancellationToken,
 ) {
-    let cap = Arc::new(tokio::sync::Semaphore::new(MAX_EDGE_CONNECTIONS));
+    let pool = edge_pool();
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, from)) = accepted else { continue };
-        let Some(permit) = permit(&cap, "edge socket") else {
-            *ctx.state
-                .lock()
-                .await
-                .edge_links_refused
-                .entry("connection_limit")
-                .or_default() += 1;
+        let (stream, from) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                qdns_listen::accept_failed(&err).await;
+                continue;
+            }
+        };
+        let Some(ticket) = admit(&pool, from.ip(), "edge socket") else {
+            edges::count_refusal(&ctx.state, "connection_limit").await;
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -303,24 +326,32 @@ async fn accept_edges_tcp(
         let shutdown = shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             let (state, updates) = (Arc::clone(&ctx.state), ctx.updates.clone());
             let Some(tls) = tls else {
                 let (r, w) = stream.into_split();
-                edges::serve_edge(r, w, edges::Peer::Unchecked, state, updates, shutdown).await;
+                edges::serve_edge(r, w, edges::Peer::Unchecked, ticket, state, updates, shutdown).await;
                 return;
             };
-            let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await;
+            let handshake = tokio::select! {
+                () = ticket.evicted() => {
+                    edges::count_refusal(&state, "evicted").await;
+                    return;
+                }
+                handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)) => handshake,
+            };
             let stream = match handshake {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(err)) => {
-                    tracing::warn!(%from, %err, "edge connection refused: TLS authentication failed");
-                    *state.lock().await.edge_links_refused.entry("tls").or_default() += 1;
+                    static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
+                    if LOG.allow() {
+                        tracing::warn!(%from, %err, "edge connection refused: TLS authentication failed");
+                    }
+                    edges::count_refusal(&state, "tls").await;
                     return;
                 }
                 Err(_) => {
                     tracing::warn!(%from, "edge connection refused: no TLS handshake within the timeout");
-                    *state.lock().await.edge_links_refused.entry("tls").or_default() += 1;
+                    edges::count_refusal(&state, "tls").await;
                     return;
                 }
             };
@@ -328,35 +359,51 @@ async fn accept_edges_tcp(
                 return; // the verifier requires one; nothing to serve without it
             };
             let (r, w) = tokio::io::split(stream);
-            edges::serve_edge(r, w, edges::Peer::Certified(cert), state, updates, shutdown).await;
+            edges::serve_edge(r, w, edges::Peer::Certified(cert), ticket, state, updates, shutdown).await;
         });
     }
 }
 
 async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
-    let cap = Arc::new(tokio::sync::Semaphore::new(MAX_CONTROL_CONNECTIONS));
+    let pool = Pool::new(Limits {
+        total: MAX_CONTROL_CONNECTIONS,
+        per_source: MAX_CONTROL_CONNECTIONS,
+    });
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else { continue };
-        let Some(permit) = permit(&cap, "control socket") else {
+        let (stream, _) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                qdns_listen::accept_failed(&err).await;
+                continue;
+            }
+        };
+        let Some(mut ticket) = admit(&pool, qdns_listen::pool::LOCAL, "control socket") else {
             continue;
         };
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             let (r, mut w) = stream.into_split();
             let mut lines = BufReader::new(r);
             let mut line = String::new();
             loop {
                 line.clear();
+                // Waiting for a request: the oldest such connection makes room for a
+                // new one when all 64 places are taken.
+                ticket.set_evictable(true);
                 let mut limited = (&mut lines).take(MAX_REQUEST as u64);
-                match tokio::time::timeout(CONTROL_IDLE, limited.read_line(&mut line)).await {
+                let read = tokio::select! {
+                    () = ticket.evicted() => return,
+                    read = tokio::time::timeout(CONTROL_IDLE, limited.read_line(&mut line)) => read,
+                };
+                match read {
                     Ok(Ok(0) | Err(_)) | Err(_) => return,
                     Ok(Ok(_)) => {}
                 }
+                ticket.set_evictable(false);
                 // A line cut at the limit: refused whole, and the connection closed (the
                 // rest of it is not a request).
                 let complete = line.ends_with('\n') || line.len() < MAX_REQUEST;
@@ -373,7 +420,8 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
                 };
                 let mut text = serde_json::to_string(&response).unwrap_or_else(|_| "{\"ok\":false}".to_owned());
                 text.push('\n');
-                if w.write_all(text.as_bytes()).await.is_err() || !complete {
+                let written = tokio::time::timeout(CONTROL_IDLE, w.write_all(text.as_bytes())).await;
+                if !matches!(written, Ok(Ok(()))) || !complete {
                     return;
                 }
             }
@@ -403,8 +451,11 @@ async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx
                     ctx.push_health(&mut state);
                 }
                 Err(reject) => {
+                    static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
                     *state.reports_rejected.entry(reject.label()).or_default() += 1;
-                    tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
+                    if LOG.allow() {
+                        tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
+                    }
                 }
             }
         }

@@ -182,9 +182,10 @@ fn register_counters(r: &mut Registry, state: &State) {
     );
 }
 
-/// Serves `/metrics` until `shutdown` (the edge's HTTP server, with this render).
+/// Serves `/metrics` until `shutdown` (the listener both daemons share, with this
+/// render).
 pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
-    qdns_edge::metrics::serve_text(
+    qdns_listen::metrics::serve_text(
         listener,
         move || {
             let ctx = ctx.clone();

@@ -140,11 +140,17 @@ async fn send_loop(
                 continue;
             }
         };
+        // The first report goes out as soon as there is one: a location under a flood
+        // of connections keeps a new connection only once it has proven itself.
+        let mut first = true;
         loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            if !first {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
             }
+            first = false;
             let batch: Vec<Observation> = {
                 let mut q = queue.lock().await;
                 let n = q.len().min(5000);

@@ -2,7 +2,11 @@
 //! checkers with every read bounded before the sender is authenticated.
 //!
 //! - Connections: at most [`MAX_CONNECTIONS`] in all and [`MAX_PER_SOURCE`] from one
-//!   address; one over either cap is closed at once and counted (`connection_limit`).
+//!   address (a [`qdns_listen::Pool`]). One over the per-source cap is closed at once
+//!   and counted (`connection_limit`); when every place is taken, the oldest connection
+//!   that has not yet delivered an authentic report is closed to make room (`evicted`),
+//!   so idle or slow strangers cannot lock the real checkers out; a checker that has
+//!   proven itself keeps its connection.
 //! - A connection may sit idle between reports for [`IDLE_TIMEOUT`]; once a frame's
 //!   first octet has arrived, the whole frame must follow within [`FRAME_TIMEOUT`]
 //!   (`timeout`), so a slow sender cannot hold a slot or a buffer.
@@ -16,11 +20,11 @@
 //! replayed (the checker then simply sends newer ones).
 use std::{
     collections::HashMap,
-    net::IpAddr,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
+use qdns_listen::{Limits, Pool};
 use tokio::{
     io::{AsyncRead, AsyncReadExt},
     net::TcpListener,
@@ -39,49 +43,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a frame may take to arrive once it has begun.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Open connections, in all and per source.
-#[derive(Default)]
-struct Open {
-    total: usize,
-    by_source: HashMap<IpAddr, usize>,
-}
-
-/// A connection's place under the caps; given back when dropped.
-struct Slot {
-    open: Arc<Mutex<Open>>,
-    source: IpAddr,
-}
-
-impl Slot {
-    fn take(open: &Arc<Mutex<Open>>, source: IpAddr) -> Option<Slot> {
-        let mut guard = open.lock().ok()?;
-        let from_source = guard.by_source.get(&source).copied().unwrap_or(0);
-        if guard.total >= MAX_CONNECTIONS || from_source >= MAX_PER_SOURCE {
-            return None;
-        }
-        guard.total += 1;
-        guard.by_source.insert(source, from_source + 1);
-        Some(Slot {
-            open: Arc::clone(open),
-            source,
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Ok(mut guard) = self.open.lock() {
-            guard.total = guard.total.saturating_sub(1);
-            if let Some(n) = guard.by_source.get_mut(&self.source) {
-                *n -= 1;
-                if *n == 0 {
-                    guard.by_source.remove(&self.source);
-                }
-            }
-        }
-    }
-}
-
 /// Accepts report connections until `shutdown`, verifying each frame against `keys`
 /// and handing the outcome — the authenticated report, or why a frame or connection
 /// was dropped — the peer's address and the frame's octets to `sink`.
@@ -91,14 +52,23 @@ where
     Fut: std::future::Future<Output = ()> + Send,
 {
     let last_seq: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-    let open: Arc<Mutex<Open>> = Arc::default();
+    let pool = Pool::new(Limits {
+        total: MAX_CONNECTIONS,
+        per_source: MAX_PER_SOURCE,
+    });
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((mut stream, peer)) = accepted else { continue };
-        let Some(slot) = Slot::take(&open, peer.ip()) else {
+        let (mut stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                qdns_listen::accept_failed(&err).await;
+                continue;
+            }
+        };
+        let Ok(mut ticket) = pool.admit(peer.ip()) else {
             sink(Err(Reject::ConnectionLimit), peer.to_string(), 0).await;
             drop(stream);
             continue;
@@ -106,11 +76,14 @@ where
         let (keys, sink, last_seq, shutdown) =
             (Arc::clone(&keys), sink.clone(), Arc::clone(&last_seq), shutdown.clone());
         tokio::spawn(async move {
-            let _slot = slot;
             let peer = peer.to_string();
             loop {
                 let frame = tokio::select! {
                     () = shutdown.cancelled() => return,
+                    () = ticket.evicted() => {
+                        sink(Err(Reject::Evicted), peer.clone(), 0).await;
+                        return;
+                    }
                     frame = read_frame(&mut stream, &keys) => frame,
                 };
                 let mut octets = 0;
@@ -125,6 +98,10 @@ where
                     },
                     Err(reject) => Err(reject),
                 };
+                if verdict.is_ok() {
+                    // Proven: never evicted for a newcomer.
+                    ticket.set_evictable(false);
+                }
                 let close = matches!(
                     verdict,
                     Err(Reject::Malformed
@@ -247,18 +224,5 @@ mod tests {
             .unwrap();
         assert_eq!(read_frame(&mut server, &keys()).await, Err(Reject::Timeout));
         drop(client);
-    }
-
-    #[test]
-    fn slots_are_capped_per_source_and_given_back() {
-        let open: Arc<Mutex<Open>> = Arc::default();
-        let a: IpAddr = [192, 0, 2, 1].into();
-        let b: IpAddr = [192, 0, 2, 2].into();
-        let held: Vec<Slot> = (0..MAX_PER_SOURCE).map(|_| Slot::take(&open, a).unwrap()).collect();
-        assert!(Slot::take(&open, a).is_none());
-        assert!(Slot::take(&open, b).is_some());
-        drop(held);
-        assert!(Slot::take(&open, a).is_some());
-        assert_eq!(open.lock().unwrap().total, 0);
     }
 }

@@ -93,6 +93,18 @@ impl World {
         self.location_with(name, None, &[])
     }
 
+    /// A location with every listener on loopback TCP: returns it and its report,
+    /// edge-link (`tcp://`) and metrics ports.
+    fn exposed_location(&self, name: &str) -> (Proc, u16, u16, u16) {
+        let (edge_port, metrics) = (free_port(), free_port());
+        let (location, port) = self.location_with(
+            name,
+            Some(&format!("tcp://127.0.0.1:{edge_port}")),
+            &["--metrics", &format!("127.0.0.1:{metrics}")],
+        );
+        (location, port, edge_port, metrics)
+    }
+
     /// A location whose edge socket is `edge_socket` (default: a Unix socket in the
     /// world's directory), with `extra` arguments.
     fn location_with(&self, name: &str, edge_socket: Option<&str>, extra: &[&str]) -> (Proc, u16) {
@@ -161,6 +173,11 @@ impl World {
             .args(["--json", "status"])
             .output()
             .unwrap();
+        assert!(
+            out.status.success(),
+            "qdnsctl status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
@@ -372,8 +389,9 @@ fn a_checker_reloads_its_zones_on_sighup() {
 }
 
 /// The checker-report listener bounds what a peer that has not authenticated can cost:
-/// a giant length is refused on the length alone, a stranger before its body, and
-/// connections beyond the per-source cap are closed at once — each counted.
+/// a giant length is refused on the length alone, a stranger before its body, and a
+/// connection beyond the per-source cap takes the place of that address's oldest idle
+/// one — each counted.
 #[test]
 fn the_report_listener_refuses_giants_strangers_and_crowds_before_reading_bodies() {
     let world = World::new();
@@ -395,17 +413,28 @@ fn the_report_listener_refuses_giants_strangers_and_crowds_before_reading_bodies
     head.extend_from_slice(b"intruder");
     stranger.write_all(&head).unwrap();
     assert!(closed(&mut stranger), "an unknown checker is refused before its body");
-    // Idle connections up to the per-source cap stay open; the next is closed at once.
-    let idle: Vec<TcpStream> = (0..=qdns_control::report_listener::MAX_PER_SOURCE)
+    // Idle connections up to the per-source cap stay open; one more from the same
+    // address takes the place of its oldest (never another address's).
+    let mut idle: Vec<TcpStream> = (0..qdns_control::report_listener::MAX_PER_SOURCE)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
+    std::thread::sleep(Duration::from_millis(300));
     let mut over = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    assert!(closed(&mut over), "a connection over the per-source cap is closed");
+    assert!(
+        closed(&mut idle[0]),
+        "the oldest idle connection of the address is evicted"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!qdns_testkit::closed(&mut over), "the newcomer is kept");
+    assert!(
+        idle[1..].iter_mut().all(|s| !qdns_testkit::closed(s)),
+        "the others are kept"
+    );
     let status = world.status("a");
     let rejected = &status["checkers"]["reports_rejected"];
     assert_eq!(rejected["too_large"], 1, "{status}");
     assert_eq!(rejected["unknown_checker"], 1, "{status}");
-    assert!(rejected["connection_limit"].as_u64().unwrap_or(0) >= 1, "{status}");
+    assert_eq!(rejected["evicted"], 1, "{status}");
     drop(idle);
 }
 
@@ -547,12 +576,7 @@ fn flood(port: u16, count: u64, threads: u64, frame: fn(&mut Noise, u64) -> Vec<
 fn fifty_thousand_hostile_frames_are_each_rejected_counted_and_never_applied() {
     const EACH: u64 = 25_000;
     let world = World::new();
-    let (edge_port, metrics) = (free_port(), free_port());
-    let (location, port) = world.location_with(
-        "a",
-        Some(&format!("tcp://127.0.0.1:{edge_port}")),
-        &["--metrics", &format!("127.0.0.1:{metrics}")],
-    );
+    let (location, port, edge_port, metrics) = world.exposed_location("a");
     let started = Instant::now();
     let reports_back = flood(port, EACH, 4, hostile_report);
     let link_back = flood(edge_port, EACH, 4, hostile_link_frame);
@@ -590,4 +614,133 @@ fn fifty_thousand_hostile_frames_are_each_rejected_counted_and_never_applied() {
     // Still deciding, still answering its socket.
     assert!(world.status("a")["snapshot_version"].as_u64().is_some());
     drop(location);
+}
+
+/// Issue 14: 2,000 idle and 2,000 slowloris connections at once to each of control's
+/// listeners — checker reports, the edge link, `/metrics` (TCP, from 500 addresses: each
+/// under its per-source cap, so only eviction makes room) and the control socket (Unix).
+/// Meanwhile a real checker's reports are applied, an edge that says hello gets its
+/// snapshot, `qdnsctl` is answered and a scraper scrapes; memory stays bounded; and the
+/// crowds are closed: evicted by newer connections, the rest at their timeouts.
+#[test]
+#[expect(clippy::too_many_lines, reason = "one scenario across four listeners, step by step")]
+fn idle_and_slowloris_crowds_lock_out_no_checker_edge_operator_or_scraper() {
+    use std::{net::SocketAddr, os::unix::net::UnixStream};
+
+    use qdns_testkit::{attacker_sources, connect_from, raise_fd_limit, rss_kib, Crowd};
+    raise_fd_limit();
+    let world = World::new();
+    let (location, port, edge_port, metrics) = world.exposed_location("a");
+    let before = rss_kib(location.child.id());
+    let sources = attacker_sources(500);
+    let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+    let started = Instant::now();
+    let mut reports = Crowd::open(at(port), 2000, 2000, &sources, &[0, 0]);
+    let mut links = Crowd::open(at(edge_port), 2000, 2000, &sources, &[0, 0]);
+    let mut scrapes = Crowd::open(at(metrics), 2000, 2000, &sources, b"GET /metrics HTTP/1.1\r\n");
+    let socket = world.dir.path().join("a.sock");
+    let unix_idle: Vec<UnixStream> = (0..2000).filter_map(|_| UnixStream::connect(&socket).ok()).collect();
+    let mut unix_slow: Vec<UnixStream> = (0..2000).filter_map(|_| UnixStream::connect(&socket).ok()).collect();
+    for s in &mut unix_slow {
+        let _ = s.write_all(b"{\"cmd\":");
+    }
+    for crowd in [&reports, &links, &scrapes] {
+        assert!(crowd.len() > 3900, "{} connected", crowd.len());
+    }
+    assert!(unix_idle.len() + unix_slow.len() > 3900);
+    // The kernel completed every handshake; control takes them in at its pace, each
+    // newcomer past the caps evicting the oldest unproven connection.
+    let limit = Duration::from_secs(30);
+    assert!(reports.settle(64, limit) <= 64, "report listener holds more than 64");
+    assert!(links.settle(1024, limit) <= 1024, "edge link holds more than 1,024");
+    assert!(scrapes.settle(64, limit) <= 64, "metrics listener holds more than 64");
+    let mut unix_all: Vec<UnixStream> = unix_idle.into_iter().collect();
+    let slow_at = unix_all.len();
+    unix_all.append(&mut unix_slow);
+    assert!(
+        qdns_testkit::settle(&mut unix_all, 64, limit) <= 64,
+        "control socket holds more than 64"
+    );
+    let mut unix_slow = unix_all.split_off(slow_at);
+    let unix_idle = unix_all;
+    eprintln!("16,000 hostile connections taken in after {:?}", started.elapsed());
+
+    let edge_hello = || {
+        let mut edge = connect_from(std::net::Ipv4Addr::new(127, 0, 0, 3), at(edge_port)).expect("the edge connects");
+        edge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let hello = qdns_zone::sync::encode(&qdns_zone::sync::ToControl::Hello {
+            edge: "legit".to_owned(),
+            serving: None,
+        })
+        .unwrap();
+        edge.write_all(&hello).unwrap();
+        let mut prefix = [0u8; 4];
+        edge.read_exact(&mut prefix).expect("the edge gets its snapshot");
+        assert!(u32::from_be_bytes(prefix) > 100, "a snapshot frame");
+    };
+    let scrape = || {
+        let text = common::scrape_from("127.0.0.4", &format!("127.0.0.1:{metrics}"));
+        assert!(text.contains("qdns_snapshot_version"), "{text:.300}");
+    };
+    let mut checker = world.checker(1, &[port]);
+    for round in 0..16 {
+        reports.trickle(1);
+        links.trickle(1);
+        scrapes.trickle(b'X');
+        for s in &mut unix_slow {
+            let _ = s.write(b" ");
+        }
+        assert!(
+            world.status("a")["snapshot_version"].as_u64().is_some(),
+            "qdnsctl answered"
+        );
+        if round % 4 == 0 {
+            edge_hello();
+            scrape();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The checker probes first at a random point of its 10 s interval.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = world.health("a");
+        if health["observations"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|o| o["checker"] == "c1"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the real checker's reports were not applied: {health}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let during = rss_kib(location.child.id());
+    eprintln!("control RSS {before} KiB before, {during} KiB with 16,000 hostile connections");
+    assert!(during < before + 64 * 1024, "RSS grew from {before} to {during} KiB");
+    // Past the hello and header timeouts (10 s) no link or scrape crowd is left; the
+    // report listener and the control socket keep at most their 64 places.
+    assert_eq!(
+        links.settle(0, Duration::from_secs(15)),
+        0,
+        "edge-link connections still open"
+    );
+    assert_eq!(
+        scrapes.settle(0, Duration::from_secs(15)),
+        0,
+        "metrics connections still open"
+    );
+    let (idle, slow) = reports.still_open();
+    assert!(idle + slow <= 64, "{idle} + {slow} report connections open");
+    let status = world.status("a");
+    assert!(
+        status["checkers"]["reports_rejected"]["evicted"].as_u64().unwrap_or(0) > 3000,
+        "{status}"
+    );
+    edge_hello();
+    scrape();
+    assert!(checker.child.try_wait().unwrap().is_none());
+    checker.term();
+    drop((unix_idle, unix_slow));
 }

@@ -63,10 +63,12 @@ pub struct Args {
     /// Seconds a TCP connection may stay idle.
     #[arg(long)]
     pub tcp_idle_timeout: Option<u64>,
-    /// TCP connections served at once.
+    /// TCP connections served at once (past it a new one replaces the oldest waiting for
+    /// a query).
     #[arg(long)]
     pub max_tcp_connections: Option<usize>,
-    /// TCP connections from one address at once (more are closed).
+    /// TCP connections from one address at once (past it a new one replaces that
+    /// address's oldest idle one, or is closed).
     #[arg(long)]
     pub max_tcp_per_source: Option<usize>,
     /// Response rate limiting: UDP responses per second per client prefix, in both the

@@ -17,6 +17,11 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    // Room for every connection the listeners' caps allow (systemd's LimitNOFILE may
+    // set the hard limit).
+    if let Err(err) = qdns_listen::raise_open_files_limit() {
+        tracing::warn!(%err, "cannot raise the open-file limit");
+    }
     let config = match Config::from_args(Args::parse()) {
         Ok(config) => config,
         Err(err) => return fatal(&err),

@@ -1,16 +1,9 @@
 //! Prometheus metrics of an edge (SPEC §8), served on `--metrics ADDR:PORT` at
 //! `/metrics` (`OpenMetrics` text via prometheus-client), rendered at each scrape from
 //! the workers' counters, the engine, and the XDP program's per-CPU counters.
-use std::{
-    convert::Infallible,
-    sync::{atomic::AtomicU64, Arc, Mutex},
-};
+use std::sync::{atomic::AtomicU64, Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{server::conn::http1, service::service_fn, Response};
-use hyper_util::rt::TokioIo;
 use prometheus_client::{
     encoding::text::encode,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
@@ -165,7 +158,7 @@ pub fn render(sources: &Sources) -> String {
 
 /// Serves the edge's `/metrics` until `shutdown`.
 pub async fn serve(listener: TcpListener, sources: Sources, shutdown: CancellationToken) {
-    serve_text(
+    qdns_listen::metrics::serve_text(
         listener,
         move || {
             let sources = sources.clone();
@@ -174,78 +167,4 @@ pub async fn serve(listener: TcpListener, sources: Sources, shutdown: Cancellati
         shutdown,
     )
     .await;
-}
-
-/// Most metrics connections at once, and from one address: scrapers are few, so a
-/// client over either is closed at once (a flood from one host leaves room for the
-/// real scraper).
-pub const MAX_METRICS_CONNECTIONS: usize = 64;
-/// Most metrics connections from one address.
-pub const MAX_METRICS_PER_SOURCE: usize = 16;
-/// Longest wait for a request's headers (on a kept-alive connection too: an idle
-/// connection is closed after this).
-pub const METRICS_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Longest a metrics connection lives (a scraper reconnects).
-pub const METRICS_CONNECTION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(300);
-/// Largest request head read (octets).
-const METRICS_MAX_HEAD: usize = 16 * 1024;
-
-/// Serves `/metrics` with the text `render` produces at each scrape (`OpenMetrics`
-/// content type), and 404 elsewhere, until `shutdown`. Shared by both daemons. Bounded
-/// before a byte is parsed: [`MAX_METRICS_CONNECTIONS`] in all,
-/// [`MAX_METRICS_PER_SOURCE`] per address, [`METRICS_HEADER_TIMEOUT`] for each request's
-/// head (at most 16 KiB), [`METRICS_CONNECTION_LIFETIME`] per connection.
-pub async fn serve_text<F, Fut>(listener: TcpListener, render: F, shutdown: CancellationToken)
-where
-    F: Fn() -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = String> + Send + 'static,
-{
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_METRICS_CONNECTIONS));
-    let by_source = crate::server::slots::BySource::default();
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let Ok((stream, peer)) = accepted else { continue };
-        let (Ok(permit), Some(slot)) = (
-            Arc::clone(&permits).try_acquire_owned(),
-            by_source.take(peer.ip(), MAX_METRICS_PER_SOURCE),
-        ) else {
-            tracing::debug!(%peer, "metrics: connection cap reached; closed");
-            continue;
-        };
-        let render = render.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let _held = (permit, slot);
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let render = render.clone();
-                async move {
-                    let response = if request.uri().path() == "/metrics" {
-                        Response::builder()
-                            .header(
-                                "content-type",
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )
-                            .body(Full::new(Bytes::from(render().await)))
-                    } else {
-                        Response::builder()
-                            .status(404)
-                            .body(Full::new(Bytes::from_static(b"see /metrics\n")))
-                    };
-                    Ok::<_, Infallible>(response.unwrap_or_else(|_| Response::new(Full::new(Bytes::new()))))
-                }
-            });
-            let connection = http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(METRICS_HEADER_TIMEOUT)
-                .max_buf_size(METRICS_MAX_HEAD)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                _ = tokio::time::timeout(METRICS_CONNECTION_LIFETIME, connection) => {}
-            }
-        });
-    }
 }

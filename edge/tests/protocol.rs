@@ -428,49 +428,63 @@ fn tcp_idle_connections_are_closed() {
     );
 }
 
-#[test]
-fn tcp_connection_cap_queues_extra_clients() {
-    let edge = Edge::start_with(
-        &common::example_zones(),
-        &["--max-tcp-connections", "2", "--tcp-idle-timeout", "2"],
-    );
-    // Two idle connections take both slots; a third client waits until one times out.
-    let _a = TcpStream::connect(edge.v4).unwrap();
-    let _b = TcpStream::connect(edge.v4).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let q = query("www.example.com.", RecordType::A, Ask::default());
-    let started = std::time::Instant::now();
-    let raw = tcp_raw_patient(edge.v4, &q);
-    parse_response(&q, &raw);
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "third connection waited for a slot"
-    );
+/// Whether the server closed `stream` (it reads EOF or a reset within 2 s).
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 1];
+    match std::io::Read::read(stream, &mut buf) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
 }
 
 #[test]
-fn tcp_connections_over_the_per_source_cap_are_closed_at_once() {
+fn tcp_connection_cap_evicts_the_oldest_idle_client() {
+    let edge = Edge::start_with(
+        &common::example_zones(),
+        &["--max-tcp-connections", "2", "--tcp-idle-timeout", "5"],
+    );
+    // Two idle connections take both places; a third client takes the oldest's place
+    // (RFC 7766 §6.2.3) and is answered at once.
+    let mut a = TcpStream::connect(edge.v4).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut b = TcpStream::connect(edge.v4).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let q = query("www.example.com.", RecordType::A, Ask::default());
+    let started = std::time::Instant::now();
+    parse_response(&q, &tcp_raw_patient(edge.v4, &q));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the third client was answered without waiting for the idle timeout"
+    );
+    assert!(closed_by_server(&mut a), "the oldest idle connection was closed for it");
+    // The other is still served.
+    b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write_framed(&mut b, &q);
+    parse_response(&q, &read_framed(&mut b));
+}
+
+#[test]
+fn tcp_connections_over_the_per_source_cap_replace_that_source_s_oldest() {
     let edge = Edge::start_with(&common::example_zones(), &["--max-tcp-per-source", "2"]);
     let q = query("www.example.com.", RecordType::A, Ask::default());
     let mut first = TcpStream::connect(edge.v4).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
     let mut second = TcpStream::connect(edge.v4).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    // The third from the same address is closed without an answer...
+    // The third from the same address takes the place of its oldest idle connection...
     let mut over = TcpStream::connect(edge.v4).unwrap();
     over.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _ = std::io::Write::write_all(&mut over, &[0, 0]);
-    let mut buf = [0u8; 1];
-    let n = std::io::Read::read(&mut over, &mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "the connection over the cap is closed");
-    // ... while the two within it are answered, and a slot given back is reusable.
-    for stream in [&mut first, &mut second] {
-        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        write_framed(stream, &q);
-        parse_response(&q, &read_framed(stream));
-    }
-    drop(first);
-    std::thread::sleep(Duration::from_millis(200));
-    parse_response(&q, &tcp_raw_patient(edge.v4, &q));
+    write_framed(&mut over, &q);
+    parse_response(&q, &read_framed(&mut over));
+    assert!(
+        closed_by_server(&mut first),
+        "the source's oldest connection was closed"
+    );
+    // ... while the other within the cap is answered.
+    second.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write_framed(&mut second, &q);
+    parse_response(&q, &read_framed(&mut second));
 }
 
 fn tcp_raw_patient(addr: std::net::SocketAddr, q: &[u8]) -> Vec<u8> {

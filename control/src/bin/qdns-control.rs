@@ -19,6 +19,11 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    // Room for every connection the listeners' caps allow (systemd's LimitNOFILE may
+    // set the hard limit).
+    if let Err(err) = qdns_listen::raise_open_files_limit() {
+        tracing::warn!(%err, "cannot raise the open-file limit");
+    }
     let mut args = Args::parse();
     let role = args.role.take();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

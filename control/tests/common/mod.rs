@@ -318,8 +318,14 @@ pub fn values(msg: &Message) -> Vec<String> {
 
 /// `GET /metrics` from `addr` over a plain socket: the body.
 pub fn scrape(addr: &str) -> String {
+    scrape_from("127.0.0.1", addr)
+}
+
+/// The body of `/metrics` at `addr`, asked from the loopback address `source`.
+pub fn scrape_from(source: &str, addr: &str) -> String {
     use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let mut conn = qdns_testkit::connect_from(source.parse().unwrap(), addr.parse().unwrap()).expect("connects");
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut text = String::new();

@@ -4,7 +4,6 @@
 //! binary cancels it on SIGTERM/SIGINT. SIGHUP re-reads the zone directory (standalone
 //! mode): a zone set that fails validation is logged and the running one keeps serving.
 pub mod rrl;
-pub mod slots;
 pub mod tcp;
 pub mod udp;
 
@@ -114,7 +113,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     let metrics_listener = match config.metrics {
         Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
+            qdns_listen::bind_tcp(&addr.to_string())
                 .await
                 .map_err(|source| ServerError::Bind {
                     addr,

@@ -1,18 +1,20 @@
 //! DNS over TCP (RFC 1035 §4.2.2, RFC 7766): two-octet length framing, pipelined queries
-//! answered in order on each connection, an idle timeout, and caps on connections in
-//! all and per source address.
+//! answered in order on each connection, an idle timeout (on reads and on writes to a
+//! client that stops reading), and caps on connections in all and per source address.
+//! When every place is taken, a new connection takes that of the oldest connection
+//! waiting for (or part-way through) a query, which is closed (RFC 7766 §6.2.3 lets a
+//! server close idle connections under pressure); one being answered is never cut.
 use std::{sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
+use qdns_listen::{Limits, Pool, Ticket};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter},
     net::{TcpListener, TcpStream},
-    sync::Semaphore,
     task::JoinSet,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::slots::BySource;
 use crate::{engine::MAX_MESSAGE, stats::WorkerStats, Engine, Transport};
 
 /// TCP limits (RFC 7766 §6.2.3 asks servers to bound both).
@@ -20,7 +22,8 @@ use crate::{engine::MAX_MESSAGE, stats::WorkerStats, Engine, Transport};
 pub struct TcpLimits {
     /// Close a connection idle for this long.
     pub idle_timeout: Duration,
-    /// Connections served at once; more wait in the accept queue.
+    /// Connections served at once; past it a new connection replaces the oldest idle
+    /// one, or is closed at once (counted as dropped) when none is idle.
     pub max_connections: usize,
     /// Connections from one address at once; more are closed at once (counted as
     /// dropped), so one source cannot take every slot.
@@ -35,15 +38,12 @@ pub async fn serve(
     limits: TcpLimits,
     shutdown: CancellationToken,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let by_source = BySource::default();
+    let pool = Pool::new(Limits {
+        total: limits.max_connections,
+        per_source: limits.max_per_source,
+    });
     let mut connections = JoinSet::new();
     loop {
-        let acquired = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = Arc::clone(&permits).acquire_owned() => permit,
-        };
-        let Ok(permit) = acquired else { break };
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
@@ -51,25 +51,27 @@ pub async fn serve(
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(err) => {
-                tracing::debug!(%err, "tcp accept failed");
+                qdns_listen::accept_failed(&err).await;
                 continue;
             }
         };
-        let Some(slot) = by_source.take(peer.ip(), limits.max_per_source) else {
-            stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::debug!(%peer, "tcp: source at its connection cap; closed");
-            continue;
+        let ticket = match pool.admit(peer.ip()) {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(%peer, reason = refusal.label(), "tcp: connection refused");
+                continue;
+            }
         };
         let engine = Arc::clone(&engine);
         let stats = Arc::clone(&stats);
         let shutdown = shutdown.clone();
         connections.spawn(async move {
+            let mut ticket = ticket;
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                () = connection(stream, &engine, &stats, limits.idle_timeout) => {}
+                () = connection(stream, &engine, &stats, limits.idle_timeout, &mut ticket) => {}
             }
-            drop(slot);
-            drop(permit);
         });
         while connections.try_join_next().is_some() {}
     }
@@ -77,40 +79,64 @@ pub async fn serve(
 }
 
 /// Serves one connection: reads framed queries, writes framed responses in order.
-async fn connection(stream: TcpStream, engine: &ArcSwap<Engine>, stats: &WorkerStats, idle: Duration) {
+async fn connection(
+    stream: TcpStream,
+    engine: &ArcSwap<Engine>,
+    stats: &WorkerStats,
+    idle: Duration,
+    ticket: &mut Ticket,
+) {
     let _ = stream.set_nodelay(true);
     let (read, write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut writer = BufWriter::new(write);
-    let mut query = vec![0u8; MAX_MESSAGE];
-    let mut response = vec![0u8; MAX_MESSAGE + 2];
+    // Buffers grow with what the client sends: a connection that never sends a query
+    // costs only its reader's and writer's 8 KiB.
+    let mut query: Vec<u8> = Vec::new();
+    let mut response: Vec<u8> = Vec::new();
     loop {
-        // The idle timeout covers waiting for a query and reading it whole.
-        let read = tokio::time::timeout(idle, async {
-            let len = usize::from(reader.read_u16().await?);
-            let buf = query.get_mut(..len).ok_or(std::io::ErrorKind::InvalidData)?;
-            reader.read_exact(buf).await?;
-            Ok::<usize, std::io::Error>(len)
-        })
-        .await;
+        // The idle timeout covers waiting for a query and reading it whole; meanwhile
+        // the connection may be evicted for a newcomer.
+        ticket.set_evictable(true);
+        let read = tokio::select! {
+            () = ticket.evicted() => break,
+            read = tokio::time::timeout(idle, async {
+                let len = usize::from(reader.read_u16().await?);
+                if query.len() < len {
+                    query.resize(len, 0);
+                }
+                let buf = query.get_mut(..len).ok_or(std::io::ErrorKind::InvalidData)?;
+                reader.read_exact(buf).await?;
+                Ok::<usize, std::io::Error>(len)
+            }) => read,
+        };
         let Ok(Ok(len)) = read else { break };
+        ticket.set_evictable(false);
+        if response.is_empty() {
+            response.resize(MAX_MESSAGE + 2, 0);
+        }
         let engine = engine.load();
         let (framed, body) = response.split_at_mut(2);
         let outcome = engine.respond(query.get(..len).unwrap_or_default(), body, Transport::Tcp);
         stats.count(outcome);
         let Some(outcome) = outcome else { continue };
         framed.copy_from_slice(&(outcome.len as u16).to_be_bytes());
-        if writer
-            .write_all(response.get(..outcome.len + 2).unwrap_or_default())
-            .await
-            .is_err()
-        {
-            break;
-        }
-        // Flush once no further pipelined query is already buffered.
-        if reader.buffer().is_empty() && writer.flush().await.is_err() {
-            break;
+        // Flush once no further pipelined query is already buffered. A client that
+        // stops reading gets the idle timeout here too.
+        let flush = reader.buffer().is_empty();
+        let written = tokio::time::timeout(idle, async {
+            writer
+                .write_all(response.get(..outcome.len + 2).unwrap_or_default())
+                .await?;
+            if flush {
+                writer.flush().await?;
+            }
+            Ok::<(), std::io::Error>(())
+        })
+        .await;
+        if !matches!(written, Ok(Ok(()))) {
+            return;
         }
     }
-    let _ = writer.flush().await;
+    let _ = tokio::time::timeout(idle, writer.flush()).await;
 }

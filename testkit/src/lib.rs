@@ -1,0 +1,167 @@
+//! Test support shared by the integration tests of every crate (a dev-dependency only).
+//!
+//! [`Crowd`] is the hostile-network client the listener tests use: thousands of TCP
+//! connections from many loopback source addresses (so per-source caps alone cannot
+//! protect a listener), either idle or slowloris (a partial request, then one octet at
+//! a time).
+#![allow(clippy::missing_panics_doc, reason = "test support: a failure is the test failing")]
+
+use std::{
+    io::{Read, Write},
+    net::{Ipv4Addr, SocketAddr, TcpStream},
+    time::Duration,
+};
+
+/// Raises this process's open-file limit to its hard limit (crowds hold thousands).
+pub fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit), 0);
+    }
+}
+
+/// Resident memory of process `pid`, KiB.
+#[must_use]
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+/// A TCP connection to `to` from the loopback address `source`.
+#[must_use]
+pub fn connect_from(source: Ipv4Addr, to: SocketAddr) -> Option<TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    socket.bind(&SocketAddr::from((source, 0)).into()).ok()?;
+    socket.connect_timeout(&to.into(), Duration::from_secs(2)).ok()?;
+    Some(socket.into())
+}
+
+/// Whether the server closed `stream` (EOF or reset), without waiting: a stream still
+/// open has nothing to read.
+pub fn closed<S: Read + AsNonBlocking>(stream: &mut S) -> bool {
+    stream.non_blocking();
+    let mut buf = [0u8; 64];
+    !matches!(stream.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// Streams [`closed`] can poll.
+pub trait AsNonBlocking {
+    /// Puts the stream in non-blocking mode.
+    fn non_blocking(&mut self);
+}
+
+impl AsNonBlocking for TcpStream {
+    fn non_blocking(&mut self) {
+        self.set_nonblocking(true).unwrap();
+    }
+}
+
+impl AsNonBlocking for std::os::unix::net::UnixStream {
+    fn non_blocking(&mut self) {
+        self.set_nonblocking(true).unwrap();
+    }
+}
+
+/// Waits (at most `limit`) until the server has closed all but `keep` of `streams`:
+/// it has taken in the whole crowd, evicting what its caps do not hold. Returns how
+/// many are still open.
+pub fn settle<S: Read + AsNonBlocking>(streams: &mut [S], keep: usize, limit: Duration) -> usize {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let open = streams.iter_mut().map(closed).filter(|c| !c).count();
+        if open <= keep || std::time::Instant::now() > deadline {
+            return open;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `n` attacker source addresses, 127.1.X.Y, none of them a legitimate client's
+/// (tests use 127.0.0.x for those).
+#[must_use]
+pub fn attacker_sources(n: usize) -> Vec<Ipv4Addr> {
+    (0..n)
+        .map(|i| Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8))
+        .collect()
+}
+
+/// Idle and slowloris connections to one listener.
+pub struct Crowd {
+    /// Connections that send nothing.
+    pub idle: Vec<TcpStream>,
+    /// Connections that sent a partial request and dribble one octet at a time.
+    pub slow: Vec<TcpStream>,
+}
+
+impl Crowd {
+    /// Opens `idle` idle and `slow` slowloris connections to `to`, spread round-robin
+    /// over `sources`; each slow one sends `opening` (a partial request) first. Counts
+    /// what the listener let connect (the kernel completes handshakes before accept, so
+    /// nearly all do).
+    #[must_use]
+    pub fn open(to: SocketAddr, idle: usize, slow: usize, sources: &[Ipv4Addr], opening: &[u8]) -> Crowd {
+        let mut from = sources.iter().copied().cycle();
+        let idle = (0..idle)
+            .filter_map(|_| connect_from(from.next().unwrap_or(Ipv4Addr::LOCALHOST), to))
+            .collect();
+        let mut slow: Vec<TcpStream> = (0..slow)
+            .filter_map(|_| connect_from(from.next().unwrap_or(Ipv4Addr::LOCALHOST), to))
+            .collect();
+        for s in &mut slow {
+            let _ = s.write_all(opening);
+        }
+        Crowd { idle, slow }
+    }
+
+    /// Every slow connection sends one more octet of `octet` (one whose server closed
+    /// it fails, quietly).
+    pub fn trickle(&mut self, octet: u8) {
+        for s in &mut self.slow {
+            let _ = s.write(&[octet]);
+        }
+    }
+
+    /// Waits (at most `limit`) until the server holds at most `keep` of the crowd;
+    /// returns how many it holds.
+    pub fn settle(&mut self, keep: usize, limit: Duration) -> usize {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let (idle, slow) = self.still_open();
+            if idle + slow <= keep || std::time::Instant::now() > deadline {
+                return idle + slow;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// How many idle and slow connections the server has not closed.
+    pub fn still_open(&mut self) -> (usize, usize) {
+        (
+            self.idle.iter_mut().map(closed).filter(|c| !c).count(),
+            self.slow.iter_mut().map(closed).filter(|c| !c).count(),
+        )
+    }
+
+    /// Connections opened.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.idle.len() + self.slow.len()
+    }
+
+    /// True when none connected.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
