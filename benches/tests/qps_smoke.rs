@@ -30,6 +30,13 @@ fn harness_smoke_run_produces_the_table() {
         .filter(|p| !installed(p))
         .collect();
     assert!(missing.is_empty(), "{missing:?} not installed: run scripts/setup-peers");
+    // The veth and kxdpgun stages need root; without it the harness would skip them, so
+    // the test fails instead of passing on half the harness.
+    // SAFETY: geteuid has no preconditions.
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "the qps smoke test needs root (network namespaces, XDP); run it as root, as .ci/run does"
+    );
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_bench-qps"))
         .arg("--smoke")
@@ -64,8 +71,7 @@ fn harness_smoke_run_produces_the_table() {
         assert!(qps > 100.0, "{server} answered: {row}");
     }
     assert!(stdout.contains("qdns reload of"), "{stdout}");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    {
         // The veth stage ran in all three modes and the program answered in both XDP ones.
         let veth = stdout
             .lines()

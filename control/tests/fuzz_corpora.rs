@@ -1,0 +1,120 @@
+//! Replays the fuzz corpora of every parser that reads bytes from outside (fuzz/corpus/:
+//! zone TOML, master files, checker report frames, control↔edge link frames, control
+//! requests) with the targets' own checks (fuzz/checks.rs), plus seeds built here from
+//! the real encoders, so what a fuzzer once found stays a regression test and every
+//! target's checks run in CI.
+#[path = "../../fuzz/checks.rs"]
+mod checks;
+
+use std::path::Path;
+
+use qdns_control::report;
+use qdns_zone::sync::{HealthDelta, ToEdge};
+
+fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/corpus")
+        .join(target);
+    let mut inputs: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            (path.display().to_string(), std::fs::read(&path).unwrap())
+        })
+        .collect();
+    inputs.sort();
+    inputs
+}
+
+fn replay(target: &str, check: fn(&[u8]), seeds: &[Vec<u8>], at_least: usize) {
+    let inputs = corpus(target);
+    assert!(
+        inputs.len() >= at_least,
+        "fuzz/corpus/{target} has {} inputs, fewer than {at_least}: seed it (fuzz/README.md)",
+        inputs.len()
+    );
+    for (name, data) in &inputs {
+        // A panic names the input that caused it.
+        assert!(std::panic::catch_unwind(|| check(data)).is_ok(), "{target}: {name}");
+    }
+    for seed in seeds {
+        check(seed);
+    }
+}
+
+fn example_zones() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones")
+}
+
+#[test]
+fn zone_toml_corpus() {
+    let seeds: Vec<Vec<u8>> = std::fs::read_dir(example_zones())
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    replay("zone_toml", checks::zone_toml, &seeds, 10);
+}
+
+#[test]
+fn master_file_corpus() {
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let seeds: Vec<Vec<u8>> = snapshot
+        .zones
+        .iter()
+        .map(|z| qdns_zone::master::zone_text(z).into_bytes())
+        .collect();
+    replay("master_file", checks::master_file, &seeds, 10);
+}
+
+#[test]
+fn report_frames_corpus() {
+    let report = report::Report {
+        checker: "c1".to_owned(),
+        region: "eu".to_owned(),
+        seq: 1,
+        sent_at: 1_000,
+        observations: Vec::new(),
+    };
+    let signed = report::sign(&report, &checks::CHECKER_KEY).unwrap();
+    let mut behind_the_mac = vec![0xFF];
+    behind_the_mac.extend_from_slice(&signed.body);
+    replay(
+        "report_frames",
+        checks::report_frames,
+        &[signed.frame().unwrap(), behind_the_mac],
+        10,
+    );
+}
+
+#[test]
+fn link_frame_corpus() {
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let body = |msg: &ToEdge| qdns_zone::sync::encode(msg).unwrap()[4..].to_vec();
+    let seeds = vec![
+        body(&ToEdge::Snapshot {
+            snapshot: Box::new(snapshot),
+            seq: 0,
+        }),
+        body(&ToEdge::Health(HealthDelta {
+            snapshot: 1,
+            seq: 1,
+            words: vec![(0, 5), (u32::MAX, 1)],
+        })),
+    ];
+    replay("link_frame", checks::link_frame, &seeds, 10);
+}
+
+#[test]
+fn control_request_corpus() {
+    let seeds: Vec<Vec<u8>> = [
+        r#"{"cmd":"status"}"#,
+        r#"{"cmd":"explain","name":"www.shop.example","rtype":"A"}"#,
+        r#"{"cmd":"shift_start","rrset":"lb.shop.example","az":"az1","expires":"1h","comment":"x"}"#,
+        r#"{"cmd":"events","limit":3}"#,
+        r#"{"cmd":"bogus"}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    replay("control_request", checks::control_request, &seeds, 10);
+}

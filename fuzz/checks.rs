@@ -1,0 +1,192 @@
+//! What each fuzz target asserts about one input: shared, through `#[path]`, by the
+//! targets (`fuzz/fuzz_targets/*.rs`, run by `cargo +nightly fuzz`) and by the corpus
+//! replay (`control/tests/fuzz_corpora.rs`, run by `cargo test`), so the corpus a
+//! fuzzer kept is replayed with exactly the checks it was found under.
+//!
+//! Every function takes bytes from outside the process — a zone file, a master file,
+//! a checker's report frame, a frame on the control↔edge link, a control-socket line —
+//! and panics only when the code under test breaks a rule (a panic, an answer that is
+//! not an answer, a request that does not survive its own encoding).
+#![allow(dead_code, reason = "each target uses one check")]
+
+use std::{
+    path::{Path, PathBuf},
+    sync::OnceLock,
+};
+
+use qdns_control::{
+    api::Response,
+    report::{self, Keys},
+    report_listener,
+};
+use qdns_edge::{Engine, Transport};
+use qdns_zone::sync::{ToControl, ToEdge};
+
+/// The checker key the report target knows (`c1`, region `eu`).
+pub const CHECKER_KEY: [u8; 32] = [7; 32];
+
+/// A directory that exists and stays empty: zone and master files are parsed as if
+/// they lived there, so a relative `include` or `$INCLUDE` names nothing.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("qdns-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        dir
+    })
+}
+
+/// Answers one query for each zone's origin (SOA) and an unknown name, checking the
+/// response is one.
+fn ask_each_zone(engine: &Engine, snapshot: &qdns_zone::Snapshot) {
+    let mut out = vec![0u8; 65_535];
+    for zone in &snapshot.zones {
+        for owner in [zone.origin.clone(), [b"\x03zzz".as_slice(), &zone.origin].concat()] {
+            let mut query = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+            query.extend_from_slice(&owner);
+            query.extend_from_slice(&[0, 6, 0, 1]);
+            if let Some(outcome) = engine.respond(&query, &mut out, Transport::Udp) {
+                assert!(
+                    outcome.len >= 12 && outcome.len <= 1232,
+                    "UDP answer of {} octets",
+                    outcome.len
+                );
+                assert_eq!(out[..2], [0x12, 0x34], "response ID is the query ID");
+            }
+        }
+    }
+}
+
+/// Compiles a snapshot the way an edge applies one: the user-space engine, then the
+/// XDP tables from it, then a few answers.
+fn serve(snapshot: &qdns_zone::Snapshot) {
+    if let Ok(engine) = Engine::compile(snapshot) {
+        let _ = qdns_edge::xdp::table::compile(&engine, 1, 1232);
+        ask_each_zone(&engine, snapshot);
+    }
+}
+
+/// A zone's TOML file: loaded (validation must refuse, never panic), and if it loads,
+/// served.
+pub fn zone_toml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(zone) = qdns_zone::parse_zone_text(&scratch().join("fuzz.toml"), text) {
+        let zones = vec![zone];
+        let bitmap = qdns_zone::evaluate::all_checks_healthy(&zones);
+        serve(&qdns_zone::Snapshot {
+            version: 1,
+            zones,
+            bitmap,
+        });
+    }
+}
+
+/// An RFC 1035 master file under `example.`.
+pub fn master_file(data: &[u8]) {
+    static ORIGIN: OnceLock<hickory_proto::rr::Name> = OnceLock::new();
+    let origin = ORIGIN.get_or_init(|| hickory_proto::rr::Name::from_ascii("example.").expect("origin"));
+    if let Ok(sets) = qdns_zone::master::parse(data, &scratch().join("fuzz.zone"), origin, 3600) {
+        for set in &sets {
+            for rdata in &set.rdata {
+                // Presentation form of whatever was accepted, as `qdnsctl dump` prints it.
+                let _ = qdns_zone::master::rdata_text(set.rtype, rdata);
+            }
+        }
+    }
+}
+
+fn keys() -> &'static Keys {
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let path = scratch().join("checkers.toml");
+        let key = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, CHECKER_KEY);
+        std::fs::write(
+            &path,
+            format!("[[checker]]\nid = \"c1\"\nregion = \"eu\"\nkey = \"{key}\"\n"),
+        )
+        .expect("checker keys");
+        Keys::load(&path).expect("checker keys load")
+    })
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime")
+    })
+}
+
+/// Bytes on the checker-report listener, read frame by frame as the listener reads
+/// them (bounded before the MAC) and verified; an input whose first octet is 0xFF is
+/// instead a report body signed with the known key, so the parser behind the MAC is
+/// fuzzed too. Nothing may be accepted that the known checker did not sign.
+pub fn report_frames(data: &[u8]) {
+    let keys = keys();
+    let mut seqs = std::collections::HashMap::new();
+    if let Some(body) = data.strip_prefix(&[0xFF]) {
+        let Ok(signed) = report::seal("c1", body.to_vec(), &CHECKER_KEY) else {
+            return;
+        };
+        if let Ok(accepted) = report::verify(&signed, keys, &mut seqs, 1_000) {
+            assert_eq!(accepted.checker, "c1");
+            assert_eq!(accepted.region, "eu");
+        }
+        return;
+    }
+    runtime().block_on(async {
+        let mut reader = data;
+        for _ in 0..64 {
+            match report_listener::read_frame(&mut reader, keys).await {
+                Ok(Some(signed)) => {
+                    assert!(signed.body.len() <= report::MAX_REPORT);
+                    if let Ok(accepted) = report::verify(&signed, keys, &mut seqs, 1_000) {
+                        // Only a MAC under the known key gets here.
+                        assert_eq!(accepted.checker, "c1");
+                    }
+                }
+                // The end, or a refusal that closes the connection.
+                Ok(None) | Err(_) => return,
+            }
+        }
+    });
+}
+
+/// A frame body on the control↔edge link, in each direction: what an edge decodes
+/// from control (a snapshot is compiled and served, a health delta applied to a
+/// bitmap) and what control decodes from an edge.
+pub fn link_frame(data: &[u8]) {
+    match qdns_zone::sync::decode::<ToEdge>(data) {
+        Ok(ToEdge::Snapshot { snapshot, .. }) => serve(&snapshot),
+        Ok(ToEdge::Health(delta)) => {
+            let mut bitmap = vec![0u64; 4];
+            let applied = qdns_edge::follow::apply_words(&mut bitmap, &delta.words);
+            assert_eq!(applied, delta.words.iter().all(|&(i, _)| i < 4));
+            assert_eq!(bitmap.len(), 4, "a delta never resizes the bitmap");
+        }
+        Err(_) => {}
+    }
+    let _ = qdns_zone::sync::decode::<ToControl>(data);
+}
+
+/// A control-socket line: refused with a precise error, or a request that encodes
+/// back to one that parses equal.
+pub fn control_request(data: &[u8]) {
+    let Ok(line) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Response::parse_request(line) {
+        Ok(request) => {
+            let again = serde_json::to_string(&request).expect("a request encodes");
+            assert_eq!(Response::parse_request(&again).ok(), Some(request), "{again}");
+        }
+        Err(refused) => {
+            assert!(!refused.ok);
+            assert!(refused.error.is_some_and(|e| e.starts_with("bad request: ")));
+        }
+    }
+}
