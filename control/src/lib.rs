@@ -442,7 +442,15 @@ async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx
                 Ok(report) => {
                     state.reports_accepted += 1;
                     state.report_bytes += octets;
+                    // A checker's clock may be off by up to MAX_SKEW_SECS, more than a
+                    // short interval's freshness (3 × 5 s + 5 s): its timestamps move
+                    // into this location's clock by the report's own `sent_at`, so
+                    // whether a report is fresh does not depend on the checker's clock.
+                    let now = state::now();
+                    let offset =
+                        i64::try_from(now).unwrap_or(i64::MAX) - i64::try_from(report.sent_at).unwrap_or(i64::MAX);
                     for mut observation in report.observations {
+                        observation.at = observation.at.saturating_add_signed(offset).min(now);
                         // The authenticated identity, not what the body claims per item.
                         observation.checker.clone_from(&report.checker);
                         observation.region.clone_from(&report.region);

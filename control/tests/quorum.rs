@@ -744,3 +744,44 @@ fn idle_and_slowloris_crowds_lock_out_no_checker_edge_operator_or_scraper() {
     checker.term();
     drop((unix_idle, unix_slow));
 }
+
+/// A checker whose clock is 28 s behind (inside the 30 s skew a report may have), on a
+/// check probed every 10 s whose observations are fresh for 35 s: its observation
+/// counts for 35 s from the moment it arrives, in this location's clock — not for the
+/// 7 s its own timestamp would leave, which made such a checker unreachable for 3 s of
+/// every 10.
+#[test]
+fn a_checker_with_a_slow_clock_stays_reachable() {
+    let world = World::new();
+    let (_a, port) = world.location("a");
+    let behind = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 28;
+    let report = Report {
+        checker: "c1".to_owned(),
+        region: "r1".to_owned(),
+        seq: 1,
+        sent_at: behind,
+        observations: vec![qdns_control::checker::Observation {
+            check: "q.example./t".to_owned(),
+            healthy: false,
+            success: false,
+            reason: "connection refused".to_owned(),
+            at: behind,
+            checker: "c1".to_owned(),
+            region: "r1".to_owned(),
+        }],
+    };
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .write_all(&sign(&report, &key(1)).unwrap().frame().unwrap())
+        .unwrap();
+    let h = world.wait("a", false, "0 of 1 reachable checkers", Duration::from_secs(10));
+    let at = h["observations"][0]["at"].as_u64().unwrap();
+    assert!(
+        at > behind + 20,
+        "the observation's time is in the location's clock: {h}"
+    );
+}
