@@ -82,6 +82,13 @@ pub fn render(sources: &Sources) -> String {
     r.register("responses_by_type", "Responses sent, by path and QTYPE", by_type);
     r.register("truncated", "Responses sent with TC set", truncated);
     r.register("dropped", "Datagrams or messages dropped unanswered", dropped);
+    let evicted = Counter::<u64, AtomicU64>::default();
+    evicted.inc_by(sources.tcp.evicted.load(std::sync::atomic::Ordering::Relaxed));
+    r.register(
+        "tcp_evicted",
+        "TCP connections waiting for a query closed to make room for a new one (at --max-tcp-connections or --max-tcp-per-source)",
+        evicted,
+    );
     r.register(
         "rrl",
         "Responses the rate limiter held back (dropped) or sent slipped (TC=1, no records); counted in responses too",

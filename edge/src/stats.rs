@@ -41,6 +41,9 @@ pub struct WorkerStats {
     pub dropped: AtomicU64,
     /// Responses the rate limiter held back: `[dropped, slipped]`.
     pub rrl: [AtomicU64; 2],
+    /// TCP: idle connections closed to make room for a new one (the listener's pool
+    /// count, mirrored here for the metrics).
+    pub evicted: AtomicU64,
 }
 
 impl WorkerStats {

@@ -131,6 +131,17 @@ fn junk_tcp_streams_do_not_stall_the_server() {
 }
 
 /// The edge's resident set in KiB.
+/// The `/metrics` text at `addr`, asked from 127.0.0.2.
+fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut conn = connect_from(Ipv4Addr::new(127, 0, 0, 2), addr).expect("the scraper connects");
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text
+}
+
 /// Issue 14: 2,000 idle and 2,000 slowloris connections to the metrics listener from
 /// 250 addresses (8 and 8 each: under the per-source cap, so only eviction can make
 /// room). Memory stays bounded, a scraper from another address is served throughout,
@@ -146,19 +157,14 @@ fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
         .port();
     let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let edge = Edge::start_with(&common::example_zones(), &["--metrics", &metrics.to_string()]);
-    let scrape = || {
-        let mut conn = connect_from(Ipv4Addr::new(127, 0, 0, 2), metrics).expect("the scraper connects");
-        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        conn.read_to_string(&mut text).unwrap();
+    let scraped = || {
+        let text = scrape(metrics);
         assert!(
             text.contains("qdns_edge_snapshot_version"),
             "scrape failed: {text:.200}"
         );
     };
-    scrape();
+    scraped();
     let before = rss_kib(edge.pid());
     let mut crowd = Crowd::open(
         metrics,
@@ -172,7 +178,7 @@ fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
     for round in 0..12 {
         crowd.trickle(b'X');
         if round % 4 == 0 {
-            scrape();
+            scraped();
         }
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -182,7 +188,7 @@ fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
     // Past the head timeout every hostile connection is closed.
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(crowd.still_open(), (0, 0), "connections still open");
-    scrape();
+    scraped();
 }
 
 /// Issue 14: 2,000 idle and 2,000 slowloris connections to DNS over TCP from 250
@@ -193,7 +199,11 @@ fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
 #[test]
 fn idle_and_slowloris_connections_do_not_hold_dns_over_tcp() {
     raise_fd_limit();
-    let edge = Edge::start();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let edge = Edge::start_with(&common::example_zones(), &["--metrics", &metrics.to_string()]);
     let tcp = edge.v4;
     let resolver = || {
         let mut conn = connect_from(Ipv4Addr::new(127, 0, 0, 2), tcp).expect("the resolver connects");
@@ -223,4 +233,12 @@ fn idle_and_slowloris_connections_do_not_hold_dns_over_tcp() {
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(crowd.still_open(), (0, 0), "connections still open");
     resolver();
+    // Every one past the 1,024 places was evicted for a newcomer, and counted.
+    let body = scrape(metrics);
+    let evicted = body
+        .lines()
+        .find_map(|l| l.strip_prefix("qdns_edge_tcp_evicted_total "))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(evicted >= 2900, "qdns_edge_tcp_evicted_total {evicted}:\n{body}");
 }

@@ -55,7 +55,11 @@ pub async fn serve(
                 continue;
             }
         };
-        let ticket = match pool.admit(peer.ip()) {
+        let admitted = pool.admit(peer.ip());
+        stats
+            .evicted
+            .store(pool.evictions(), std::sync::atomic::Ordering::Relaxed);
+        let ticket = match admitted {
             Ok(ticket) => ticket,
             Err(refusal) => {
                 stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
