@@ -238,8 +238,8 @@ pub const MAX_CONTROL_CONNECTIONS: usize = 64;
 /// edge reconnect while its previous connection is still being torn down).
 pub const MAX_EDGE_CONNECTIONS_PER_SOURCE: usize = 16;
 
-/// A place in `pool` for a connection from `source`, or `None` (logged at most once a
-/// second's worth of connections: a flood must not become a log flood) when refused.
+/// A place in `pool` for a connection from `source`, or `None` when refused (logged at
+/// debug level only: a flood must not become a log flood; callers count refusals).
 fn admit(pool: &Pool, source: std::net::IpAddr, what: &'static str) -> Option<Ticket> {
     match pool.admit(source) {
         Ok(ticket) => Some(ticket),
@@ -264,16 +264,8 @@ async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown: Cancellat
         per_source: MAX_EDGE_CONNECTIONS,
     });
     loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(err) => {
-                qdns_listen::accept_failed(&err).await;
-                continue;
-            }
+        let Some(stream) = qdns_listen::accept_unix(&listener, &shutdown).await else {
+            return;
         };
         let Some(ticket) = admit(&pool, qdns_listen::pool::LOCAL, "edge socket") else {
             edges::count_refusal(&ctx.state, "connection_limit").await;
@@ -306,16 +298,8 @@ async fn accept_edges_tcp(
 ) {
     let pool = edge_pool();
     loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, from) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                qdns_listen::accept_failed(&err).await;
-                continue;
-            }
+        let Some((stream, from)) = qdns_listen::accept_tcp(&listener, &shutdown).await else {
+            return;
         };
         let Some(ticket) = admit(&pool, from.ip(), "edge socket") else {
             edges::count_refusal(&ctx.state, "connection_limit").await;
@@ -370,16 +354,8 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
         per_source: MAX_CONTROL_CONNECTIONS,
     });
     loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, _) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                qdns_listen::accept_failed(&err).await;
-                continue;
-            }
+        let Some(stream) = qdns_listen::accept_unix(&listener, &shutdown).await else {
+            return;
         };
         let Some(mut ticket) = admit(&pool, qdns_listen::pool::LOCAL, "control socket") else {
             continue;

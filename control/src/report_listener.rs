@@ -57,16 +57,8 @@ where
         per_source: MAX_PER_SOURCE,
     });
     loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (mut stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                qdns_listen::accept_failed(&err).await;
-                continue;
-            }
+        let Some((mut stream, peer)) = qdns_listen::accept_tcp(&listener, &shutdown).await else {
+            return;
         };
         let Ok(mut ticket) = pool.admit(peer.ip()) else {
             sink(Err(Reject::ConnectionLimit), peer.to_string(), 0).await;

@@ -8,6 +8,39 @@ pub mod pool;
 
 pub use pool::{Limits, Pool, Refusal, Ticket};
 
+/// The next connection on `listener`, or `None` once `shutdown` is cancelled; a failed
+/// accept is handled by [`accept_failed`] and the wait goes on.
+pub async fn accept_tcp(
+    listener: &tokio::net::TcpListener,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => return Some(accepted),
+                Err(err) => accept_failed(&err).await,
+            },
+        }
+    }
+}
+
+/// [`accept_tcp`] for a Unix socket.
+pub async fn accept_unix(
+    listener: &tokio::net::UnixListener,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Option<tokio::net::UnixStream> {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => return Some(stream),
+                Err(err) => accept_failed(&err).await,
+            },
+        }
+    }
+}
+
 /// What an accept loop does when `accept` fails: out of descriptors or buffers
 /// (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`) the pending connection stays queued and the
 /// next accept would fail at once, so the loop pauses 50 ms instead of spinning; any

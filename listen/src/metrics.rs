@@ -39,16 +39,8 @@ where
         per_source: MAX_METRICS_PER_SOURCE,
     });
     loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                crate::accept_failed(&err).await;
-                continue;
-            }
+        let Some((stream, peer)) = crate::accept_tcp(&listener, &shutdown).await else {
+            return;
         };
         let ticket = match pool.admit(peer.ip()) {
             Ok(ticket) => ticket,

@@ -81,6 +81,20 @@ struct Member {
 }
 
 impl Inner {
+    /// Puts a connection last in line for eviction; returns its key.
+    fn enlist(&mut self, source: IpAddr, close: &CancellationToken) -> u64 {
+        let key = self.next;
+        self.next += 1;
+        self.evictable.insert(
+            key,
+            Member {
+                source,
+                close: close.clone(),
+            },
+        );
+        key
+    }
+
     fn release(&mut self, source: IpAddr) {
         self.total = self.total.saturating_sub(1);
         if let Some(n) = self.by_source.get_mut(&source) {
@@ -142,15 +156,7 @@ impl Pool {
         inner.total += 1;
         *inner.by_source.entry(source).or_insert(0) += 1;
         let close = CancellationToken::new();
-        let key = inner.next;
-        inner.next += 1;
-        inner.evictable.insert(
-            key,
-            Member {
-                source,
-                close: close.clone(),
-            },
-        );
+        let key = inner.enlist(source, &close);
         Ok(Ticket {
             pool: self.clone(),
             source,
@@ -206,16 +212,7 @@ impl Ticket {
             inner.evictable.remove(&key);
         }
         if evictable {
-            let key = inner.next;
-            inner.next += 1;
-            inner.evictable.insert(
-                key,
-                Member {
-                    source: self.source,
-                    close: self.close.clone(),
-                },
-            );
-            self.key = Some(key);
+            self.key = Some(inner.enlist(self.source, &self.close));
         }
     }
 

@@ -44,16 +44,8 @@ pub async fn serve(
     });
     let mut connections = JoinSet::new();
     loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                qdns_listen::accept_failed(&err).await;
-                continue;
-            }
+        let Some((stream, peer)) = qdns_listen::accept_tcp(&listener, &shutdown).await else {
+            break;
         };
         let admitted = pool.admit(peer.ip());
         stats
