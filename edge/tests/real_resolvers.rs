@@ -4,7 +4,8 @@
 //! validate), run in a client network namespace and resolving the example zones from an
 //! edge with `--xdp` on the server end of a veth pair.
 //!
-//! Each resolver is asked for A, AAAA, MX, TXT, CNAME chains, NXDOMAIN and policy names;
+//! Each resolver is asked for A, AAAA, MX, TXT, CNAME chains, NXDOMAIN, policy names and
+//! names over 64 octets;
 //! every answer must be right, and at least 99 % of the queries it sent the edge over
 //! UDP must have been answered by the XDP program (the edge's counters: answers from the
 //! program against responses from user space over UDP).
@@ -159,7 +160,15 @@ const QUESTIONS: &[(&str, &str, &str)] = &[
     ("api.shop.example", "A", "IN\tA\t"),
     ("lb.shop.example", "A", "IN\tA\t"),
     ("mv.shop.example", "AAAA", "IN\tAAAA\t"),
+    (LONG_NAME, "AAAA", "2001:db8::64"),
+    (LONG_NAME, "TXT", "over 64 octets"),
 ];
+
+/// A name of 101 octets (the XDP long-name stage), added to the copied example.com.
+const LONG_NAME: &str =
+    "host.label-of-the-long-name-stage-number-one.label-of-the-long-name-stage-number-two.example.com";
+/// Its parent, below which the test asks for missing names of over 64 octets.
+const LONG_PARENT: &str = "label-of-the-long-name-stage-number-one.label-of-the-long-name-stage-number-two.example.com";
 
 /// Asks the resolver everything, checks the answers, and returns how the edge served
 /// the queries the resolver sent it.
@@ -184,7 +193,8 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
     // Distinct missing names: each one reaches the edge.
     let missing = (0..40)
         .map(|i| (format!("nx{i}.example.com"), "A"))
-        .chain((0..20).map(|i| (format!("host{i}.nowhere.shop.example"), "AAAA")));
+        .chain((0..20).map(|i| (format!("host{i}.nowhere.shop.example"), "AAAA")))
+        .chain((0..10).map(|i| (format!("nx{i}.{LONG_PARENT}"), "A")));
     for (name, qtype) in missing {
         let out = dig(pair, &["+tries=2", "+time=3", &name, qtype]);
         assert!(
@@ -297,6 +307,15 @@ fn resolver_test(tag: char, name: &'static str, configure: fn(&Path) -> (String,
     let pair = Pair::new(tag);
     let zones = tempfile::tempdir().unwrap();
     copy_examples(zones.path());
+    let mut master = std::fs::OpenOptions::new()
+        .append(true)
+        .open(zones.path().join("example.com.zone"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut master,
+        format!("{LONG_NAME}. IN AAAA 2001:db8::64\n{LONG_NAME}. IN TXT \"over 64 octets\"\n").as_bytes(),
+    )
+    .unwrap();
     let edge = start_edge(&pair, zones.path());
     let attached = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
     assert!(attached.contains("xdpgeneric"), "{attached}");

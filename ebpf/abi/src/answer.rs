@@ -9,6 +9,7 @@
 //!  RECORDS[bank]  index → name + Plain | Policy | Node | Referral | Pass
 //!  POLICIES[bank] id → members with precomputed record bytes
 //!  LARGE[bank]    id → tails over TAIL_MAX octets (up to LARGE_TAIL_MAX)
+//!  LONG_NAMES[bank] id → the octets in front of a long name's 64-octet window
 //!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
 //! ```
 //!
@@ -30,6 +31,9 @@ pub const RECORDS_MAP: &str = "QDNS_RECORDS_V1";
 pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
 /// Name of the policy tables (array of maps: one [`PolicyValue`] array per bank).
 pub const POLICIES_MAP: &str = "QDNS_POLICIES_V2";
+/// Name of the long-name tables (array of maps: one [`LongName`] array per bank; entry
+/// 0 is all zeros, the front of every name of at most [`NAME_MAX`] octets).
+pub const LONG_NAMES_MAP: &str = "QDNS_LONG_NAMES_V1";
 /// Banks of the map-of-maps tables.
 pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
@@ -56,9 +60,15 @@ pub const CONFIG_ENTRIES: u32 = 10;
 /// The bank bit of the active word.
 pub const ACTIVE_BANK_SHIFT: u32 = 33;
 
-/// Longest question name (wire octets) the fast path answers; longer ones go to user
-/// space. Eight words: the program handles the name in a fixed number of steps.
+/// Longest question name (wire octets) the answer path handles, and the window of a
+/// name a record holds. Eight words: the program handles the name in a fixed number of
+/// steps. Longer names (up to 255 octets, RFC 1035 §3.1) go to the long-name stage, a
+/// program of their own with 32-word names (so the common path pays nothing for them).
 pub const NAME_MAX: usize = 64;
+/// Words of a long name: 255 octets right-aligned in 256.
+pub const LONG_NAME_MAX: usize = 256;
+/// Longest wire name (RFC 1035 §3.1).
+pub const WIRE_NAME_MAX: usize = 255;
 /// Largest answer tail (the sections after the question) kept in the answer entry.
 pub const TAIL_MAX: usize = 256;
 /// Largest tail of a [`LARGE_MAP`] entry: every tail of a [`RESPONSE_MAX`] response
@@ -157,8 +167,9 @@ pub struct AnswerValue {
     /// The entry's name as [`crate::name`] words: the lowercase wire name right-aligned
     /// in [`NAME_MAX`] octets, zero-filled in front (a name starts with a non-zero length
     /// octet, so the fill is unambiguous; a suffix is the same array with the labels in
-    /// front zeroed), each word the little-endian reading of 8 octets. The program
-    /// compares it with the query's words: the key's hash never decides alone.
+    /// front zeroed), each word the little-endian reading of 8 octets; a longer name's
+    /// last 64 octets (see `long_name`). The program compares it with the query's words:
+    /// the key's hash never decides alone.
     pub name: [u64; crate::name::NAME_WORDS],
     /// `KIND_*`.
     pub kind: u8,
@@ -184,15 +195,26 @@ pub struct AnswerValue {
     pub tail_sum: u16,
     /// Id in [`POLICIES_MAP`] of a policy entry.
     pub policy: u32,
-    /// The generation the loader wrote the record for (0 in the empty record 0). The
-    /// program does not read it: a bank never changes while a query reads it.
-    pub generation: u32,
+    /// Names over [`NAME_MAX`] octets: the id in [`LONG_NAMES_MAP`] of the octets in
+    /// front of `name`, which then holds the name's last 64 octets. 0 for every shorter
+    /// name (the answer path never matches a record whose id is not 0).
+    pub long_name: u32,
     /// The sections after the question: owner names point at the question (offset 12)
     /// or inside the tail. Node entries: the SOA record, its first two octets the owner
     /// pointer the program fills in.
     pub tail: [u8; TAIL_MAX],
 }
 const _: () = assert!(core::mem::size_of::<AnswerValue>() == NAME_MAX + 24 + TAIL_MAX);
+
+/// An element of [`LONG_NAMES_MAP`]: the first 24 words of a name of 65 to 255 octets
+/// right-aligned in [`LONG_NAME_MAX`] octets (its last eight are the record's `name`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LongName {
+    /// Words 0..24 of the name's [`crate::name::LONG_WORDS`] words.
+    pub front: [u64; crate::name::FRONT_WORDS],
+}
+const _: () = assert!(core::mem::size_of::<LongName>() == LONG_NAME_MAX - NAME_MAX);
 
 /// The compiler's id of a policy set or large tail (the index in its bank's array).
 #[repr(C)]

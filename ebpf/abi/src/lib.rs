@@ -38,7 +38,7 @@ macro_rules! counters {
         /// Per-CPU counters of the XDP program. Every packet counts in `Seen` and in
         /// exactly one outcome counter: an `Answered*` kind or a `Pass*` reason. Answers
         /// whose frame had to grow at the front also count in `MovedToFront`, answers to
-        /// DO=1 queries in `WithDo`.
+        /// DO=1 queries in `WithDo`, queries for names over 64 octets in `LongName`.
         #[repr(u32)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Counter {
@@ -84,7 +84,8 @@ counters! {
     PassBadQname = 8, "pass_bad_qname";
     /// Passed: no answer table loaded yet.
     PassNotLoaded = 9, "pass_not_loaded";
-    /// Passed: the name is longer than the 64 octets the tables hold (not read further).
+    /// Passed: the name is over 64 octets and the long-name stage is not installed (or
+    /// the name is not plain labels within 255 octets).
     PassLongName = 10, "pass_long_name";
     /// Passed: class not IN, or a meta/special QTYPE (0, OPT, 128–254; ANY is answered).
     PassSpecialQuery = 11, "pass_special_query";
@@ -139,6 +140,9 @@ counters! {
     RrlDropped = 32, "rrl_dropped";
     /// A response over the rate limit, sent slipped (TC=1, no records).
     RrlSlipped = 33, "rrl_slipped";
+    /// Not an outcome: a query whose name is over 64 octets, handed to the long-name
+    /// stage (its outcome is counted there).
+    LongName = 34, "long_name";
 }
 
 impl Counter {
@@ -169,6 +173,7 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::PolicyKey {}
     unsafe impl aya::Pod for crate::answer::PolicyValue {}
     unsafe impl aya::Pod for crate::answer::LargeTail {}
+    unsafe impl aya::Pod for crate::answer::LongName {}
     unsafe impl aya::Pod for crate::slots::Bucket {}
     unsafe impl aya::Pod for crate::rrl::RrlBucket {}
 }

@@ -10,11 +10,10 @@ use qdns_abi::{
     answer::{
         placed, AnswerKey, AnswerValue, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT,
         DECISION_DEGRADED, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL,
-        NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER,
-        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE,
-        REASON_REFERRAL,
+        NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS,
+        POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_REFERRAL,
     },
-    name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, NAME_WORDS},
+    name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
     Counter,
 };
@@ -40,8 +39,25 @@ const RCODE_NXDOMAIN: u16 = 3;
 /// EDNS size means (RFC 6891 §6.2.5).
 const CLASSIC_UDP: usize = 512;
 /// Most ancestors tried when looking for a missing name's closest encloser; deeper
-/// misses go to user space.
-const WALK_MAX: usize = 8;
+/// misses go to user space. The long-name stage walks further: long names are mostly
+/// reverse names (`ip6.arpa`, 34 labels), whose encloser can be far up.
+const fn walk_max(words: usize) -> usize {
+    if words > 8 {
+        24
+    } else {
+        8
+    }
+}
+
+/// Longest name of a `W`-word path: 64 octets, or 255 (RFC 1035 §3.1).
+const fn qlen_max(words: usize) -> usize {
+    let octets = 8 * words;
+    if octets > 255 {
+        255
+    } else {
+        octets
+    }
+}
 
 /// What the program does with the packet.
 pub enum Verdict {
@@ -104,8 +120,8 @@ pub struct Scratch {
     /// The key being looked up.
     key: AnswerKey,
     /// The query name's words (see `qdns_abi::name`), cleared label by label in the
-    /// NXDOMAIN walk.
-    name: [u64; NAME_WORDS],
+    /// NXDOMAIN walk: the first eight on the answer path, all on the long-name stage.
+    name: [u64; LONG_WORDS],
     /// `[l3, l4, dns, qname_len]` as parsed.
     offsets: [u64; 4],
     /// Where the closest encloser starts in `name`: passed through map memory so the
@@ -113,6 +129,8 @@ pub struct Scratch {
     encloser: u64,
     /// The client's response limit, passed through map memory for the same reason.
     limit: u64,
+    /// The end of the query message (long-name stage), likewise.
+    message_end: u64,
     /// A slot lookup's result, passed through map memory (see [`Tables::through`]).
     found: u64,
     /// The answer's counter while the frame is rewritten: one rewrite walk for the
@@ -140,11 +158,11 @@ impl Scratch {
 /// offsets, and the verifier would walk the rest of the program once per combination.
 /// Read back from map memory they are plain bounded values: one walk covers them all.
 #[inline(always)]
-fn launder(scratch: &mut Scratch, at: &Offsets) -> Result<Offsets, Counter> {
+fn launder<const W: usize>(scratch: &mut Scratch, at: &Offsets) -> Result<Offsets, Counter> {
     scratch.offsets = [at.l3 as u64, at.l4 as u64, at.dns as u64, at.qname_len as u64];
     // SAFETY: reads of this CPU's scratch, just written.
     let [l3, l4, dns, qlen] = unsafe { core::ptr::read_volatile(&scratch.offsets) };
-    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || qlen > NAME_MAX as u64 {
+    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || qlen > qlen_max(W) as u64 {
         return Err(Counter::PassLongName);
     }
     Ok(Offsets {
@@ -156,21 +174,22 @@ fn launder(scratch: &mut Scratch, at: &Offsets) -> Result<Offsets, Counter> {
     })
 }
 
-/// Answers the query at `at` from the tables, or says why not.
+/// Answers the query at `at` from the tables with `W`-word names (8 on the answer
+/// path, [`LONG_WORDS`] on the long-name stage), or says why not.
 #[inline(always)]
-pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
+pub fn answer<const W: usize>(ctx: &XdpContext, at: &Offsets) -> Verdict {
     let Some(scratch) = maps::SCRATCH.get_ptr_mut(0) else {
         return Verdict::Pass(Counter::PassNotLoaded);
     };
     // SAFETY: this CPU's element, used by this program run only (XDP runs are not
     // preempted on a CPU).
     let scratch = unsafe { &mut *scratch };
-    let at = match launder(scratch, at) {
+    let at = match launder::<W>(scratch, at) {
         Ok(at) => at,
         Err(reason) => return Verdict::Pass(reason),
     };
     let at = &at;
-    match plan(ctx, at, scratch) {
+    match plan::<W>(ctx, at, scratch) {
         Ok((question, body, counter)) => {
             // SAFETY: a write of this CPU's scratch.
             unsafe { core::ptr::write_volatile(&mut scratch.outcome, counter as u64) };
@@ -196,14 +215,29 @@ pub fn answer(ctx: &XdpContext, at: &Offsets) -> Verdict {
     }
 }
 
+/// The first `W` of the scratch name words.
 #[inline(always)]
-fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Question, Body<'a>, Counter), Counter> {
+fn words_mut<const W: usize>(all: &mut [u64; LONG_WORDS]) -> &mut [u64; W] {
+    const { assert!(W <= LONG_WORDS) };
+    // SAFETY: W ≤ LONG_WORDS (checked at compile time), so the first W words are inside
+    // the array, with its alignment.
+    unsafe { &mut *all.as_mut_ptr().cast::<[u64; W]>() }
+}
+
+#[inline(always)]
+fn plan<'a, const W: usize>(
+    ctx: &XdpContext,
+    at: &Offsets,
+    scratch: &mut Scratch,
+) -> Result<(Question, Body<'a>, Counter), Counter> {
     let Scratch {
         key,
-        name: words,
+        name: all_words,
         encloser,
         limit: limit_slot,
+        message_end: message_end_slot,
         found,
+        offsets,
         ..
     } = scratch;
     let active = maps::active();
@@ -211,8 +245,9 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Qu
     if generation == 0 {
         return Err(Counter::PassNotLoaded);
     }
+    let words = words_mut::<W>(all_words);
     let qlen = at.qname_len;
-    if qlen > NAME_MAX || qlen == 0 {
+    if qlen > qlen_max(W) || qlen == 0 {
         return Err(Counter::PassLongName);
     }
     let qname_at = at.dns + 12;
@@ -225,6 +260,20 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Qu
     let msg_end = message_end(ctx, at)?;
     special_addresses(ctx, at)?;
     let opt = edns(ctx, at.dns, end, msg_end)?;
+    // Each way out of the options walk leaves `msg_end` in another range (it equals the
+    // walk's position there). The eight-word path walks the rest once per range; the
+    // long-name stage, four times longer, reads it back from map memory instead.
+    let msg_end = if W > 8 {
+        *message_end_slot = msg_end as u64;
+        // SAFETY: a read of this CPU's scratch, just written.
+        let read = (unsafe { core::ptr::read_volatile(message_end_slot) } as usize) & 0x7ff;
+        if read > QUERY_MAX || read < end {
+            return Err(Counter::PassBadLength);
+        }
+        read
+    } else {
+        msg_end
+    };
     // 512 without EDNS (udp_size is 0 then), else the client's size capped by ours; read
     // back from map memory so its branches do not split the verifier's walk.
     *limit_slot = usize::from(opt.udp_size.min(maps::udp_payload())).max(CLASSIC_UDP) as u64;
@@ -238,8 +287,13 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Qu
     // ending `end` octets into the name; the octets before the name are the DNS header's.
     let mut acc = 0u64;
     for (j, slot) in words.iter_mut().enumerate() {
-        *slot = match word_end(j, qlen) {
+        *slot = match word_end::<W>(j, qlen) {
             Some(end) => {
+                // With 32 words LLVM rewrites `dns + 4 + (qlen - back)` as
+                // `(dns + 4 + qlen) - back`, a packet offset of up to -260 the verifier
+                // refuses; an opaque `end` keeps the sum as written. (Folded away on the
+                // eight-word path, where the original form passes.)
+                let end = if W > 8 { core::hint::black_box(end) & 0xff } else { end };
                 // `qname_at + end - 8`, written without a subtraction the verifier
                 // could not bound: qname_at = dns + 12.
                 let word = keep_last(u64_le_at(ctx, at.dns + 4 + end)?, end);
@@ -249,6 +303,15 @@ fn plan<'a>(ctx: &XdpContext, at: &Offsets, scratch: &mut Scratch) -> Result<(Qu
             None => 0,
         };
     }
+    // With 32 words each word's test splits `qlen` into another range (33 of them), and
+    // the verifier would walk the rest once per range: read back from map memory it is
+    // one state again (`launder` wrote it). The eight-word path keeps its nine.
+    let qlen = if W > 8 {
+        // SAFETY: a read of this CPU's scratch.
+        (unsafe { core::ptr::read_volatile(&offsets[3]) } as usize) & 0xff
+    } else {
+        qlen
+    };
     // The question is echoed as sent (0x20 case): its sum uses the original octets.
     let mut sum = u64::from(name_sum(acc, qlen));
     sum += placed(qtype, qlen) + placed(qclass, qlen);
@@ -391,10 +454,10 @@ fn answerable(found: Opt, nsid: u64) -> Result<Opt, Counter> {
 /// Exact (name, type), then the name's node entry (NODATA), then the closest existing
 /// ancestor (NXDOMAIN when it has no wildcard child and no cut).
 #[inline(always)]
-fn lookup<'a>(
+fn lookup<'a, const W: usize>(
     t: &Tables<'a>,
     key: &mut AnswerKey,
-    name: &mut [u64; NAME_WORDS],
+    name: &mut [u64; W],
     encloser: &mut u64,
     qlen: usize,
     health: u32,
@@ -422,23 +485,24 @@ fn lookup<'a>(
     // Each step clears the leftmost label: the name then holds the next suffix. The
     // loop only finds the closest encloser's record; what it is decides once, after it
     // (one verifier walk of the answer paths, not one per depth).
-    let mut at = NAME_MAX - qlen;
+    let name_max = 8 * W;
+    let mut at = name_max - qlen;
     let mut found = 0u32;
-    for _ in 0..WALK_MAX {
+    for _ in 0..walk_max(W) {
         // Octet `at` of the right-aligned name (little-endian words).
-        let len = ((name[(at / 8) & (NAME_WORDS - 1)] >> (8 * (at & 7))) & 0xff) as usize;
+        let len = ((name[(at / 8) & (W - 1)] >> (8 * (at & 7))) & 0xff) as usize;
         if len == 0 {
             // The root was looked up already (or is the name itself).
             return Err(Counter::PassOutsideZones);
         }
         at += len + 1;
-        if at >= NAME_MAX {
+        if at >= name_max {
             return Err(Counter::PassOutsideZones);
         }
         clear_before(name, at);
         // The clearing's branches split `at` into ranges; through map memory they meet
         // in one state again before the lookup.
-        at = t.through(at as u64) as usize & (NAME_MAX - 1);
+        at = t.through(at as u64) as usize & (name_max - 1);
         key.hash = name_hash(name);
         found = slot(t, key)?;
         if found != 0 {
@@ -475,21 +539,21 @@ fn lookup<'a>(
 /// the apex inside the question, as for any negative answer). Policy sets at a wildcard
 /// stay with user space: a second inlined policy path exceeds the verifier's budget.
 #[inline(always)]
-fn wildcard<'a>(
+fn wildcard<'a, const W: usize>(
     t: &Tables<'a>,
     key: &mut AnswerKey,
-    name: &mut [u64; NAME_WORDS],
+    name: &mut [u64; W],
     at: usize,
     qtype: u16,
 ) -> Result<(Body<'a>, Counter), Counter> {
     // The walk cleared at least one label in front of `at`: two octets are free.
-    if !(2..NAME_MAX).contains(&at) {
+    if !(2..8 * W).contains(&at) {
         return Err(Counter::PassNotCached);
     }
     let star = at - 1;
     let length = at - 2;
-    name[(star / 8) & (NAME_WORDS - 1)] |= u64::from(b'*') << (8 * (star & 7));
-    name[(length / 8) & (NAME_WORDS - 1)] |= 1 << (8 * (length & 7));
+    name[(star / 8) & (W - 1)] |= u64::from(b'*') << (8 * (star & 7));
+    name[(length / 8) & (W - 1)] |= 1 << (8 * (length & 7));
     key.hash = name_hash(name);
     key.qtype = qtype;
     if let Some(value) = find(t, key, name)? {
@@ -538,7 +602,22 @@ fn large<'a>(t: &Tables<'a>, body: Body<'a>) -> Result<Body<'a>, Counter> {
 /// Zeroes the name's octets before `at`, a word at a time (little-endian: octet k of a
 /// word is bits 8k..8k+8).
 #[inline(always)]
-fn clear_before(name: &mut [u64; NAME_WORDS], at: usize) {
+fn clear_before<const W: usize>(name: &mut [u64; W], at: usize) {
+    if W > 8 {
+        // 32 words: without a branch, so the verifier walks one path per word (with
+        // two branches a word, its walk of the stage's 24 steps went past 1,000,000).
+        for (w, word) in name.iter_mut().enumerate() {
+            // Octets of this word before `at`, clamped to 0..=8: all ones in `negative`
+            // when none, in `whole` when all. Opaque, so LLVM does not turn the sign
+            // masks back into compares.
+            let before = at as i64 - (w * 8) as i64;
+            let negative = core::hint::black_box(before >> 63);
+            let before = before & !negative;
+            let whole = core::hint::black_box((7 - before) >> 63) as u64;
+            *word &= (u64::MAX << ((8 * before) as u64 & 63)) & !whole;
+        }
+        return;
+    }
     for (w, word) in name.iter_mut().enumerate() {
         let first = w * 8;
         if first + 8 <= at {

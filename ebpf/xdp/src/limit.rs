@@ -9,7 +9,7 @@ use aya_ebpf::{
     programs::XdpContext,
 };
 use qdns_abi::{
-    answer::NAME_MAX,
+    answer::WIRE_NAME_MAX,
     rrl::{decide, index, key_v4, key_v6, RrlOutcome},
     Counter,
 };
@@ -44,7 +44,7 @@ fn sent() -> Option<Sent> {
     // SAFETY: as above.
     let [end, question_sum, bits] = unsafe { core::ptr::read_volatile(&scratch.stage) };
     // The bounds the answer path checked (see `answer::launder`), again for the verifier.
-    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || end < dns + 12 + 5 || end > dns + 12 + NAME_MAX as u64 + 4 {
+    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || end < dns + 12 + 5 || end > dns + 12 + WIRE_NAME_MAX as u64 + 4 {
         return None;
     }
     Some(Sent {

@@ -19,21 +19,50 @@ mod tables;
 
 use answer::Verdict;
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
-use qdns_abi::Counter;
+use qdns_abi::{
+    answer::{NAME_MAX, WIRE_NAME_MAX},
+    name::{LONG_WORDS, NAME_WORDS},
+    Counter,
+};
 
 /// Entry point attached to the interface.
 #[xdp]
 pub fn qdns(ctx: XdpContext) -> u32 {
     maps::count(Counter::Seen);
-    let verdict = match parse::query(&ctx) {
-        Ok(at) => answer::answer(&ctx, &at),
+    let verdict = match parse::query::<NAME_MAX>(&ctx) {
+        Ok(at) => answer::answer::<NAME_WORDS>(&ctx, &at),
+        Err(Counter::PassLongName) => {
+            // Over 64 octets: the long-name stage answers it (and counts its outcome);
+            // passed as before if the stage is missing.
+            maps::count(Counter::LongName);
+            maps::to_stage(&ctx, maps::STAGE_LONG);
+            Verdict::Pass(Counter::PassLongName)
+        }
         Err(reason) => Verdict::Pass(reason),
     };
+    send(&ctx, verdict)
+}
+
+/// The long-name stage (tail-called from [`qdns`] for names of 65 to 255 octets): the
+/// same answer path with 32-word names, its own program so the common path's names stay
+/// eight words and its verifier budget its own.
+#[xdp]
+pub fn qdns_long(ctx: XdpContext) -> u32 {
+    let verdict = match parse::query::<WIRE_NAME_MAX>(&ctx) {
+        Ok(at) => answer::answer::<LONG_WORDS>(&ctx, &at),
+        Err(reason) => Verdict::Pass(reason),
+    };
+    send(&ctx, verdict)
+}
+
+/// The XDP action of a verdict.
+#[inline(always)]
+fn send(ctx: &XdpContext, verdict: Verdict) -> u32 {
     match verdict {
         // An answer with limiting on: to the rate-limit stage (it sends, slips or drops
         // it); sent as it is if the stage is missing.
         Verdict::Answered => {
-            maps::to_stage(&ctx, maps::STAGE_RRL);
+            maps::to_stage(ctx, maps::STAGE_RRL);
             xdp_action::XDP_TX
         }
         Verdict::Tx | Verdict::Sent => xdp_action::XDP_TX,

@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, PolicyValue, BANKS, CONFIG_ACTIVE, CONFIG_ENTRIES, CONFIG_MASK,
+        AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, BANKS, CONFIG_ACTIVE, CONFIG_ENTRIES, CONFIG_MASK,
         CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD,
     },
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
@@ -36,6 +36,8 @@ pub type Records = btf_maps::Array<AnswerValue, 1, INNER>;
 pub type Policies = btf_maps::Array<PolicyValue, 1, INNER>;
 /// One generation's large tails.
 pub type Large = btf_maps::Array<LargeTail, 1, INNER>;
+/// One generation's long names.
+pub type LongNames = btf_maps::Array<LongName, 1, INNER>;
 
 /// bank → slot table.
 #[btf_map(name = "QDNS_SLOTS_V1")]
@@ -53,6 +55,10 @@ pub static POLICIES: ArrayOfMaps<Policies, { BANKS as usize }> = ArrayOfMaps::ne
 #[btf_map(name = "QDNS_LARGE_V3")]
 pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
 
+/// bank → the front words of names over 64 octets.
+#[btf_map(name = "QDNS_LONG_NAMES_V1")]
+pub static LONG_NAMES: ArrayOfMaps<LongNames, { BANKS as usize }> = ArrayOfMaps::new();
+
 /// The two health buffers.
 #[map(name = "QDNS_HEALTH_V1")]
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
@@ -68,10 +74,12 @@ pub static RRL: Array<RrlBucket> = Array::with_max_entries(RRL_BUCKETS, 0);
 
 /// Later stages of the program, tail-called by index.
 #[map(name = "QDNS_STAGES_V1")]
-static STAGES: ProgramArray = ProgramArray::with_max_entries(1, 0);
+static STAGES: ProgramArray = ProgramArray::with_max_entries(2, 0);
 
 /// The rate-limit stage's index in `QDNS_STAGES_V1`.
 pub const STAGE_RRL: u32 = 0;
+/// The long-name stage's index in `QDNS_STAGES_V1`.
+pub const STAGE_LONG: u32 = 1;
 
 /// Tail-calls stage `index`; returns only when it is not installed.
 #[inline(always)]

@@ -3,7 +3,7 @@
 //! the DNS header (RFC 1035 §4.1.1) and the question name (§4.1.2). Every read goes
 //! through [`ptr_at`], checked against the end of the packet; loops run to constants.
 use aya_ebpf::programs::XdpContext;
-use qdns_abi::{answer::NAME_MAX, Counter};
+use qdns_abi::Counter;
 
 use crate::maps;
 
@@ -160,9 +160,10 @@ impl<const N: usize> Window<N> {
     }
 }
 
-/// Parses the frame as a DNS query to the service port.
+/// Parses the frame as a DNS query to the service port whose name is at most `MAX`
+/// octets (longer: `PassLongName`).
 #[inline(always)]
-pub fn query(ctx: &XdpContext) -> Result<Offsets, Counter> {
+pub fn query<const MAX: usize>(ctx: &XdpContext) -> Result<Offsets, Counter> {
     let eth = Window::<ETH_LEN>::at(ctx, 0)?;
     let mut l3 = ETH_LEN;
     let mut ethertype = eth.get16(12);
@@ -217,7 +218,7 @@ pub fn query(ctx: &XdpContext) -> Result<Offsets, Counter> {
     if !simple {
         return Err(Counter::PassNotSimpleQuery);
     }
-    let qname_len = qname(ctx, dns + DNS_HEADER_LEN)?;
+    let qname_len = qname::<MAX>(ctx, dns + DNS_HEADER_LEN)?;
     Ok(Offsets {
         l3,
         ipv6,
@@ -228,14 +229,15 @@ pub fn query(ctx: &XdpContext) -> Result<Offsets, Counter> {
 }
 
 /// Walks the question name at `start` label by label: plain labels (no compression)
-/// ending with the root label within [`NAME_MAX`] octets, the longest name the tables
-/// hold. Longer names go to user space unread (`PassLongName`), which checks them.
-/// Returns the wire length.
+/// ending with the root label within `MAX` octets (64 on the answer path, 255 on the
+/// long-name stage). Longer names are not read further (`PassLongName`: the answer path
+/// hands them to the long-name stage, which reads them again; user space checks the
+/// rest). Returns the wire length.
 #[inline(always)]
-fn qname(ctx: &XdpContext, start: usize) -> Result<usize, Counter> {
+fn qname<const MAX: usize>(ctx: &XdpContext, start: usize) -> Result<usize, Counter> {
     let mut at = 0usize;
     // Every label but the root takes at least two octets.
-    for _ in 0..=NAME_MAX / 2 {
+    for _ in 0..=MAX / 2 {
         let len = usize::from(u8_at(ctx, start + at)?);
         if len == 0 {
             // QTYPE and QCLASS must follow.
@@ -246,7 +248,7 @@ fn qname(ctx: &XdpContext, start: usize) -> Result<usize, Counter> {
             return Err(Counter::PassBadQname);
         }
         at += len + 1;
-        if at >= NAME_MAX {
+        if at >= MAX {
             return Err(Counter::PassLongName);
         }
     }

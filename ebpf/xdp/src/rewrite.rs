@@ -208,9 +208,9 @@ fn le_sum(acc: u64) -> u16 {
 }
 
 /// Most octets [`resize`] moves to grow a frame at the front: everything before the
-/// answer (Ethernet, one tag, IPv4 with options, UDP, DNS header, a 64-octet question)
-/// is at most 18 + 60 + 8 + 12 + 64 + 4 = 166.
-pub const MOVE_MAX: usize = 256;
+/// answer (Ethernet, one tag, IPv4 with options, UDP, DNS header, a 255-octet question)
+/// is at most 18 + 60 + 8 + 12 + 255 + 4 = 357.
+pub const MOVE_MAX: usize = 512;
 
 /// Grows or shrinks the frame so it ends at `end`, keeping its first `keep` octets.
 ///

@@ -3,12 +3,12 @@
 //! (layouts in `qdns_abi::slots` and `qdns_abi::answer`).
 use qdns_abi::{
     answer::{AnswerKey, AnswerValue, LargeTail, PolicyValue},
-    name::NAME_WORDS,
+    name::{FRONT_WORDS, NAME_WORDS},
     slots::{home, slot_hash, tag, BUCKET_SLOTS, CROWDED, RECORD_BITS},
     Counter,
 };
 
-use crate::maps::{Records, Slots, LARGE, POLICIES};
+use crate::maps::{Records, Slots, LARGE, LONG_NAMES, POLICIES};
 
 /// The active generation's tables, found once per packet.
 pub struct Tables<'a> {
@@ -55,7 +55,11 @@ impl Tables<'_> {
 /// under the same tag for another name means the query only shares the hash, and a
 /// miss in a crowded bucket may be an entry without a slot: user space answers both.
 #[inline(always)]
-pub fn find<'a>(t: &Tables<'a>, key: &AnswerKey, name: &[u64; NAME_WORDS]) -> Result<Option<&'a AnswerValue>, Counter> {
+pub fn find<'a, const W: usize>(
+    t: &Tables<'a>,
+    key: &AnswerKey,
+    name: &[u64; W],
+) -> Result<Option<&'a AnswerValue>, Counter> {
     match slot(t, key)? {
         0 => Ok(None),
         record => named(t, record, name).map(Some),
@@ -93,14 +97,30 @@ pub fn slot(t: &Tables<'_>, key: &AnswerKey) -> Result<u32, Counter> {
 
 /// Record `record` (not 0), if its name is `name`; one under the same tag for another
 /// name means the query only shares the hash: user space answers it.
+///
+/// The record holds a name's last 64 octets. On the answer path (`W` = 8) a record of a
+/// longer name (`long_name` not 0) never matches; on the long-name stage the words in
+/// front are compared with the record's long-name entry (entry 0, all zeros, for
+/// shorter names).
 #[inline(always)]
-pub fn named<'a>(t: &Tables<'a>, record: u32, name: &[u64; NAME_WORDS]) -> Result<&'a AnswerValue, Counter> {
+pub fn named<'a, const W: usize>(t: &Tables<'a>, record: u32, name: &[u64; W]) -> Result<&'a AnswerValue, Counter> {
     let Some(value) = t.records.get(record) else {
         return Err(Counter::PassNotLoaded);
     };
+    let front = W - NAME_WORDS;
     let mut differ = 0;
-    for (a, b) in value.name.iter().zip(name) {
-        differ |= a ^ b;
+    for j in 0..NAME_WORDS {
+        differ |= value.name[j] ^ name[front + j];
+    }
+    if W == NAME_WORDS {
+        differ |= u64::from(value.long_name);
+    } else {
+        let Some(long) = LONG_NAMES.get(t.bank).and_then(|names| names.get(value.long_name)) else {
+            return Err(Counter::PassNotLoaded);
+        };
+        for j in 0..front.min(FRONT_WORDS) {
+            differ |= long.front[j] ^ name[j];
+        }
     }
     if differ == 0 {
         Ok(value)

@@ -21,10 +21,11 @@ use aya::{
 };
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_ACTIVE, CONFIG_MAP, CONFIG_MASK,
-        CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, POLICIES_MAP, POLICIES_MAX,
-        RECORDS_MAP, SLOTS_MAP,
+        AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_ACTIVE, CONFIG_MAP,
+        CONFIG_MASK, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP,
+        POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
     },
+    name::FRONT_WORDS,
     slots::Bucket,
     Counter, PORTS_MAP, STATS_MAP,
 };
@@ -39,6 +40,8 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/qd
 const PROGRAM: &str = "qdns";
 /// The rate-limit stage, tail-called by the program (`QDNS_STAGES_V1[0]`).
 const RRL_STAGE: &str = "qdns_rrl";
+/// The long-name stage, tail-called for names over 64 octets (`QDNS_STAGES_V1[1]`).
+const LONG_STAGE: &str = "qdns_long";
 const STAGES_MAP: &str = "QDNS_STAGES_V1";
 
 /// How to attach.
@@ -162,6 +165,7 @@ impl XdpProgram {
             RECORDS_MAP,
             POLICIES_MAP,
             LARGE_MAP,
+            LONG_NAMES_MAP,
             HEALTH_MAP,
             CONFIG_MAP,
             qdns_abi::rrl::RRL_MAP,
@@ -206,25 +210,31 @@ impl XdpProgram {
         })
     }
 
-    /// Loads the rate-limit stage and puts it where the program tail-calls it.
+    /// Loads the stages (rate limiting, long names) and puts each where the program
+    /// tail-calls it.
     fn load_stages(ebpf: &mut Ebpf) -> Result<(), XdpLoadError> {
-        let not_loaded = || XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded));
-        let stage: &mut Xdp = ebpf
-            .program_mut(RRL_STAGE)
-            .ok_or_else(not_loaded)?
-            .try_into()
-            .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
-        stage.load().map_err(|e| XdpLoadError::Program(Box::new(e)))?;
-        let fd = stage
-            .fd()
-            .map_err(|e| XdpLoadError::Program(Box::new(e)))?
-            .try_clone()
-            .map_err(|e| XdpLoadError::Program(Box::new(aya::programs::ProgramError::from(e))))?;
-        let map = ebpf
-            .map_mut(STAGES_MAP)
-            .ok_or(XdpLoadError::MissingMap { name: STAGES_MAP })?;
-        let mut stages = aya::maps::ProgramArray::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
-        stages.set(0, &fd, 0).map_err(|e| XdpLoadError::Config(Box::new(e)))
+        for (index, name) in [(0, RRL_STAGE), (1, LONG_STAGE)] {
+            let not_loaded = || XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded));
+            let stage: &mut Xdp = ebpf
+                .program_mut(name)
+                .ok_or_else(not_loaded)?
+                .try_into()
+                .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+            stage.load().map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+            let fd = stage
+                .fd()
+                .map_err(|e| XdpLoadError::Program(Box::new(e)))?
+                .try_clone()
+                .map_err(|e| XdpLoadError::Program(Box::new(aya::programs::ProgramError::from(e))))?;
+            let map = ebpf
+                .map_mut(STAGES_MAP)
+                .ok_or(XdpLoadError::MissingMap { name: STAGES_MAP })?;
+            let mut stages = aya::maps::ProgramArray::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            stages
+                .set(index, &fd, 0)
+                .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+        }
+        Ok(())
     }
 
     fn program(ebpf: &mut Ebpf) -> Result<&mut Xdp, XdpLoadError> {
@@ -390,7 +400,7 @@ impl XdpProgram {
                 large: table.large.len(),
             });
         }
-        let packed = pack::pack(table, generation)?;
+        let packed = pack::pack(table)?;
         self.write_health(health, bitmap)?;
         // Each array is full before it is placed; the slot table goes last, so a query
         // of this generation finds everything it points to.
@@ -402,6 +412,16 @@ impl XdpProgram {
         )?;
         let large = table.large.iter().map(|(_, v)| **v);
         self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
+        // Entry 0: the all-zero front of every name of at most 64 octets.
+        let long_names = std::iter::once(LongName {
+            front: [0; FRONT_WORDS],
+        })
+        .chain(table.long_names.iter().copied());
+        self.place(
+            LONG_NAMES_MAP,
+            bank,
+            &filled(LONG_NAMES_MAP, table.long_names.len() + 1, long_names)?,
+        )?;
         let records = packed.records.iter().copied();
         self.place(RECORDS_MAP, bank, &filled(RECORDS_MAP, packed.records.len(), records)?)?;
         let buckets = packed.buckets.iter().copied();
@@ -411,7 +431,8 @@ impl XdpProgram {
         let bytes = packed.records.len() * size_of::<AnswerValue>()
             + packed.buckets.len() * size_of::<Bucket>()
             + table.policies.len() * size_of::<PolicyValue>()
-            + table.large.len() * size_of::<LargeTail>();
+            + table.large.len() * size_of::<LargeTail>()
+            + (table.long_names.len() + 1) * size_of::<LongName>();
         Ok((packed.crowded, bytes))
     }
 
@@ -424,6 +445,11 @@ impl XdpProgram {
             &filled::<PolicyValue>(POLICIES_MAP, 0, std::iter::empty())?,
         )?;
         self.place(LARGE_MAP, bank, &filled::<LargeTail>(LARGE_MAP, 0, std::iter::empty())?)?;
+        self.place(
+            LONG_NAMES_MAP,
+            bank,
+            &filled::<LongName>(LONG_NAMES_MAP, 0, std::iter::empty())?,
+        )?;
         self.place(
             RECORDS_MAP,
             bank,

@@ -42,16 +42,16 @@ pub enum PackError {
     },
 }
 
-/// The slot and record arrays of `table`'s answers for `generation`. Keys must be
-/// distinct (the compiler leaves colliding names to user space).
-pub fn pack(table: &Table, generation: u32) -> Result<Packed, PackError> {
+/// The slot and record arrays of `table`'s answers. Keys must be distinct (the compiler
+/// leaves colliding names to user space).
+pub fn pack(table: &Table) -> Result<Packed, PackError> {
     let entries = &table.answers;
     if entries.len() >= RECORDS_MAX as usize {
         return Err(PackError::TooManyRecords { records: entries.len() });
     }
     let mut records = Vec::with_capacity(entries.len() + 1);
     records.push(empty_record());
-    records.extend(entries.iter().map(|(_, value)| AnswerValue { generation, ..*value }));
+    records.extend(entries.iter().map(|(_, value)| *value));
     // A quarter of the slots: two entries per eight-slot bucket on average, where an
     // overfull bucket (more than eight) holds about one entry in 10^5.
     let buckets = entries
@@ -108,7 +108,7 @@ pub fn hash_of(key: &AnswerKey) -> u64 {
     slot_hash(key.hash, key.qtype)
 }
 
-/// Record 0: no name, kind PASS, generation 0.
+/// Record 0: no name, kind PASS.
 fn empty_record() -> AnswerValue {
     super::table::pass(qdns_abi::answer::KIND_PASS)
 }
@@ -163,18 +163,17 @@ mod tests {
                 )
             })
             .collect();
-        let packed = pack(&table_of(&keys), 7).expect("packs");
+        let packed = pack(&table_of(&keys)).expect("packs");
         assert!(packed.buckets.len().is_power_of_two());
         assert!(packed.buckets.len() * 2 >= keys.len());
         assert_eq!(packed.records.len(), keys.len() + 1);
-        assert_eq!(packed.records[0].generation, 0);
+        assert_eq!(packed.records[0], empty_record());
         let mut passed = 0;
         for (i, &(qtype, hash)) in keys.iter().enumerate() {
             match lookup(&packed, slot_hash(hash, qtype)) {
                 Ok(found) => assert_eq!(found, Some(i as u32 + 1), "entry {i}"),
                 Err(()) => passed += 1,
             }
-            assert_eq!(packed.records[i + 1].generation, 7);
         }
         assert_eq!(passed, packed.crowded);
         // Under 0.1 % of the entries lack a slot at a quarter's load.
@@ -201,7 +200,7 @@ mod tests {
         // Ten entries with one home bucket and distinct tags: eight get slots, two do
         // not, and a miss there is not a plain miss.
         let keys: Vec<(u16, u64)> = (1..=10u64).map(|i| (QTYPE_NODE, unmix(i))).collect();
-        let packed = pack(&table_of(&keys), 1).expect("packs");
+        let packed = pack(&table_of(&keys)).expect("packs");
         assert_eq!(home(1, packed.mask()), 0);
         assert_eq!(packed.crowded, 2);
         for (i, &(qtype, hash)) in keys.iter().enumerate().take(8) {
@@ -217,7 +216,7 @@ mod tests {
         // reaches the first record, whose name the program finds differs.
         let keys = [(QTYPE_NODE, unmix(5)), (QTYPE_NODE, unmix(5 | 1 << 40))];
         assert_eq!(slot_hash(keys[1].1, QTYPE_NODE), 5 | 1 << 40);
-        let packed = pack(&table_of(&keys), 1).expect("packs");
+        let packed = pack(&table_of(&keys)).expect("packs");
         assert_eq!(packed.mask(), 0);
         assert_eq!(packed.crowded, 1);
         assert_eq!(lookup(&packed, 5 | 1 << 40), Ok(Some(1)));

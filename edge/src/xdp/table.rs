@@ -12,14 +12,15 @@
 //! computed with the `qdns-abi` selection functions. Referrals: see [`referral`].
 use qdns_abi::{
     answer::{
-        fold, sum_words, AnswerKey, AnswerValue, LargeTail, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
+        fold, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
         DECISION_DEGRADED, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
         KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
         PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
         POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
+        WIRE_NAME_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
-    name::{name_hash, words_of, NAME_WORDS},
+    name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
     select::{select_failover, select_multivalue, select_zonal, weighted_pool, WeightedMember},
 };
 use qdns_zone::PolicyKind;
@@ -41,6 +42,9 @@ pub struct Table {
     pub policies: Vec<(PolicyKey, PolicyValue)>,
     /// Large tails (answers over 256 octets after the question).
     pub large: Vec<(PolicyKey, Box<LargeTail>)>,
+    /// The front words of names over 64 octets: entry `i` has id `i + 1` (id 0 is the
+    /// all-zero front of every shorter name).
+    pub long_names: Vec<LongName>,
 }
 
 /// How many entries of each kind a table holds (for logs and `qdnsctl status`).
@@ -54,6 +58,8 @@ pub struct TableStats {
     pub nodes: usize,
     /// Names and types left to user space.
     pub pass: usize,
+    /// Names over 64 octets (answered by the long-name stage).
+    pub long_names: usize,
     /// Of the precomputed answers, those with a large tail.
     pub large: usize,
     /// Names at or below a zone cut answered with a relocated referral.
@@ -76,6 +82,7 @@ impl Table {
         let mut stats = TableStats {
             policy: self.policies.len(),
             large: self.large.len(),
+            long_names: self.long_names.len(),
             ..TableStats::default()
         };
         for (_, value) in &self.answers {
@@ -109,12 +116,13 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         referrals.insert(node.name, value);
     }
     for node in nodes {
-        // Longer names never reach a lookup: the program passes their queries first.
         let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
             continue;
         };
+        let long_name = long_name_id(&mut table.long_names, &words);
         let mut push = |key: AnswerKey, mut value: AnswerValue| {
-            value.name = words;
+            value.name = words.window;
+            value.long_name = long_name;
             table.answers.push((key, value));
         };
         if node.below_cut {
@@ -211,6 +219,18 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
     table
 }
 
+/// The long-name id of a name (its front words added to `long_names`, shared by its
+/// records), or 0 for a name of at most 64 octets.
+fn long_name_id(long_names: &mut Vec<LongName>, words: &NameWords) -> u32 {
+    match words.front {
+        Some(front) => {
+            long_names.push(front);
+            long_names.len() as u32
+        }
+        None => 0,
+    }
+}
+
 /// Keys that two names share (their hashes collide) get one `PASS` entry with no name:
 /// queries for either name go to user space (the program finds the name differs and
 /// passes). With a 64-bit hash this is for correctness, not expected in practice.
@@ -237,18 +257,40 @@ fn is_special(rtype: u16) -> bool {
     rtype == 0 || rtype == 41 || (128..QTYPE_ANY).contains(&rtype)
 }
 
-/// The key of `name` (lowercase wire) and its words; `None` when longer than
-/// [`qdns_abi::answer::NAME_MAX`].
+/// A name's words as the tables hold them (see `qdns_abi::name`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameWords {
+    /// The record's words: the name's last 64 octets, right-aligned.
+    pub window: [u64; NAME_WORDS],
+    /// The words in front of them, for a name over 64 octets.
+    pub front: Option<LongName>,
+}
+
+/// The key of `name` (lowercase wire, at most 255 octets) and its words; `None` when
+/// longer than a wire name can be.
 #[must_use]
-pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, [u64; NAME_WORDS])> {
-    let words = words_of(name)?;
+pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, NameWords)> {
+    if name.len() > WIRE_NAME_MAX {
+        return None;
+    }
+    let words = words_of::<LONG_WORDS>(name)?;
     let key = AnswerKey {
         generation,
         qtype,
         pad: 0,
+        // The same hash as the answer path's eight words: the front ones are zero then.
         hash: name_hash(&words),
     };
-    Some((key, words))
+    let mut window = [0; NAME_WORDS];
+    window.copy_from_slice(&words[FRONT_WORDS..]);
+    let front = (name.len() > NAME_MAX).then(|| {
+        let mut front = LongName {
+            front: [0; FRONT_WORDS],
+        };
+        front.front.copy_from_slice(&words[..FRONT_WORDS]);
+        front
+    });
+    Some((key, NameWords { window, front }))
 }
 
 fn pass_because(kind: u8, reason: u8) -> AnswerValue {
@@ -270,7 +312,7 @@ pub(super) fn pass(kind: u8) -> AnswerValue {
         tail_len: 0,
         tail_sum: 0,
         policy: 0,
-        generation: 0,
+        long_name: 0,
         tail: [0; TAIL_MAX],
     }
 }
@@ -425,7 +467,7 @@ fn referral(
     let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
     let below = |prefix: &[u8]| [prefix, cut].concat();
     let (longer, longest) = (below(b"\x01x"), below(b"\x06xxxxxx"));
-    if longest.len() > qdns_abi::answer::NAME_MAX {
+    if longest.len() > WIRE_NAME_MAX {
         return passed();
     }
     let mut answers = Vec::new();
@@ -715,7 +757,7 @@ mod tests {
         let (mut key, words) = key(7, 1, name).unwrap();
         key.hash = hash;
         let mut value = pass(kind);
-        value.name = words;
+        value.name = words.window;
         (key, value)
     }
 
@@ -748,10 +790,21 @@ mod tests {
     }
 
     #[test]
-    fn names_longer_than_the_table_have_no_key() {
+    fn long_names_keep_their_front_words_apart() {
         let long: Vec<u8> = std::iter::repeat_n(*b"\x07abcdefg", 9).flatten().chain([0]).collect();
         assert!(long.len() > 64);
-        assert!(key(1, 1, &long).is_none());
-        assert!(key(1, 1, &long[long.len() - 64..]).is_some());
+        let (long_key, long_words) = key(1, 1, &long).unwrap();
+        let front = long_words.front.expect("a name over 64 octets has front words");
+        assert!(front.front.iter().any(|&w| w != 0));
+        // Its last 64 octets as a name of their own: same window, no front, another hash.
+        let (short_key, short_words) = key(1, 1, &long[long.len() - 64..]).unwrap();
+        assert_eq!(short_words.window, long_words.window);
+        assert_eq!(short_words.front, None);
+        assert_ne!(short_key.hash, long_key.hash);
+        // The answer path's eight-word hash of a short name is the key's.
+        let narrow = qdns_abi::name::words_of::<NAME_WORDS>(&long[long.len() - 64..]).unwrap();
+        assert_eq!(name_hash(&narrow), short_key.hash);
+        let longest: Vec<u8> = std::iter::repeat_n(*b"\x07abcdefg", 32).flatten().chain([0]).collect();
+        assert!(key(1, 1, &longest).is_none(), "over 255 octets");
     }
 }
