@@ -239,7 +239,7 @@ fn aliases_and_wildcards(m: &mut String, names: &mut Vec<String>, rng: &mut Rng)
     for i in 0..3 {
         writeln!(
             m,
-            "*.w{i} A 192.0.2.{}\n*.w{i} TXT \"wild {i}\"\nsub.w{i} A 192.0.2.{}\n*.wc{i} CNAME host{i}\n\
+            "*.w{i} A 192.0.2.{}\n*.w{i} TXT \"wild {i}\"\n*.w{i} MX 10 host{i}\nsub.w{i} A 192.0.2.{}\n*.wc{i} CNAME host{i}\n\
              x.y.ent{i} A 192.0.2.{}",
             150 + i,
             160 + i,

@@ -53,6 +53,16 @@ fn zones() -> &'static std::path::Path {
             let _ = writeln!(toml, "[[rrset]]\nname = \"ns{i}.deleg\"\ntype = \"A\"\nvalues = [\"192.0.2.{i}\"]");
         }
         toml.push_str("[[rrset]]\nname = \"away\"\ntype = \"NS\"\nvalues = [\"ns1.elsewhere.example.\", \"ns2.elsewhere.example.\"]\n");
+        // Wildcards whose answers name other owners (relocated per question): MX with
+        // an in-zone exchange (its address in additional), a CNAME chased in zone, a
+        // PTR out of zone.
+        toml.push_str(
+            "[[rrset]]\nname = \"mail\"\ntype = \"A\"\nvalues = [\"192.0.2.25\"]\n\
+             [[rrset]]\nname = \"host\"\ntype = \"A\"\nvalues = [\"192.0.2.26\"]\n\
+             [[rrset]]\nname = \"*.wmx\"\ntype = \"MX\"\nvalues = [\"10 mail.big.example.\", \"20 mx.elsewhere.example.\"]\n\
+             [[rrset]]\nname = \"*.wcn\"\ntype = \"CNAME\"\nvalues = [\"host.big.example.\"]\n\
+             [[rrset]]\nname = \"*.wptr\"\ntype = \"PTR\"\nvalues = [\"target.elsewhere.example.\"]\n",
+        );
         // Names over 64 octets (the long-name stage): plain, policy, CNAME chain,
         // wildcard, ANY, large, up to the 255-octet limit.
         for (owner, rest) in long_rrsets() {
@@ -98,6 +108,10 @@ fn long_rrsets() -> Vec<(String, String)> {
             format!("type = \"CNAME\"\nvalues = [\"host.{l1}.big.example.\"]"),
         ),
         (format!("*.{l1}"), "type = \"A\"\nvalues = [\"192.0.2.84\"]".into()),
+        (
+            format!("*.{l1}"),
+            "type = \"MX\"\nvalues = [\"5 mail.big.example.\"]".into(),
+        ),
         (
             format!("big.{l1}"),
             "type = \"TXT\"\nvalues = [".to_string()
@@ -405,6 +419,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
     // Answered in XDP: names over 64 octets (the long-name stage).
     let mut tx_long = 0u32;
+    // Answered in XDP: wildcard answers that name other owners (relocated tails).
+    let mut tx_relocated_wildcard = 0u32;
     // Answered frames per shape: [IPv4, IPv4 with options, IPv6] × [untagged, VLAN].
     let mut shapes = [0u32; 6];
     for round in 0..8 {
@@ -425,12 +441,20 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                 XDP_TX => {
                     tx += 1;
                     tx_long += u32::from(name.len() + 1 > 64);
+
                     tx_dnssec_ok += u32::from(sent.dnssec_ok);
                     tx_options += u32::from(sent.options);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
                     tx_over_512 += u32::from(sent.len() > 512);
                     tx_large += u32::from(sent.len() > 12 + dns_question_len(&dns) + 256);
+                    // An answer section from MX, CNAME (A chased), PTR or ANY there.
+                    let lower = name.to_ascii_lowercase();
+                    tx_relocated_wildcard += u32::from(
+                        [".wmx.", ".wcn.", ".wptr."].iter().any(|w| lower.contains(w))
+                            && [15, 5, 12, 1, 255].contains(&qtype)
+                            && sent.get(6..8) != Some(&[0, 0]),
+                    );
                     let valid = engine_answers(&engine, &dns, &mut out);
                     assert!(
                         valid.contains(&sent),
@@ -451,7 +475,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let c = counters(&program);
     eprintln!(
         "{total} queries: {tx} answered by XDP ({tx_dnssec_ok} with DO=1, {tx_options} with options, \
-         {tx_long} for names over 64 octets), {passed} passed; {c:?}; shapes {shapes:?}"
+         {tx_long} for names over 64 octets, {tx_relocated_wildcard} relocated wildcard answers), {passed} passed; {c:?}; shapes {shapes:?}"
     );
     assert!(tx_dnssec_ok > 500, "DO=1 queries are answered in XDP: {tx_dnssec_ok}");
     assert!(
@@ -460,6 +484,10 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     );
     assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
     assert!(tx_long > 300, "names over 64 octets are answered in XDP: {tx_long}");
+    assert!(
+        tx_relocated_wildcard > 50,
+        "wildcard answers naming other owners are answered in XDP: {tx_relocated_wildcard}"
+    );
     assert!(
         tx_large > 50 && tx_over_512 > 20,
         "large answers are sent from XDP: {tx_large} over the 256-octet tail, {tx_over_512} over 512 octets"

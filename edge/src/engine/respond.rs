@@ -258,6 +258,13 @@ impl Engine {
         let mut counts = Counts::default();
         let mut current = ctx.question;
         let mut targets = Targets::new();
+        // What RDATA names are compressed against: the question, or for an answer
+        // synthesised from a wildcard its closest encloser (see below).
+        let mut here = Ctx {
+            bitmap: ctx.bitmap,
+            draw: ctx.draw,
+            question: ctx.question,
+        };
         // The nodes the chain has answered from: a CNAME back to one of them is a loop,
         // answered with the records so far (RFC 1034 §3.6.2, RFC 2181 §5).
         let mut visited: [NodeId; MAX_CNAME_CHAIN + 1] = [NodeId::MAX; MAX_CNAME_CHAIN + 1];
@@ -282,7 +289,19 @@ impl Engine {
                         counts,
                     });
                 }
-                Found::Node(id) | Found::Wildcard(id) => id,
+                Found::Node(id) => id,
+                // Synthesis (RFC 4592 §3.3.1): RDATA names are compressed against the
+                // closest encloser only — the labels the wildcard stands for are the
+                // query's own — so the answers for every name it covers differ only by
+                // where the encloser sits in the question, and the XDP program relocates
+                // one copy (as for referrals).
+                Found::Wildcard(id) => {
+                    if let (0, Some(star)) = (chain, zone.node(id)) {
+                        let encloser = star.name.len().saturating_sub(2);
+                        here.question = ctx.question.suffix(ctx.question.wire.len().saturating_sub(encloser));
+                    }
+                    id
+                }
             };
             if visited.contains(&id) {
                 break;
@@ -298,8 +317,8 @@ impl Engine {
                 node.rrset(query.qtype)
             };
             if let Some(set) = wanted {
-                counts.answer += put_set(zone, ctx, b, current, set, &mut targets, 0)?.count;
-                counts.additional += put_additional(zone, &targets, b, false, ctx.question)?;
+                counts.answer += put_set(zone, &here, b, current, set, &mut targets, 0)?.count;
+                counts.additional += put_additional(zone, &targets, b, false, here.question)?;
                 break;
             }
             // RRSIG and NSEC stand beside a CNAME (RFC 2181 §10.1, RFC 4035 §2.5): a
@@ -309,7 +328,7 @@ impl Engine {
                 counts.authority += put_negative(zone, current, b)?;
                 break;
             };
-            let written = put_set(zone, ctx, b, current, cname, &mut targets, 0)?;
+            let written = put_set(zone, &here, b, current, cname, &mut targets, 0)?;
             counts.answer += written.count;
             // The chain goes on from the (first) CNAME's target, already in the message.
             let Some(target) = written.first_rdata else { break };

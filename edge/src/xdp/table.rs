@@ -375,6 +375,10 @@ fn plain(
         return other();
     };
     let any_qname = owned_by_question(tail, counts(&message, 1) + counts(&message, 2) + counts(&message, 3));
+    if !any_qname && name.starts_with(b"\x01*") {
+        // A wildcard's answer that names other owners: relocated for each question.
+        return wildcard_relocated(engine, name, rtype, out, large, generation, limits).unwrap_or_else(other);
+    }
     // A wildcard's entry answers longer names than its own.
     let growth = if any_qname {
         NAME_MAX.saturating_sub(name.len())
@@ -406,6 +410,43 @@ fn plain(
     value.tail_sum = fold(sum_words(tail, 0));
     large.push((PolicyKey { generation, id }, big));
     value
+}
+
+/// The entry of a wildcard's answer whose RDATA names (or additional records) point
+/// into the question or the tail: the engine compresses synthesised answers against
+/// the closest encloser, so one copy relocated by the question's extra length over
+/// `*.encloser` answers every name the wildcard covers (and the wildcard's own name).
+fn wildcard_relocated(
+    engine: &Engine,
+    name: &[u8],
+    rtype: u16,
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+    limits: Limits,
+) -> Option<AnswerValue> {
+    let encloser = name.get(2..)?;
+    // Labels the zone cannot hold beside a wildcard's answer (checked: a name that
+    // exists answers differently and the relocation check fails).
+    let Relocatable { message, tail, fixups } =
+        relocatable(engine, name, rtype, encloser, [b"\x03q-x", b"\x08q-xxxxxx"], out)?;
+    if !limits.fits(message.len(), NAME_MAX.saturating_sub(name.len())) {
+        return None;
+    }
+    let id = large_id(large)?;
+    large.push((PolicyKey { generation, id }, large_tail(&tail, &fixups)));
+    let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
+    let mut value = pass(KIND_PLAIN);
+    value.flags = u16::from_be_bytes([message[2], message[3]]);
+    value.ancount = counts(1);
+    value.nscount = counts(2);
+    value.arcount = counts(3);
+    value.apex_len = u8::try_from(name.len()).ok()?;
+    value.node_flags = PLAIN_ANY_QNAME | PLAIN_LARGE;
+    value.policy = id;
+    value.tail_len = u16::try_from(tail.len()).ok()?;
+    value.tail_sum = fold(sum_words(&tail, 0));
+    Some(value)
 }
 
 /// A large-tail entry holding `tail` (≤ [`LARGE_TAIL_MAX`]) and the offsets of its
@@ -465,46 +506,14 @@ fn referral(
     limits: Limits,
 ) -> AnswerValue {
     let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
-    let below = |prefix: &[u8]| [prefix, cut].concat();
-    let (longer, longest) = (below(b"\x01x"), below(b"\x06xxxxxx"));
-    if longest.len() > WIRE_NAME_MAX {
-        return passed();
-    }
-    let mut answers = Vec::new();
-    for name in [cut, &longer[..], &longest[..]] {
-        match engine_answer(engine, name, 1, out) {
-            Some(Answer::Fits(message)) => {
-                answers.push((message.get(HEADER_LEN + name.len() + 4..).map(<[u8]>::to_vec), message));
-            }
-            _ => return passed(),
-        }
-    }
-    let (Some(tail), message) = answers[0].clone() else {
+    let Some(Relocatable { message, tail, fixups }) = relocatable(engine, cut, 1, cut, [b"\x01x", b"\x06xxxxxx"], out)
+    else {
         return passed();
     };
     let flags = u16::from_be_bytes([message[2], message[3]]);
     let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
     // A referral: no AA, NOERROR, nothing in the answer section.
-    if flags & 0x040f != 0
-        || counts(1) != 0
-        || tail.len() > LARGE_TAIL_MAX
-        || !limits.fits(message.len(), NAME_MAX.saturating_sub(cut.len()))
-    {
-        return passed();
-    }
-    let Some(fixups) = pointer_moves(&tail, answers[1].0.as_deref().unwrap_or_default(), 2) else {
-        return passed();
-    };
-    let relocated = |delta: u16| {
-        let mut moved = tail.clone();
-        for &at in &fixups {
-            let at = usize::from(at);
-            let pointer = u16::from_be_bytes([moved[at], moved[at + 1]]) + delta;
-            moved[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
-        }
-        moved
-    };
-    if Some(relocated(7)) != answers[2].0 || fixups.len() > FIXUPS_MAX {
+    if flags & 0x040f != 0 || counts(1) != 0 || !limits.fits(message.len(), NAME_MAX.saturating_sub(cut.len())) {
         return passed();
     }
     let Some(id) = large_id(large) else {
@@ -521,6 +530,69 @@ fn referral(
     value.tail_len = tail.len() as u16;
     value.tail_sum = fold(sum_words(&tail, 0));
     value
+}
+
+/// An answer that serves every question below a name once its compression pointers are
+/// moved by the question's extra length.
+struct Relocatable {
+    /// The engine's response to the name itself (without our OPT).
+    message: Vec<u8>,
+    /// Its sections after the question.
+    tail: Vec<u8>,
+    /// Where in the tail the pointers that move start (at most [`FIXUPS_MAX`]).
+    fixups: Vec<u16>,
+}
+
+/// The engine's answer for `name` and `rtype` as a [`Relocatable`], found by comparing
+/// it with its answers for the names `prefixes` (2 and 7 octets longer than `name`'s
+/// own first labels) put in front of `below`: each pointer moves by exactly that much
+/// and nothing else changes (checked for both), or `None`.
+fn relocatable(
+    engine: &Engine,
+    name: &[u8],
+    rtype: u16,
+    below: &[u8],
+    prefixes: [&[u8]; 2],
+    out: &mut [u8],
+) -> Option<Relocatable> {
+    let longer = [prefixes[0], below].concat();
+    let longest = [prefixes[1], below].concat();
+    if longest.len() > WIRE_NAME_MAX || longer.len() != name.len() + 2 || longest.len() != name.len() + 7 {
+        return None;
+    }
+    let mut tails = Vec::new();
+    let mut first = None;
+    for name in [name, &longer[..], &longest[..]] {
+        let Some(Answer::Fits(message)) = engine_answer(engine, name, rtype, out) else {
+            return None;
+        };
+        tails.push(message.get(HEADER_LEN + name.len() + 4..)?.to_vec());
+        // The header must not change with the name (flags and counts).
+        match &first {
+            None => first = Some(message),
+            Some(m) if m.get(2..12) == message.get(2..12) => {}
+            Some(_) => return None,
+        }
+    }
+    let tail = tails[0].clone();
+    if tail.len() > LARGE_TAIL_MAX {
+        return None;
+    }
+    let fixups = pointer_moves(&tail, &tails[1], 2)?;
+    let mut moved = tail.clone();
+    for &at in &fixups {
+        let at = usize::from(at);
+        let pointer = u16::from_be_bytes([moved[at], moved[at + 1]]) + 7;
+        moved[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
+    }
+    if moved != tails[2] || fixups.len() > FIXUPS_MAX {
+        return None;
+    }
+    Some(Relocatable {
+        message: first?,
+        tail,
+        fixups,
+    })
 }
 
 /// Where `longer` (the same tail for a question `delta` octets longer) has a
