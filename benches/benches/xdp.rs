@@ -71,6 +71,15 @@ fn floor_run(program: &OwnedFd, packet: &[u8]) -> std::io::Result<(u32, u32)> {
 /// a table of this size, and the "names" cases draw from all of them.
 const BIG_NAMES: usize = 100_000;
 
+/// Names of the big zone: [`BIG_NAMES`], or `QDNS_XDP_NAMES` (e.g. 1,000,000 to see the
+/// tables' memory at that size; the cold cases then draw from all of them).
+fn big_names() -> usize {
+    std::env::var("QDNS_XDP_NAMES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BIG_NAMES)
+}
+
 /// The EDNS part of a case's query.
 #[derive(Clone, Copy)]
 enum Edns {
@@ -136,6 +145,7 @@ fn main() {
         program.set_rrl(&settings).expect("rate limiter");
         println!("rate limiter on (1,000,000 per second)");
     }
+    println!("big zone: {} names", big_names());
     println!(
         "tables: {} plain, {} node, {} policy, {} pass entries, {} crowded; {}.{} MiB of arrays",
         stats.plain,
@@ -151,13 +161,14 @@ fn main() {
     // Distinct names in a random order (a fixed xorshift sequence): each lookup misses
     // the caches as real traffic over a big zone does.
     let mut draw = 0x9e37_79b9_7f4a_7c15u64;
+    let names = big_names();
     let mut random_names = |count: usize, make: &dyn Fn(usize) -> Vec<u8>| -> Vec<Vec<u8>> {
         (0..count)
             .map(|_| {
                 draw ^= draw << 13;
                 draw ^= draw >> 7;
                 draw ^= draw << 17;
-                make(draw as usize % BIG_NAMES)
+                make(draw as usize % names)
             })
             .collect()
     };
@@ -181,6 +192,16 @@ fn main() {
         ("CNAME chain", vec![frame("chain.example.com.", 1, Edns::None)], 3),
         ("wildcard", vec![frame("anything.wild.example.com.", 1, Edns::None)], 3),
         (
+            "wildcard MX (relocated, glue)",
+            vec![frame("anything.wmx.big.test.", 15, Edns::None)],
+            3,
+        ),
+        (
+            "A, 100-octet name (long-name stage)",
+            vec![frame(&format!("{LONG_NAME}.big.test."), 1, Edns::None)],
+            3,
+        ),
+        (
             "30 A (large tail) + EDNS",
             vec![frame("pool.example.com.", 1, Edns::Plain)],
             3,
@@ -195,9 +216,9 @@ fn main() {
             vec![frame("pool.example.com.", 1, Edns::None)],
             2,
         ),
-        ("A, 100k names", names_a, 3),
-        ("A + DO=1, 100k names", names_resolver, 3),
-        ("NXDOMAIN, 100k names", names_nxdomain, 3),
+        ("A, random names of the big zone", names_a, 3),
+        ("A + DO=1, random names of the big zone", names_resolver, 3),
+        ("NXDOMAIN, random names of the big zone", names_nxdomain, 3),
         (
             "pass (other port)",
             vec![{
@@ -286,7 +307,10 @@ fn main() {
     }
 }
 
-/// A zone `big.test.` of [`BIG_NAMES`] names `hN` with one A record each, in `dir`.
+/// A zone `big.test.` of [`big_names`] names `hN` with one A record each, in `dir`.
+/// A 100-octet name of the big zone (relative).
+const LONG_NAME: &str = "host.label-of-the-long-name-stage-number-one.label-of-the-long-name-stage-number-two";
+
 fn big_zone(dir: &std::path::Path) {
     use std::fmt::Write as _;
     let toml = r#"[zone]
@@ -306,8 +330,10 @@ minimum = 60
 [zone.ns]
 names = ["ns1.big.test."]
 "#;
-    let mut master = String::from("ns1 IN A 10.0.0.1\n");
-    for i in 0..BIG_NAMES {
+    // A name over 64 octets (the long-name stage: a reverse IPv6 name is 74) and a
+    // wildcard MX whose exchange has an address (a relocated answer with glue).
+    let mut master = format!("ns1 IN A 10.0.0.1\nmx IN A 10.0.0.2\n*.wmx IN MX 10 mx\n{LONG_NAME} IN A 10.0.0.3\n");
+    for i in 0..big_names() {
         let _ = writeln!(master, "h{i} IN A 10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255);
     }
     std::fs::write(dir.join("big.test.toml"), toml).expect("write zone");

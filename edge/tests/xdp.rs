@@ -306,3 +306,16 @@ fn installs_alternate_banks_and_answer_from_the_latest_generation() {
         }
     }
 }
+
+/// Each program stays clear of the verifier's 1,000,000-instruction budget (the answer
+/// path grew close to it before: a new branch must leave room, see ARCHITECTURE).
+#[test]
+fn every_program_leaves_verifier_headroom() {
+    require_root("loading the XDP program");
+    let program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    for (name, count) in program.verified_instructions() {
+        let count = count.unwrap_or_else(|| panic!("{name}: the kernel reports no verified instruction count"));
+        eprintln!("{name}: {count} instructions verified");
+        assert!(count < 900_000, "{name}: {count} of 1,000,000 verified instructions");
+    }
+}

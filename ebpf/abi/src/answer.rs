@@ -69,13 +69,15 @@ pub const NAME_MAX: usize = 64;
 pub const LONG_NAME_MAX: usize = 256;
 /// Longest wire name (RFC 1035 §3.1).
 pub const WIRE_NAME_MAX: usize = 255;
-/// Largest answer tail (the sections after the question) kept in the answer entry.
-pub const TAIL_MAX: usize = 256;
+/// Largest answer tail (the sections after the question) kept in the answer entry:
+/// 128 octets hold the common answers (a few A/AAAA, a CNAME, a PTR, MX) and a zone's
+/// negative SOA, and keep a record at 216 octets; longer tails go to [`LARGE_MAP`].
+pub const TAIL_MAX: usize = 128;
 /// Largest tail of a [`LARGE_MAP`] entry: every tail of a [`RESPONSE_MAX`] response
 /// fits (a power of two, as the program's bounded copy needs).
 pub const LARGE_TAIL_MAX: usize = 2048;
 /// Most large tails of one generation.
-pub const LARGE_MAX: u32 = 1 << 16;
+pub const LARGE_MAX: u32 = 1 << 20;
 /// Most members of a policy set the fast path answers.
 pub const POLICY_MEMBERS: usize = 8;
 /// Largest record bytes of one policy member.
@@ -83,7 +85,7 @@ pub const MEMBER_BLOB: usize = 64;
 /// Words of one health buffer: slots 0..65,536.
 pub const HEALTH_WORDS: usize = 1024;
 /// Most records of one generation (record tables are arrays, sized to the snapshot).
-pub const RECORDS_MAX: u32 = 1 << 24;
+pub const RECORDS_MAX: u32 = 1 << 28;
 /// Most policy sets of one generation.
 pub const POLICIES_MAX: u32 = 1 << 16;
 /// Largest response the fast path sends (header to OPT): 1,232 octets, which crosses
@@ -160,9 +162,10 @@ pub const REASON_REFERRAL: u8 = 1;
 /// The answer is over [`RESPONSE_MAX`] octets, or truncated even at our own limit.
 pub const REASON_LARGE: u8 = 2;
 
-/// A record of [`RECORDS_MAP`].
+/// A record of [`RECORDS_MAP`]. Identical records are stored once (the slots of a name's
+/// ANY and of its one set's type share it).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AnswerValue {
     /// The entry's name as [`crate::name`] words: the lowercase wire name right-aligned
     /// in [`NAME_MAX`] octets, zero-filled in front (a name starts with a non-zero length

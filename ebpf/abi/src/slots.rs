@@ -27,7 +27,7 @@ pub const BUCKET_SLOTS: usize = 8;
 /// Most buckets of one generation's slot table (2^24: 128 Mi slots, 1 GiB).
 pub const BUCKETS_MAX: u32 = 1 << 24;
 /// Bits of a slot's record index; the bits above are flags.
-pub const RECORD_BITS: u32 = 24;
+pub const RECORD_BITS: u32 = 28;
 /// Flag on the last slot's record: some entry whose home this is has no slot.
 pub const CROWDED: u32 = 1 << 31;
 

@@ -129,7 +129,7 @@ pub struct Scratch {
     encloser: u64,
     /// The client's response limit, passed through map memory for the same reason.
     limit: u64,
-    /// The end of the query message (long-name stage), likewise.
+    /// The end of the query message and (bit 16) whether it had EDNS, likewise.
     message_end: u64,
     /// A slot lookup's result, passed through map memory (see [`Tables::through`]).
     found: u64,
@@ -149,8 +149,9 @@ impl Scratch {
     #[inline(always)]
     pub fn offsets(&self) -> [u64; 3] {
         // SAFETY: a read of this CPU's scratch.
-        let [l3, l4, dns, _] = unsafe { core::ptr::read_volatile(&self.offsets) };
-        [l3, l4, dns]
+        let [l3_family, l4, dns, _] = unsafe { core::ptr::read_volatile(&self.offsets) };
+        // Bit 8 beside l3 is the address family (see `launder`).
+        [l3_family & 0xff, l4, dns]
     }
 }
 
@@ -159,17 +160,27 @@ impl Scratch {
 /// Read back from map memory they are plain bounded values: one walk covers them all.
 #[inline(always)]
 fn launder<const W: usize>(scratch: &mut Scratch, at: &Offsets) -> Result<Offsets, Counter> {
-    scratch.offsets = [at.l3 as u64, at.l4 as u64, at.dns as u64, at.qname_len as u64];
+    // The address family too (bit 8 beside l3): a constant per parse path, it would
+    // otherwise keep the IPv4 and IPv6 walks apart through the whole lookup.
+    scratch.offsets = [
+        at.l3 as u64 | u64::from(at.ipv6) << 8,
+        at.l4 as u64,
+        at.dns as u64,
+        at.qname_len as u64,
+    ];
     // SAFETY: reads of this CPU's scratch, just written.
-    let [l3, l4, dns, qlen] = unsafe { core::ptr::read_volatile(&scratch.offsets) };
+    let [l3_family, l4, dns, qlen] = unsafe { core::ptr::read_volatile(&scratch.offsets) };
+    let l3 = l3_family & 0xff;
     if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || qlen > qlen_max(W) as u64 {
         return Err(Counter::PassLongName);
     }
     Ok(Offsets {
         l3: l3 as usize,
-        ipv6: at.ipv6,
+        ipv6: l3_family >> 8 & 1 == 1,
         l4: l4 as usize,
-        dns: dns as usize,
+        // `l4 + 8` (checked equal): a bounded register for the verifier, where `dns`
+        // read back is not.
+        dns: (l4 + 8) as usize,
         qname_len: qlen as usize,
     })
 }
@@ -261,19 +272,16 @@ fn plan<'a, const W: usize>(
     special_addresses(ctx, at)?;
     let opt = edns(ctx, at.dns, end, msg_end)?;
     // Each way out of the options walk leaves `msg_end` in another range (it equals the
-    // walk's position there). The eight-word path walks the rest once per range; the
-    // long-name stage, four times longer, reads it back from map memory instead.
-    let msg_end = if W > 8 {
-        *message_end_slot = msg_end as u64;
-        // SAFETY: a read of this CPU's scratch, just written.
-        let read = (unsafe { core::ptr::read_volatile(message_end_slot) } as usize) & 0x7ff;
-        if read > QUERY_MAX || read < end {
-            return Err(Counter::PassBadLength);
-        }
-        read
-    } else {
-        msg_end
-    };
+    // walk's position there), and whether the query had EDNS is a constant per path: the
+    // verifier would walk the lookup and the rewrite once for each. Read back from map
+    // memory they are one state (the walk was four times longer without this).
+    *message_end_slot = msg_end as u64 | u64::from(opt.present) << 16;
+    // SAFETY: a read of this CPU's scratch, just written.
+    let read = unsafe { core::ptr::read_volatile(message_end_slot) };
+    let (msg_end, edns_present) = ((read as usize) & 0x7ff, read >> 16 & 1 == 1);
+    if msg_end > QUERY_MAX || msg_end < end {
+        return Err(Counter::PassBadLength);
+    }
     // 512 without EDNS (udp_size is 0 then), else the client's size capped by ours; read
     // back from map memory so its branches do not split the verifier's walk.
     *limit_slot = usize::from(opt.udp_size.min(maps::udp_payload())).max(CLASSIC_UDP) as u64;
@@ -320,7 +328,7 @@ fn plan<'a, const W: usize>(
         message_end: msg_end,
         end,
         sum,
-        edns: opt.present,
+        edns: edns_present,
         dnssec_ok: opt.dnssec_ok,
         limit,
     };

@@ -44,7 +44,12 @@ fn sent() -> Option<Sent> {
     // SAFETY: as above.
     let [end, question_sum, bits] = unsafe { core::ptr::read_volatile(&scratch.stage) };
     // The bounds the answer path checked (see `answer::launder`), again for the verifier.
-    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 || end < dns + 12 + 5 || end > dns + 12 + WIRE_NAME_MAX as u64 + 4 {
+    if l3 > 18 || l4 > 18 + 60 || dns != l4 + 8 {
+        return None;
+    }
+    // `l4 + 8` (checked equal) is the register the verifier has bounds for.
+    let dns = l4 + 8;
+    if end < dns + 12 + 5 || end > dns + 12 + WIRE_NAME_MAX as u64 + 4 {
         return None;
     }
     Some(Sent {

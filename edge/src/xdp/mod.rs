@@ -302,6 +302,24 @@ impl XdpProgram {
         })
     }
 
+    /// How many instructions the verifier processed for each program (answer path, the
+    /// rate-limit and long-name stages), of its 1,000,000 budget: the headroom left for
+    /// new branches.
+    #[must_use]
+    pub fn verified_instructions(&self) -> Vec<(&'static str, Option<u32>)> {
+        [PROGRAM, RRL_STAGE, LONG_STAGE]
+            .into_iter()
+            .map(|name| {
+                let count = self
+                    .ebpf
+                    .program(name)
+                    .and_then(|p| p.info().ok())
+                    .and_then(|info| info.verified_instruction_count());
+                (name, count)
+            })
+            .collect()
+    }
+
     /// The interfaces the program is attached to.
     #[must_use]
     pub fn interfaces(&self) -> &[String] {

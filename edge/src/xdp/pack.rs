@@ -49,9 +49,20 @@ pub fn pack(table: &Table) -> Result<Packed, PackError> {
     if entries.len() >= RECORDS_MAX as usize {
         return Err(PackError::TooManyRecords { records: entries.len() });
     }
+    // Identical records once: a name's ANY entry is its one set's answer, so the two
+    // slots share a record (a third of a plain name's records).
     let mut records = Vec::with_capacity(entries.len() + 1);
     records.push(empty_record());
-    records.extend(entries.iter().map(|(_, value)| *value));
+    let mut index: std::collections::HashMap<&AnswerValue, u32> =
+        std::collections::HashMap::with_capacity(entries.len());
+    let mut record_of = Vec::with_capacity(entries.len());
+    for (_, value) in entries {
+        let at = *index.entry(value).or_insert_with(|| {
+            records.push(*value);
+            (records.len() - 1) as u32
+        });
+        record_of.push(at);
+    }
     // A quarter of the slots: two entries per eight-slot bucket on average, where an
     // overfull bucket (more than eight) holds about one entry in 10^5.
     let buckets = entries
@@ -67,7 +78,7 @@ pub fn pack(table: &Table) -> Result<Packed, PackError> {
         let hash = hash_of(key);
         let bucket = &mut table[home(hash, mask) as usize];
         // The record index fits RECORD_BITS: checked against RECORDS_MAX above.
-        let record = (i + 1) as u32;
+        let record = record_of[i];
         let free = bucket.record.iter().position(|&r| r & !CROWDED == 0);
         let taken = bucket
             .tag
@@ -124,16 +135,36 @@ mod tests {
 
     fn table_of(keys: &[(u16, u64)]) -> Table {
         let mut table = Table::default();
-        for &(qtype, hash) in keys {
+        for (i, &(qtype, hash)) in keys.iter().enumerate() {
             let key = AnswerKey {
                 generation: 7,
                 qtype,
                 pad: 0,
                 hash,
             };
-            table.answers.push((key, empty_record()));
+            // Distinct records (identical ones would share one).
+            let value = AnswerValue {
+                policy: i as u32,
+                ..empty_record()
+            };
+            table.answers.push((key, value));
         }
         table
+    }
+
+    #[test]
+    fn identical_records_are_stored_once() {
+        let mut table = table_of(&[(1, 11), (255, 11), (0, 11)]);
+        // The ANY entry answers as the set does: the same record.
+        table.answers[1].1 = table.answers[0].1;
+        let packed = pack(&table).expect("packs");
+        assert_eq!(packed.records.len(), 3, "record 0, the shared one, the node's");
+        let a = lookup(&packed, slot_hash(11, 1)).unwrap().unwrap();
+        let any = lookup(&packed, slot_hash(11, 255)).unwrap().unwrap();
+        let node = lookup(&packed, slot_hash(11, 0)).unwrap().unwrap();
+        assert_eq!(a, any);
+        assert_ne!(a, node);
+        assert_eq!(packed.records[node as usize].policy, 2);
     }
 
     /// The program's lookup: `Ok(Some(record))`, `Ok(None)` for a miss, `Err(())` for
