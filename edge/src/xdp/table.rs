@@ -6,7 +6,7 @@
 //! each answer to the client's limit and passes it when over (user space then sets TC
 //! or trims optional records). An entry is made only when the response does not depend
 //! on DO, equals the no-EDNS response wherever that fits 512 octets, and fits the table
-//! (tails over 256 octets go to the large table); otherwise the name and type get a
+//! (tails over 128 octets go to the large table); otherwise the name and type get a
 //! `PASS` entry with its reason, so the node entry cannot answer NODATA in its place.
 //! Policy sets keep their members' record bytes and a decision per health combination,
 //! computed with the `qdns-abi` selection functions. Referrals: see [`referral`].
@@ -40,7 +40,7 @@ pub struct Table {
     pub answers: Vec<(AnswerKey, AnswerValue)>,
     /// Policy table entries.
     pub policies: Vec<(PolicyKey, PolicyValue)>,
-    /// Large tails (answers over 256 octets after the question).
+    /// Large tails (answers over 128 octets after the question).
     pub large: Vec<(PolicyKey, Box<LargeTail>)>,
     /// The front words of names over 64 octets: entry `i` has id `i + 1` (id 0 is the
     /// all-zero front of every shorter name).
