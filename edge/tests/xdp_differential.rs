@@ -637,3 +637,41 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
     assert_eq!(c["rrl_dropped"], dropped as u64);
     assert!(passed > 20, "some queries passed (and were not charged)");
 }
+
+/// The program holds every answer to what the links carry (`fit_links`), also for a
+/// question longer than the table compiler allowed for: a long name's relocated
+/// wildcard answer is sent, then passes (`pass_large`) once the limit is one octet
+/// under it.
+#[test]
+fn answers_over_the_links_limit_pass() {
+    require_root("BPF_PROG_TEST_RUN");
+    let engine = engine();
+    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    program.install(&engine).expect("tables install");
+    // A plain query (no EDNS) for MX at a name the long wildcard covers.
+    let mut query = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    for part in ["x", &label('p', 60), &label('q', 30), "big", "example"] {
+        query.push(part.len() as u8);
+        query.extend(part.as_bytes());
+    }
+    query.extend([0, 0, 15, 0, 1]);
+    assert!(query.len() - 12 - 4 > 64, "a name for the long-name stage");
+    let packet = ipv4_udp_frame(&query, 53);
+    let run = program.test_run(&packet, 1).expect("test run");
+    assert_eq!(run.action, XDP_TX, "answered from XDP");
+    let sent = check_response_frame(&packet, &run.packet);
+    program.set_max_message(sent.len() - 1).expect("limit");
+    let before = counters(&program)["pass_large"];
+    let run = program.test_run(&packet, 1).expect("test run");
+    assert_eq!(
+        run.action,
+        XDP_PASS,
+        "{} octets over a {}-octet limit",
+        sent.len(),
+        sent.len() - 1
+    );
+    assert_eq!(run.packet, packet, "passed untouched");
+    assert_eq!(counters(&program)["pass_large"], before + 1);
+    program.set_max_message(sent.len()).expect("limit");
+    assert_eq!(program.test_run(&packet, 1).expect("test run").action, XDP_TX);
+}

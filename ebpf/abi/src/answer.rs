@@ -25,7 +25,7 @@
 /// Name of the slot tables (array of maps: one [`crate::slots::Bucket`] array per bank).
 pub const SLOTS_MAP: &str = "QDNS_SLOTS_V1";
 /// Name of the record tables (array of maps: one [`AnswerValue`] array per bank).
-pub const RECORDS_MAP: &str = "QDNS_RECORDS_V1";
+pub const RECORDS_MAP: &str = "QDNS_RECORDS_V2";
 /// Name of the large-tail tables (array of maps: one [`LargeTail`] array per bank; see
 /// [`PLAIN_LARGE`]).
 pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
@@ -39,7 +39,7 @@ pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
 pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
 /// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
-pub const CONFIG_MAP: &str = "QDNS_CONFIG_V3";
+pub const CONFIG_MAP: &str = "QDNS_CONFIG_V4";
 
 /// CONFIG index of the active word: generation in the low 32 bits (0 = no table: pass
 /// everything), health buffer index in bit 32.
@@ -55,8 +55,13 @@ pub const CONFIG_MASK: u32 = 3;
 /// CONFIG index of the rate limiter's nanoseconds per response (0 = off; see
 /// [`crate::rrl::RrlSettings`]); its slip, IPv4 mask, IPv6 mask and hash seed follow.
 pub const CONFIG_RRL: u32 = 5;
+/// CONFIG index of the largest DNS message (with our OPT) the attached links carry in
+/// one frame: their smallest MTU less 68 octets of IPv4 (with options) and UDP headers,
+/// at most [`RESPONSE_MAX`] (0 = [`RESPONSE_MAX`]). Larger answers pass (`pass_large`):
+/// XDP cannot fragment.
+pub const CONFIG_MAX_MESSAGE: u32 = 10;
 /// Entries of CONFIG.
-pub const CONFIG_ENTRIES: u32 = 10;
+pub const CONFIG_ENTRIES: u32 = 11;
 /// The bank bit of the active word.
 pub const ACTIVE_BANK_SHIFT: u32 = 33;
 
@@ -70,8 +75,10 @@ pub const LONG_NAME_MAX: usize = 256;
 /// Longest wire name (RFC 1035 §3.1).
 pub const WIRE_NAME_MAX: usize = 255;
 /// Largest answer tail (the sections after the question) kept in the answer entry:
-/// 128 octets hold the common answers (a few A/AAAA, a CNAME, a PTR, MX) and a zone's
-/// negative SOA, and keep a record at 216 octets; longer tails go to [`LARGE_MAP`].
+/// 128 octets hold the common answers (a few A/AAAA, a CNAME, a PTR, MX) and the
+/// negative SOA of a zone whose MNAME and RNAME take at most 96 octets together, and
+/// keep a record at 216 octets; longer answer tails go to [`LARGE_MAP`] (a longer SOA:
+/// that zone's NODATA and NXDOMAIN go to user space).
 pub const TAIL_MAX: usize = 128;
 /// Largest tail of a [`LARGE_MAP`] entry: every tail of a [`RESPONSE_MAX`] response
 /// fits (a power of two, as the program's bounded copy needs).

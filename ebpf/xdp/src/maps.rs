@@ -8,7 +8,7 @@ use aya_ebpf::{
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, BANKS, CONFIG_ACTIVE, CONFIG_ENTRIES, CONFIG_MASK,
-        CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD,
+        CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, RESPONSE_MAX,
     },
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
@@ -16,7 +16,7 @@ use qdns_abi::{
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V10")]
+#[map(name = "QDNS_STATS_V11")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
@@ -44,7 +44,7 @@ pub type LongNames = btf_maps::Array<LongName, 1, INNER>;
 pub static SLOTS: ArrayOfMaps<Slots, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → records.
-#[btf_map(name = "QDNS_RECORDS_V1")]
+#[btf_map(name = "QDNS_RECORDS_V2")]
 pub static RECORDS: ArrayOfMaps<Records, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → policy sets.
@@ -64,7 +64,7 @@ pub static LONG_NAMES: ArrayOfMaps<LongNames, { BANKS as usize }> = ArrayOfMaps:
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
 
 /// The active generation and health buffer, and our EDNS payload size.
-#[map(name = "QDNS_CONFIG_V3")]
+#[map(name = "QDNS_CONFIG_V4")]
 static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
 /// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
@@ -94,7 +94,7 @@ pub fn rrl_on() -> bool {
     CONFIG.get(CONFIG_RRL).is_some_and(|&interval| interval != 0)
 }
 
-#[map(name = "QDNS_SCRATCH_V1")]
+#[map(name = "QDNS_SCRATCH_V2")]
 pub static SCRATCH: PerCpuArray<crate::answer::Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Adds one to a counter of this CPU.
@@ -149,6 +149,16 @@ pub fn nsid_passes() -> u64 {
     match CONFIG.get(CONFIG_NSID) {
         Some(&on) => on & 1,
         None => 0,
+    }
+}
+
+/// The largest DNS message the attached links carry in one frame (see
+/// `qdns_abi::answer::CONFIG_MAX_MESSAGE`).
+#[inline(always)]
+pub fn max_message() -> usize {
+    match CONFIG.get(CONFIG_MAX_MESSAGE) {
+        Some(&size) if size != 0 => (size as usize).min(RESPONSE_MAX),
+        _ => RESPONSE_MAX,
     }
 }
 

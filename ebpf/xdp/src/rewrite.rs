@@ -39,7 +39,9 @@ pub fn respond(ctx: &XdpContext, at: &Offsets, q: &Question, body: &Body<'_>, mo
     };
     let end = q.end + tail_len + if q.edns { OPT_LEN } else { 0 };
     let size = end - at.dns;
-    if size > RESPONSE_MAX {
+    // Over what XDP may send, or over what the links carry (XDP cannot fragment; the
+    // table compiler allowed for questions up to 64 octets, longer ones meet it here).
+    if size > RESPONSE_MAX || size > crate::maps::max_message() {
         return Verdict::Pass(Counter::PassLarge);
     }
     if size > q.limit {

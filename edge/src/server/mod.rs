@@ -145,7 +145,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         }
         // Tables first, then attach: the program never runs without its answers.
         let installed = engine.load_full();
-        program.fit_links(&config.xdp);
+        program
+            .fit_links(&config.xdp)
+            .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP link size: {err}"))))?;
         match program.install(&installed) {
             Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
             Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),

@@ -22,8 +22,8 @@ use aya::{
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_ACTIVE, CONFIG_MAP,
-        CONFIG_MASK, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP,
-        POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
+        CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP,
+        LARGE_MAX, LONG_NAMES_MAP, POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
     },
     name::FRONT_WORDS,
     slots::Bucket,
@@ -211,7 +211,8 @@ impl XdpProgram {
     }
 
     /// Loads the stages (rate limiting, long names) and puts each where the program
-    /// tail-calls it.
+    /// tail-calls it. A long-name stage the kernel refuses (an older verifier) leaves
+    /// names over 64 octets to user space (`pass_long_name`) rather than XDP off.
     fn load_stages(ebpf: &mut Ebpf) -> Result<(), XdpLoadError> {
         for (index, name) in [(0, RRL_STAGE), (1, LONG_STAGE)] {
             let not_loaded = || XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded));
@@ -220,7 +221,14 @@ impl XdpProgram {
                 .ok_or_else(not_loaded)?
                 .try_into()
                 .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
-            stage.load().map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+            match stage.load() {
+                Ok(()) => {}
+                Err(error) if name == LONG_STAGE => {
+                    tracing::warn!(%error, "the XDP long-name stage did not load: names over 64 octets go to user space");
+                    continue;
+                }
+                Err(error) => return Err(XdpLoadError::Program(Box::new(error))),
+            }
             let fd = stage
                 .fd()
                 .map_err(|e| XdpLoadError::Program(Box::new(e)))?
@@ -354,11 +362,22 @@ impl XdpProgram {
     /// cannot fragment): an answer whose IP packet could be larger — with the longest
     /// question, IPv4 options and the UDP header — is left to user space and the kernel.
     /// Call before [`XdpProgram::install`]; an MTU changed later is not followed.
-    pub fn fit_links(&mut self, interfaces: &[String]) {
-        if let Some(mtu) = interfaces.iter().filter_map(|iface| interface_mtu(iface)).min() {
+    /// The program checks the same bound on every answer (the long-name stage answers
+    /// questions longer than the compiler allowed for).
+    pub fn fit_links(&mut self, interfaces: &[String]) -> Result<(), XdpTableError> {
+        match interfaces.iter().filter_map(|iface| interface_mtu(iface)).min() {
             // IPv4 with the largest header (60) and UDP (8).
-            self.max_message = (mtu as usize).saturating_sub(68).min(qdns_abi::answer::RESPONSE_MAX);
+            Some(mtu) => self.set_max_message((mtu as usize).saturating_sub(68)),
+            None => Ok(()),
         }
+    }
+
+    /// Holds every answer the program sends to `max` octets of DNS message (at most
+    /// 1,232): larger ones pass (`pass_large`). [`XdpProgram::fit_links`] sets it from
+    /// the links' MTU.
+    pub fn set_max_message(&mut self, max: usize) -> Result<(), XdpTableError> {
+        self.max_message = max.min(qdns_abi::answer::RESPONSE_MAX);
+        self.set_config(CONFIG_MAX_MESSAGE, self.max_message as u64)
     }
 
     /// Compiles `engine` into a new generation of the tables and makes it active, with
