@@ -61,7 +61,9 @@ fn zones() -> &'static std::path::Path {
              [[rrset]]\nname = \"host\"\ntype = \"A\"\nvalues = [\"192.0.2.26\"]\n\
              [[rrset]]\nname = \"*.wmx\"\ntype = \"MX\"\nvalues = [\"10 mail.big.example.\", \"20 mx.elsewhere.example.\"]\n\
              [[rrset]]\nname = \"*.wcn\"\ntype = \"CNAME\"\nvalues = [\"host.big.example.\"]\n\
-             [[rrset]]\nname = \"*.wptr\"\ntype = \"PTR\"\nvalues = [\"target.elsewhere.example.\"]\n",
+             [[rrset]]\nname = \"*.wptr\"\ntype = \"PTR\"\nvalues = [\"target.elsewhere.example.\"]\n\
+             [[rrset]]\nname = \"*.wpol\"\ntype = \"A\"\npolicy = \"weighted\"\nmembers = [{ id = \"a\", weight = 1, values = [\"192.0.2.90\"] }, \
+             { id = \"b\", weight = 2, values = [\"192.0.2.91\"] }]\n",
         );
         // Names over 64 octets (the long-name stage): plain, policy, CNAME chain,
         // wildcard, ANY, large, up to the 255-octet limit.
@@ -421,6 +423,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let mut tx_long = 0u32;
     // Answered in XDP: wildcard answers that name other owners (relocated tails).
     let mut tx_relocated_wildcard = 0u32;
+    // Answered in XDP: a weighted set at a wildcard.
+    let mut tx_wildcard_policy = 0u32;
     // Answered frames per shape: [IPv4, IPv4 with options, IPv6] × [untagged, VLAN].
     let mut shapes = [0u32; 6];
     for round in 0..8 {
@@ -450,6 +454,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     tx_large += u32::from(sent.len() > 12 + dns_question_len(&dns) + 256);
                     // An answer section from MX, CNAME (A chased), PTR or ANY there.
                     let lower = name.to_ascii_lowercase();
+                    tx_wildcard_policy +=
+                        u32::from(lower.contains(".wpol.") && qtype == 1 && sent.get(6..8) != Some(&[0, 0]));
                     tx_relocated_wildcard += u32::from(
                         [".wmx.", ".wcn.", ".wptr."].iter().any(|w| lower.contains(w))
                             && [15, 5, 12, 1, 255].contains(&qtype)
@@ -475,7 +481,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let c = counters(&program);
     eprintln!(
         "{total} queries: {tx} answered by XDP ({tx_dnssec_ok} with DO=1, {tx_options} with options, \
-         {tx_long} for names over 64 octets, {tx_relocated_wildcard} relocated wildcard answers), {passed} passed; {c:?}; shapes {shapes:?}"
+         {tx_long} for names over 64 octets, {tx_relocated_wildcard} relocated wildcard answers, {tx_wildcard_policy} weighted at a wildcard), {passed} passed; {c:?}; shapes {shapes:?}"
     );
     assert!(tx_dnssec_ok > 500, "DO=1 queries are answered in XDP: {tx_dnssec_ok}");
     assert!(
@@ -484,6 +490,10 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     );
     assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
     assert!(tx_long > 300, "names over 64 octets are answered in XDP: {tx_long}");
+    assert!(
+        tx_wildcard_policy > 10,
+        "a weighted set at a wildcard is answered in XDP: {tx_wildcard_policy}"
+    );
     assert!(
         tx_relocated_wildcard > 50,
         "wildcard answers naming other owners are answered in XDP: {tx_relocated_wildcard}"

@@ -535,7 +535,7 @@ fn lookup<'a, const W: usize>(
         return Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain));
     }
     if node.node_flags & NODE_WILDCARD != 0 {
-        return wildcard(t, key, name, at, qtype);
+        return wildcard(t, key, name, at, qtype, health);
     }
     Err(Counter::PassNotCached)
 }
@@ -544,8 +544,9 @@ fn lookup<'a, const W: usize>(
 /// octet `at` of `name` (RFC 4592 §3.3.1): `*.` is written in front of it, and the
 /// wildcard's entry for the query type answers when its tail fits any question name.
 /// Without an entry, the wildcard's node entry answers NODATA (the SOA owner points at
-/// the apex inside the question, as for any negative answer). Policy sets at a wildcard
-/// stay with user space: a second inlined policy path exceeds the verifier's budget.
+/// the apex inside the question, as for any negative answer). A policy set at the
+/// wildcard is chosen as anywhere else (its members' records are owned by the question
+/// and name nothing else); the answer counts in its policy's counter.
 #[inline(always)]
 fn wildcard<'a, const W: usize>(
     t: &Tables<'a>,
@@ -553,6 +554,7 @@ fn wildcard<'a, const W: usize>(
     name: &mut [u64; W],
     at: usize,
     qtype: u16,
+    health: u32,
 ) -> Result<(Body<'a>, Counter), Counter> {
     // The walk cleared at least one label in front of `at`: two octets are free.
     if !(2..8 * W).contains(&at) {
@@ -569,6 +571,7 @@ fn wildcard<'a, const W: usize>(
             KIND_PLAIN if value.node_flags & PLAIN_ANY_QNAME != 0 => {
                 Ok((Body::Plain(value, None), Counter::AnsweredWildcard))
             }
+            KIND_POLICY => policy(t, value, health),
             _ => Err(Counter::PassNotCached),
         };
     }
