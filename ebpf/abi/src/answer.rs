@@ -293,9 +293,9 @@ pub struct PolicyValue {
 }
 const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
 
-/// An element of [`LARGE_MAP`] (at the entry's id).
+/// An element of [`LARGE_MAP`] (at the entry's id). Identical ones are stored once.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LargeTail {
     /// The tail; its length and sum are in the [`AnswerValue`] that points here.
     pub tail: [u8; LARGE_TAIL_MAX],

@@ -216,7 +216,53 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         push(node_key, node_value(&node));
     }
     pass_collisions(&mut table.answers);
+    share_large_tails(&mut table, generation);
     table
+}
+
+/// Identical large tails once (a name's ANY answer and its set's, the same set under
+/// several names): records point at the first, and records left identical by that are
+/// shared in turn by `pack`.
+fn share_large_tails(table: &mut Table, generation: u32) {
+    let mut remap = Vec::with_capacity(table.large.len());
+    let mut kept: Vec<usize> = Vec::new();
+    {
+        let mut first: std::collections::HashMap<&LargeTail, u32> = std::collections::HashMap::new();
+        for (at, (_, tail)) in table.large.iter().enumerate() {
+            let id = *first.entry(&**tail).or_insert_with(|| {
+                kept.push(at);
+                (kept.len() - 1) as u32
+            });
+            remap.push(id);
+        }
+    }
+    if kept.len() == table.large.len() {
+        return;
+    }
+    let mut old: Vec<Option<Box<LargeTail>>> = std::mem::take(&mut table.large)
+        .into_iter()
+        .map(|(_, tail)| Some(tail))
+        .collect();
+    table.large = kept
+        .iter()
+        .enumerate()
+        .filter_map(|(id, &at)| {
+            let tail = old.get_mut(at)?.take()?;
+            Some((
+                PolicyKey {
+                    generation,
+                    id: id as u32,
+                },
+                tail,
+            ))
+        })
+        .collect();
+    for (_, value) in &mut table.answers {
+        let uses_large = value.node_flags & PLAIN_LARGE != 0 && matches!(value.kind, KIND_PLAIN | KIND_REFERRAL);
+        if let (true, Some(&id)) = (uses_large, remap.get(value.policy as usize)) {
+            value.policy = id;
+        }
+    }
 }
 
 /// The long-name id of a name (its front words added to `long_names`, shared by its
@@ -859,6 +905,34 @@ mod tests {
         let mut glue = a;
         glue[1] = 0x2a; // an additional record owned by a name inside the tail
         assert!(!owned_by_question(&[a, glue].concat(), 2));
+    }
+
+    #[test]
+    fn identical_large_tails_are_stored_once() {
+        let mut table = Table::default();
+        for (id, fill) in [7u8, 9, 7].into_iter().enumerate() {
+            table.large.push((
+                PolicyKey {
+                    generation: 3,
+                    id: id as u32,
+                },
+                large_tail(&[fill; 300], &[]),
+            ));
+            let mut value = pass(KIND_PLAIN);
+            value.node_flags = PLAIN_LARGE;
+            value.policy = id as u32;
+            table.answers.push((key(3, 1, b"\x01a\x00").unwrap().0, value));
+        }
+        // A policy record's id is not a large tail's.
+        let mut policy = pass(KIND_POLICY);
+        policy.policy = 2;
+        table.answers.push((key(3, 16, b"\x01a\x00").unwrap().0, policy));
+        share_large_tails(&mut table, 3);
+        assert_eq!(table.large.len(), 2);
+        let ids: Vec<u32> = table.answers.iter().map(|(_, v)| v.policy).collect();
+        assert_eq!(ids, [0, 1, 0, 2]);
+        assert_eq!(table.large[1].1.tail[0], 9);
+        assert!(table.large.iter().enumerate().all(|(i, (k, _))| k.id == i as u32));
     }
 
     #[test]
