@@ -65,6 +65,10 @@ pub struct Args {
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Check the settings and load the zones, print the result and exit: 0 when
+    /// everything would start, 1 with the file, key and reason otherwise.
+    #[arg(long)]
+    pub check_config: bool,
 }
 
 /// Other roles of the binary.
@@ -156,7 +160,8 @@ impl Config {
         let file = match &args.config {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-                toml::from_str::<FileConfig>(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?
+                toml::from_str::<FileConfig>(&text)
+                    .map_err(|e| format!("{}: {}", path.display(), qdns_zone::load::toml_reason(&text, &e)))?
             }
             None => FileConfig::default(),
         };

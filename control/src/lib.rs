@@ -100,6 +100,27 @@ async fn bind_unix(path: &Path, what: &'static str, mode: u32) -> Result<UnixLis
     Ok(listener)
 }
 
+/// `--check-config`: what [`run`] reads before it serves — the zones (and their
+/// special-use check when on), the checker keys, the persisted operator state — without
+/// binding anything. Returns a one-line summary.
+pub fn check(config: &Config) -> Result<String, ControlError> {
+    let snapshot = qdns_zone::load_dir(&config.zones, 1)?;
+    if config.deny_special_use_targets {
+        special_use::check(&snapshot).map_err(ControlError::State)?;
+    }
+    if let Some(path) = &config.checker_keys {
+        report::Keys::load(path).map_err(ControlError::State)?;
+    }
+    if config.state_dir.exists() {
+        persist::load(&config.state_dir).map_err(ControlError::State)?;
+    }
+    Ok(format!(
+        "configuration ok; {} zones load from {}",
+        snapshot.zones.len(),
+        config.zones.display()
+    ))
+}
+
 /// Runs control until `shutdown`.
 #[expect(clippy::too_many_lines, reason = "the start-up sequence, step by step in order")]
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ControlError> {
@@ -218,6 +239,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tracing::info!(checker_listen = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "accepting checker reports");
         tasks.spawn(accept_reports(listener, keys, ctx.clone(), shutdown.clone()));
     }
+    // Every listener bound, the zones compiled and edges served: ready for systemd.
+    let version = ctx.state.lock().await.snapshot.version;
+    qdns_listen::notify::ready(&format!("location ready, snapshot {version}"));
     shutdown.cancelled().await;
     tasks.shutdown().await;
     let _ = std::fs::remove_file(&config.socket);

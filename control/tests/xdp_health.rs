@@ -9,13 +9,7 @@ use std::{os::fd::AsRawFd, process::Command, time::Duration};
 
 use common::{ask, values, Location};
 use hickory_proto::rr::RecordType;
-
-/// Fails the test (never skips it) when not run as root.
-fn require_root(needs: &str) {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() == 0 };
-    assert!(root, "this test needs root ({needs}); run it as root, as .ci/run does");
-}
+use qdns_testkit::require_root;
 
 /// A network namespace with loopback up, deleted on drop.
 struct Netns(String);

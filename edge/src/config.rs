@@ -91,6 +91,10 @@ pub struct Args {
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Check the settings (and, standalone, load the zones), print the result and exit:
+    /// 0 when everything would start, 1 with the file, key and reason otherwise.
+    #[arg(long)]
+    pub check_config: bool,
 }
 
 /// The `--config` file: the same settings as the flags.
@@ -131,7 +135,7 @@ impl FileConfig {
         })?;
         toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::File {
             path: path.to_path_buf(),
-            reason: e.message().to_owned(),
+            reason: qdns_zone::load::toml_reason(&text, &e),
         })
     }
 }

@@ -22,10 +22,15 @@ fn main() -> ExitCode {
     if let Err(err) = qdns_listen::raise_open_files_limit() {
         tracing::warn!(%err, "cannot raise the open-file limit");
     }
-    let config = match Config::from_args(Args::parse()) {
+    let args = Args::parse();
+    let check = args.check_config;
+    let config = match Config::from_args(args) {
         Ok(config) => config,
         Err(err) => return fatal(&err),
     };
+    if check {
+        return check_config(&config);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -43,6 +48,29 @@ fn main() -> ExitCode {
     match runtime.block_on(qdns_edge::run(config, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fatal(&err),
+    }
+}
+
+/// `--check-config`: the settings parsed; standalone, the zones load and compile.
+fn check_config(config: &Config) -> ExitCode {
+    match &config.source {
+        qdns_edge::config::Source::Zones(dir) => {
+            match qdns_edge::server::load_engine(dir, 1, &config.serve_options()) {
+                Ok(engine) => {
+                    println!(
+                        "qdns-edge: configuration ok; {} zones load from {}",
+                        engine.zones().count(),
+                        dir.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(err) => fatal(&err),
+            }
+        }
+        qdns_edge::config::Source::Control { .. } => {
+            println!("qdns-edge: configuration ok; zones come from control");
+            ExitCode::SUCCESS
+        }
     }
 }
 

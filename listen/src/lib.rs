@@ -2,8 +2,10 @@
 //! [`pool`] caps connections in total and per source and, when full, makes room by
 //! closing the oldest connection that is idle or has not yet proven itself, so a flood
 //! of idle or slow connections cannot lock out the real clients; [`metrics`] serves
-//! `/metrics` under such a pool with bounded request heads.
+//! `/metrics` under such a pool with bounded request heads; [`notify`] tells systemd
+//! when a daemon is ready.
 pub mod metrics;
+pub mod notify;
 pub mod pool;
 
 pub use pool::{Limits, Pool, Refusal, Ticket};

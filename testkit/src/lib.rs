@@ -12,6 +12,22 @@ use std::{
     time::Duration,
 };
 
+/// True when the tests run as root (network namespaces, XDP, dpkg need it).
+#[must_use]
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Fails the test (never skips it) when not run as root: a green run must mean the
+/// privileged parts were exercised. `needs` says what for.
+pub fn require_root(needs: &str) {
+    assert!(
+        is_root(),
+        "this test needs root ({needs}); run it as root, as .ci/run does"
+    );
+}
+
 /// Raises this process's open-file limit to its hard limit (crowds hold thousands).
 pub fn raise_fd_limit() {
     let mut limit = libc::rlimit {

@@ -103,6 +103,21 @@ pub fn parse_zone_text(path: &Path, text: &str) -> Result<Zone, ZoneError> {
     ZoneBuilder::new(path, text, &file)?.build(&file)
 }
 
+/// A TOML settings file's parse error as `line N (`the line`): reason`, so a daemon's
+/// config error names the key as well as the file (the error's own message does not).
+#[must_use]
+pub fn toml_reason(text: &str, err: &toml::de::Error) -> String {
+    let reason = err.message().trim();
+    match err.span() {
+        Some(span) => {
+            let line = line_of(text, span.start);
+            let shown = text.lines().nth(line - 1).unwrap_or_default().trim();
+            format!("line {line} (`{shown}`): {reason}")
+        }
+        None => reason.to_owned(),
+    }
+}
+
 /// 1-based line of byte `offset` in `text` (error path; the builder keeps an index).
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset)

@@ -26,6 +26,16 @@ fn main() -> ExitCode {
     }
     let mut args = Args::parse();
     let role = args.role.take();
+    if args.check_config && role.is_none() {
+        return match Config::from_args(args).and_then(|config| qdns_control::check(&config).map_err(|e| e.to_string()))
+        {
+            Ok(summary) => {
+                println!("qdns-control: {summary}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => fatal(&err),
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -220,6 +220,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             shutdown.clone(),
         ));
     }
+    tokio::spawn(announce_ready(Arc::clone(&engine), shutdown.clone()));
     reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
 
     stop.store(true, Ordering::Relaxed);
@@ -235,6 +236,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         }
     }
     Ok(())
+}
+
+/// Tells systemd the edge is ready (`Type=notify`) once it serves a snapshot: at once
+/// standalone or with a persisted snapshot, else when control's first one arrives
+/// (until then the edge refuses every query, which is not ready).
+async fn announce_ready(engine: Arc<ArcSwap<Engine>>, shutdown: CancellationToken) {
+    loop {
+        let version = engine.load().version();
+        if version != 0 {
+            qdns_listen::notify::ready(&format!("serving snapshot {version}"));
+            return;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+        }
+    }
 }
 
 /// Waits for shutdown; on each SIGHUP reloads the zones and swaps the engine atomically.

@@ -3,20 +3,8 @@
 //! removed when its [`Pair`] drops.
 use std::process::Command;
 
-/// True when the tests run as root (network namespaces and XDP need it).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Fails the test (never skips it) when not run as root: a green run must mean the
-/// kernel parts were exercised. `needs` says what for.
-pub fn require_root(needs: &str) {
-    assert!(
-        is_root(),
-        "this test needs root ({needs}); run it as root, as .ci/run does"
-    );
-}
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use qdns_testkit::{is_root, require_root};
 
 /// Runs `args`, asserts it succeeded, and returns its standard output.
 pub fn run(args: &[&str]) -> String {
