@@ -60,6 +60,7 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
         "./etc/qdns/edge.toml",
         "./etc/qdns/control.toml",
         "./etc/qdns/zones/example.com.toml",
+        "./usr/share/bash-completion/completions/qdnsctl",
     ] {
         assert!(contents.contains(path), "{path} missing from the package:\n{contents}");
     }
@@ -83,6 +84,19 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
             &["--config", "/etc/qdns/edge.toml", "--check-config"],
         );
         assert!(ok && text.contains("configuration ok"), "{text}");
+        // bash completes qdnsctl's commands from the installed script.
+        let (ok, text) = run(
+            "bash",
+            &[
+                "-c",
+                "source /usr/share/bash-completion/completions/qdnsctl && COMP_WORDS=(qdnsctl ex) && COMP_CWORD=1 \
+                 && _qdnsctl qdnsctl ex qdnsctl && echo \"${COMPREPLY[*]}\"",
+            ],
+        );
+        assert!(
+            ok && text.split_whitespace().any(|w| w == "explain"),
+            "completion of `qdnsctl ex`: {text}"
+        );
         let (verified, text) = run(
             "systemd-analyze",
             &[

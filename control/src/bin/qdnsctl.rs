@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use qdns_control::api::{
     Distribution, ExplainDetail, Explanation, MemberAnswer, Reply, Request, Response, StatusReport,
 };
@@ -63,6 +63,9 @@ enum Command {
         #[command(subcommand)]
         action: PkiAction,
     },
+    /// Print the completion script for SHELL (`qdnsctl completions bash >
+    /// /usr/share/bash-completion/completions/qdnsctl`; the package installs it).
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Subcommand)]
@@ -198,6 +201,10 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| PathBuf::from("/run/qdns/control.sock"));
     let request = match cli.command {
         Command::Pki { action } => return pki(action),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "qdnsctl", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
         Command::Status => Request::Status,
         Command::Reload => Request::Reload,
         Command::Health { check } => Request::Health { check },
