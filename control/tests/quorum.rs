@@ -5,6 +5,7 @@
 //! the checkers they can reach; reports are signed and replay-protected.
 mod common;
 
+use qdns_testkit::Rng;
 use std::{
     fmt::Write as _,
     io::{Read, Write},
@@ -438,29 +439,9 @@ fn the_report_listener_refuses_giants_strangers_and_crowds_before_reading_bodies
     drop(idle);
 }
 
-/// A small deterministic generator (xorshift64*), so a failing frame can be replayed.
-struct Noise(u64);
-
-impl Noise {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
 /// Frame `i` of the report flood: random octets, a well-formed header around random
 /// MAC and body, a genuine signed report cut short, or one with a bit flipped.
-fn hostile_report(noise: &mut Noise, i: u64) -> Vec<u8> {
+fn hostile_report(noise: &mut Rng, i: u64) -> Vec<u8> {
     let genuine = || {
         let report = Report {
             checker: "c1".to_owned(),
@@ -510,7 +491,7 @@ fn hostile_report(noise: &mut Noise, i: u64) -> Vec<u8> {
 
 /// Frame `i` of the edge-link flood: a random body that is not a hello (its first
 /// octet, the message tag, is not 0), random octets, or a genuine hello cut short.
-fn hostile_link_frame(noise: &mut Noise, i: u64) -> Vec<u8> {
+fn hostile_link_frame(noise: &mut Rng, i: u64) -> Vec<u8> {
     match i % 3 {
         0 => {
             let n = noise.below(64);
@@ -544,11 +525,11 @@ fn hostile_link_frame(noise: &mut Noise, i: u64) -> Vec<u8> {
 /// Sends `count` hostile frames to `port`, one connection each, from `threads`
 /// threads: each frame is written, the write side closed, and the connection read to
 /// its end. Returns the octets the listener sent back in all (it must send nothing).
-fn flood(port: u16, count: u64, threads: u64, frame: fn(&mut Noise, u64) -> Vec<u8>) -> usize {
+fn flood(port: u16, count: u64, threads: u64, frame: fn(&mut Rng, u64) -> Vec<u8>) -> usize {
     let workers: Vec<_> = (0..threads)
         .map(|t| {
             std::thread::spawn(move || {
-                let mut noise = Noise(0x9E37_79B9_7F4A_7C15 ^ (t + 1) ^ u64::from(port) << 32);
+                let mut noise = Rng(0x9E37_79B9_7F4A_7C15 ^ (t + 1) ^ u64::from(port) << 32);
                 let mut received = 0;
                 for i in (t..count).step_by(threads as usize) {
                     let bytes = frame(&mut noise, i);

@@ -12,6 +12,36 @@ use std::{
     time::Duration,
 };
 
+/// A seeded xorshift generator (xorshift64*): reproducible noise for generated zones,
+/// queries and hostile frames (print the seed; a failure replays from it).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    #[allow(clippy::should_implement_trait, reason = "an endless generator, not an iterator")]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n` (not 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    /// `n` random octets.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
 /// True when the tests run as root (network namespaces, XDP, dpkg need it).
 #[must_use]
 pub fn is_root() -> bool {

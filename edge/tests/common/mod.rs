@@ -354,25 +354,8 @@ pub fn every_path(edge: &Edge) -> Vec<(SocketAddr, Via)> {
     out
 }
 
-/// xorshift64*: a small deterministic generator, so a failure can be replayed.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use qdns_testkit::Rng;
 
 /// Copies the example zones into `dir` (for tests that change them).
 pub fn copy_examples(dir: &Path) {
