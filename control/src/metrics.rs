@@ -54,10 +54,12 @@ pub fn render(state: &State) -> String {
     out
 }
 
-/// Decisions per check, fresh reports per checker, reachable checkers.
+/// Decisions per check, fresh reports per checker and per region, reachable checkers.
 fn register_checks(r: &mut Registry, state: &State) {
     let checks = family();
     let observed = family();
+    // (check, region) → (fresh reports saying healthy, fresh reports).
+    let mut by_region: std::collections::BTreeMap<(String, String), (i64, i64)> = std::collections::BTreeMap::new();
     for (key, probe) in state.probed_checks() {
         if let Some(slot) = state.slot(&key) {
             let healthy = i64::from(slot_healthy(&state.snapshot.bitmap, slot));
@@ -74,6 +76,9 @@ fn register_checks(r: &mut Registry, state: &State) {
                     ("region".to_owned(), o.region.clone()),
                 ];
                 observed.get_or_create(&labels).set(i64::from(o.healthy));
+                let region = by_region.entry((key.clone(), o.region.clone())).or_default();
+                region.0 += i64::from(o.healthy);
+                region.1 += 1;
             }
         }
     }
@@ -86,6 +91,22 @@ fn register_checks(r: &mut Registry, state: &State) {
         "check_observed_healthy",
         "Latest fresh report per check, checker and region (1 healthy)",
         observed,
+    );
+    let (region_healthy, region_reports) = (family(), family());
+    for ((check, region), (healthy, reports)) in by_region {
+        let labels = vec![("check".to_owned(), check), ("region".to_owned(), region)];
+        region_healthy.get_or_create(&labels).set(healthy);
+        region_reports.get_or_create(&labels).set(reports);
+    }
+    r.register(
+        "check_region_healthy",
+        "Fresh reports per check and region that say healthy (the share beside check_region_reports)",
+        region_healthy,
+    );
+    r.register(
+        "check_region_reports",
+        "Fresh reports per check and region",
+        region_reports,
     );
     let reachable = family();
     for (id, region) in state.reachable_checkers() {

@@ -406,6 +406,8 @@ members = [
         "qdns_fail_open{rrset=\"api.chk.example. A\"} 1",
         "qdns_check_healthy{check=\"chk.example./p\"} 0",
         "qdns_check_observed_healthy{check=\"chk.example./s\",checker=\"embedded-1\",region=\"test-region\"} 0",
+        "qdns_check_region_healthy{check=\"chk.example./s\",region=\"test-region\"} 0",
+        "qdns_check_region_reports{check=\"chk.example./s\",region=\"test-region\"} 1",
         "qdns_checker_reachable{checker=\"embedded-1\",region=\"test-region\"} 1",
         "qdns_fail_open_entered_total 1",
     ] {
