@@ -17,7 +17,7 @@ pub struct Args {
     /// TOML file of `[[checker]]` tables (`id`, `region`, `key` in base64).
     #[arg(long, value_name = "FILE")]
     pub checker_keys: Option<PathBuf>,
-    /// Serve Prometheus metrics on this TCP address (`/metrics`).
+    /// Serve Prometheus metrics (`/metrics`) and the status page (`/status`) on this TCP address.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
     /// Extra trusted CA certificates (PEM) for checks with `tls_verify = true`.

@@ -260,7 +260,7 @@ fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, ApiError> {
     Ok(name::to_text(&wire))
 }
 
-fn shift_list(state: &State) -> Vec<ShiftEntry> {
+pub(crate) fn shift_list(state: &State) -> Vec<ShiftEntry> {
     let mut out = Vec::new();
     for (rrset, azs) in &state.operator.shifts {
         let failing_open = state
@@ -284,7 +284,7 @@ fn shift_list(state: &State) -> Vec<ShiftEntry> {
     out
 }
 
-fn status(state: &State) -> StatusReport {
+pub(crate) fn status(state: &State) -> StatusReport {
     let zones = state
         .snapshot
         .zones
@@ -332,7 +332,7 @@ fn status(state: &State) -> StatusReport {
     }
 }
 
-fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHealth>, ApiError> {
+pub(crate) fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHealth>, ApiError> {
     let keys: Vec<String> = match check {
         Some(given) => vec![state.check_key(given)?],
         None => (0..)

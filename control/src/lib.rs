@@ -30,6 +30,7 @@ pub mod report;
 pub mod report_listener;
 pub mod special_use;
 pub mod state;
+pub mod status_page;
 
 use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
 

@@ -9,6 +9,7 @@ use prometheus_client::{
     registry::Registry,
 };
 use qdns_abi::health::slot_healthy;
+use qdns_listen::metrics::{Get, Page};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -67,19 +68,16 @@ fn register_checks(r: &mut Registry, state: &State) {
                 .get_or_create(&vec![("check".to_owned(), key.clone())])
                 .set(healthy);
         }
-        let fresh = crate::state::fresh_for(probe.interval);
-        for o in state.observations.get(&key).into_iter().flat_map(|by| by.values()) {
-            if crate::state::now().saturating_sub(o.at) <= fresh {
-                let labels = vec![
-                    ("check".to_owned(), key.clone()),
-                    ("checker".to_owned(), o.checker.clone()),
-                    ("region".to_owned(), o.region.clone()),
-                ];
-                observed.get_or_create(&labels).set(i64::from(o.healthy));
-                let region = by_region.entry((key.clone(), o.region.clone())).or_default();
-                region.0 += i64::from(o.healthy);
-                region.1 += 1;
-            }
+        for o in state.fresh_observations(&key, probe.interval) {
+            let labels = vec![
+                ("check".to_owned(), key.clone()),
+                ("checker".to_owned(), o.checker.clone()),
+                ("region".to_owned(), o.region.clone()),
+            ];
+            observed.get_or_create(&labels).set(i64::from(o.healthy));
+            let region = by_region.entry((key.clone(), o.region.clone())).or_default();
+            region.0 += i64::from(o.healthy);
+            region.1 += 1;
         }
     }
     r.register(
@@ -203,14 +201,24 @@ fn register_counters(r: &mut Registry, state: &State) {
     );
 }
 
-/// Serves `/metrics` until `shutdown` (the listener both daemons share, with this
-/// render).
+/// Serves `/metrics` and the status page (`/status`; `/` redirects there in effect: it
+/// is the same page) until `shutdown`.
 pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
-    qdns_listen::metrics::serve_text(
+    qdns_listen::metrics::serve_pages(
         listener,
-        move || {
+        move |get: Get| {
             let ctx = ctx.clone();
-            async move { render(&*ctx.state.lock().await) }
+            async move {
+                match get.path.as_str() {
+                    "/metrics" => Page::metrics(render(&*ctx.state.lock().await)),
+                    "/" | "/status" => {
+                        let (name, rtype) = (get.param("name"), get.param("type"));
+                        let query = name.as_deref().map(|n| (n, rtype.as_deref().unwrap_or("A")));
+                        Page::html(crate::status_page::render(&*ctx.state.lock().await, query))
+                    }
+                    _ => Page::text(404, "see /status or /metrics\n"),
+                }
+            }
         },
         shutdown,
     )

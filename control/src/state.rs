@@ -394,17 +394,7 @@ impl State {
     /// none reachable, the last decision (stale); before any report, healthy.
     #[must_use]
     pub fn aggregate(&self, key: &str, interval: u32) -> Aggregate {
-        let t = now();
-        let fresh: Vec<&crate::checker::Observation> = self
-            .observations
-            .get(key)
-            .map(|by_checker| {
-                by_checker
-                    .values()
-                    .filter(|o| t.saturating_sub(o.at) <= fresh_for(interval))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let fresh: Vec<&crate::checker::Observation> = self.fresh_observations(key, interval).collect();
         if fresh.is_empty() {
             let healthy = self.decisions.get(key).copied().unwrap_or(true);
             let stale = self.observations.get(key).is_some_and(|o| !o.is_empty());
@@ -423,6 +413,30 @@ impl State {
             reachable: fresh.len(),
             healthy_reports,
             stale: false,
+        }
+    }
+
+    /// The latest report of each checker on probed check `key` (probe interval
+    /// `interval`) that is still fresh.
+    pub fn fresh_observations<'s>(
+        &'s self,
+        key: &str,
+        interval: u32,
+    ) -> impl Iterator<Item = &'s crate::checker::Observation> + 's {
+        let t = now();
+        self.observations
+            .get(key)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .filter(move |o| t.saturating_sub(o.at) <= fresh_for(interval))
+    }
+
+    /// The probe interval of check `key`, when it is probed.
+    #[must_use]
+    pub fn probe_interval(&self, key: &str) -> Option<u32> {
+        match self.rule(key)? {
+            SlotRule::Check { probe: Some(p), .. } => Some(p.interval),
+            _ => None,
         }
     }
 

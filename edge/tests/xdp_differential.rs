@@ -419,7 +419,11 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     // one run of seven.
     let large_names: Vec<String> = names
         .iter()
-        .filter(|n| ["a40.", "a70.", "a150.", "txt900.", "txt1900.", "deleg."].iter().any(|p| n.starts_with(p)))
+        .filter(|n| {
+            ["a40.", "a70.", "a150.", "txt900.", "txt1900.", "deleg."]
+                .iter()
+                .any(|p| n.starts_with(p))
+        })
         .cloned()
         .collect();
     assert_eq!(large_names.len(), 6, "{large_names:?}");

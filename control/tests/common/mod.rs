@@ -161,6 +161,13 @@ impl Location {
 
     /// Control running, no edge yet.
     pub fn control_only() -> Location {
+        let mut location = Location::prepared();
+        location.start_control();
+        location
+    }
+
+    /// The example zones in a new directory; nothing running.
+    pub fn prepared() -> Location {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("zones")).unwrap();
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
@@ -168,26 +175,30 @@ impl Location {
             let path = entry.unwrap().path();
             std::fs::copy(&path, dir.path().join("zones").join(path.file_name().unwrap())).unwrap();
         }
-        let mut location = Location {
+        Location {
             dir,
             control: None,
             edge: None,
             dns: None,
-        };
-        location.start_control();
-        location
+        }
     }
 
+    /// Starts control without its embedded checker: health here is driven by overrides
+    /// and external checks; probing has its own tests (the example checks probe loopback
+    /// ports where nothing listens).
     pub fn start_control(&mut self) {
+        self.start_control_with(&["--no-embedded-checker"]);
+    }
+
+    /// Starts control with `extra` arguments.
+    pub fn start_control_with(&mut self, extra: &[&str]) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_qdns-control"));
         cmd.arg("--zones").arg(self.zones()).arg("--socket").arg(self.socket());
         cmd.arg("--state-dir")
             .arg(self.dir.path().join("control-state"))
             .arg("--edge-socket")
             .arg(self.edge_socket());
-        // Health here is driven by overrides and external checks; probing has its own
-        // tests (the example checks probe loopback ports where nothing listens).
-        cmd.arg("--no-embedded-checker");
+        cmd.args(extra);
         let proc = Proc::spawn("control", cmd);
         proc.wait_for("control socket ready");
         self.control = Some(proc);
