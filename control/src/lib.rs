@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod anycast;
 pub mod api;
 pub mod checker;
 pub mod config;

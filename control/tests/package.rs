@@ -57,7 +57,9 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
         "./usr/bin/qdnsctl",
         "./lib/systemd/system/qdns-edge.service",
         "./lib/systemd/system/qdns-control.service",
+        "./lib/systemd/system/qdns-anycast.service",
         "./etc/qdns/edge.toml",
+        "./etc/qdns/anycast.env",
         "./etc/qdns/control.toml",
         "./etc/qdns/zones/example.com.toml",
         "./usr/share/bash-completion/completions/qdnsctl",
@@ -103,6 +105,7 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
                 "verify",
                 "/lib/systemd/system/qdns-control.service",
                 "/lib/systemd/system/qdns-edge.service",
+                "/lib/systemd/system/qdns-anycast.service",
             ],
         );
         assert!(verified && text.trim().is_empty(), "systemd-analyze verify:\n{text}");

@@ -85,9 +85,13 @@ pub struct Args {
     /// IPv6 prefix length a rate-limit bucket covers, at most 64 (default 56).
     #[arg(long, value_name = "BITS")]
     pub rrl_ipv6_prefix: Option<u8>,
-    /// Serve Prometheus metrics on this TCP address (`/metrics`).
+    /// Serve Prometheus metrics (`/metrics`) and readiness (`/ready`) on this TCP address.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
+    /// With --control: not ready (`/ready` 503) once cut off from control for longer
+    /// than this, in seconds (default: a follower stays ready on its last snapshot).
+    #[arg(long, value_name = "SECONDS")]
+    pub ready_max_stale: Option<u64>,
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -125,6 +129,7 @@ struct FileConfig {
     rrl_ipv4_prefix: Option<u8>,
     rrl_ipv6_prefix: Option<u8>,
     metrics: Option<SocketAddr>,
+    ready_max_stale: Option<u64>,
 }
 
 impl FileConfig {
@@ -169,6 +174,8 @@ pub struct Config {
     pub max_tcp_per_source: usize,
     /// Metrics address.
     pub metrics: Option<SocketAddr>,
+    /// Longest a follower may be cut off from control and stay ready.
+    pub ready_max_stale: Option<Duration>,
     /// Response rate limiting, when on.
     pub rrl: Option<qdns_abi::rrl::RrlSettings>,
 }
@@ -317,6 +324,7 @@ impl Config {
                 reason: "must be at least 1".to_owned(),
             });
         }
+        let ready_max_stale = ready_max_stale(args.ready_max_stale.or(file.ready_max_stale), &source)?;
         let rrl = rrl_settings(
             args.rrl_rate.or(file.rrl_rate),
             args.rrl_slip.or(file.rrl_slip),
@@ -335,6 +343,7 @@ impl Config {
             max_udp_payload,
             nsid,
             metrics: args.metrics.or(file.metrics),
+            ready_max_stale,
             tcp_idle_timeout: Duration::from_secs(idle),
             max_tcp_connections,
             max_tcp_per_source,
@@ -466,9 +475,44 @@ fn parse_nsid(text: &str) -> Result<std::sync::Arc<[u8]>, String> {
     Ok(octets.into())
 }
 
+/// `--ready-max-stale`: a follower's only, 1 s to a week.
+fn ready_max_stale(secs: Option<u64>, source: &Source) -> Result<Option<Duration>, ConfigError> {
+    match secs {
+        None => Ok(None),
+        Some(_) if matches!(source, Source::Zones(_)) => Err(ConfigError::Invalid {
+            key: "--ready-max-stale",
+            reason: "applies to a follower (--control) only: a standalone edge's zones are its own".to_owned(),
+        }),
+        Some(secs) if (1..=7 * 86_400).contains(&secs) => Ok(Some(Duration::from_secs(secs))),
+        Some(secs) => Err(ConfigError::Invalid {
+            key: "--ready-max-stale",
+            reason: format!("{secs} s is outside 1..=604800"),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_nsid;
+    use super::{parse_nsid, Args, Config};
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<Config, String> {
+        let mut all = vec!["qdns-edge", "--listen", "127.0.0.1:53"];
+        all.extend_from_slice(args);
+        Config::from_args(Args::parse_from(all)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ready_max_stale_is_for_followers_and_bounded() {
+        let follower = ["--control", "/run/qdns/edge.sock", "--state-dir", "/tmp/x"];
+        let ok = config(&[&follower[..], &["--ready-max-stale", "300"]].concat()).unwrap();
+        assert_eq!(ok.ready_max_stale, Some(std::time::Duration::from_secs(300)));
+        assert_eq!(config(&follower).unwrap().ready_max_stale, None);
+        let zero = config(&[&follower[..], &["--ready-max-stale", "0"]].concat()).unwrap_err();
+        assert!(zero.contains("--ready-max-stale") && zero.contains("outside"), "{zero}");
+        let standalone = config(&["--zones", "/etc/qdns/zones", "--ready-max-stale", "30"]).unwrap_err();
+        assert!(standalone.contains("follower"), "{standalone}");
+    }
 
     #[test]
     fn nsid_text_or_hex() {

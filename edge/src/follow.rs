@@ -17,7 +17,7 @@ use qdns_zone::{
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::{engine::ServeOptions, xdp::XdpProgram, Engine};
+use crate::{engine::ServeOptions, ready::Readiness, xdp::XdpProgram, Engine};
 
 /// How often the XDP counters go to control (`qdnsctl status`).
 pub const XDP_REPORT_EVERY: Duration = Duration::from_secs(2);
@@ -99,16 +99,35 @@ struct Link {
     bitmap: Vec<u64>,
 }
 
-/// Follows control at `endpoint` until `shutdown`.
-pub async fn follow(
-    endpoint: Endpoint,
-    state_dir: PathBuf,
-    engine: Arc<ArcSwap<Engine>>,
-    options: ServeOptions,
-    edge_name: String,
-    xdp: Option<Arc<Mutex<XdpProgram>>>,
-    shutdown: CancellationToken,
-) {
+/// What a follower works with.
+pub struct Follower {
+    /// Control's endpoint.
+    pub endpoint: Endpoint,
+    /// Where snapshots and health are persisted.
+    pub state_dir: PathBuf,
+    /// The engine the workers answer from.
+    pub engine: Arc<ArcSwap<Engine>>,
+    /// Response settings for every compiled engine.
+    pub options: ServeOptions,
+    /// This edge's name (`Hello`).
+    pub edge_name: String,
+    /// The XDP program, whose counters are reported.
+    pub xdp: Option<Arc<Mutex<XdpProgram>>>,
+    /// Told when the link is up and when it is lost.
+    pub readiness: Arc<Readiness>,
+}
+
+/// Follows control until `shutdown`.
+pub async fn follow(follower: Follower, shutdown: CancellationToken) {
+    let Follower {
+        endpoint,
+        state_dir,
+        engine,
+        options,
+        edge_name,
+        xdp,
+        readiness,
+    } = follower;
     let mut backoff = Duration::from_millis(100);
     loop {
         let attempt = async {
@@ -121,6 +140,7 @@ pub async fn follow(
                 &options,
                 &edge_name,
                 xdp.as_deref(),
+                &readiness,
                 &mut backoff,
             )
             .await
@@ -129,6 +149,7 @@ pub async fn follow(
             () = shutdown.cancelled() => return,
             result = attempt => result,
         };
+        readiness.unlinked();
         match result {
             Ok(()) => tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot"),
             Err(err) => {
@@ -190,6 +211,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     options: &ServeOptions,
     edge_name: &str,
     xdp: Option<&Mutex<XdpProgram>>,
+    readiness: &Readiness,
     backoff: &mut Duration,
 ) -> std::io::Result<()> {
     let serving = engine.load().version();
@@ -257,6 +279,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 (current.snapshot, current.seq)
             }
         };
+        readiness.linked();
         send(
             &mut writer,
             &ToControl::Applied {

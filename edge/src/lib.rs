@@ -20,6 +20,7 @@ pub mod engine;
 pub mod follow;
 pub mod memory;
 pub mod metrics;
+pub mod ready;
 pub mod server;
 pub mod stats;
 pub mod wire;

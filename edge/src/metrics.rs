@@ -9,10 +9,12 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
+use qdns_listen::metrics::{Get, Page};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    ready::Readiness,
     stats::{totals, WorkerStats},
     xdp::XdpProgram,
     Engine,
@@ -32,6 +34,8 @@ pub struct Sources {
     pub engine: Arc<ArcSwap<Engine>>,
     /// The XDP program, when attached.
     pub xdp: Option<Arc<Mutex<XdpProgram>>>,
+    /// Readiness (`/ready`).
+    pub ready: Arc<Readiness>,
 }
 
 fn label(pairs: &[(&str, &str)]) -> Labels {
@@ -102,6 +106,13 @@ pub fn render(sources: &Sources) -> String {
         "Version of the snapshot being served (0: none)",
         version,
     );
+    let ready = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+    ready.set(i64::from(sources.ready.check(&engine).is_ok()));
+    r.register(
+        "ready",
+        "1 while the edge is ready for traffic (as /ready says: serving a snapshot, not cut off from control past --ready-max-stale)",
+        ready,
+    );
     let age = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     age.set(
         engine
@@ -163,13 +174,23 @@ pub fn render(sources: &Sources) -> String {
     out
 }
 
-/// Serves the edge's `/metrics` until `shutdown`.
+/// Serves the edge's `/metrics` and `/ready` (200 or 503 with one line of why) until
+/// `shutdown`.
 pub async fn serve(listener: TcpListener, sources: Sources, shutdown: CancellationToken) {
-    qdns_listen::metrics::serve_text(
+    qdns_listen::metrics::serve_pages(
         listener,
-        move || {
+        move |get: Get| {
             let sources = sources.clone();
-            async move { render(&sources) }
+            async move {
+                match get.path.as_str() {
+                    "/metrics" => Page::metrics(render(&sources)),
+                    "/ready" => match sources.ready.check(&sources.engine.load()) {
+                        Ok(why) => Page::text(200, format!("ready: {why}\n")),
+                        Err(why) => Page::text(503, format!("not ready: {why}\n")),
+                    },
+                    _ => Page::text(404, "see /metrics or /ready\n"),
+                }
+            }
         },
         shutdown,
     )

@@ -448,7 +448,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
             program.set_health(&bitmap).expect("health");
         }
         for _ in 0..2500 {
-            let pool = match rng.below(12) {
+            let draw = rng.below(12);
+            let pool = match draw {
                 0 | 1 => &long_names,
                 2 => &large_names,
                 _ => &names,
@@ -456,7 +457,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
             let name = random_case(&pool[rng.below(pool.len())], &mut rng);
             let qtype = match name.as_bytes()[0] {
                 // The large sets' own type (a referral answers any).
-                _ if !std::ptr::eq(pool, &large_names) => QTYPES[rng.below(QTYPES.len())],
+                _ if draw != 2 => QTYPES[rng.below(QTYPES.len())],
                 b'a' | b'A' => 1,
                 b't' | b'T' => 16,
                 _ => QTYPES[rng.below(QTYPES.len())],

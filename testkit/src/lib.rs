@@ -6,6 +6,8 @@
 //! a time).
 #![allow(clippy::missing_panics_doc, reason = "test support: a failure is the test failing")]
 
+pub mod netns;
+
 use std::{
     io::{Read, Write},
     net::{Ipv4Addr, SocketAddr, TcpStream},

@@ -66,6 +66,95 @@ enum Command {
     /// Print the completion script for SHELL (`qdnsctl completions bash >
     /// /usr/share/bash-completion/completions/qdnsctl`; the package installs it).
     Completions { shell: clap_complete::Shell },
+    /// Announce the edge's prefix by BGP only while the edge is ready: enables BIRD 2
+    /// protocol PROTOCOL while /ready and a DNS probe pass, disables it otherwise and on
+    /// exit (runs on the edge host, beside qdns-edge and BIRD; no control socket).
+    Anycast(AnycastArgs),
+}
+
+#[derive(clap::Args)]
+struct AnycastArgs {
+    /// The edge's readiness URL (its --metrics address): http://ADDR:PORT/ready.
+    #[arg(long, value_name = "URL")]
+    ready: Option<qdns_control::anycast::ReadyUrl>,
+    /// A service address the edge answers on, asked the probe name's SOA each interval.
+    #[arg(long, value_name = "ADDR:PORT", requires = "probe_name")]
+    probe: Option<std::net::SocketAddr>,
+    /// A zone apex the edge serves (the probe needs an authoritative NOERROR answer).
+    #[arg(long, value_name = "NAME")]
+    probe_name: Option<String>,
+    /// BIRD's control socket.
+    #[arg(long, value_name = "PATH", default_value = "/run/bird/bird.ctl")]
+    bird_socket: PathBuf,
+    /// The BIRD protocol (a `static` one holding the service prefix, `disabled yes`).
+    #[arg(long, value_name = "NAME")]
+    protocol: String,
+    /// Time between checks.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Limit on each check and each BIRD exchange.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Passing checks in a row before the prefix is announced.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    rise: u32,
+    /// Failing checks in a row before the prefix is withdrawn.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    fall: u32,
+}
+
+/// Runs the anycast watchdog until SIGTERM or SIGINT.
+fn anycast(args: AnycastArgs) -> ExitCode {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let settings = qdns_control::anycast::Settings {
+        ready: args.ready,
+        probe: args.probe,
+        probe_name: args.probe_name.unwrap_or_default(),
+        bird_socket: args.bird_socket,
+        protocol: args.protocol,
+        interval: args.interval.max(Duration::from_millis(100)),
+        timeout: args.timeout,
+        rise: args.rise,
+        fall: args.fall,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            return Err("cannot handle SIGTERM and SIGINT".to_owned());
+        };
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            stop.cancel();
+        });
+        qdns_control::anycast::run(settings, shutdown).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -201,6 +290,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| PathBuf::from("/run/qdns/control.sock"));
     let request = match cli.command {
         Command::Pki { action } => return pki(action),
+        Command::Anycast(args) => return anycast(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "qdnsctl", &mut std::io::stdout());
             return ExitCode::SUCCESS;

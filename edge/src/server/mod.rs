@@ -183,6 +183,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         max_connections: config.max_tcp_connections,
         max_per_source: config.max_tcp_per_source,
     };
+    let readiness = Arc::new(match &config.source {
+        Source::Zones(_) => crate::ready::Readiness::standalone(),
+        Source::Control { .. } => crate::ready::Readiness::follower(config.ready_max_stale),
+    });
     let mut tcp_tasks = tokio::task::JoinSet::new();
     if let Some(listener) = metrics_listener {
         let addr = listener.local_addr().map_err(ServerError::Start)?;
@@ -195,6 +199,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             tcp: Arc::clone(&tcp_stats),
             engine: Arc::clone(&engine),
             xdp: xdp.clone(),
+            ready: Arc::clone(&readiness),
         };
         tracing::info!(metrics = %addr, "serving metrics");
         tcp_tasks.spawn(crate::metrics::serve(listener, sources, shutdown.clone()));
@@ -211,12 +216,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     if let Source::Control { endpoint, state_dir } = &config.source {
         tokio::spawn(crate::follow::follow(
-            endpoint.clone(),
-            state_dir.clone(),
-            Arc::clone(&engine),
-            config.serve_options(),
-            config.edge_id.clone(),
-            xdp.clone(),
+            crate::follow::Follower {
+                endpoint: endpoint.clone(),
+                state_dir: state_dir.clone(),
+                engine: Arc::clone(&engine),
+                options: config.serve_options(),
+                edge_name: config.edge_id.clone(),
+                xdp: xdp.clone(),
+                readiness: Arc::clone(&readiness),
+            },
             shutdown.clone(),
         ));
     }
