@@ -57,10 +57,23 @@ fn ns_values(dns: std::net::SocketAddr) -> Vec<String> {
 fn an_override_in_control_changes_the_xdp_answer() {
     require_root("network namespaces, XDP");
     let ns = Netns::new();
-    let mut loc = Location::control_only();
+    let mut loc = Location::prepared();
+    let control_metrics = format!("127.0.0.1:{}", common::free_port());
+    // The embedded checker runs (so the per-region metrics have samples), and the
+    // failover set's two TCP checks (api-1, api-2) find real listeners: only the
+    // override moves the answer.
+    let _api = ["127.0.0.1:18083", "127.0.0.1:18084"].map(|a| std::net::TcpListener::bind(a).expect(a));
+    loc.start_control_with(&[
+        "--checker-id",
+        "embedded-1",
+        "--region",
+        "test-region",
+        "--metrics",
+        &control_metrics,
+    ]);
     loc.start_edge_with(
         &["ip", "netns", "exec", &ns.0],
-        &["--xdp", "lo", "--xdp-mode", "generic"],
+        &["--xdp", "lo", "--xdp-mode", "generic", "--metrics", "127.0.0.1:9153"],
     );
     let edge = loc.edge.as_ref().unwrap();
     edge.wait_for("snapshot applied");
@@ -127,6 +140,19 @@ fn an_override_in_control_changes_the_xdp_answer() {
     let text = String::from_utf8(loc.ctl(&["status"]).stdout).unwrap();
     assert!(text.contains("lo gen "), "{text}");
 
+    // Every metric the Grafana dashboard in contrib/ queries is exposed by one of the
+    // two daemons (the edge's with XDP on).
+    let edge_metrics = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "curl", "-s", "http://127.0.0.1:9153/metrics"])
+        .output()
+        .unwrap();
+    let scrapes = format!(
+        "{}\n{}",
+        common::scrape(&control_metrics),
+        String::from_utf8_lossy(&edge_metrics.stdout)
+    );
+    assert_dashboard_metrics_exist(&scrapes);
+
     let edge = loc.edge.as_mut().unwrap();
     assert!(edge.term().success());
     let detach = edge.seen("detaching XDP");
@@ -137,4 +163,39 @@ fn an_override_in_control_changes_the_xdp_answer() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(failover >= 3, "the XDP program gave the answers: {detach}");
+}
+
+/// Each `qdns_…` name in contrib/grafana/qdns.json's queries is a family in `scrapes`
+/// (a sample line, or its `# TYPE` line: counters are declared without `_total`).
+fn assert_dashboard_metrics_exist(scrapes: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/grafana/qdns.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("qdns_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                names.insert(name);
+            }
+        }
+    }
+    assert!(names.len() >= 12, "{names:?}");
+    for name in &names {
+        let family = name.strip_suffix("_total").unwrap_or(name);
+        let found = scrapes.lines().any(|line| {
+            line.strip_prefix(name.as_str())
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                || line.strip_prefix("# TYPE ").and_then(|l| l.split_whitespace().next()) == Some(family)
+        });
+        assert!(
+            found,
+            "the dashboard queries {name}, which neither daemon exposes:\n{scrapes}"
+        );
+    }
 }
