@@ -152,6 +152,18 @@ fn an_override_in_control_changes_the_xdp_answer() {
         String::from_utf8_lossy(&edge_metrics.stdout)
     );
     assert_dashboard_metrics_exist(&scrapes);
+    // The failover set's answers, per member, as the XDP program counted them: the
+    // primary before the override and after it, the secondary during it.
+    let edge_text = String::from_utf8_lossy(&edge_metrics.stdout);
+    for member in ["p", "s"] {
+        let series =
+            format!("qdns_edge_answers_total{{rrset=\"api.shop.example. A\",member=\"{member}\",path=\"xdp\"}} ");
+        let n: u64 = edge_text
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{edge_text}"));
+        assert!(n >= 1, "{series}{n}");
+    }
 
     let edge = loc.edge.as_mut().unwrap();
     assert!(edge.term().success());

@@ -176,6 +176,8 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
     /// Longest a follower may be cut off from control and stay ready.
     pub ready_max_stale: Option<Duration>,
+    /// The answer counters' blocks, shared by every engine this server compiles.
+    pub answer_sets: std::sync::Arc<crate::answers::AnswerSets>,
     /// Response rate limiting, when on.
     pub rrl: Option<qdns_abi::rrl::RrlSettings>,
 }
@@ -223,6 +225,7 @@ impl Config {
         crate::engine::ServeOptions {
             max_udp_payload: self.max_udp_payload,
             nsid: self.nsid.clone(),
+            answer_sets: Some(std::sync::Arc::clone(&self.answer_sets)),
         }
     }
 
@@ -344,6 +347,7 @@ impl Config {
             nsid,
             metrics: args.metrics.or(file.metrics),
             ready_max_stale,
+            answer_sets: std::sync::Arc::default(),
             tcp_idle_timeout: Duration::from_secs(idle),
             max_tcp_connections,
             max_tcp_per_source,

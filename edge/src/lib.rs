@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod answers;
 pub mod config;
 pub mod engine;
 pub mod follow;

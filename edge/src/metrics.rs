@@ -106,6 +106,7 @@ pub fn render(sources: &Sources) -> String {
         "Version of the snapshot being served (0: none)",
         version,
     );
+    register_answers(&mut r, sources, &engine);
     let ready = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     ready.set(i64::from(sources.ready.check(&engine).is_ok()));
     r.register(
@@ -172,6 +173,38 @@ pub fn render(sources: &Sources) -> String {
         out.clear();
     }
     out
+}
+
+/// `answers{rrset,member,path}`: each counted policy set's answers per member, from
+/// the workers' counters (`user`) and the XDP program's (`xdp`).
+fn register_answers(r: &mut Registry, sources: &Sources, engine: &Engine) {
+    let answers = Counters::default();
+    let workers: Vec<&WorkerStats> = sources
+        .udp
+        .iter()
+        .map(AsRef::as_ref)
+        .chain([sources.tcp.as_ref()])
+        .collect();
+    let program = sources.xdp.as_ref().and_then(|xdp| xdp.lock().ok());
+    for (rrset, base, members) in engine.counted_sets() {
+        for (i, member) in members.iter().enumerate() {
+            let index = base.saturating_add(i as u32);
+            let user = crate::stats::answers(workers.iter().copied(), index);
+            answers
+                .get_or_create(&label(&[("rrset", &rrset), ("member", member), ("path", "user")]))
+                .inc_by(user);
+            if let Some(program) = &program {
+                answers
+                    .get_or_create(&label(&[("rrset", &rrset), ("member", member), ("path", "xdp")]))
+                    .inc_by(program.answers(index));
+            }
+        }
+    }
+    r.register(
+        "answers",
+        "Answers per policy set and member, by path (a multivalue answer counts each member in it)",
+        answers,
+    );
 }
 
 /// Serves the edge's `/metrics` and `/ready` (200 or 503 with one line of why) until

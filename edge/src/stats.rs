@@ -27,7 +27,6 @@ pub fn qtype_index(qtype: u16) -> usize {
 }
 
 /// Counters of one worker.
-#[derive(Default)]
 #[repr(align(128))]
 pub struct WorkerStats {
     /// Responses by RCODE ([`Rcode::index`]).
@@ -44,6 +43,25 @@ pub struct WorkerStats {
     /// TCP: idle connections closed to make room for a new one (the listener's pool
     /// count, mirrored here for the metrics).
     pub evicted: AtomicU64,
+    /// Answers per policy member, indexed as `crate::answers` assigns
+    /// (`ANSWER_COUNTERS` of them: 256 KiB per worker).
+    pub answers: Box<[AtomicU64]>,
+}
+
+impl Default for WorkerStats {
+    fn default() -> WorkerStats {
+        WorkerStats {
+            rcode: Default::default(),
+            qtype: Default::default(),
+            truncated: AtomicU64::default(),
+            dropped: AtomicU64::default(),
+            rrl: Default::default(),
+            evicted: AtomicU64::default(),
+            answers: (0..qdns_abi::answer::ANSWER_COUNTERS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
 }
 
 impl WorkerStats {
@@ -60,12 +78,35 @@ impl WorkerStats {
                 if outcome.truncated {
                     self.truncated.fetch_add(1, Relaxed);
                 }
+                if let Some(members) = outcome.members {
+                    self.count_members(members);
+                }
             }
             None => {
                 self.dropped.fetch_add(1, Relaxed);
             }
         }
     }
+
+    /// Adds one to the counter of each member in `members`.
+    fn count_members(&self, members: crate::answers::AnsweredMembers) {
+        let mut mask = members.mask;
+        while mask != 0 {
+            let i = mask.trailing_zeros();
+            mask &= mask - 1;
+            if let Some(slot) = self.answers.get(members.counter.wrapping_add(i) as usize) {
+                slot.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// Answers counted at counter `index`, summed over `workers`.
+pub fn answers<'a>(workers: impl Iterator<Item = &'a WorkerStats>, index: u32) -> u64 {
+    workers
+        .filter_map(|w| w.answers.get(index as usize))
+        .map(|slot| slot.load(Relaxed))
+        .sum()
 }
 
 /// Totals over all workers.

@@ -119,27 +119,55 @@ fn metrics_count_responses_by_transport_rcode_and_type() {
     ask(edge.v4, Via::Udp, "www.example.com.", RecordType::AAAA, Ask::default());
     ask(edge.v4, Via::Udp, "nope.example.com.", RecordType::A, Ask::default());
     ask(edge.v6, Via::Tcp, "www.example.org.", RecordType::MX, Ask::default());
+    // Policy sets: the failover set's primary (p) three times, over both transports;
+    // the weighted set (members a, b, c) ten times.
+    for via in [Via::Udp, Via::Tcp, Via::Udp] {
+        ask(edge.v4, via, "api.shop.example.", RecordType::A, Ask::default());
+    }
+    for _ in 0..10 {
+        ask(edge.v4, Via::Udp, "www.shop.example.", RecordType::A, Ask::default());
+    }
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     socket.send_to(&[1, 2, 3], edge.v4).unwrap(); // too short to answer: dropped
     std::thread::sleep(Duration::from_millis(300));
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    std::io::Write::write_all(
-        &mut stream,
-        b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
-    .unwrap();
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+    let get = |path: &str| {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(
+            &mut stream,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut text).unwrap();
+        text
+    };
+    let text = get("/metrics");
+    let answers = |set: &str, member: &str| -> u64 {
+        let series = format!("qdns_edge_answers_total{{rrset=\"{set}\",member=\"{member}\",path=\"user\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{text}"))
+    };
+    assert_eq!(answers("api.shop.example. A", "p"), 3);
+    assert_eq!(answers("api.shop.example. A", "s"), 0);
+    let weighted: u64 = ["a", "b", "c"].iter().map(|m| answers("www.shop.example. A", m)).sum();
+    assert_eq!(weighted, 10, "one member per weighted answer");
+    let ready = get("/ready");
+    assert!(
+        ready.starts_with("HTTP/1.1 200") && ready.contains("ready: serving snapshot 1 (standalone)"),
+        "{ready}"
+    );
     for line in [
-        "qdns_edge_responses_total{path=\"user\",transport=\"udp\",rcode=\"NOERROR\"} 2",
+        "qdns_edge_responses_total{path=\"user\",transport=\"udp\",rcode=\"NOERROR\"} 14",
         "qdns_edge_responses_total{path=\"user\",transport=\"udp\",rcode=\"NXDOMAIN\"} 1",
         "qdns_edge_responses_total{path=\"user\",transport=\"tcp\",rcode=\"REFUSED\"} 1",
-        "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"A\"} 2",
+        "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"A\"} 15",
         "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"AAAA\"} 1",
         "qdns_edge_responses_by_type_total{path=\"user\",qtype=\"MX\"} 1",
         "qdns_edge_dropped_total{transport=\"udp\"} 1",
         "qdns_edge_snapshot_version 1",
         "qdns_edge_snapshot_age_seconds",
+        "qdns_edge_ready 1",
     ] {
         assert!(text.contains(line), "{line} in\n{text}");
     }

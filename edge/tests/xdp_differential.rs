@@ -144,9 +144,16 @@ fn reverse_zone() -> String {
     toml
 }
 
+/// The test zones compiled as the server compiles them: with answer counters.
 fn engine() -> Engine {
     let snapshot = qdns_zone::load_dir(zones(), 1).expect("test zones load");
-    Engine::compile(&snapshot).expect("test zones compile")
+    let options = qdns_edge::engine::ServeOptions {
+        answer_sets: Some(std::sync::Arc::default()),
+        ..qdns_edge::engine::ServeOptions::default()
+    };
+    Engine::compile(&snapshot)
+        .expect("test zones compile")
+        .with_options(&options)
 }
 
 /// Owner names of the test zones, plus names that do not exist below them.
@@ -576,6 +583,21 @@ fn xdp_weighted_distribution_follows_the_weights() {
         assert!(
             (got - expected).abs() < 0.03,
             "{address:?}: {got} vs {expected} ({seen:?})"
+        );
+    }
+    // The program counted each answer at its member's counter, as it was sent.
+    let (_, base, members) = engine
+        .counted_sets()
+        .into_iter()
+        .find(|(label, ..)| label == "www.shop.example. A")
+        .expect("the weighted set is counted");
+    assert_eq!(members, ["a", "b", "c"]);
+    for (i, address) in [[192, 0, 2, 10], [192, 0, 2, 11], [192, 0, 2, 12]].iter().enumerate() {
+        assert_eq!(
+            program.answers(base + i as u32),
+            u64::from(seen[address]),
+            "member {} ({address:?})",
+            members[i]
         );
     }
 }

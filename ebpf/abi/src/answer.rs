@@ -30,10 +30,12 @@ pub const RECORDS_MAP: &str = "QDNS_RECORDS_V2";
 /// [`PLAIN_LARGE`]).
 pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
 /// Name of the policy tables (array of maps: one [`PolicyValue`] array per bank).
-pub const POLICIES_MAP: &str = "QDNS_POLICIES_V2";
+pub const POLICIES_MAP: &str = "QDNS_POLICIES_V3";
 /// Name of the long-name tables (array of maps: one [`LongName`] array per bank; entry
 /// 0 is all zeros, the front of every name of at most [`NAME_MAX`] octets).
 pub const LONG_NAMES_MAP: &str = "QDNS_LONG_NAMES_V1";
+/// Per-CPU answers per policy member, indexed by [`PolicyValue::counter`] + member.
+pub const ANSWERS_MAP: &str = "QDNS_ANSWERS_V1";
 /// Banks of the map-of-maps tables.
 pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
@@ -95,6 +97,15 @@ pub const HEALTH_WORDS: usize = 1024;
 pub const RECORDS_MAX: u32 = 1 << 28;
 /// Most policy sets of one generation.
 pub const POLICIES_MAX: u32 = 1 << 16;
+/// Policy sets whose answers are counted per member (`qdns_edge_answers_total`): each
+/// has [`POLICY_MEMBERS`] consecutive counters in [`ANSWERS_MAP`], at the base user
+/// space assigned it once for the edge's lifetime (both paths count at the same index).
+/// 4,096 sets × 8 members × 8 octets = 256 KiB per CPU.
+pub const ANSWER_SETS: u32 = 1 << 12;
+/// Entries of [`ANSWERS_MAP`].
+pub const ANSWER_COUNTERS: u32 = ANSWER_SETS * POLICY_MEMBERS as u32;
+/// [`PolicyValue::counter`] of a set past [`ANSWER_SETS`]: not counted per member.
+pub const NO_ANSWER_COUNTER: u32 = u32::MAX;
 /// Largest response the fast path sends (header to OPT): 1,232 octets, which crosses
 /// any IPv6 path unfragmented (1,280-octet minimum MTU less 48 octets of headers; the
 /// 2020 DNS flag day size). XDP cannot fragment, so anything larger — an operator may
@@ -272,6 +283,8 @@ pub struct PolicyValue {
     pub always: u8,
     /// Always 0.
     pub pad: u8,
+    /// Index of member 0's counter in [`ANSWERS_MAP`] ([`NO_ANSWER_COUNTER`]: none).
+    pub counter: u32,
     /// Health slot of each member (0 for `always` members).
     pub slots: [u32; POLICY_MEMBERS],
     /// Slot (unused here) and weight of each member, for the weighted draw.
@@ -291,7 +304,7 @@ pub struct PolicyValue {
     /// then degraded TTL.
     pub blobs: [[[u8; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
 }
-const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
+const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
 
 /// An element of [`LARGE_MAP`] (at the entry's id). Identical ones are stored once.
 #[repr(C)]

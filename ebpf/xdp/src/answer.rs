@@ -136,6 +136,10 @@ pub struct Scratch {
     /// The answer's counter while the frame is rewritten: one rewrite walk for the
     /// verifier whatever kind of answer it is.
     outcome: u64,
+    /// A policy answer's member counters while the frame is rewritten: the set's base
+    /// in the low 32 bits, the chosen members above ([`NO_MEMBERS`]: not a policy
+    /// answer); counted once the answer is sent.
+    members: u64,
     /// What the rate-limit stage needs of a sent answer (`crate::limit`): question
     /// end, question sum, and bits (EDNS in bit 0, the DO bit in place at 15, IPv6 in
     /// bit 32); with `offsets`.
@@ -154,6 +158,9 @@ impl Scratch {
         [l3_family & 0xff, l4, dns]
     }
 }
+
+/// `Scratch::members` of an answer that is not a policy set's.
+const NO_MEMBERS: u64 = u64::MAX;
 
 /// Every parse path (VLAN or not, IPv4 IHL, IPv6, each name length) ends with exact
 /// offsets, and the verifier would walk the rest of the program once per combination.
@@ -209,6 +216,11 @@ pub fn answer<const W: usize>(ctx: &XdpContext, at: &Offsets) -> Verdict {
                     // SAFETY: a read of this CPU's scratch, written above.
                     let counter = unsafe { core::ptr::read_volatile(&scratch.outcome) };
                     maps::count_index(counter as u32);
+                    // SAFETY: a read of this CPU's scratch, written by `plan`.
+                    let members = unsafe { core::ptr::read_volatile(&scratch.members) };
+                    if members != NO_MEMBERS {
+                        maps::count_answers(members as u32, members >> 32);
+                    }
                     if !maps::rrl_on() {
                         return Verdict::Tx;
                     }
@@ -249,6 +261,7 @@ fn plan<'a, const W: usize>(
         message_end: message_end_slot,
         found,
         offsets,
+        members,
         ..
     } = scratch;
     let active = maps::active();
@@ -341,6 +354,10 @@ fn plan<'a, const W: usize>(
         word: found,
     };
     let (body, counter) = lookup(&tables, key, words, encloser, qlen, (active >> 32) as u32 & 1)?;
+    *members = match &body {
+        Body::Policy { policy, mask, .. } => u64::from(policy.counter) | mask << 32,
+        _ => NO_MEMBERS,
+    };
     Ok((question, large(&tables, body)?, counter))
 }
 

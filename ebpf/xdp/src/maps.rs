@@ -7,8 +7,9 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, BANKS, CONFIG_ACTIVE, CONFIG_ENTRIES, CONFIG_MASK,
-        CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, RESPONSE_MAX,
+        AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
+        CONFIG_ENTRIES, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, POLICY_MEMBERS,
+        RESPONSE_MAX,
     },
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
@@ -18,6 +19,10 @@ use qdns_abi::{
 /// Per-CPU counters indexed by [`Counter`].
 #[map(name = "QDNS_STATS_V11")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+
+/// Per-CPU answers per policy member (`qdns_abi::answer::ANSWERS_MAP`).
+#[map(name = "QDNS_ANSWERS_V1")]
+static ANSWERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ANSWER_COUNTERS, 0);
 
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
 #[map(name = "QDNS_PORTS_V2")]
@@ -48,7 +53,7 @@ pub static SLOTS: ArrayOfMaps<Slots, { BANKS as usize }> = ArrayOfMaps::new();
 pub static RECORDS: ArrayOfMaps<Records, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → policy sets.
-#[btf_map(name = "QDNS_POLICIES_V2")]
+#[btf_map(name = "QDNS_POLICIES_V3")]
 pub static POLICIES: ArrayOfMaps<Policies, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → tails over `TAIL_MAX` octets.
@@ -110,6 +115,21 @@ pub fn count_index(index: u32) {
         // SAFETY: the pointer comes from the per-CPU array lookup, is non-null and
         // belongs to this CPU only, so no other writer races with the increment.
         unsafe { *slot += 1 };
+    }
+}
+
+/// Adds one to the answer counter of each member in `mask` (bits 0..8) of the set whose
+/// counters start at `base`, on this CPU (nothing for indexes out of range, as
+/// `NO_ANSWER_COUNTER` is).
+#[inline(always)]
+pub fn count_answers(base: u32, mask: u64) {
+    for i in 0..POLICY_MEMBERS as u32 {
+        if mask >> i & 1 == 1 {
+            if let Some(slot) = ANSWERS.get_ptr_mut(base.wrapping_add(i)) {
+                // SAFETY: as in `count_index`: this CPU's element of a per-CPU array.
+                unsafe { *slot += 1 };
+            }
+        }
     }
 }
 

@@ -71,6 +71,8 @@ pub struct PolicyView<'e> {
     /// Each member's records (TYPE..RDATA back to back) with the normal and degraded
     /// TTL; `None` for an alias member.
     pub members: Vec<Option<(&'e [u8], &'e [u8])>>,
+    /// Index of member 0's answer counter (`NO_ANSWER_COUNTER`: none).
+    pub counter: u32,
 }
 
 impl Engine {
@@ -128,6 +130,7 @@ impl super::policy::PolicySet {
                     _ => None,
                 })
                 .collect(),
+            counter: self.counter(),
         }
     }
 }

@@ -144,7 +144,44 @@ impl Engine {
     pub fn with_options(mut self, options: &ServeOptions) -> Engine {
         self.max_udp_payload = options.max_udp_payload.max(512);
         self.nsid.clone_from(&options.nsid);
+        if let Some(sets) = &options.answer_sets {
+            for zone in &mut self.zones {
+                for node in &mut zone.nodes {
+                    for set in &mut node.rrsets {
+                        let rtype = set.rtype;
+                        if let Some(policy) = &mut set.policy {
+                            policy.set_counter(sets.counter(&set_label(&node.name, rtype), policy.member_count()));
+                        }
+                    }
+                }
+            }
+        }
         self
+    }
+
+    /// Every policy set with answer counters: (`owner TYPE`, index of member 0's
+    /// counter, member ids).
+    #[must_use]
+    pub fn counted_sets(&self) -> Vec<(String, u32, Vec<&str>)> {
+        let mut out = Vec::new();
+        for zone in &self.zones {
+            for node in &zone.nodes {
+                for set in &node.rrsets {
+                    if let Some(policy) = set
+                        .policy
+                        .as_ref()
+                        .filter(|p| p.counter() != qdns_abi::answer::NO_ANSWER_COUNTER)
+                    {
+                        out.push((
+                            set_label(&node.name, set.rtype),
+                            policy.counter(),
+                            policy.ids().iter().map(AsRef::as_ref).collect(),
+                        ));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The NSID this engine answers with, if any.
@@ -152,6 +189,15 @@ impl Engine {
     pub fn nsid(&self) -> Option<&[u8]> {
         self.nsid.as_deref()
     }
+}
+
+/// `owner TYPE` of a set, as control labels it (`qdnsctl explain`, its metrics).
+fn set_label(owner: &[u8], rtype: u16) -> String {
+    format!(
+        "{} {}",
+        qdns_zone::name::to_text(owner),
+        qdns_zone::master::type_name(rtype)
+    )
 }
 
 /// Response settings of the whole server, the same for every zone and snapshot.
@@ -162,6 +208,9 @@ pub struct ServeOptions {
     /// Identifier returned to NSID requests (RFC 5001), at most 128 octets; `None`:
     /// NSID options are ignored like any other.
     pub nsid: Option<std::sync::Arc<[u8]>>,
+    /// The answer counters' blocks (one registry for the server's lifetime); `None`:
+    /// answers are not counted per member.
+    pub answer_sets: Option<std::sync::Arc<crate::answers::AnswerSets>>,
 }
 
 impl Default for ServeOptions {
@@ -169,6 +218,7 @@ impl Default for ServeOptions {
         ServeOptions {
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             nsid: None,
+            answer_sets: None,
         }
     }
 }

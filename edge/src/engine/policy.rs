@@ -21,6 +21,11 @@ pub(super) struct PolicySet {
     /// Slots and weights, for weighted sets.
     weighted: Box<[WeightedMember]>,
     members: Box<[MemberAnswer]>,
+    /// Member ids (labels of the answer counters).
+    ids: Box<[Box<str>]>,
+    /// Index of member 0's answer counter (`qdns_abi::answer::NO_ANSWER_COUNTER`: not
+    /// counted), assigned by [`super::Engine::with_options`].
+    counter: u32,
 }
 
 /// What a chosen member writes.
@@ -87,6 +92,13 @@ pub(super) fn compile(
         slots,
         weighted,
         members: members.into(),
+        ids: policy
+            .members
+            .iter()
+            .take(MAX_MEMBERS)
+            .map(|m| m.id.as_str().into())
+            .collect(),
+        counter: qdns_abi::answer::NO_ANSWER_COUNTER,
     })
 }
 
@@ -153,6 +165,21 @@ impl PolicySet {
     /// Slot and weight per member.
     pub(super) fn weighted(&self) -> &[WeightedMember] {
         &self.weighted
+    }
+
+    /// Member ids, in member order.
+    pub(super) fn ids(&self) -> &[Box<str>] {
+        &self.ids
+    }
+
+    /// Index of member 0's answer counter.
+    pub(super) fn counter(&self) -> u32 {
+        self.counter
+    }
+
+    /// Sets the index of member 0's answer counter.
+    pub(super) fn set_counter(&mut self, counter: u32) {
+        self.counter = counter;
     }
 }
 

@@ -44,6 +44,9 @@ pub struct Outcome {
     pub truncated: bool,
     /// The query's QTYPE (0 when the question could not be read).
     pub qtype: u16,
+    /// The policy members the answer came from (the first counted policy set
+    /// written), for the answer counters.
+    pub members: Option<crate::answers::AnsweredMembers>,
 }
 
 /// Sections written so far.
@@ -132,12 +135,15 @@ impl Engine {
             b.reserve(opt.len());
         }
         let health = self.health.load();
+        let members = std::cell::Cell::new(None);
         let ctx = Ctx {
             bitmap: &health,
             draw,
             question: NameRef::literal(HEADER_LEN, query.qname.as_wire()),
+            members: &members,
         };
         let resolved = self.resolve(&query, &mut b, &ctx);
+        let fitted = resolved.is_ok();
         let (flags, rcode, counts) = if let Ok(r) = resolved {
             (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts)
         } else {
@@ -153,8 +159,11 @@ impl Engine {
             (base | header::TC | aa, Rcode::NoError, Counts::default())
         };
         b.release(opt.len());
+        // A truncated response carries no member's records.
+        let members = if fitted { members.get() } else { None };
         finish(b, flags, rcode, counts, opt).map(|o| Outcome {
             qtype: query.qtype,
+            members,
             ..o
         })
     }
@@ -264,6 +273,7 @@ impl Engine {
             bitmap: ctx.bitmap,
             draw: ctx.draw,
             question: ctx.question,
+            members: ctx.members,
         };
         // The nodes the chain has answered from: a CNAME back to one of them is a loop,
         // answered with the records so far (RFC 1034 §3.6.2, RFC 2181 §5).
@@ -392,6 +402,9 @@ struct Ctx<'h> {
     bitmap: &'h [u64],
     draw: u32,
     question: NameRef<'h>,
+    /// The first counted policy set written, and the members it chose (one cell for
+    /// the question's contexts).
+    members: &'h std::cell::Cell<Option<crate::answers::AnsweredMembers>>,
 }
 
 /// Longest alias chain followed (the zone loader rejects loops).
@@ -420,6 +433,12 @@ fn put_set<'z>(
         return Ok(Written { count, first_rdata });
     };
     let picked = policy.pick(ctx.bitmap, ctx.draw.rotate_left(depth * 11));
+    if ctx.members.get().is_none() && policy.counter() != qdns_abi::answer::NO_ANSWER_COUNTER {
+        ctx.members.set(Some(crate::answers::AnsweredMembers {
+            counter: policy.counter(),
+            mask: picked.mask,
+        }));
+    }
     let mut written = Written {
         count: 0,
         first_rdata: None,
@@ -625,5 +644,6 @@ fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt
         rcode,
         truncated: flags & header::TC != 0,
         qtype: 0,
+        members: None,
     })
 }

@@ -177,3 +177,69 @@ fn compile_rejects_a_snapshot_without_soa() {
     let err = Engine::compile(&snapshot).err().unwrap();
     assert_eq!(err.to_string(), "zone t.example.: no SOA record at the apex");
 }
+
+/// Answers per member: the chosen member's bit at the set's counter block, through a
+/// CNAME too; nothing for plain sets or without a registry; blocks kept across engines.
+#[test]
+fn policy_answers_name_their_members_for_the_counters() {
+    let zone = format!(
+        "{}{}{}",
+        rrset("plain", "A", &["192.0.2.1"]),
+        rrset("alias", "CNAME", &["pool.t.example."]),
+        "[[rrset]]\nname = \"pool\"\ntype = \"A\"\npolicy = \"multivalue\"\nmembers = [\
+         { id = \"x\", values = [\"192.0.2.10\"] }, { id = \"y\", values = [\"192.0.2.11\"] }]\n\
+         [[rrset]]\nname = \"one\"\ntype = \"A\"\npolicy = \"failover\"\nmembers = [\
+         { id = \"p\", role = \"primary\", values = [\"192.0.2.20\"] }, \
+         { id = \"s\", role = \"secondary\", values = [\"192.0.2.21\"] }]\n",
+    );
+    let without = engine(&zone);
+    assert!(without.counted_sets().is_empty());
+    assert_eq!(
+        ask(&without, "one.t.example.", RecordType::A, Transport::Udp).1.members,
+        None
+    );
+
+    let sets = std::sync::Arc::new(crate::answers::AnswerSets::default());
+    let options = super::ServeOptions {
+        answer_sets: Some(std::sync::Arc::clone(&sets)),
+        ..super::ServeOptions::default()
+    };
+    let counted = engine(&zone).with_options(&options);
+    let mut listed = counted.counted_sets();
+    listed.sort();
+    let base = |label: &str| listed.iter().find(|(l, ..)| l == label).map(|(_, b, _)| *b).unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed
+        .iter()
+        .any(|(l, _, ids)| l == "one.t.example. A" && ids == &["p", "s"]));
+    let one = ask(&counted, "one.t.example.", RecordType::A, Transport::Udp).1;
+    assert_eq!(
+        one.members,
+        Some(crate::answers::AnsweredMembers {
+            counter: base("one.t.example. A"),
+            mask: 0b01
+        })
+    );
+    let chased = ask(&counted, "alias.t.example.", RecordType::A, Transport::Udp).1;
+    assert_eq!(
+        chased.members,
+        Some(crate::answers::AnsweredMembers {
+            counter: base("pool.t.example. A"),
+            mask: 0b11
+        })
+    );
+    assert_eq!(
+        ask(&counted, "plain.t.example.", RecordType::A, Transport::Udp)
+            .1
+            .members,
+        None
+    );
+    // A recompiled engine keeps the blocks (counters never change meaning).
+    let again = engine(&zone).with_options(&options);
+    let mut relisted = again.counted_sets();
+    relisted.sort();
+    assert_eq!(
+        relisted.iter().map(|(l, b, _)| (l.clone(), *b)).collect::<Vec<_>>(),
+        listed.iter().map(|(l, b, _)| (l.clone(), *b)).collect::<Vec<_>>()
+    );
+}

@@ -169,6 +169,7 @@ impl XdpProgram {
             HEALTH_MAP,
             CONFIG_MAP,
             qdns_abi::rrl::RRL_MAP,
+            qdns_abi::answer::ANSWERS_MAP,
         ] {
             if ebpf.map(name).is_none() {
                 return Err(XdpLoadError::MissingMap { name });
@@ -350,6 +351,17 @@ impl XdpProgram {
                 (counter.label(), total)
             })
             .collect()
+    }
+
+    /// Answers counted at answer counter `index` (see `crate::answers`), summed over
+    /// CPUs.
+    #[must_use]
+    pub fn answers(&self, index: u32) -> u64 {
+        self.ebpf
+            .map(qdns_abi::answer::ANSWERS_MAP)
+            .and_then(|map| PerCpuArray::<_, u64>::try_from(map).ok())
+            .and_then(|array| array.get(&index, 0).ok())
+            .map_or(0, |values| values.iter().sum())
     }
 
     /// What the installed tables hold, and their generation (0 = none).

@@ -783,6 +783,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
         members: n as u8,
         always: 0,
         pad: 0,
+        counter: policy.counter,
         slots: [0; POLICY_MEMBERS],
         weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
         counts: [0; POLICY_MEMBERS],
