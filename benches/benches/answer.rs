@@ -33,9 +33,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn cases() -> [(&'static str, Vec<u8>, Transport); 3] {
+fn cases() -> [(&'static str, Vec<u8>, Transport); 4] {
     [
         ("plain_a", query("www.example.com.", 1, Some(1232)), Transport::Udp),
+        ("weighted_a", query("www.shop.example.", 1, Some(1232)), Transport::Udp),
         ("nxdomain", query("nope.example.com.", 1, Some(1232)), Transport::Udp),
         (
             "txt_20_records_tcp",

@@ -134,7 +134,9 @@ fn main() {
     }
     big_zone(zones.path());
     let snapshot = qdns_zone::load_dir(zones.path(), 1).expect("zones");
-    let engine = Engine::compile(&snapshot).expect("compile");
+    let engine = Engine::compile(&snapshot)
+        .expect("compile")
+        .with_options(&benches::served());
     engine.set_health(vec![u64::MAX; engine.health().len()]);
     let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
     let stats = program.install(&engine).expect("install");

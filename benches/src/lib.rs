@@ -13,7 +13,18 @@ use qdns_edge::Engine;
 pub fn example_engine() -> Engine {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
     let snapshot = qdns_zone::load_dir(&dir, 1).unwrap_or_else(|e| panic!("example zones: {e}"));
-    Engine::compile(&snapshot).unwrap_or_else(|e| panic!("example zones: {e}"))
+    Engine::compile(&snapshot)
+        .unwrap_or_else(|e| panic!("example zones: {e}"))
+        .with_options(&served())
+}
+
+/// The options the server compiles with: answer counters on.
+#[must_use]
+pub fn served() -> qdns_edge::engine::ServeOptions {
+    qdns_edge::engine::ServeOptions {
+        answer_sets: Some(std::sync::Arc::default()),
+        ..qdns_edge::engine::ServeOptions::default()
+    }
 }
 
 /// Wire bytes of a query for `name` (presentation form) and `qtype`, with an EDNS OPT
