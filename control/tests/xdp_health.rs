@@ -5,49 +5,11 @@
 //! primary; the answer the program sends follows, and its counters show it answered.
 mod common;
 
-use std::{os::fd::AsRawFd, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use common::{ask, values, Location};
 use hickory_proto::rr::RecordType;
-use qdns_testkit::require_root;
-
-/// A network namespace with loopback up, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new() -> Netns {
-        let ns = Netns(format!("qdns-ctl-xdp-{}", std::process::id()));
-        for args in [
-            vec!["netns", "add", &ns.0],
-            vec!["-n", &ns.0, "link", "set", "lo", "up"],
-        ] {
-            assert!(
-                Command::new("ip").args(&args).status().unwrap().success(),
-                "ip {args:?}"
-            );
-        }
-        ns
-    }
-
-    /// Runs `f` on a thread inside the namespace.
-    fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.0);
-        std::thread::spawn(move || {
-            let file = std::fs::File::open(&path).unwrap();
-            // SAFETY: changes this thread's namespace only, to one we hold open.
-            assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
-            f()
-        })
-        .join()
-        .unwrap()
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
+use qdns_testkit::{netns::Netns, require_root};
 
 fn ns_values(dns: std::net::SocketAddr) -> Vec<String> {
     values(&ask(dns, "api.shop.example.", RecordType::A, Duration::from_secs(2), 3).expect("an answer"))
@@ -56,7 +18,7 @@ fn ns_values(dns: std::net::SocketAddr) -> Vec<String> {
 #[test]
 fn an_override_in_control_changes_the_xdp_answer() {
     require_root("network namespaces, XDP");
-    let ns = Netns::new();
+    let ns = Netns::new("qdns-ctl-xdp");
     let mut loc = Location::prepared();
     let control_metrics = format!("127.0.0.1:{}", common::free_port());
     // The embedded checker runs (so the per-region metrics have samples), and the
@@ -140,30 +102,7 @@ fn an_override_in_control_changes_the_xdp_answer() {
     let text = String::from_utf8(loc.ctl(&["status"]).stdout).unwrap();
     assert!(text.contains("lo gen "), "{text}");
 
-    // Every metric the Grafana dashboard in contrib/ queries is exposed by one of the
-    // two daemons (the edge's with XDP on).
-    let edge_metrics = Command::new("ip")
-        .args(["netns", "exec", &ns.0, "curl", "-s", "http://127.0.0.1:9153/metrics"])
-        .output()
-        .unwrap();
-    let scrapes = format!(
-        "{}\n{}",
-        common::scrape(&control_metrics),
-        String::from_utf8_lossy(&edge_metrics.stdout)
-    );
-    assert_dashboard_metrics_exist(&scrapes);
-    // The failover set's answers, per member, as the XDP program counted them: the
-    // primary before the override and after it, the secondary during it.
-    let edge_text = String::from_utf8_lossy(&edge_metrics.stdout);
-    for member in ["p", "s"] {
-        let series =
-            format!("qdns_edge_answers_total{{rrset=\"api.shop.example. A\",member=\"{member}\",path=\"xdp\"}} ");
-        let n: u64 = edge_text
-            .lines()
-            .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{series} in\n{edge_text}"));
-        assert!(n >= 1, "{series}{n}");
-    }
+    assert_metrics(&ns, &control_metrics);
 
     let edge = loc.edge.as_mut().unwrap();
     assert!(edge.term().success());
@@ -209,5 +148,38 @@ fn assert_dashboard_metrics_exist(scrapes: &str) {
             found,
             "the dashboard queries {name}, which neither daemon exposes:\n{scrapes}"
         );
+    }
+}
+
+/// Every metric the Grafana dashboard in contrib/ queries is exposed by one of the two
+/// daemons (the edge's with XDP on), and the edge counted the failover set's XDP
+/// answers per member: the primary before and after the override, the secondary during.
+fn assert_metrics(ns: &Netns, control_metrics: &str) {
+    let edge_metrics = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            "curl",
+            "-s",
+            "http://127.0.0.1:9153/metrics",
+        ])
+        .output()
+        .unwrap();
+    let scrapes = format!(
+        "{}\n{}",
+        common::scrape(control_metrics),
+        String::from_utf8_lossy(&edge_metrics.stdout)
+    );
+    assert_dashboard_metrics_exist(&scrapes);
+    let edge_text = String::from_utf8_lossy(&edge_metrics.stdout);
+    for member in ["p", "s"] {
+        let series =
+            format!("qdns_edge_answers_total{{rrset=\"api.shop.example. A\",member=\"{member}\",path=\"xdp\"}} ");
+        let n: u64 = edge_text
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{edge_text}"));
+        assert!(n >= 1, "{series}{n}");
     }
 }

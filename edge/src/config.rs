@@ -99,6 +99,17 @@ pub struct Args {
     /// 0 when everything would start, 1 with the file, key and reason otherwise.
     #[arg(long)]
     pub check_config: bool,
+    /// Listen here for a new edge taking over (`--takeover`): this edge's sockets and
+    /// XDP links are handed to it without losing a query.
+    #[arg(long, value_name = "PATH")]
+    pub takeover_socket: Option<PathBuf>,
+    /// Take over from the edge listening on --takeover-socket instead of binding.
+    #[arg(long)]
+    pub takeover: bool,
+    /// A bpffs directory where XDP links are pinned while handed over (default
+    /// /sys/fs/bpf).
+    #[arg(long, value_name = "DIR")]
+    pub bpffs: Option<PathBuf>,
 }
 
 /// The `--config` file: the same settings as the flags.
@@ -130,6 +141,8 @@ struct FileConfig {
     rrl_ipv6_prefix: Option<u8>,
     metrics: Option<SocketAddr>,
     ready_max_stale: Option<u64>,
+    takeover_socket: Option<PathBuf>,
+    bpffs: Option<PathBuf>,
 }
 
 impl FileConfig {
@@ -178,6 +191,12 @@ pub struct Config {
     pub ready_max_stale: Option<Duration>,
     /// The answer counters' blocks, shared by every engine this server compiles.
     pub answer_sets: std::sync::Arc<crate::answers::AnswerSets>,
+    /// Where this edge listens for a new edge taking over.
+    pub takeover_socket: Option<PathBuf>,
+    /// Take over from the edge at `takeover_socket` instead of binding.
+    pub takeover: bool,
+    /// bpffs directory for XDP links in a handover.
+    pub bpffs: PathBuf,
     /// Response rate limiting, when on.
     pub rrl: Option<qdns_abi::rrl::RrlSettings>,
 }
@@ -328,6 +347,13 @@ impl Config {
             });
         }
         let ready_max_stale = ready_max_stale(args.ready_max_stale.or(file.ready_max_stale), &source)?;
+        let (takeover, takeover_socket) = (args.takeover, args.takeover_socket.or(file.takeover_socket));
+        if takeover && takeover_socket.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "--takeover",
+                reason: "needs --takeover-socket PATH: where the running edge listens".to_owned(),
+            });
+        }
         let rrl = rrl_settings(
             args.rrl_rate.or(file.rrl_rate),
             args.rrl_slip.or(file.rrl_slip),
@@ -348,6 +374,12 @@ impl Config {
             metrics: args.metrics.or(file.metrics),
             ready_max_stale,
             answer_sets: std::sync::Arc::default(),
+            takeover,
+            takeover_socket,
+            bpffs: args
+                .bpffs
+                .or(file.bpffs)
+                .unwrap_or_else(|| PathBuf::from("/sys/fs/bpf")),
             tcp_idle_timeout: Duration::from_secs(idle),
             max_tcp_connections,
             max_tcp_per_source,
@@ -516,6 +548,16 @@ mod tests {
         assert!(zero.contains("--ready-max-stale") && zero.contains("outside"), "{zero}");
         let standalone = config(&["--zones", "/etc/qdns/zones", "--ready-max-stale", "30"]).unwrap_err();
         assert!(standalone.contains("follower"), "{standalone}");
+    }
+
+    #[test]
+    fn takeover_needs_the_socket() {
+        let zones = ["--zones", "/etc/qdns/zones"];
+        let err = config(&[&zones[..], &["--takeover"]].concat()).unwrap_err();
+        assert!(err.contains("--takeover") && err.contains("--takeover-socket"), "{err}");
+        let ok = config(&[&zones[..], &["--takeover", "--takeover-socket", "/run/t.sock"]].concat()).unwrap();
+        assert!(ok.takeover && ok.takeover_socket.is_some());
+        assert_eq!(ok.bpffs, std::path::Path::new("/sys/fs/bpf"));
     }
 
     #[test]

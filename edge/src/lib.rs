@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod ready;
 pub mod server;
 pub mod stats;
+pub mod takeover;
 pub mod wire;
 pub mod xdp;
 

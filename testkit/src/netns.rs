@@ -6,7 +6,7 @@
     reason = "run() is called for its effect as often as for its output"
 )]
 
-use std::process::Command;
+use std::{os::fd::AsRawFd, process::Command};
 
 pub use crate::{is_root, require_root};
 
@@ -122,5 +122,42 @@ impl Drop for Pair {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.server]).status();
         let _ = Command::new("ip").args(["netns", "del", &self.client]).status();
+    }
+}
+
+/// One network namespace with its loopback up, deleted on drop.
+pub struct Netns(pub String);
+
+impl Netns {
+    /// `{prefix}-{pid}`, created with `lo` up.
+    pub fn new(prefix: &str) -> Netns {
+        let ns = Netns(format!("{prefix}-{}", std::process::id()));
+        run(&["ip", "netns", "add", &ns.0]);
+        run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+
+    /// Runs `f` on a thread inside the namespace.
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let path = format!("/var/run/netns/{}", self.0);
+        std::thread::spawn(move || {
+            let file = std::fs::File::open(&path).unwrap();
+            // SAFETY: changes this thread's namespace only, to one we hold open.
+            assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
 }

@@ -55,6 +55,9 @@ pub enum ServerError {
     /// XDP could not be set up.
     #[error("{0}")]
     Xdp(#[from] XdpLoadError),
+    /// Taking over from the running edge failed (it keeps serving).
+    #[error("{0}")]
+    Takeover(#[from] crate::takeover::TakeoverError),
 }
 
 /// Loads `dir` into an engine of snapshot `version`.
@@ -102,26 +105,35 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     }
     let engine = Arc::new(ArcSwap::from_pointee(engine));
 
-    // Bind everything before serving anything, so a bad address fails start-up whole.
-    let mut udp_sockets = Vec::new();
-    let mut tcp_listeners = Vec::new();
-    for &addr in &config.listen {
-        let (sockets, listener) = bind_address(addr, config.workers)?;
-        udp_sockets.extend(sockets);
-        tcp_listeners.push(listener);
-    }
-
-    let metrics_listener = match config.metrics {
-        Some(addr) => Some(
-            qdns_listen::bind_tcp(&addr.to_string())
-                .await
-                .map_err(|source| ServerError::Bind {
-                    addr,
-                    proto: "metrics",
-                    source,
-                })?,
-        ),
-        None => None,
+    // Taking over: the running edge's own sockets (see `crate::takeover`); else bind
+    // everything before serving anything, so a bad address fails start-up whole.
+    let (takeover, inherited) = match (&config.takeover_socket, config.takeover) {
+        (Some(path), true) => {
+            let (stream, inherited) = crate::takeover::request(path)?;
+            tracing::info!(socket = %path.display(), "taking over from the running edge");
+            (Some(stream), Some(inherited))
+        }
+        _ => (None, None),
+    };
+    let Sockets {
+        udp: udp_sockets,
+        udp_groups,
+        tcp: tcp_listeners,
+        metrics: metrics_listener,
+    } = sockets(&config, inherited).await?;
+    let handover = crate::takeover::Listeners {
+        udp: udp_groups,
+        tcp: tcp_listeners.iter().filter_map(|l| l.local_addr().ok()).collect(),
+        metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+    };
+    let handover_fds: Vec<std::os::fd::RawFd> = {
+        use std::os::fd::AsRawFd;
+        udp_sockets
+            .iter()
+            .map(AsRawFd::as_raw_fd)
+            .chain(tcp_listeners.iter().map(AsRawFd::as_raw_fd))
+            .chain(metrics_listener.iter().map(AsRawFd::as_raw_fd))
+            .collect()
     };
     let xdp = if config.xdp.is_empty() {
         None
@@ -152,7 +164,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
             Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
         }
-        program.attach(&config.xdp, config.xdp_mode)?;
+        // Taking over, the old edge's links are updated to this program once it serves.
+        if takeover.is_none() {
+            program.attach(&config.xdp, config.xdp_mode)?;
+        }
         Some((Arc::new(std::sync::Mutex::new(program)), installed))
     };
     // Logged once everything is in place: tests and operators take it as "ready".
@@ -228,7 +243,33 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             shutdown.clone(),
         ));
     }
-    tokio::spawn(announce_ready(Arc::clone(&engine), shutdown.clone()));
+    let replacing = takeover.is_some();
+    if let Some(stream) = takeover {
+        complete_takeover(&stream, &config, xdp.as_ref())?;
+    }
+    if let Some(path) = &config.takeover_socket {
+        // Registered before the socket says "may take over": a SIGUSR2 from then on is
+        // handled, never the default action (termination).
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2()) {
+            Ok(usr2) => {
+                tokio::spawn(replace_on_usr2(usr2, shutdown.clone()));
+            }
+            Err(err) => tracing::warn!(%err, "no SIGUSR2 handler: replace with `qdns-edge --takeover` instead"),
+        }
+        let listener = crate::takeover::bind(path, replacing)?;
+        tracing::info!(socket = %path.display(), "a new edge may take over here (--takeover)");
+        tokio::spawn(crate::takeover::serve(
+            listener,
+            crate::takeover::Handover {
+                listeners: handover,
+                fds: handover_fds,
+                xdp: xdp.clone(),
+                bpffs: config.bpffs.clone(),
+            },
+            shutdown.clone(),
+        ));
+    }
+    tokio::spawn(announce_ready(Arc::clone(&engine), replacing, shutdown.clone()));
     reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
 
     stop.store(true, Ordering::Relaxed);
@@ -249,16 +290,57 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 /// Tells systemd the edge is ready (`Type=notify`) once it serves a snapshot: at once
 /// standalone or with a persisted snapshot, else when control's first one arrives
 /// (until then the edge refuses every query, which is not ready).
-async fn announce_ready(engine: Arc<ArcSwap<Engine>>, shutdown: CancellationToken) {
+async fn announce_ready(engine: Arc<ArcSwap<Engine>>, took_over: bool, shutdown: CancellationToken) {
     loop {
         let version = engine.load().version();
         if version != 0 {
-            qdns_listen::notify::ready(&format!("serving snapshot {version}"));
+            if took_over {
+                qdns_listen::notify::notify(&format!(
+                    "MAINPID={}\nREADY=1\nSTATUS=serving snapshot {version} (took over)\n",
+                    std::process::id()
+                ));
+            } else {
+                qdns_listen::notify::ready(&format!("serving snapshot {version}"));
+            }
             return;
         }
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+        }
+    }
+}
+
+/// On SIGUSR2, starts this binary again (by the path it was started with, so an
+/// upgraded binary is the one that runs) with the same arguments and `--takeover`: the
+/// new process takes over from this one (`crate::takeover`), which then exits.
+async fn replace_on_usr2(mut usr2: tokio::signal::unix::Signal, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = usr2.recv() => {}
+        }
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if args.is_empty() {
+            continue;
+        }
+        let program = args.remove(0);
+        if !args.iter().any(|a| a == "--takeover") {
+            args.push("--takeover".into());
+        }
+        match std::process::Command::new(&program).args(&args).spawn() {
+            Ok(mut child) => {
+                tracing::info!(
+                    pid = child.id(),
+                    program = %Path::new(&program).display(),
+                    "SIGUSR2: started a new edge to take over from this one"
+                );
+                // Reaped here if it fails before this edge exits (then it is not ours).
+                std::thread::spawn(move || child.wait());
+            }
+            Err(err) => {
+                tracing::error!(%err, program = %Path::new(&program).display(), "SIGUSR2: cannot start a new edge; still serving");
+            }
         }
     }
 }
@@ -304,6 +386,112 @@ async fn reload_on_hup(
 /// Binds `workers` UDP sockets and one TCP listener on the same address and port.
 /// With port 0 the first UDP socket picks the port; if TCP cannot have that port too,
 /// another is tried.
+/// The sockets an edge serves on.
+struct Sockets {
+    /// UDP sockets, address by address.
+    udp: Vec<socket2::Socket>,
+    /// (address, how many of `udp`), in order.
+    udp_groups: Vec<(SocketAddr, usize)>,
+    /// A TCP listener per address.
+    tcp: Vec<tokio::net::TcpListener>,
+    /// The metrics listener.
+    metrics: Option<tokio::net::TcpListener>,
+}
+
+/// The inherited sockets (all of them: the old edge served them), and bound ones for
+/// the configured addresses and metrics listener not among them.
+async fn sockets(config: &Config, inherited: Option<crate::takeover::Inherited>) -> Result<Sockets, ServerError> {
+    let mut out = Sockets {
+        udp: Vec::new(),
+        udp_groups: Vec::new(),
+        tcp: Vec::new(),
+        metrics: None,
+    };
+    let inherited = inherited.unwrap_or(crate::takeover::Inherited {
+        udp: Vec::new(),
+        tcp: Vec::new(),
+        metrics: None,
+    });
+    let start = |e: io::Error| ServerError::Start(e);
+    let mut have = Vec::new();
+    for (addr, group) in inherited.udp {
+        have.push(addr);
+        out.udp_groups.push((addr, group.len()));
+        out.udp.extend(group);
+    }
+    for (_, listener) in inherited.tcp {
+        listener.set_nonblocking(true).map_err(start)?;
+        out.tcp
+            .push(tokio::net::TcpListener::from_std(listener).map_err(start)?);
+    }
+    // A configured address is inherited when the old edge had it (port 0: any port
+    // on that address, as it bound one).
+    let inherited_addr = |a: &SocketAddr| have.iter().any(|h| h == a || (a.port() == 0 && h.ip() == a.ip()));
+    for &addr in config.listen.iter().filter(|a| !inherited_addr(a)) {
+        let (sockets, listener) = bind_address(addr, config.workers)?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        out.udp_groups.push((bound, sockets.len()));
+        out.udp.extend(sockets);
+        out.tcp.push(listener);
+    }
+    out.metrics = match (inherited.metrics, config.metrics) {
+        (Some(listener), _) => {
+            listener.set_nonblocking(true).map_err(start)?;
+            Some(tokio::net::TcpListener::from_std(listener).map_err(start)?)
+        }
+        (None, Some(addr)) => {
+            Some(
+                qdns_listen::bind_tcp(&addr.to_string())
+                    .await
+                    .map_err(|source| ServerError::Bind {
+                        addr,
+                        proto: "metrics",
+                        source,
+                    })?,
+            )
+        }
+        (None, None) => None,
+    };
+    Ok(out)
+}
+
+/// The new edge serves: READY to the old one, adopt its pinned XDP links (or remove
+/// them when this edge runs without XDP), attach to interfaces it did not cover, DONE.
+fn complete_takeover(
+    stream: &std::os::unix::net::UnixStream,
+    config: &Config,
+    xdp: Option<&Arc<std::sync::Mutex<XdpProgram>>>,
+) -> Result<(), ServerError> {
+    let pins = crate::takeover::ready(stream)?;
+    match xdp.map(|p| p.lock()) {
+        Some(Ok(mut program)) => {
+            program.adopt_links(&pins)?;
+            let rest: Vec<String> = config
+                .xdp
+                .iter()
+                .filter(|iface| !pins.iter().any(|(i, _)| i == *iface))
+                .cloned()
+                .collect();
+            if !rest.is_empty() {
+                program.attach(&rest, config.xdp_mode)?;
+            }
+        }
+        _ => {
+            // Unpinned, the links close with the old edge: its program detaches.
+            for (iface, pin) in &pins {
+                tracing::info!(%iface, "the old edge's XDP program detaches (this edge runs without --xdp)");
+                let _ = std::fs::remove_file(pin);
+            }
+        }
+    }
+    // Under systemd this process is the service's main one from now on; said before
+    // DONE, so before the old edge exits (the unit has NotifyAccess=all).
+    qdns_listen::notify::notify(&format!("MAINPID={}\n", std::process::id()));
+    crate::takeover::finish(stream);
+    tracing::info!("takeover complete");
+    Ok(())
+}
+
 fn bind_address(
     addr: SocketAddr,
     workers: usize,

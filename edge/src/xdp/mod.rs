@@ -2,7 +2,8 @@
 //! answer tables in step with the engine.
 //!
 //! The object is built from `ebpf/xdp` by `build.rs` and embedded. Attachments are
-//! detached when the [`XdpProgram`] is dropped (on exit and on SIGTERM).
+//! detached when the [`XdpProgram`] is dropped (on exit and on SIGTERM), unless handed
+//! to a new edge ([`XdpProgram::pin_links`], [`XdpProgram::adopt_links`]).
 //!
 //! Table updates ([`XdpProgram::install`]) build a whole new generation's arrays, sized
 //! to the snapshot, place them under the inactive bank of the map-of-maps, flip the
@@ -30,6 +31,7 @@ use qdns_abi::{
     Counter, PORTS_MAP, STATS_MAP,
 };
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
 use crate::engine::Engine;
 pub use table::TableStats;
@@ -89,6 +91,14 @@ pub enum XdpLoadError {
         /// What to try next.
         hint: &'static str,
     },
+    /// Handing an attachment to a new edge, or taking one over, failed.
+    #[error("XDP handover on {iface}: {reason}")]
+    Handover {
+        /// The interface.
+        iface: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Why the answer tables could not be written. The program then passes every query
@@ -134,6 +144,8 @@ struct Installed {
 pub struct XdpProgram {
     ebpf: Ebpf,
     interfaces: Vec<String>,
+    /// The attachment of each interface in `interfaces`, in order.
+    links: Vec<aya::programs::xdp::XdpLinkId>,
     installed: Installed,
     /// Largest DNS message the tables may hold ([`XdpProgram::fit_links`]).
     max_message: usize,
@@ -206,6 +218,7 @@ impl XdpProgram {
         Ok(XdpProgram {
             ebpf,
             interfaces: Vec::new(),
+            links: Vec::new(),
             installed: Installed::default(),
             max_message: qdns_abi::answer::RESPONSE_MAX,
         })
@@ -274,7 +287,7 @@ impl XdpProgram {
                     .attach(iface, AttachMode::Driver)
                     .or_else(|_| program.attach(iface, AttachMode::Skb)),
             };
-            attached.map_err(|source| XdpLoadError::Attach {
+            let link = attached.map_err(|source| XdpLoadError::Attach {
                 iface: iface.clone(),
                 mode,
                 source: Box::new(source),
@@ -285,6 +298,66 @@ impl XdpProgram {
             })?;
             tracing::info!(%iface, ?mode, "XDP program attached");
             self.interfaces.push(iface.clone());
+            self.links.push(link);
+        }
+        Ok(())
+    }
+
+    /// Hands the attachments over (`crate::takeover`): pins each interface's XDP link
+    /// in the bpffs directory `dir` and lets go of it, so it stays attached — running
+    /// this program — after this process exits, until the new edge updates it. Returns
+    /// (interface, pin) pairs.
+    pub fn pin_links(&mut self, dir: &Path) -> Result<Vec<(String, PathBuf)>, XdpLoadError> {
+        let program = Self::program(&mut self.ebpf)?;
+        let mut pins = Vec::new();
+        for (iface, link) in self.interfaces.drain(..).zip(self.links.drain(..)) {
+            let path = dir.join(format!("qdns-xdp-{iface}-{}", std::process::id()));
+            let owned = program
+                .take_link(link)
+                .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
+            let fd_link = aya::programs::links::FdLink::try_from(owned).map_err(|e| XdpLoadError::Handover {
+                iface: iface.clone(),
+                reason: format!("the XDP attachment is not a bpf_link (kernel older than 5.9?): {e}"),
+            })?;
+            // Dropped without unpinning: the pin holds the link (and the program).
+            fd_link.pin(&path).map_err(|e| XdpLoadError::Handover {
+                iface: iface.clone(),
+                reason: format!(
+                    "cannot pin the link at {} (is {} a bpffs? --bpffs): {e}",
+                    path.display(),
+                    dir.display()
+                ),
+            })?;
+            tracing::info!(%iface, pin = %path.display(), "XDP link pinned for the new edge");
+            pins.push((iface, path));
+        }
+        Ok(pins)
+    }
+
+    /// Takes over the links the old edge pinned: points each at this program
+    /// (`bpf_link_update`: the interface goes from the old program to this one at once)
+    /// and removes the pin (the link lives on in this process).
+    pub fn adopt_links(&mut self, pins: &[(String, PathBuf)]) -> Result<(), XdpLoadError> {
+        let program = Self::program(&mut self.ebpf)?;
+        for (iface, path) in pins {
+            let handover = |reason: String| XdpLoadError::Handover {
+                iface: iface.clone(),
+                reason,
+            };
+            let pinned = aya::programs::links::PinnedLink::from_pin(path)
+                .map_err(|e| handover(format!("cannot open the pinned link {}: {e}", path.display())))?;
+            let fd_link = aya::programs::links::FdLink::from(pinned);
+            let xdp_link = aya::programs::xdp::XdpLink::try_from(fd_link)
+                .map_err(|e| handover(format!("{} is not an XDP link: {e}", path.display())))?;
+            let link = program
+                .attach_to_link(xdp_link)
+                .map_err(|e| handover(format!("bpf_link_update: {e}")))?;
+            if let Err(err) = std::fs::remove_file(path) {
+                tracing::warn!(%iface, pin = %path.display(), %err, "cannot remove the pin");
+            }
+            tracing::info!(%iface, "XDP link taken over: this edge's program answers now");
+            self.interfaces.push(iface.clone());
+            self.links.push(link);
         }
         Ok(())
     }

@@ -185,6 +185,21 @@ impl Edge {
     pub fn stop(self) -> std::process::ExitStatus {
         self.stop_with_log().0
     }
+
+    /// Waits for the edge to exit on its own (after handing over); its status.
+    pub fn wait_exit(mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "qdns-edge did not exit within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Edge {
