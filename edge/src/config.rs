@@ -103,6 +103,10 @@ pub struct Args {
     /// XDP links are handed to it without losing a query.
     #[arg(long, value_name = "PATH")]
     pub takeover_socket: Option<PathBuf>,
+    /// With --control: give up on a connection to control that does not connect or
+    /// send its snapshot within this many seconds (default 60), and retry.
+    #[arg(long, value_name = "SECONDS")]
+    pub control_timeout: Option<u64>,
     /// Take over from the edge listening on --takeover-socket instead of binding.
     #[arg(long)]
     pub takeover: bool,
@@ -141,6 +145,7 @@ struct FileConfig {
     rrl_ipv6_prefix: Option<u8>,
     metrics: Option<SocketAddr>,
     ready_max_stale: Option<u64>,
+    control_timeout: Option<u64>,
     takeover_socket: Option<PathBuf>,
     bpffs: Option<PathBuf>,
 }
@@ -191,6 +196,8 @@ pub struct Config {
     pub ready_max_stale: Option<Duration>,
     /// The answer counters' blocks, shared by every engine this server compiles.
     pub answer_sets: std::sync::Arc<crate::answers::AnswerSets>,
+    /// Longest wait for control to connect and send its snapshot.
+    pub control_timeout: Duration,
     /// Where this edge listens for a new edge taking over.
     pub takeover_socket: Option<PathBuf>,
     /// Take over from the edge at `takeover_socket` instead of binding.
@@ -347,6 +354,15 @@ impl Config {
             });
         }
         let ready_max_stale = ready_max_stale(args.ready_max_stale.or(file.ready_max_stale), &source)?;
+        let control_timeout = match args.control_timeout.or(file.control_timeout).unwrap_or(60) {
+            secs @ 1..=3600 => Duration::from_secs(secs),
+            secs => {
+                return Err(ConfigError::Invalid {
+                    key: "--control-timeout",
+                    reason: format!("{secs} s is outside 1..=3600"),
+                })
+            }
+        };
         let (takeover, takeover_socket) = (args.takeover, args.takeover_socket.or(file.takeover_socket));
         if takeover && takeover_socket.is_none() {
             return Err(ConfigError::Invalid {
@@ -374,6 +390,7 @@ impl Config {
             metrics: args.metrics.or(file.metrics),
             ready_max_stale,
             answer_sets: std::sync::Arc::default(),
+            control_timeout,
             takeover,
             takeover_socket,
             bpffs: args

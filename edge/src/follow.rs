@@ -115,41 +115,40 @@ pub struct Follower {
     pub xdp: Option<Arc<Mutex<XdpProgram>>>,
     /// Told when the link is up and when it is lost.
     pub readiness: Arc<Readiness>,
+    /// Longest wait for control to connect and send its snapshot.
+    pub control_timeout: Duration,
+    /// What went wrong with the link and the state directory, for the metrics.
+    pub stats: Arc<LinkStats>,
+}
+
+/// Faults of the link and the state directory (`qdns_edge_control_timeouts_total`,
+/// `qdns_edge_persist_failures_total`).
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    /// Connections given up because control did not connect or send its snapshot in
+    /// time (it accepted and stalled).
+    pub control_timeouts: std::sync::atomic::AtomicU64,
+    /// Snapshots or health words that could not be written to the state directory (it
+    /// is full or read-only: the edge serves on, from memory).
+    pub persist_failures: std::sync::atomic::AtomicU64,
 }
 
 /// Follows control until `shutdown`.
 pub async fn follow(follower: Follower, shutdown: CancellationToken) {
-    let Follower {
-        endpoint,
-        state_dir,
-        engine,
-        options,
-        edge_name,
-        xdp,
-        readiness,
-    } = follower;
+    let endpoint = follower.endpoint.clone();
     let mut backoff = Duration::from_millis(100);
     loop {
         let attempt = async {
-            let (r, w) = connect(&endpoint).await?;
-            session(
-                r,
-                w,
-                &state_dir,
-                &engine,
-                &options,
-                &edge_name,
-                xdp.as_deref(),
-                &readiness,
-                &mut backoff,
-            )
-            .await
+            let (r, w) = tokio::time::timeout(follower.control_timeout, connect(&endpoint))
+                .await
+                .map_err(|_| stalled(&follower, "connect"))??;
+            session(r, w, &follower, &mut backoff).await
         };
         let result = tokio::select! {
             () = shutdown.cancelled() => return,
             result = attempt => result,
         };
-        readiness.unlinked();
+        follower.readiness.unlinked();
         match result {
             Ok(()) => tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot"),
             Err(err) => {
@@ -199,21 +198,33 @@ async fn connect(endpoint: &Endpoint) -> std::io::Result<Halves> {
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one connection's whole context, passed down once"
-)]
+/// Control did not do `what` within the timeout: counted, and the error to retry on.
+fn stalled(follower: &Follower, what: &str) -> std::io::Error {
+    follower
+        .stats
+        .control_timeouts
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("control did not {what} within {:?}", follower.control_timeout),
+    )
+}
+
 async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     reader: R,
     mut writer: W,
-    state_dir: &Path,
-    engine: &ArcSwap<Engine>,
-    options: &ServeOptions,
-    edge_name: &str,
-    xdp: Option<&Mutex<XdpProgram>>,
-    readiness: &Readiness,
+    follower: &Follower,
     backoff: &mut Duration,
 ) -> std::io::Result<()> {
+    let Follower {
+        state_dir,
+        engine,
+        options,
+        edge_name,
+        readiness,
+        ..
+    } = follower;
+    let xdp = follower.xdp.as_deref();
     let serving = engine.load().version();
     send(
         &mut writer,
@@ -229,6 +240,10 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     let mut report = tokio::time::interval(XDP_REPORT_EVERY);
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut link: Option<Link> = None;
+    // A control that accepts and then stalls is given up on (and retried with backoff):
+    // its snapshot must arrive within the timeout.
+    let first_snapshot = tokio::time::sleep(follower.control_timeout);
+    tokio::pin!(first_snapshot);
     loop {
         let msg = tokio::select! {
             msg = incoming.recv() => match msg {
@@ -236,6 +251,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 Some(Err(err)) => return Err(err),
                 None => return Ok(()),
             },
+            () = &mut first_snapshot, if link.is_none() => return Err(stalled(follower, "send its snapshot")),
             _ = report.tick(), if xdp.is_some() => {
                 if let Some(report) = xdp.and_then(xdp_report) {
                     send(&mut writer, &ToControl::Xdp(report)).await?;
@@ -245,7 +261,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         };
         let applied = match msg {
             ToEdge::Snapshot { snapshot, seq } => {
-                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options).await?;
+                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options, &follower.stats).await?;
                 *backoff = Duration::from_millis(100);
                 let ack = (applied.snapshot, applied.seq);
                 link = Some(applied);
@@ -269,10 +285,14 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                     seq: current.seq,
                     bitmap: current.bitmap.clone(),
                 };
-                let dir = state_dir.to_path_buf();
+                let dir = state_dir.clone();
+                let stats = Arc::clone(&follower.stats);
                 let _ = tokio::task::spawn_blocking(move || {
                     if let Err(err) = sync::persist(&health_path(&dir), &health) {
-                        tracing::error!(%err, "cannot persist health");
+                        stats
+                            .persist_failures
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::error!(%err, "cannot persist health; serving it from memory");
                     }
                 })
                 .await;
@@ -300,6 +320,7 @@ async fn apply_snapshot(
     state_dir: &Path,
     engine: &ArcSwap<Engine>,
     options: &ServeOptions,
+    stats: &Arc<LinkStats>,
 ) -> std::io::Result<Link> {
     let compiled = match Engine::compile(&snapshot) {
         Ok(e) => e.with_options(options),
@@ -320,9 +341,11 @@ async fn apply_snapshot(
         bitmap: snapshot.bitmap.clone(),
     };
     let dir = state_dir.to_path_buf();
+    let stats = Arc::clone(stats);
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(err) = sync::persist(&snapshot_path(&dir), &snapshot) {
-            tracing::error!(%err, "cannot persist the snapshot");
+            stats.persist_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(%err, "cannot persist the snapshot; serving it from memory (a restart would serve the last one persisted)");
         }
         let _ = std::fs::remove_file(health_path(&dir));
     })

@@ -36,6 +36,8 @@ pub struct Sources {
     pub xdp: Option<Arc<Mutex<XdpProgram>>>,
     /// Readiness (`/ready`).
     pub ready: Arc<Readiness>,
+    /// A follower's link and state-directory faults.
+    pub link: Option<Arc<crate::follow::LinkStats>>,
 }
 
 fn label(pairs: &[(&str, &str)]) -> Labels {
@@ -107,6 +109,23 @@ pub fn render(sources: &Sources) -> String {
         version,
     );
     register_answers(&mut r, sources, &engine);
+    if let Some(link) = &sources.link {
+        let load = |n: &std::sync::atomic::AtomicU64| {
+            let c = Counter::<u64, AtomicU64>::default();
+            c.inc_by(n.load(std::sync::atomic::Ordering::Relaxed));
+            c
+        };
+        r.register(
+            "control_timeouts",
+            "Connections to control given up because it did not connect or send its snapshot within --control-timeout",
+            load(&link.control_timeouts),
+        );
+        r.register(
+            "persist_failures",
+            "Snapshots or health updates that could not be written to the state directory (full or read-only); served from memory",
+            load(&link.persist_failures),
+        );
+    }
     let ready = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     ready.set(i64::from(sources.ready.check(&engine).is_ok()));
     r.register(

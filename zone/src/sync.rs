@@ -138,13 +138,19 @@ pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), SyncError> {
     file.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
     file.extend_from_slice(&body);
     let tmp = path.with_extension("tmp");
-    {
+    let written = (|| {
         use io::Write as _;
         let mut out = fs::File::create(&tmp)?;
         out.write_all(&file)?;
         out.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(err) = written {
+        // A partial file is never read (only `path` is), but it takes room a full disk
+        // lacks.
+        let _ = fs::remove_file(&tmp);
+        return Err(err.into());
     }
-    fs::rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         if let Ok(dir) = fs::File::open(dir) {
             let _ = dir.sync_all();

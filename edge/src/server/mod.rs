@@ -202,6 +202,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         Source::Zones(_) => crate::ready::Readiness::standalone(),
         Source::Control { .. } => crate::ready::Readiness::follower(config.ready_max_stale),
     });
+    let link_stats = Arc::new(crate::follow::LinkStats::default());
     let mut tcp_tasks = tokio::task::JoinSet::new();
     if let Some(listener) = metrics_listener {
         let addr = listener.local_addr().map_err(ServerError::Start)?;
@@ -215,6 +216,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             engine: Arc::clone(&engine),
             xdp: xdp.clone(),
             ready: Arc::clone(&readiness),
+            link: matches!(config.source, Source::Control { .. }).then(|| Arc::clone(&link_stats)),
         };
         tracing::info!(metrics = %addr, "serving metrics");
         tcp_tasks.spawn(crate::metrics::serve(listener, sources, shutdown.clone()));
@@ -239,6 +241,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 edge_name: config.edge_id.clone(),
                 xdp: xdp.clone(),
                 readiness: Arc::clone(&readiness),
+                control_timeout: config.control_timeout,
+                stats: Arc::clone(&link_stats),
             },
             shutdown.clone(),
         ));
