@@ -26,6 +26,7 @@ pub mod explain;
 pub mod handler;
 pub mod metrics;
 pub mod persist;
+pub mod quorum;
 pub mod remote;
 pub mod report;
 pub mod report_listener;

@@ -101,25 +101,7 @@ pub struct EdgeInfo {
 /// Default quorum: healthy iff more than this share of reachable checkers say so.
 pub const DEFAULT_QUORUM: f64 = 0.18;
 
-/// How long a checker's report counts as fresh: three intervals and 5 s of slack, so one
-/// late or lost report does not make a checker unreachable.
-#[must_use]
-pub fn fresh_for(interval: u32) -> u64 {
-    3 * u64::from(interval) + 5
-}
-
-/// Aggregated view of one probed check at one location.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Aggregate {
-    /// The decision.
-    pub healthy: bool,
-    /// Reachable checkers (fresh reports).
-    pub reachable: usize,
-    /// Of which report healthy.
-    pub healthy_reports: usize,
-    /// No checker reachable: the last decision is kept.
-    pub stale: bool,
-}
+pub use crate::quorum::{fresh_for, Aggregate};
 
 /// Monotonic counters for metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -389,31 +371,21 @@ impl State {
             .insert(observation.checker.clone(), observation);
     }
 
-    /// The quorum view of probed check `key` with probe interval `interval` (SPEC §4):
-    /// healthy iff the healthy share of the reachable checkers is above the quorum; with
-    /// none reachable, the last decision (stale); before any report, healthy.
+    /// The quorum view of probed check `key` with probe interval `interval` (SPEC §4,
+    /// [`crate::quorum::decide`]) now.
     #[must_use]
     pub fn aggregate(&self, key: &str, interval: u32) -> Aggregate {
-        let fresh: Vec<&crate::checker::Observation> = self.fresh_observations(key, interval).collect();
-        if fresh.is_empty() {
-            let healthy = self.decisions.get(key).copied().unwrap_or(true);
-            let stale = self.observations.get(key).is_some_and(|o| !o.is_empty());
-            return Aggregate {
-                healthy,
-                reachable: 0,
-                healthy_reports: 0,
-                stale,
-            };
-        }
-        let healthy_reports = fresh.iter().filter(|o| o.healthy).count();
-        #[expect(clippy::cast_precision_loss, reason = "checker counts are tiny")]
-        let share = healthy_reports as f64 / fresh.len() as f64;
-        Aggregate {
-            healthy: share > self.quorum,
-            reachable: fresh.len(),
-            healthy_reports,
-            stale: false,
-        }
+        crate::quorum::decide(
+            self.observations
+                .get(key)
+                .into_iter()
+                .flat_map(BTreeMap::values)
+                .map(|o| (o.at, o.healthy)),
+            now(),
+            interval,
+            self.quorum,
+            self.decisions.get(key).copied(),
+        )
     }
 
     /// The latest report of each checker on probed check `key` (probe interval
@@ -428,7 +400,7 @@ impl State {
             .get(key)
             .into_iter()
             .flat_map(BTreeMap::values)
-            .filter(move |o| t.saturating_sub(o.at) <= fresh_for(interval))
+            .filter(move |o| crate::quorum::is_fresh(o.at, t, interval))
     }
 
     /// The probe interval of check `key`, when it is probed.
@@ -465,7 +437,7 @@ impl State {
             if let Some(by_checker) = self.observations.get(&key) {
                 for o in by_checker
                     .values()
-                    .filter(|o| t.saturating_sub(o.at) <= fresh_for(probe.interval))
+                    .filter(|o| crate::quorum::is_fresh(o.at, t, probe.interval))
                 {
                     reachable.insert(o.checker.clone(), o.region.clone());
                 }
