@@ -155,6 +155,16 @@ fn assert_dashboard_metrics_exist(scrapes: &str) {
 /// daemons (the edge's with XDP on), and the edge counted the failover set's XDP
 /// answers per member: the primary before and after the override, the secondary during.
 fn assert_metrics(ns: &Netns, control_metrics: &str) {
+    // The per-region series have samples once the embedded checker's first reports are
+    // in (its first round of probes may still be running).
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while !common::scrape(control_metrics).contains("qdns_check_region_healthy{") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checker report reached control's metrics"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let edge_metrics = Command::new("ip")
         .args([
             "netns",
