@@ -297,6 +297,10 @@ pub struct StatusReport {
     pub shifts: usize,
     /// Connected edges.
     pub edges: Vec<EdgeInfo>,
+    /// Why the operator state cannot be saved (none while it can): changes are refused
+    /// until it can.
+    #[serde(default)]
+    pub persist_error: Option<String>,
 }
 
 /// One zone in `status`.
@@ -363,8 +367,12 @@ pub struct CheckHealth {
     pub why: String,
     /// Unix seconds of the last change (0: never).
     pub since: u64,
-    /// The latest observation from each checker.
+    /// The latest observation from each checker, reachable or not.
     pub observations: Vec<Observation>,
+    /// The checkers whose latest report is fresh — those this location decides from
+    /// (probed checks only).
+    #[serde(default)]
+    pub reachable: Vec<String>,
 }
 
 /// `explain NAME TYPE`.
@@ -671,6 +679,7 @@ mod tests {
                 why: "3 of 3".into(),
                 since: 0,
                 observations: Vec::new(),
+                reachable: Vec::new(),
             }]),
         );
         round_trip(

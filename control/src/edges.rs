@@ -23,6 +23,46 @@ pub const MAX_FROM_EDGE: usize = 1 << 20;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The edges connected now (by connection id) and the connections refused before a
+/// snapshot was sent, by reason.
+#[derive(Debug, Default)]
+pub struct EdgeRegistry {
+    connected: std::collections::BTreeMap<u64, EdgeInfo>,
+    refused: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl EdgeRegistry {
+    /// Connection `id` is edge `info`.
+    pub fn connect(&mut self, id: u64, info: EdgeInfo) {
+        self.connected.insert(id, info);
+    }
+
+    /// Connection `id` ended; what it was.
+    pub fn disconnect(&mut self, id: u64) -> Option<EdgeInfo> {
+        self.connected.remove(&id)
+    }
+
+    /// Connection `id`, to record what it acknowledged.
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut EdgeInfo> {
+        self.connected.get_mut(&id)
+    }
+
+    /// The connected edges, oldest connection first.
+    pub fn connected(&self) -> impl Iterator<Item = &EdgeInfo> {
+        self.connected.values()
+    }
+
+    /// Counts a connection refused for `reason`.
+    pub fn refuse(&mut self, reason: &'static str) {
+        *self.refused.entry(reason).or_default() += 1;
+    }
+
+    /// Connections refused, by reason.
+    pub fn refused(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.refused.iter().map(|(reason, n)| (*reason, *n))
+    }
+}
+
 /// Longest wait for an edge's hello after it connects.
 pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -78,7 +118,7 @@ async fn refuse(state: &Mutex<State>, reason: &'static str, detail: &str) {
 
 /// Counts an edge connection refused for `reason` (`qdns_edge_links_refused_total`).
 pub async fn count_refusal(state: &Mutex<State>, reason: &'static str) {
-    *state.lock().await.edge_links_refused.entry(reason).or_default() += 1;
+    state.lock().await.edges.refuse(reason);
 }
 
 /// Serves one edge connection until it closes or `shutdown`. The edge speaks first: a
@@ -129,7 +169,7 @@ pub async fn serve_edge<R, W>(
         let mut guard = state.lock().await;
         let rx = updates.subscribe();
         guard.event("edge", format!("edge {edge} connected (serving {serving:?})"));
-        guard.edges.insert(
+        guard.edges.connect(
             id,
             EdgeInfo {
                 name: edge,
@@ -146,13 +186,13 @@ pub async fn serve_edge<R, W>(
             Ok(frame) => (frame, rx),
             Err(err) => {
                 tracing::error!(%err, "cannot encode the snapshot");
-                guard.edges.remove(&id);
+                guard.edges.disconnect(id);
                 return;
             }
         }
     };
     if !write_frame(&mut writer, &full).await {
-        state.lock().await.edges.remove(&id);
+        state.lock().await.edges.disconnect(id);
         return;
     }
     // Acknowledgements come back on the read half.
@@ -160,7 +200,7 @@ pub async fn serve_edge<R, W>(
     let mut reader_task = tokio::spawn(async move {
         while let Some(msg) = read_message(&mut reader).await {
             let mut guard = acks_state.lock().await;
-            let Some(info) = guard.edges.get_mut(&id) else { break };
+            let Some(info) = guard.edges.get_mut(id) else { break };
             match msg {
                 // Said once, before the snapshot.
                 ToControl::Hello { .. } => break,
@@ -190,7 +230,7 @@ pub async fn serve_edge<R, W>(
     }
     reader_task.abort();
     let mut guard = state.lock().await;
-    if let Some(info) = guard.edges.remove(&id) {
+    if let Some(info) = guard.edges.disconnect(id) {
         guard.event("edge", format!("edge {} disconnected", info.name));
     }
 }

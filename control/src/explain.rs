@@ -5,7 +5,7 @@ use crate::{
     api::{
         ApiError, Candidate, Distribution, ExplainDetail, Explanation, MemberAnswer, PolicyExplanation, SetShift, Share,
     },
-    state::{fails_open, now, remaining, set_label, State},
+    state::{fails_open, set_label, Ends as _, State},
 };
 use qdns_abi::{
     health::{slot_healthy, ALWAYS_HEALTHY},
@@ -27,11 +27,11 @@ pub fn why(state: &State, slot: u32) -> String {
     let Some(key) = state.slot_key(slot) else {
         return "unknown slot".to_owned();
     };
-    if let Some(o) = state.operator.overrides.get(key).filter(|o| o.expires > now()) {
+    if let Some(o) = state.operator.overrides.get(key).filter(|o| o.in_force()) {
         return format!(
             "override: forced {} for another {}s",
             if o.healthy { "healthy" } else { "unhealthy" },
-            remaining(o.expires).as_secs()
+            o.ends_in()
         );
     }
     let Some((zone, local)) = state.local(slot) else {
@@ -124,8 +124,7 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
     let target = format!("{} {}:{}", format!("{:?}", p.kind).to_lowercase(), p.ip, p.port);
     let last = state
         .observations
-        .get(key)
-        .and_then(|by| by.values().max_by_key(|o| o.at))
+        .newest(key)
         .map(|o| format!("; last: {} from {} ({})", o.reason, o.checker, o.region))
         .unwrap_or_default();
     if a.stale {
@@ -207,7 +206,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Explanation, A
             azs.iter()
                 .map(|(az, s)| SetShift {
                     az: az.clone(),
-                    expires_in_s: remaining(s.expires).as_secs(),
+                    expires_in_s: s.ends_in(),
                     comment: s.comment.clone(),
                     moves_traffic: !fail_open,
                 })

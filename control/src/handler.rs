@@ -14,7 +14,7 @@ use crate::{
     edges::Frame,
     explain::{explain, owner_wire, why},
     persist,
-    state::{now, remaining, External, Override, Shift, State},
+    state::{now, Ends as _, External, Override, Shift, State},
 };
 
 /// What the handler works with.
@@ -59,16 +59,22 @@ impl Ctx {
         }
     }
 
-    fn save(&self, state: &State) -> Result<(), ApiError> {
-        persist::save(&self.state_dir, &state.operator)
-            .map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot persist operator state: {e}")))
+    fn save(&self, state: &mut State) -> Result<(), ApiError> {
+        persist::save_operator(&self.state_dir, state).map_err(|e| ApiError::new(ErrorCode::Internal, e))
     }
 }
 
 /// Handles one request.
 pub async fn handle(ctx: &Ctx, request: Request) -> Response {
     let mut state = ctx.state.lock().await;
-    Response::from_result(run(ctx, &mut state, request))
+    let before = state.operator.clone();
+    let result = run(ctx, &mut state, request);
+    // A change that could not be persisted is not made: the operator is told, and a
+    // restart would not bring back something never in force.
+    if result.is_err() && state.operator != before {
+        state.operator = before;
+    }
+    Response::from_result(result)
 }
 
 /// An expiry that does not parse or is over the limit.
@@ -107,15 +113,10 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
         } => {
             let key = state.check_key(&check)?;
             let expiry = expiry(&expires)?;
-            let t = now();
-            state.operator.overrides.insert(
-                key.clone(),
-                Override {
-                    healthy,
-                    expires: t + expiry.as_secs(),
-                    set_at: t,
-                },
-            );
+            state
+                .operator
+                .overrides
+                .insert(key.clone(), Override::new(healthy, expiry.as_secs()));
             ctx.save(state)?;
             state.event(
                 "override",
@@ -172,20 +173,17 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
         } => {
             let rrset = zonal_set(state, &rrset, &az)?;
             let expiry = expiry(&expires)?;
-            let t = now();
             if state.shifted(&rrset, &az) {
                 return Err(ApiError::conflict(format!(
                     "{rrset} is already shifted away from {az}; use shift update"
                 )));
             }
-            state.operator.shifts.entry(rrset.clone()).or_default().insert(
-                az.clone(),
-                Shift {
-                    expires: t + expiry.as_secs(),
-                    started: t,
-                    comment,
-                },
-            );
+            state
+                .operator
+                .shifts
+                .entry(rrset.clone())
+                .or_default()
+                .insert(az.clone(), Shift::new(expiry.as_secs(), comment));
             ctx.save(state)?;
             state.event(
                 "shift",
@@ -203,7 +201,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 .get_mut(&rrset)
                 .and_then(|azs| azs.get_mut(&az))
                 .ok_or_else(|| ApiError::conflict(format!("{rrset} has no shift away from {az}")))?;
-            shift.expires = now() + expiry.as_secs();
+            shift.end_in(expiry.as_secs());
             ctx.save(state)?;
             state.event(
                 "shift",
@@ -227,8 +225,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
         Request::ShiftList => Ok(Reply::Shifts(shift_list(state))),
         Request::Events { limit } => {
             let limit = limit.unwrap_or(100);
-            let skip = state.events.len().saturating_sub(limit);
-            Ok(Reply::Events(state.events.iter().skip(skip).cloned().collect()))
+            Ok(Reply::Events(state.events.last(limit).cloned().collect()))
         }
     }
 }
@@ -271,7 +268,7 @@ pub(crate) fn shift_list(state: &State) -> Vec<ShiftEntry> {
             out.push(ShiftEntry {
                 rrset: rrset.clone(),
                 az: az.clone(),
-                expires_in_s: remaining(shift.expires).as_secs(),
+                expires_in_s: shift.ends_in(),
                 started: shift.started,
                 comment: shift.comment.clone(),
                 moves_traffic: !failing_open,
@@ -313,12 +310,12 @@ pub(crate) fn status(state: &State) -> StatusReport {
                 })
                 .collect(),
             quorum: state.quorum,
-            reports_accepted: state.reports_accepted,
-            report_bytes: state.report_bytes,
+            reports_accepted: state.reports.accepted(),
+            report_bytes: state.reports.bytes(),
             reports_rejected: state
-                .reports_rejected
-                .iter()
-                .map(|(reason, n)| ((*reason).to_owned(), *n))
+                .reports
+                .rejected()
+                .map(|(reason, n)| (reason.to_owned(), n))
                 .collect(),
         },
         overrides: state.operator.overrides.len(),
@@ -328,7 +325,8 @@ pub(crate) fn status(state: &State) -> StatusReport {
             .values()
             .map(std::collections::BTreeMap::len)
             .sum::<usize>(),
-        edges: state.edges.values().cloned().collect(),
+        edges: state.edges.connected().cloned().collect(),
+        persist_error: state.persist_error.clone(),
     }
 }
 
@@ -360,11 +358,13 @@ pub(crate) fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHeal
                 healthy: qdns_abi::health::slot_healthy(&state.snapshot.bitmap, slot),
                 why: why(state, slot),
                 since: state.changed_at(slot),
-                observations: state
-                    .observations
-                    .get(key)
-                    .map(|by| by.values().cloned().collect())
-                    .unwrap_or_default(),
+                observations: state.observations.latest(key).cloned().collect(),
+                reachable: state.probe_interval(key).map_or_else(Vec::new, |interval| {
+                    state
+                        .fresh_observations(key, interval)
+                        .map(|o| o.checker.clone())
+                        .collect()
+                }),
             })
         })
         .collect())

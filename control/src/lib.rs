@@ -19,12 +19,14 @@
 pub mod anycast;
 pub mod api;
 pub mod checker;
+pub mod clock;
 pub mod config;
 pub mod duration;
 pub mod edges;
 pub mod explain;
 pub mod handler;
 pub mod metrics;
+pub mod observations;
 pub mod persist;
 pub mod quorum;
 pub mod remote;
@@ -33,6 +35,7 @@ pub mod report_listener;
 pub mod special_use;
 pub mod state;
 pub mod status_page;
+pub mod timeline;
 
 use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
 
@@ -333,6 +336,11 @@ async fn accept_edges_tcp(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        // A quiet link over a dead path is noticed (and the edge dropped from the
+        // registry) within qdns_link::liveness::DEAD_AFTER.
+        if let Err(err) = qdns_link::liveness::watch(&stream) {
+            tracing::warn!(%from, %err, "cannot arm TCP keepalive on an edge link");
+        }
         let ctx = ctx.clone();
         let shutdown = shutdown.clone();
         let tls = tls.clone();
@@ -443,8 +451,7 @@ async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx
             let mut state = ctx.state.lock().await;
             match verdict {
                 Ok(report) => {
-                    state.reports_accepted += 1;
-                    state.report_bytes += octets;
+                    state.reports.accept(octets);
                     // A checker's clock may be off by up to MAX_SKEW_SECS, more than a
                     // short interval's freshness (3 × 5 s + 5 s): its timestamps move
                     // into this location's clock by the report's own `sent_at`, so
@@ -453,17 +460,19 @@ async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx
                     let offset =
                         i64::try_from(now).unwrap_or(i64::MAX) - i64::try_from(report.sent_at).unwrap_or(i64::MAX);
                     for mut observation in report.observations {
+                        // Its age, on the checker's own clock, is what freshness uses.
+                        let age = report.sent_at.saturating_sub(observation.at);
                         observation.at = observation.at.saturating_add_signed(offset).min(now);
                         // The authenticated identity, not what the body claims per item.
                         observation.checker.clone_from(&report.checker);
                         observation.region.clone_from(&report.region);
-                        state.observe(observation);
+                        state.observe(observation, age);
                     }
                     ctx.push_health(&mut state);
                 }
                 Err(reject) => {
                     static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
-                    *state.reports_rejected.entry(reject.label()).or_default() += 1;
+                    state.reports.reject(reject.label());
                     if LOG.allow() {
                         tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
                     }
@@ -487,9 +496,12 @@ async fn apply_observations(
         };
         let Some(first) = first else { return };
         let mut state = ctx.state.lock().await;
-        state.observe(first);
+        // The embedded checker's observations are made on this host's wall clock.
+        let now = state::now();
+        state.observe(first.clone(), now.saturating_sub(first.at));
         while let Ok(more) = observed.try_recv() {
-            state.observe(more);
+            let age = now.saturating_sub(more.at);
+            state.observe(more, age);
         }
         ctx.push_health(&mut state);
     }
@@ -511,9 +523,9 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             ctx.push_health(&mut state);
         }
         if std::mem::take(&mut state.operator_dirty) {
-            if let Err(err) = persist::save(&ctx.state_dir, &state.operator) {
-                tracing::error!(%err, "cannot persist operator state");
-            }
+            // An expiry is in force whether or not it is saved; a failure is counted
+            // and retried at the next change (a restart re-expires it anyway).
+            let _ = persist::save_operator(&ctx.state_dir, &mut state);
         }
     }
 }

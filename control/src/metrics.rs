@@ -135,7 +135,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
         fail_open,
     );
     let edges = family();
-    for edge in state.edges.values() {
+    for edge in state.edges.connected() {
         let version = edge.snapshot.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
         edges
             .get_or_create(&vec![("edge".to_owned(), edge.name.clone())])
@@ -165,6 +165,11 @@ fn register_counters(r: &mut Registry, state: &State) {
         "Record sets leaving fail-open",
         counter(state.counters.fail_open_left),
     );
+    r.register(
+        "control_persist_failures",
+        "Saves of the operator state (overrides, externals, shifts) that failed",
+        counter(state.counters.persist_failures),
+    );
     let reloads = Family::<Labels, Counter<u64, AtomicU64>>::default();
     reloads
         .get_or_create(&vec![("result".to_owned(), "ok".to_owned())])
@@ -176,18 +181,18 @@ fn register_counters(r: &mut Registry, state: &State) {
     let reports = Family::<Labels, Counter<u64, AtomicU64>>::default();
     reports
         .get_or_create(&vec![("result".to_owned(), "accepted".to_owned())])
-        .inc_by(state.reports_accepted);
-    for (reason, n) in &state.reports_rejected {
+        .inc_by(state.reports.accepted());
+    for (reason, n) in state.reports.rejected() {
         reports
-            .get_or_create(&vec![("result".to_owned(), (*reason).to_owned())])
-            .inc_by(*n);
+            .get_or_create(&vec![("result".to_owned(), reason.to_owned())])
+            .inc_by(n);
     }
     r.register("checker_reports", "Remote checker reports by result", reports);
     let refused = Family::<Labels, Counter<u64, AtomicU64>>::default();
-    for (reason, n) in &state.edge_links_refused {
+    for (reason, n) in state.edges.refused() {
         refused
-            .get_or_create(&vec![("reason".to_owned(), (*reason).to_owned())])
-            .inc_by(*n);
+            .get_or_create(&vec![("reason".to_owned(), reason.to_owned())])
+            .inc_by(n);
     }
     r.register(
         "edge_links_refused",
@@ -197,7 +202,7 @@ fn register_counters(r: &mut Registry, state: &State) {
     r.register(
         "checker_report_bytes",
         "Octets of accepted checker reports",
-        counter(state.report_bytes),
+        counter(state.reports.bytes()),
     );
 }
 

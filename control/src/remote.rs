@@ -26,6 +26,14 @@ use crate::{
 
 /// Observations kept per location while it is unreachable.
 pub const MAX_QUEUED: usize = 100_000;
+/// How long a connection attempt to a location may take: a location behind a broken
+/// path does not answer SYNs, and the kernel's own retries would take two minutes.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long sent reports may stay unacknowledged before the connection is given up
+/// (`TCP_USER_TIMEOUT`): without it a connection into a partition keeps queueing while
+/// TCP's retransmission backoff grows, and after the heal the location hears nothing
+/// new until the next retransmission — up to two minutes later.
+pub const UNACKED_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings of a checker process.
 #[derive(Debug, Clone)]
@@ -122,11 +130,16 @@ async fn send_loop(
     loop {
         let connected = tokio::select! {
             () = shutdown.cancelled() => return,
-            c = TcpStream::connect(target.as_str()) => c,
+            c = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target.as_str())) => {
+                c.unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no connection within 5 s")))
+            }
         };
         let mut stream = match connected {
             Ok(stream) => {
                 backoff = Duration::from_millis(200);
+                if let Err(err) = socket2::SockRef::from(&stream).set_tcp_user_timeout(Some(UNACKED_TIMEOUT)) {
+                    tracing::warn!(location = %target, %err, "cannot bound unacknowledged reports");
+                }
                 tracing::info!(location = %target, "reporting");
                 stream
             }

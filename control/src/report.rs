@@ -232,6 +232,45 @@ pub fn verify<S: std::hash::BuildHasher>(
     Ok(report)
 }
 
+/// Reports accepted from remote checkers, and frames or connections dropped, by reason
+/// (`qdns_checker_reports_total{result}`, `status`).
+#[derive(Debug, Default)]
+pub struct ReportStats {
+    accepted: u64,
+    bytes: u64,
+    rejected: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl ReportStats {
+    /// A report of `octets` (frame, prefix included) was accepted.
+    pub fn accept(&mut self, octets: u64) {
+        self.accepted += 1;
+        self.bytes += octets;
+    }
+
+    /// A frame or connection was dropped for `reason` ([`Reject::label`]).
+    pub fn reject(&mut self, reason: &'static str) {
+        *self.rejected.entry(reason).or_default() += 1;
+    }
+
+    /// Reports accepted.
+    #[must_use]
+    pub fn accepted(&self) -> u64 {
+        self.accepted
+    }
+
+    /// Octets of accepted reports.
+    #[must_use]
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Drops by reason.
+    pub fn rejected(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.rejected.iter().map(|(reason, n)| (*reason, *n))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,10 +3,10 @@
 //! event timeline. Every change goes through [`State::recompute`], which re-evaluates
 //! health (SPEC §3) and returns the delta to push to the edges.
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
+    collections::{BTreeMap, BTreeSet, HashMap},
     path::PathBuf,
     sync::Arc,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{SystemTime, UNIX_EPOCH},
 };
 
 use qdns_abi::{
@@ -21,8 +21,9 @@ use qdns_zone::{
 };
 use serde::{Deserialize, Serialize};
 
-/// Events kept in the timeline.
-pub const MAX_EVENTS: usize = 1000;
+use crate::{edges::EdgeRegistry, observations::Observations, timeline::Timeline};
+
+pub use crate::timeline::MAX_EVENTS;
 
 /// Seconds since the epoch.
 #[must_use]
@@ -35,10 +36,69 @@ pub fn now() -> u64 {
 pub struct Override {
     /// The forced status.
     pub healthy: bool,
-    /// Unix seconds when it ends.
+    /// Unix seconds when it ends (persisted and shown; see [`Override::ends_in`]).
     pub expires: u64,
     /// Unix seconds when it was set.
     pub set_at: u64,
+    /// When it ends on this process's monotonic clock.
+    #[serde(skip)]
+    deadline: Option<u64>,
+}
+
+/// What an operator sets for a while (an override, a shift): its end is persisted as a
+/// wall time and, in this process, armed as a monotonic deadline. While the process
+/// runs the monotonic clock decides, so stepping the wall clock neither ends nor
+/// prolongs it ([`crate::clock`]); the wall time is what a restarted process reads back.
+pub trait Ends {
+    /// Unix seconds when it ends, as persisted.
+    fn expires(&self) -> u64;
+    /// When it ends on this process's monotonic clock, once armed.
+    fn deadline(&self) -> Option<u64>;
+
+    /// Seconds until it ends (0: ended).
+    fn ends_in(&self) -> u64 {
+        match self.deadline() {
+            Some(deadline) => deadline.saturating_sub(crate::clock::monotonic()),
+            None => self.expires().saturating_sub(now()),
+        }
+    }
+
+    /// Still in force.
+    fn in_force(&self) -> bool {
+        self.ends_in() > 0
+    }
+}
+
+impl Ends for Override {
+    fn expires(&self) -> u64 {
+        self.expires
+    }
+    fn deadline(&self) -> Option<u64> {
+        self.deadline
+    }
+}
+
+impl Ends for Shift {
+    fn expires(&self) -> u64 {
+        self.expires
+    }
+    fn deadline(&self) -> Option<u64> {
+        self.deadline
+    }
+}
+
+impl Override {
+    /// Forced `healthy` from now for `secs` seconds.
+    #[must_use]
+    pub fn new(healthy: bool, secs: u64) -> Override {
+        let t = now();
+        Override {
+            healthy,
+            expires: t.saturating_add(secs),
+            set_at: t,
+            deadline: Some(crate::clock::monotonic().saturating_add(secs)),
+        }
+    }
 }
 
 /// The status an operator gave an `external` check.
@@ -53,12 +113,36 @@ pub struct External {
 /// A zonal shift: the AZ is treated as unhealthy for the record set until `expires`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shift {
-    /// Unix seconds when it ends.
+    /// Unix seconds when it ends (persisted and shown; see [`Shift::ends_in`]).
     pub expires: u64,
     /// Unix seconds when it started.
     pub started: u64,
     /// Free text.
     pub comment: Option<String>,
+    /// When it ends on this process's monotonic clock.
+    #[serde(skip)]
+    deadline: Option<u64>,
+}
+
+impl Shift {
+    /// A shift from now for `secs` seconds.
+    #[must_use]
+    pub fn new(secs: u64, comment: Option<String>) -> Shift {
+        let mut shift = Shift {
+            expires: 0,
+            started: now(),
+            comment,
+            deadline: None,
+        };
+        shift.end_in(secs);
+        shift
+    }
+
+    /// Makes it end `secs` seconds from now.
+    pub fn end_in(&mut self, secs: u64) {
+        self.expires = now().saturating_add(secs);
+        self.deadline = Some(crate::clock::monotonic().saturating_add(secs));
+    }
 }
 
 /// What operators set; persisted across restarts.
@@ -72,16 +156,36 @@ pub struct OperatorState {
     pub shifts: BTreeMap<String, BTreeMap<String, Shift>>,
 }
 
-/// One line of the timeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Event {
-    /// Unix seconds.
-    pub time: u64,
-    /// `health`, `fail-open`, `reload`, `shift`, `override`, `external`, `edge`.
-    pub kind: String,
-    /// What happened.
-    pub message: String,
+impl OperatorState {
+    /// Arms the monotonic deadlines of state read back from disk: each override and
+    /// shift ends as far from now as its persisted wall time says.
+    pub fn arm(&mut self) {
+        let (wall, mono) = (now(), crate::clock::monotonic());
+        for o in self.overrides.values_mut() {
+            o.deadline = Some(mono.saturating_add(o.expires.saturating_sub(wall)));
+        }
+        for shift in self.shifts.values_mut().flat_map(BTreeMap::values_mut) {
+            shift.deadline = Some(mono.saturating_add(shift.expires.saturating_sub(wall)));
+        }
+    }
+
+    /// The state as it is to be persisted: every end re-expressed on today's wall clock
+    /// (a wall-clock step since it was set does not move it when read back).
+    #[must_use]
+    pub fn for_disk(&self) -> OperatorState {
+        let mut out = self.clone();
+        let wall = now();
+        for o in out.overrides.values_mut() {
+            o.expires = wall.saturating_add(o.ends_in());
+        }
+        for shift in out.shifts.values_mut().flat_map(BTreeMap::values_mut) {
+            shift.expires = wall.saturating_add(shift.ends_in());
+        }
+        out
+    }
 }
+
+pub use crate::timeline::Event;
 
 /// A connected edge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +220,8 @@ pub struct Counters {
     pub reloads_ok: u64,
     /// Reloads rejected.
     pub reloads_rejected: u64,
+    /// Operator state that could not be saved.
+    pub persist_failures: u64,
 }
 
 /// Everything control knows.
@@ -124,24 +230,16 @@ pub struct State {
     pub quorum: f64,
     /// Reject special-use check targets on reload.
     pub deny_special_use_targets: bool,
-    /// Reports accepted from remote checkers.
-    pub reports_accepted: u64,
-    /// Octets of accepted reports (frames, prefix included).
-    pub report_bytes: u64,
+    /// Remote checkers' reports accepted and dropped.
+    pub reports: crate::report::ReportStats,
     /// Counters for metrics.
     pub counters: Counters,
     /// Operator state changed without being saved (an expiry during a recompute).
     pub operator_dirty: bool,
-    /// Reports dropped, by reason.
-    pub reports_rejected: BTreeMap<&'static str, u64>,
-    /// Edge connections refused before a snapshot was sent, by reason.
-    pub edge_links_refused: BTreeMap<&'static str, u64>,
-    /// Check key → checker id → latest observation.
-    pub observations: BTreeMap<String, BTreeMap<String, crate::checker::Observation>>,
-    /// Last decision per probed check (kept while no checker is reachable).
-    decisions: HashMap<String, bool>,
-    /// Checkers reachable at the last recompute (id → region).
-    reachable: BTreeMap<String, String>,
+    /// Why the last save of the operator state failed (none since it succeeded).
+    pub persist_error: Option<String>,
+    /// What the checkers said, and the quorum decisions made from it.
+    pub observations: Observations,
     /// Zone directory.
     pub zones_dir: PathBuf,
     /// The current snapshot (its `bitmap` is kept current).
@@ -151,9 +249,9 @@ pub struct State {
     /// Operator input.
     pub operator: OperatorState,
     /// Timeline, newest last.
-    pub events: VecDeque<Event>,
-    /// Connected edges by connection id.
-    pub edges: BTreeMap<u64, EdgeInfo>,
+    pub events: Timeline,
+    /// Connected edges, and edge connections refused.
+    pub edges: EdgeRegistry,
     /// Global slot → check key (`zone/name`).
     slot_keys: Vec<String>,
     /// Check key → global slot.
@@ -181,21 +279,17 @@ impl State {
         let mut state = State {
             quorum: DEFAULT_QUORUM,
             deny_special_use_targets: false,
-            reports_accepted: 0,
-            report_bytes: 0,
+            reports: crate::report::ReportStats::default(),
             counters: Counters::default(),
             operator_dirty: false,
-            reports_rejected: BTreeMap::new(),
-            edge_links_refused: BTreeMap::new(),
-            observations: BTreeMap::new(),
-            decisions: HashMap::new(),
-            reachable: BTreeMap::new(),
+            persist_error: None,
+            observations: Observations::default(),
             zones_dir,
             snapshot: Arc::new(snapshot),
             seq: 0,
             operator,
-            events: VecDeque::new(),
-            edges: BTreeMap::new(),
+            events: Timeline::default(),
+            edges: EdgeRegistry::default(),
             slot_keys: Vec::new(),
             slot_by_key: HashMap::new(),
             failing_open: BTreeSet::new(),
@@ -222,15 +316,7 @@ impl State {
 
     /// Adds an event.
     pub fn event(&mut self, kind: &str, message: String) {
-        tracing::info!(kind, %message, "event");
-        self.events.push_back(Event {
-            time: now(),
-            kind: kind.to_owned(),
-            message,
-        });
-        while self.events.len() > MAX_EVENTS {
-            self.events.pop_front();
-        }
+        self.events.push(now(), kind, message);
     }
 
     /// Replaces the snapshot (a reload); health is re-evaluated for it.
@@ -239,8 +325,7 @@ impl State {
         self.seq = 0;
         self.index();
         let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
-        self.observations.retain(|key, _| keys.contains(key));
-        self.decisions.retain(|key, _| keys.contains(key));
+        self.observations.retain_checks(|key| keys.contains(key));
         self.failing_open.clear();
         let _ = self.recompute();
     }
@@ -307,10 +392,9 @@ impl State {
 
     /// Drops expired overrides and shifts (with events); true when something expired.
     pub fn expire(&mut self) -> bool {
-        let t = now();
         let mut expired = Vec::new();
         self.operator.overrides.retain(|key, o| {
-            let keep = o.expires > t;
+            let keep = o.in_force();
             if !keep {
                 expired.push(("override", format!("override of {key} expired")));
             }
@@ -318,7 +402,7 @@ impl State {
         });
         for (rrset, azs) in &mut self.operator.shifts {
             azs.retain(|az, s| {
-                let keep = s.expires > t;
+                let keep = s.in_force();
                 if !keep {
                     expired.push(("shift", format!("shift of {rrset} away from {az} expired")));
                 }
@@ -337,12 +421,11 @@ impl State {
     /// True while AZ `az` of the set named `rrset` is shifted away.
     #[must_use]
     pub fn shifted(&self, rrset: &str, az: &str) -> bool {
-        let t = now();
         self.operator
             .shifts
             .get(rrset)
             .and_then(|azs| azs.get(az))
-            .is_some_and(|s| s.expires > t)
+            .is_some_and(Ends::in_force)
     }
 
     /// The probed checks of the snapshot: (key, probe).
@@ -360,32 +443,21 @@ impl State {
         out
     }
 
-    /// Records a checker's observation.
-    pub fn observe(&mut self, observation: crate::checker::Observation) {
+    /// Records a checker's observation, made `age` seconds before it reached this
+    /// process (measured on the clock that made it).
+    pub fn observe(&mut self, observation: crate::checker::Observation, age: u64) {
         if !self.slot_by_key.contains_key(&observation.check) {
             return; // a check removed by a reload
         }
-        self.observations
-            .entry(observation.check.clone())
-            .or_default()
-            .insert(observation.checker.clone(), observation);
+        self.observations.record(observation, age, crate::clock::monotonic());
     }
 
     /// The quorum view of probed check `key` with probe interval `interval` (SPEC §4,
     /// [`crate::quorum::decide`]) now.
     #[must_use]
     pub fn aggregate(&self, key: &str, interval: u32) -> Aggregate {
-        crate::quorum::decide(
-            self.observations
-                .get(key)
-                .into_iter()
-                .flat_map(BTreeMap::values)
-                .map(|o| (o.at, o.healthy)),
-            now(),
-            interval,
-            self.quorum,
-            self.decisions.get(key).copied(),
-        )
+        self.observations
+            .aggregate(key, interval, self.quorum, crate::clock::monotonic())
     }
 
     /// The latest report of each checker on probed check `key` (probe interval
@@ -395,12 +467,7 @@ impl State {
         key: &str,
         interval: u32,
     ) -> impl Iterator<Item = &'s crate::checker::Observation> + 's {
-        let t = now();
-        self.observations
-            .get(key)
-            .into_iter()
-            .flat_map(BTreeMap::values)
-            .filter(move |o| crate::quorum::is_fresh(o.at, t, interval))
+        self.observations.fresh(key, interval, crate::clock::monotonic())
     }
 
     /// The probe interval of check `key`, when it is probed.
@@ -415,7 +482,7 @@ impl State {
     /// Checkers with at least one fresh report (id → region).
     #[must_use]
     pub fn reachable_checkers(&self) -> &BTreeMap<String, String> {
-        &self.reachable
+        self.observations.reachable()
     }
 
     /// Re-evaluates health; records transitions and fail-open changes as events, and
@@ -431,33 +498,19 @@ impl State {
             .filter_map(|(key, e)| Some((self.slot(key)?, e.healthy)))
             .collect();
         // Probed checks: the quorum decision over reachable checkers.
-        let mut reachable = BTreeMap::new();
-        for (key, probe) in self.probed_checks() {
-            let aggregate = self.aggregate(&key, probe.interval);
-            if let Some(by_checker) = self.observations.get(&key) {
-                for o in by_checker
-                    .values()
-                    .filter(|o| crate::quorum::is_fresh(o.at, t, probe.interval))
-                {
-                    reachable.insert(o.checker.clone(), o.region.clone());
-                }
-            }
-            self.decisions.insert(key.clone(), aggregate.healthy);
+        let probed: Vec<(String, u32)> = self
+            .probed_checks()
+            .into_iter()
+            .map(|(key, probe)| (key, probe.interval))
+            .collect();
+        let (decided, gone, came) = self
+            .observations
+            .evaluate(&probed, self.quorum, crate::clock::monotonic());
+        for (key, healthy) in decided {
             if let Some(slot) = self.slot(&key) {
-                external.insert(slot, aggregate.healthy);
+                external.insert(slot, healthy);
             }
         }
-        let gone: Vec<(String, String)> = self
-            .reachable
-            .iter()
-            .filter(|(id, _)| !reachable.contains_key(*id))
-            .map(|(i, r)| (i.clone(), r.clone()))
-            .collect();
-        let came: Vec<(String, String)> = reachable
-            .iter()
-            .filter(|(id, _)| !self.reachable.contains_key(*id))
-            .map(|(i, r)| (i.clone(), r.clone()))
-            .collect();
         for (id, region) in gone {
             self.event(
                 "checker",
@@ -467,12 +520,11 @@ impl State {
         for (id, region) in came {
             self.event("checker", format!("checker {id} ({region}) is reachable"));
         }
-        self.reachable = reachable;
         let forced: HashMap<u32, bool> = self
             .operator
             .overrides
             .iter()
-            .filter(|(_, o)| o.expires > t)
+            .filter(|(_, o)| o.in_force())
             .filter_map(|(key, o)| Some((self.slot(key)?, o.healthy)))
             .collect();
         let bitmap = evaluate(
@@ -581,8 +633,36 @@ pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
     }
 }
 
-/// Duration until `expires` (unix seconds), for display.
-#[must_use]
-pub fn remaining(expires: u64) -> Duration {
-    Duration::from_secs(expires.saturating_sub(now()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_follow_the_monotonic_clock_and_are_persisted_on_the_wall_clock() {
+        let mut operator = OperatorState::default();
+        operator.overrides.insert("z./c".into(), Override::new(false, 600));
+        operator
+            .shifts
+            .entry("www.z.".into())
+            .or_default()
+            .insert("az1".into(), Shift::new(300, None));
+        let o = &operator.overrides["z./c"];
+        assert!(o.in_force() && (599..=600).contains(&o.ends_in()));
+        // A wall-clock step is simulated by a persisted end an hour off: while this
+        // process runs, the armed monotonic deadline decides.
+        let mut stepped = operator.clone();
+        stepped.overrides.get_mut("z./c").unwrap().expires -= 3600;
+        assert!(stepped.overrides["z./c"].in_force(), "a step back does not end it");
+        // Written to disk, the end is re-expressed on the wall clock of the moment, and
+        // read back (armed) it ends as far from now as it did.
+        let text = serde_json::to_string(&stepped.for_disk()).unwrap();
+        let mut back: OperatorState = serde_json::from_str(&text).unwrap();
+        back.arm();
+        assert!((599..=600).contains(&back.overrides["z./c"].ends_in()));
+        assert!((299..=300).contains(&back.shifts["www.z."]["az1"].ends_in()));
+        // Without an armed deadline (never in a running process) the wall time decides.
+        let mut unarmed: OperatorState = serde_json::from_str(&text).unwrap();
+        unarmed.overrides.get_mut("z./c").unwrap().expires = now() - 1;
+        assert!(!unarmed.overrides["z./c"].in_force());
+    }
 }

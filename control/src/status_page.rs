@@ -11,7 +11,7 @@ use crate::{
     api::{Candidate, Distribution, ExplainDetail, Explanation, MemberAnswer, StatusReport},
     explain::explain,
     handler::{health, shift_list, status},
-    state::{now, remaining, State},
+    state::{now, Ends as _, State},
 };
 
 /// Events shown, newest first.
@@ -211,8 +211,7 @@ fn operator(page: &mut String, state: &State, report: &StatusReport) {
         page.push_str("</ul>\n");
     }
     page.push_str("<h2 id=\"overrides\">Overrides and external statuses</h2>\n");
-    let t = now();
-    let overrides: Vec<_> = state.operator.overrides.iter().filter(|(_, o)| o.expires > t).collect();
+    let overrides: Vec<_> = state.operator.overrides.iter().filter(|(_, o)| o.in_force()).collect();
     if overrides.is_empty() && state.operator.externals.is_empty() {
         page.push_str("<p class=\"none\">None.</p>\n");
     } else {
@@ -225,7 +224,7 @@ fn operator(page: &mut String, state: &State, report: &StatusReport) {
                 esc(key),
                 badge(o.healthy),
                 at(o.set_at),
-                span(remaining(o.expires).as_secs())
+                span(o.ends_in())
             );
         }
         for (key, e) in &state.operator.externals {
@@ -456,7 +455,7 @@ fn events(page: &mut String, state: &State) {
         return;
     }
     page.push_str("<table><tr><th>time</th><th>kind</th><th>what</th></tr>\n");
-    for e in state.events.iter().rev().take(EVENTS_SHOWN) {
+    for e in state.events.last(EVENTS_SHOWN).rev() {
         let _ = writeln!(
             page,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",

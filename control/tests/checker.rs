@@ -353,18 +353,7 @@ members = [
     cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
         .arg(setup.dir.path().join("e.sock"));
     cmd.arg("--state-dir").arg(setup.dir.path().join("es"));
-    let edge = Proc::spawn("edge", cmd);
-    let line = edge.wait_for("listening");
-    let addr: std::net::SocketAddr = line
-        .split("udp=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    edge.wait_for("snapshot applied");
+    let (_edge, addr) = common::spawn_edge(cmd);
     let answer = || values(&ask(addr, "api.chk.example.", RecordType::A, Duration::from_secs(2), 3).unwrap());
     let until = |expected: &str| {
         let deadline = Instant::now() + Duration::from_secs(35);

@@ -575,7 +575,6 @@ fn every_policy_rule_over_dns_through_control() {
 }
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one scenario, step by step")]
 fn unchecked_secondary_and_tcp_edge_endpoint() {
     // An edge on tcp:// follows control like a Unix one.
     let dir = tempfile::tempdir().unwrap();
@@ -636,18 +635,7 @@ members = [
         &format!("tcp://127.0.0.1:{port}"),
     ]);
     cmd.arg("--state-dir").arg(dir.path().join("es"));
-    let edge = common::Proc::spawn("edge", cmd);
-    let line = edge.wait_for("listening");
-    let addr: std::net::SocketAddr = line
-        .split("udp=")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    edge.wait_for("snapshot applied");
+    let (_edge, addr) = common::spawn_edge(cmd);
     let a = |expect: &str| {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

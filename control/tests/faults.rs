@@ -15,7 +15,7 @@ use std::{
 
 use common::{free_port, sample, scrape, Location};
 use hickory_proto::rr::RecordType;
-use qdns_testkit::require_root;
+use qdns_testkit::{netns::run, require_root};
 
 #[test]
 fn a_control_that_accepts_and_stalls_is_given_up_on_while_the_edge_serves() {
@@ -72,6 +72,27 @@ fn a_control_that_accepts_and_stalls_is_given_up_on_while_the_edge_serves() {
 /// A tmpfs of 64 KiB mounted over a directory (unmounted on drop).
 struct Tmpfs(std::path::PathBuf);
 
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`64k`, `1m`) over `dir`, creating it.
+    fn mount(dir: &std::path::Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        mount(&["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"], dir);
+        Tmpfs(dir.to_path_buf())
+    }
+
+    /// Remounts it read-only or read-write.
+    fn set_read_only(&self, read_only: bool) {
+        mount(&["-o", if read_only { "remount,ro" } else { "remount,rw" }], &self.0);
+    }
+}
+
+fn mount(args: &[&str], dir: &std::path::Path) {
+    assert!(
+        Command::new("mount").args(args).arg(dir).status().unwrap().success(),
+        "mount {args:?}"
+    );
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
@@ -84,14 +105,7 @@ fn a_full_state_directory_leaves_the_edge_serving_and_saying_so() {
     let mut loc = Location::prepared();
     loc.start_control();
     let state = loc.dir.path().join("edge-state");
-    std::fs::create_dir_all(&state).unwrap();
-    assert!(Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(&state)
-        .status()
-        .unwrap()
-        .success());
-    let _mounted = Tmpfs(state.clone());
+    let _mounted = Tmpfs::mount(&state, "64k");
     // Fill it: nothing more fits.
     let _ = std::fs::write(state.join("filler"), vec![0u8; 128 * 1024]);
     let metrics = format!("127.0.0.1:{}", free_port());
@@ -116,4 +130,139 @@ fn a_full_state_directory_leaves_the_edge_serving_and_saying_so() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["filler"], "no snapshot, health or partial file");
+}
+
+#[test]
+fn a_read_only_state_directory_refuses_operator_changes_loudly_while_control_decides() {
+    require_root("mounting a tmpfs");
+    let mut loc = Location::prepared();
+    let state = loc.dir.path().join("control-state");
+    let mounted = Tmpfs::mount(&state, "1m");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    loc.start_control_with(&["--no-embedded-checker", "--metrics", &metrics]);
+    loc.start_edge();
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    // Writable: an override is saved and in force.
+    loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "10m"]);
+    loc.wait_edges_current();
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["198.51.100.20"]);
+    let saved = std::fs::read_to_string(state.join("operator.json")).unwrap();
+    // Read-only: a change cannot be saved, so it is refused — not half made.
+    mounted.set_read_only(true);
+    let out = loc.ctl(&["override", "set", "api-1", "healthy", "--expires", "10m"]);
+    assert!(!out.status.success(), "a change that cannot be saved is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot persist operator state") && stderr.contains("Read-only file system"),
+        "{stderr}"
+    );
+    let health = loc.ctl_json(&["health", "api-1"]);
+    assert!(
+        health[0]["why"].as_str().unwrap().contains("forced unhealthy"),
+        "the saved override stays: {health}"
+    );
+    // The running decisions stand: the edge answers as before.
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["198.51.100.20"]);
+    let status = loc.ctl_json(&["status"]);
+    assert!(
+        status["persist_error"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{status}"
+    );
+    let human = String::from_utf8_lossy(&loc.ctl(&["status"]).stdout).into_owned();
+    assert!(human.starts_with("WARNING: cannot persist operator state"), "{human}");
+    let text = scrape(&metrics);
+    assert_eq!(sample(&text, "qdns_control_persist_failures_total"), Some(1), "{text}");
+    let events = loc.ctl_json(&["events"]).to_string();
+    assert!(events.contains("cannot persist operator state"), "{events}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("operator.json")).unwrap(),
+        saved,
+        "the file on disk is the last complete one"
+    );
+    // Writable again: changes are accepted and the warning clears.
+    mounted.set_read_only(false);
+    loc.ctl_json(&["override", "clear", "api-1"]);
+    loc.wait_edges_current();
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["192.0.2.20"]);
+    assert!(loc.ctl_json(&["status"])["persist_error"].is_null());
+    // A restarted control reads back what was saved last (no override).
+    loc.control.as_mut().unwrap().term();
+    loc.start_control_with(&["--no-embedded-checker"]);
+    let health = loc.ctl_json(&["health", "api-1"]);
+    assert!(!health[0]["why"].as_str().unwrap().contains("forced"), "{health}");
+}
+
+/// Control in one network namespace, an edge following it over `tcp://` from another;
+/// the path between them goes silent (one end of the veth down: packets vanish, no
+/// reset, no FIN). The link is quiet while nothing changes, so only TCP keepalive can
+/// tell: the edge must notice within `qdns_link::liveness::DEAD_AFTER` (then count the
+/// cut-off towards `--ready-max-stale` and turn unready), and control must drop the
+/// edge from its registry.
+#[test]
+fn a_silent_path_to_control_is_noticed_by_both_ends_of_a_quiet_link() {
+    require_root("network namespaces");
+    let pair = qdns_testkit::netns::Pair::new('k');
+    let loc = Location::prepared();
+    let d = loc.dir.path();
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        &pair.server,
+        env!("CARGO_BIN_EXE_qdns-control"),
+        "--zones",
+    ])
+    .arg(loc.zones())
+    .arg("--socket")
+    .arg(loc.socket())
+    .arg("--state-dir")
+    .arg(d.join("control-state"))
+    .args(["--edge-socket", "tcp://10.77.0.1:5400", "--no-embedded-checker"]);
+    let control = common::Proc::spawn("control", cmd);
+    control.wait_for("control socket ready");
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &pair.client])
+        .arg(common::edge_bin())
+        .args(["--listen", "127.0.0.1:0", "--workers", "1", "--edge-id", "far"])
+        .args(["--control", "tcp://10.77.0.1:5400", "--state-dir"])
+        .arg(d.join("edge-state"))
+        .args(["--metrics", "127.0.0.1:9155", "--ready-max-stale", "5"]);
+    let edge = common::Proc::spawn("edge", cmd);
+    edge.wait_for("snapshot applied");
+    let ready = || pair.in_client(&["curl", "-s", "http://127.0.0.1:9155/ready"]);
+    assert!(ready().contains("linked to control"), "{}", ready());
+    let edges = |loc: &Location| loc.ctl_json(&["status"])["edges"].as_array().unwrap().len();
+    assert_eq!(edges(&loc), 1);
+
+    run(&["ip", "-n", &pair.server, "link", "set", &pair.server_if, "down"]);
+    let cut = Instant::now();
+    let line = edge.wait_for_within("serving the last snapshot", Duration::from_secs(40));
+    let noticed = cut.elapsed();
+    eprintln!("the edge noticed the dead path after {noticed:?}: {line}");
+    assert!(
+        noticed <= qdns_link::liveness::DEAD_AFTER + Duration::from_secs(5),
+        "{noticed:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !ready().contains("not ready: serving snapshot") {
+        assert!(Instant::now() < deadline, "still {}", ready());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(ready().contains("cut off from control"), "{}", ready());
+    let deadline = cut + qdns_link::liveness::DEAD_AFTER + Duration::from_secs(10);
+    while edges(&loc) != 0 {
+        assert!(Instant::now() < deadline, "control still lists the edge");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Healed: the edge links again (its reconnect back-off is at most 5 s).
+    run(&["ip", "-n", &pair.server, "link", "set", &pair.server_if, "up"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready().contains("linked to control") {
+        assert!(Instant::now() < deadline, "not linked again: {}", ready());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(edges(&loc), 1);
 }

@@ -169,6 +169,14 @@ type Halves = (
     Box<dyn AsyncWrite + Unpin + Send + 'static>,
 );
 
+/// Arms dead-path detection on a TCP link (`qdns_link::liveness`); a refusal is logged
+/// and the link used as it is.
+fn watch(stream: &tokio::net::TcpStream) {
+    if let Err(err) = qdns_link::liveness::watch(stream) {
+        tracing::warn!(%err, "cannot arm TCP keepalive on the control link; a dead path may go unnoticed");
+    }
+}
+
 /// Connects to control; on `tls://`, completes the mutual-TLS handshake first.
 async fn connect(endpoint: &Endpoint) -> std::io::Result<Halves> {
     match endpoint {
@@ -179,12 +187,14 @@ async fn connect(endpoint: &Endpoint) -> std::io::Result<Halves> {
         Endpoint::Tcp(addr) => {
             let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
             let _ = stream.set_nodelay(true);
+            watch(&stream);
             let (r, w) = stream.into_split();
             Ok((Box::new(r), Box::new(w)))
         }
         Endpoint::Tls { addr, tls } => {
             let stream = tokio::net::TcpStream::connect(addr.as_str()).await?;
             let _ = stream.set_nodelay(true);
+            watch(&stream);
             let (connector, name) = tls.connector();
             // A control that cannot prove itself is never read from: nothing of its is
             // applied or persisted.

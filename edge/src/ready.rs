@@ -10,15 +10,10 @@
 //! gone), and a control outage must not withdraw every edge of a location at once.
 use std::{
     sync::atomic::{AtomicBool, AtomicU64, Ordering},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use crate::Engine;
-
-/// Unix seconds now.
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 /// Whether the edge should receive traffic.
 #[derive(Debug)]
@@ -29,9 +24,13 @@ pub struct Readiness {
     max_stale: Option<Duration>,
     /// A session with control is up and has delivered its snapshot.
     linked: AtomicBool,
-    /// Unix seconds control was last known to be linked (start-up counts: the
-    /// persisted snapshot was current when the last edge process saved it).
+    /// When control was last known to be linked, in seconds since `epoch` (start-up
+    /// counts: the persisted snapshot was current when the last edge process saved
+    /// it). Monotonic: a wall-clock step neither withdraws a ready edge nor keeps a
+    /// stale one ready.
     last_linked: AtomicU64,
+    /// The origin of `last_linked`.
+    epoch: Instant,
 }
 
 impl Readiness {
@@ -53,20 +52,26 @@ impl Readiness {
             following,
             max_stale,
             linked: AtomicBool::new(false),
-            last_linked: AtomicU64::new(now()),
+            last_linked: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
+    }
+
+    /// Seconds since `epoch`.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_secs()
     }
 
     /// The session with control delivered a snapshot or a delta.
     pub fn linked(&self) {
-        self.last_linked.store(now(), Ordering::Relaxed);
+        self.last_linked.store(self.now(), Ordering::Relaxed);
         self.linked.store(true, Ordering::Relaxed);
     }
 
     /// The session with control ended.
     pub fn unlinked(&self) {
         if self.linked.swap(false, Ordering::Relaxed) {
-            self.last_linked.store(now(), Ordering::Relaxed);
+            self.last_linked.store(self.now(), Ordering::Relaxed);
         }
     }
 
@@ -82,7 +87,7 @@ impl Readiness {
         if self.linked.load(Ordering::Relaxed) {
             return Ok(format!("serving snapshot {version}, linked to control"));
         }
-        let cut_off = now().saturating_sub(self.last_linked.load(Ordering::Relaxed));
+        let cut_off = self.now().saturating_sub(self.last_linked.load(Ordering::Relaxed));
         match self.max_stale {
             Some(max) if cut_off > max.as_secs() => Err(format!(
                 "serving snapshot {version}, but cut off from control for {cut_off} s (--ready-max-stale {} s)",
@@ -116,20 +121,25 @@ mod tests {
 
     #[test]
     fn a_follower_cut_off_longer_than_the_bound_is_not_ready() {
-        let ready = Readiness::follower(Some(Duration::from_secs(30)));
+        let mut ready = Readiness::follower(Some(Duration::from_secs(30)));
         let served = engine(5);
         assert!(ready.check(&served).is_ok(), "start-up counts as linked");
         ready.linked();
         assert!(ready.check(&served).unwrap().contains("linked to control"));
         ready.unlinked();
         assert!(ready.check(&served).is_ok(), "within the bound");
-        ready.last_linked.store(now() - 31, Ordering::Relaxed);
+        // Cut off 31 s ago: the clock's origin 100 s back, the loss at 69 s.
+        ready.epoch = Instant::now()
+            .checked_sub(Duration::from_secs(100))
+            .expect("up for 100 s");
+        ready.last_linked.store(69, Ordering::Relaxed);
         let why = ready.check(&served).unwrap_err();
         assert!(why.contains("cut off from control for 31 s"), "{why}");
         ready.linked();
         assert!(ready.check(&served).is_ok());
         // Without a bound, never stale.
-        let forever = Readiness::follower(None);
+        let mut forever = Readiness::follower(None);
+        forever.epoch = ready.epoch;
         forever.last_linked.store(1, Ordering::Relaxed);
         assert!(forever.check(&served).is_ok());
     }

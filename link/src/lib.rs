@@ -13,6 +13,9 @@
 //!
 //! - [`tls`]: server and client configurations from PEM files, reloaded when they change.
 //! - [`pki`]: the CA behind `qdnsctl pki init` and `qdnsctl pki issue`.
+//! - [`liveness`]: TCP keepalive and an unacknowledged-data bound, so a dead path is
+//!   noticed by both ends of a quiet link.
+pub mod liveness;
 pub mod pki;
 pub mod tls;
 

@@ -421,8 +421,15 @@ fn print_human(reply: &Reply) {
                     c.why
                 );
                 for o in &c.observations {
+                    // A checker whose latest report is stale no longer counts: say so,
+                    // so a partition shows as which checkers this location hears.
+                    let heard = if c.reachable.contains(&o.checker) {
+                        ""
+                    } else {
+                        "  (unreachable: report stale)"
+                    };
                     println!(
-                        "    {:<20} {:<12} {:<9} {}  {}",
+                        "    {:<20} {:<12} {:<9} {}  {}{heard}",
                         o.checker,
                         o.region,
                         status_word(o.healthy),
@@ -458,6 +465,9 @@ fn print_human(reply: &Reply) {
 }
 
 fn print_status(status: &StatusReport) {
+    if let Some(err) = &status.persist_error {
+        println!("WARNING: {err} — overrides, shifts and external statuses are refused until it can be saved");
+    }
     println!("snapshot {}  health seq {}", status.snapshot_version, status.health_seq);
     println!("{:<28} {:>12} {:>7}  FILE", "ZONE", "SERIAL", "RRSETS");
     for z in &status.zones {

@@ -66,9 +66,14 @@ impl Proc {
         }
     }
 
-    /// Waits for a log line containing `needle`; returns it.
+    /// Waits (up to 20 s) for a log line containing `needle`; returns it.
     pub fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        self.wait_for_within(needle, Duration::from_secs(20))
+    }
+
+    /// Waits up to `limit` for a log line containing `needle`; returns it.
+    pub fn wait_for_within(&self, needle: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
         let rx = self.lines.lock().unwrap();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -131,6 +136,42 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Spawns the edge `command`; waits until it listens and applied a snapshot; returns it
+/// and its UDP address.
+pub fn spawn_edge(command: Command) -> (Proc, SocketAddr) {
+    let edge = Proc::spawn("edge", command);
+    let line = edge.wait_for("listening");
+    let addr = listening_addr(&line);
+    edge.wait_for("snapshot applied");
+    (edge, addr)
+}
+
+/// The UDP address in the edge's `listening udp=ADDR …` line.
+pub fn listening_addr(line: &str) -> SocketAddr {
+    line.split("udp=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("no udp= address in {line:?}"))
+}
+
+/// `qdnsctl --socket SOCKET --json ARGS`, which must succeed; its JSON.
+pub fn ctl_json_at(socket: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "qdnsctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// One location: control and an edge in a temp dir, zones copied from examples.
@@ -234,8 +275,7 @@ impl Location {
         cmd.args(extra);
         let proc = Proc::spawn("edge", cmd);
         let line = proc.wait_for("listening");
-        let addr = line.split("udp=").nth(1).unwrap().split_whitespace().next().unwrap();
-        self.dns = Some(addr.parse().unwrap());
+        self.dns = Some(listening_addr(&line));
         self.edge = Some(proc);
     }
 
@@ -251,15 +291,7 @@ impl Location {
 
     /// Runs `qdnsctl --json ARGS`, which must succeed; returns the JSON.
     pub fn ctl_json(&self, args: &[&str]) -> serde_json::Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.ctl(&all);
-        assert!(
-            out.status.success(),
-            "qdnsctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        ctl_json_at(&self.socket(), args)
     }
 
     /// Waits until every connected edge acknowledged the current health.

@@ -1,0 +1,21 @@
+//! Control's two clocks, and which one each rule follows.
+//!
+//! - **Monotonic** ([`monotonic`]): how long ago something happened *in this process* —
+//!   whether a checker's report is still fresh, how long until an override or a shift
+//!   set (or loaded) by this process ends. Wall-clock steps (NTP, an operator's `date`)
+//!   do not move it.
+//! - **Wall** ([`crate::state::now`]): what is shown to people (events, `since`, the time
+//!   of an observation), what is persisted (an override's end survives a restart as a
+//!   wall time, the only one a new process can read back), and the freshness window of
+//!   signed reports (replay protection across restarts needs a clock both ends share).
+use std::{sync::OnceLock, time::Instant};
+
+/// Seconds added to the monotonic clock so "now − age" never underflows near start-up.
+const OFFSET: u64 = 1 << 32;
+
+/// Seconds on this process's monotonic clock (an arbitrary origin, never going back).
+#[must_use]
+pub fn monotonic() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs() + OFFSET
+}
