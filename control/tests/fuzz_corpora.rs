@@ -42,9 +42,7 @@ fn replay(target: &str, check: fn(&[u8]), seeds: &[Vec<u8>], at_least: usize) {
     }
 }
 
-fn example_zones() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones")
-}
+use qdns_testkit::fixtures::example_zones;
 
 #[test]
 fn zone_toml_corpus() {

@@ -14,7 +14,7 @@ use std::{
 };
 
 use base64::Engine as _;
-use common::Proc;
+use common::{free_port, Proc};
 use qdns_control::report::{sign, Report, Signed};
 
 /// An HTTP target that answers 200 to sources in `healthy_for`, 503 to the rest.
@@ -47,10 +47,6 @@ fn target(healthy_for: &'static [&'static str]) -> u16 {
         }
     });
     port
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn key(i: u8) -> Vec<u8> {

@@ -40,11 +40,7 @@ impl Notify {
 fn zones(dir: &Path) -> PathBuf {
     let zones = dir.join("zones");
     std::fs::create_dir(&zones).unwrap();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
-    for entry in std::fs::read_dir(examples).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, zones.join(path.file_name().unwrap())).unwrap();
-    }
+    qdns_testkit::fixtures::copy_examples(&zones);
     zones
 }
 

@@ -408,16 +408,7 @@ impl Drop for Knot {
     }
 }
 
-/// A loopback port free for both UDP and TCP just now.
-fn free_port() -> u16 {
-    loop {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
+use qdns_testkit::fixtures::free_port;
 
 fn udp_once(addr: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
     let socket = UdpSocket::bind("127.0.0.1:0").ok()?;

@@ -133,13 +133,7 @@ fn junk_tcp_streams_do_not_stall_the_server() {
 /// The edge's resident set in KiB.
 /// The `/metrics` text at `addr`, asked from 127.0.0.2.
 fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut conn = connect_from(Ipv4Addr::new(127, 0, 0, 2), addr).expect("the scraper connects");
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    text
+    qdns_testkit::fixtures::scrape_from(Ipv4Addr::new(127, 0, 0, 2), addr)
 }
 
 /// Issue 14: 2,000 idle and 2,000 slowloris connections to the metrics listener from
@@ -235,10 +229,6 @@ fn idle_and_slowloris_connections_do_not_hold_dns_over_tcp() {
     resolver();
     // Every one past the 1,024 places was evicted for a newcomer, and counted.
     let body = scrape(metrics);
-    let evicted = body
-        .lines()
-        .find_map(|l| l.strip_prefix("qdns_edge_tcp_evicted_total "))
-        .and_then(|n| n.trim().parse::<u64>().ok())
-        .unwrap_or(0);
+    let evicted = qdns_testkit::fixtures::sample(&body, "qdns_edge_tcp_evicted_total").unwrap_or(0);
     assert!(evicted >= 2900, "qdns_edge_tcp_evicted_total {evicted}:\n{body}");
 }

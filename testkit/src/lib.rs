@@ -1,11 +1,21 @@
-//! Test support shared by the integration tests of every crate (a dev-dependency only).
+//! Test support shared by the integration tests of every crate (a dev-dependency only):
+//! [`daemon::Daemon`] (a daemon under test and its log), [`fixtures`] (example zones,
+//! free ports, metrics scrapes), [`netns`] (namespaces and veth pairs), [`Rng`],
+//! [`require_root`], and the hostile crowds below.
+//!
 //!
 //! [`Crowd`] is the hostile-network client the listener tests use: thousands of TCP
 //! connections from many loopback source addresses (so per-source caps alone cannot
 //! protect a listener), either idle or slowloris (a partial request, then one octet at
 //! a time).
 #![allow(clippy::missing_panics_doc, reason = "test support: a failure is the test failing")]
+#![allow(
+    clippy::must_use_candidate,
+    reason = "test support: helpers are called for their effect as often as for their value"
+)]
 
+pub mod daemon;
+pub mod fixtures;
 pub mod netns;
 
 use std::{

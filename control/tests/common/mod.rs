@@ -3,11 +3,10 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::{
-    io::{BufRead, BufReader},
     net::{SocketAddr, UdpSocket},
     path::{Path, PathBuf},
-    process::{Child, Command, Output, Stdio},
-    sync::{mpsc, Mutex, OnceLock},
+    process::{Command, Output},
+    sync::OnceLock,
     time::{Duration, Instant},
 };
 
@@ -33,110 +32,10 @@ pub fn edge_bin() -> PathBuf {
         .clone()
 }
 
-/// A child process whose stderr lines are collected; killed (by PID) on drop.
-pub struct Proc {
-    pub child: Child,
-    lines: Mutex<mpsc::Receiver<String>>,
-    history: Mutex<Vec<String>>,
-    name: &'static str,
-}
-
-impl Proc {
-    pub fn spawn(name: &'static str, mut command: Command) -> Proc {
-        let mut child = command
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[{name}] {line}");
-                let _ = tx.send(line);
-            }
-        });
-        Proc {
-            child,
-            lines: Mutex::new(rx),
-            history: Mutex::new(Vec::new()),
-            name,
-        }
-    }
-
-    /// Waits (up to 20 s) for a log line containing `needle`; returns it.
-    pub fn wait_for(&self, needle: &str) -> String {
-        self.wait_for_within(needle, Duration::from_secs(20))
-    }
-
-    /// Waits up to `limit` for a log line containing `needle`; returns it.
-    pub fn wait_for_within(&self, needle: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        let rx = self.lines.lock().unwrap();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    self.history.lock().unwrap().push(line.clone());
-                    if line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(e) => panic!("{}: no log line with {needle:?} ({e})", self.name),
-            }
-        }
-    }
-
-    /// A line containing `needle` logged at any time so far (waiting up to 5 s).
-    pub fn seen(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(line) = self.history.lock().unwrap().iter().find(|l| l.contains(needle)) {
-                return line.clone();
-            }
-            let rx = self.lines.lock().unwrap();
-            while let Ok(line) = rx.try_recv() {
-                self.history.lock().unwrap().push(line);
-            }
-            drop(rx);
-            if self.history.lock().unwrap().iter().any(|l| l.contains(needle)) {
-                continue;
-            }
-            assert!(Instant::now() < deadline, "{}: never logged {needle:?}", self.name);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Whether any line logged so far contains `needle` (no waiting).
-    pub fn history_has(&self, needle: &str) -> bool {
-        let rx = self.lines.lock().unwrap();
-        let mut history = self.history.lock().unwrap();
-        while let Ok(line) = rx.try_recv() {
-            history.push(line);
-        }
-        history.iter().any(|l| l.contains(needle))
-    }
-
-    pub fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    pub fn term(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-s", "TERM", &pid]).status().unwrap();
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// A daemon under test (qdns-testkit's, shared with the edge's tests).
+pub use qdns_testkit::daemon::Daemon as Proc;
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use qdns_testkit::fixtures::{free_port, sample};
 
 /// Spawns the edge `command`; waits until it listens and applied a snapshot; returns it
 /// and its UDP address.
@@ -211,11 +110,7 @@ impl Location {
     pub fn prepared() -> Location {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("zones")).unwrap();
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
-        for entry in std::fs::read_dir(examples).unwrap() {
-            let path = entry.unwrap().path();
-            std::fs::copy(&path, dir.path().join("zones").join(path.file_name().unwrap())).unwrap();
-        }
+        qdns_testkit::fixtures::copy_examples(&dir.path().join("zones"));
         Location {
             dir,
             control: None,
@@ -366,30 +261,5 @@ pub fn scrape(addr: &str) -> String {
 
 /// The body of `/metrics` at `addr`, asked from the loopback address `source`.
 pub fn scrape_from(source: &str, addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut conn = qdns_testkit::connect_from(source.parse().unwrap(), addr.parse().unwrap()).expect("connects");
-    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
-}
-
-/// The value of the sample `series` (name and labels, as the text shows them) in a
-/// metrics body, if present.
-pub fn sample(body: &str, series: &str) -> Option<u64> {
-    body.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-/// A port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    qdns_testkit::fixtures::scrape_from(source.parse().unwrap(), addr.parse().unwrap())
 }

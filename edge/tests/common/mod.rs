@@ -7,32 +7,30 @@ pub mod frames;
 pub mod netns;
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::{Read, Write},
     net::{SocketAddr, TcpStream, UdpSocket},
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
+    path::Path,
+    process::Command,
     time::Duration,
 };
+
+use qdns_testkit::daemon::Daemon;
 
 use hickory_proto::{
     op::{Edns, Message, Query},
     rr::{Name, RecordType},
 };
 
-/// The example zones (the fixture of these tests).
-pub fn example_zones() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones")
-}
+#[allow(unused_imports, reason = "each test binary uses a different subset")]
+pub use qdns_testkit::fixtures::{copy_examples, example_zones};
 
-/// A running `qdns-edge`, killed (by its PID) on drop.
+/// A running `qdns-edge` (a [`Daemon`]: its log collected, killed by its PID on drop).
 pub struct Edge {
-    child: Child,
+    daemon: Daemon,
     /// IPv4 service address.
     pub v4: SocketAddr,
     /// IPv6 service address.
     pub v6: SocketAddr,
-    stderr: std::sync::Mutex<mpsc::Receiver<String>>,
 }
 
 impl Edge {
@@ -57,7 +55,7 @@ impl Edge {
             }
             None => Command::new(env!("CARGO_BIN_EXE_qdns-edge")),
         };
-        let mut child = command
+        command
             .args([
                 "--listen",
                 "127.0.0.1:0",
@@ -68,47 +66,19 @@ impl Edge {
                 "--zones",
             ])
             .arg(zones)
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn qdns-edge");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            // Every line is echoed, so a failing test shows what the edge said.
-            for line in BufReader::new(stderr).lines() {
-                let line = match line {
-                    Ok(line) => line,
-                    Err(e) => format!("(stderr unreadable: {e})"),
-                };
-                eprintln!("[qdns-edge] {line}");
-                let _ = tx.send(line);
-            }
+            .args(extra);
+        let daemon = Daemon::spawn("qdns-edge", command);
+        // One `listening udp=ADDR …` line per listener, in --listen order.
+        let [v4, v6] = [(); 2].map(|()| {
+            let line = daemon.wait_for_within("udp=", Duration::from_secs(30));
+            let addr = line
+                .split("udp=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next());
+            addr.and_then(|a| a.parse().ok())
+                .unwrap_or_else(|| panic!("no address in {line:?}"))
         });
-        let mut addrs = Vec::new();
-        let mut seen = Vec::new();
-        while addrs.len() < 2 {
-            let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
-                panic!(
-                    "qdns-edge did not start (status {:?}); stderr:\n{}",
-                    child.try_wait(),
-                    seen.join("\n")
-                );
-            };
-            seen.push(line.clone());
-            if let Some(rest) = line.split("udp=").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap();
-                addrs.push(addr.parse::<SocketAddr>().unwrap());
-            }
-        }
-        Edge {
-            child,
-            v4: addrs[0],
-            v6: addrs[1],
-            stderr: std::sync::Mutex::new(rx),
-        }
+        Edge { daemon, v4, v6 }
     }
 
     /// Both service addresses.
@@ -118,67 +88,28 @@ impl Edge {
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.daemon.pid()
     }
 
     /// Sends a signal to the edge.
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args(["-s", signal, &self.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.daemon.signal(signal);
     }
 
     /// Waits for a log line containing `needle`.
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> String {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.stderr.lock().unwrap().recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("no log line containing {needle:?} within {timeout:?} ({e})"),
-            }
-        }
+        self.daemon.wait_for_within(needle, timeout)
     }
 
     /// Waits until a log line containing each of `needles` was seen, in any order.
     pub fn wait_for_logs(&self, needles: &[&str], timeout: Duration) {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut missing: Vec<&str> = needles.to_vec();
-        while !missing.is_empty() {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.stderr.lock().unwrap().recv_timeout(left) {
-                Ok(line) => missing.retain(|n| !line.contains(n)),
-                Err(e) => panic!("no log lines containing {missing:?} within {timeout:?} ({e})"),
-            }
-        }
+        self.daemon.wait_for_all(needles, timeout);
     }
 
     /// Stops the edge with SIGTERM; returns its exit status and the log lines it wrote
     /// that no earlier `wait_for_log` consumed.
     pub fn stop_with_log(mut self) -> (std::process::ExitStatus, Vec<String>) {
-        self.signal("TERM");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "qdns-edge did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let rx = self.stderr.lock().unwrap();
-        let mut lines = Vec::new();
-        // The reader thread ends at EOF, which disconnects the channel.
-        while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
-            lines.push(line);
-        }
-        drop(rx);
-        (status, lines)
+        self.daemon.stop_with_log()
     }
 
     /// Stops the edge with SIGTERM and returns its exit status.
@@ -188,24 +119,7 @@ impl Edge {
 
     /// Waits for the edge to exit on its own (after handing over); its status.
     pub fn wait_exit(mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "qdns-edge did not exit within {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Edge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.daemon.wait_exit(timeout)
     }
 }
 
@@ -371,11 +285,3 @@ pub fn every_path(edge: &Edge) -> Vec<(SocketAddr, Via)> {
 
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
 pub use qdns_testkit::Rng;
-
-/// Copies the example zones into `dir` (for tests that change them).
-pub fn copy_examples(dir: &Path) {
-    for entry in std::fs::read_dir(example_zones()).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
-    }
-}
