@@ -7,6 +7,7 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use hickory_proto::rr::{Name, RecordType};
@@ -148,13 +149,16 @@ impl LineIndex {
 /// Where one record set came from, for error messages.
 #[derive(Clone)]
 pub(crate) struct Origin {
-    pub(crate) path: PathBuf,
+    /// Shared by every set of one file.
+    pub(crate) path: Arc<Path>,
     pub(crate) line: Option<usize>,
     pub(crate) key: Option<String>,
 }
 
 pub(crate) struct ZoneBuilder<'a> {
     pub(crate) path: &'a Path,
+    /// `path`, shared by the [`Origin`] of every set the zone file itself defines.
+    pub(crate) shared_path: Arc<Path>,
     pub(crate) lines: LineIndex,
     pub(crate) origin: Name,
     pub(crate) origin_wire: Vec<u8>,
@@ -172,6 +176,7 @@ impl<'a> ZoneBuilder<'a> {
     fn new(path: &'a Path, text: &'a str, file: &ZoneFile) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
+            shared_path: Arc::from(path),
             lines: LineIndex::new(text),
             origin: Name::root(),
             origin_wire: vec![0],
@@ -235,7 +240,7 @@ impl<'a> ZoneBuilder<'a> {
         let key = (set.name.clone(), set.rtype);
         if let Some((_, first)) = self.sets.get(&key) {
             return Err(ZoneError::invalid(
-                &origin.path,
+                &*origin.path,
                 origin.line,
                 origin.key,
                 format!(
@@ -253,7 +258,7 @@ impl<'a> ZoneBuilder<'a> {
 
     pub(crate) fn here(&self, at: Option<usize>, key: Option<String>) -> Origin {
         Origin {
-            path: self.path.to_path_buf(),
+            path: Arc::clone(&self.shared_path),
             line: at,
             key,
         }
@@ -331,7 +336,7 @@ impl<'a> ZoneBuilder<'a> {
             };
             if set.ttl > MAX_TTL {
                 return Err(ZoneError::invalid(
-                    &origin.path,
+                    &*origin.path,
                     origin.line,
                     None,
                     format!("TTL {} is above {MAX_TTL}", set.ttl),
@@ -519,8 +524,9 @@ impl<'a> ZoneBuilder<'a> {
 
     /// Whole-zone rules, once every set is in.
     fn validate(&self) -> Result<(), ZoneError> {
-        let fail =
-            |origin: &Origin, reason: String| ZoneError::invalid(&origin.path, origin.line, origin.key.clone(), reason);
+        let fail = |origin: &Origin, reason: String| {
+            ZoneError::invalid(&*origin.path, origin.line, origin.key.clone(), reason)
+        };
         if !self.sets.contains_key(&(self.origin_wire.clone(), TYPE_NS)) {
             return Err(ZoneError::invalid(
                 self.path,
@@ -536,12 +542,16 @@ impl<'a> ZoneBuilder<'a> {
             .map(|(owner, _)| owner.as_slice())
             .collect();
         for ((owner, rtype), (set, origin)) in &self.sets {
-            let text = name::to_text(owner);
+            // Only an error names the owner: text is made when one is reported.
+            let text = || name::to_text(owner);
             if !is_at_or_below(owner, &self.origin_wire) {
-                return Err(fail(origin, format!("{text} is outside the zone {}", self.origin)));
+                return Err(fail(origin, format!("{} is outside the zone {}", text(), self.origin)));
             }
             if *rtype == TYPE_SOA && *owner != self.origin_wire {
-                return Err(fail(origin, format!("SOA at {text}: an SOA belongs at the apex only")));
+                return Err(fail(
+                    origin,
+                    format!("SOA at {}: an SOA belongs at the apex only", text()),
+                ));
             }
             if *rtype == TYPE_SOA && set.rdata.len() != 1 {
                 return Err(fail(origin, "the zone must have exactly one SOA record".to_owned()));
@@ -557,7 +567,8 @@ impl<'a> ZoneBuilder<'a> {
                     return Err(fail(
                         origin,
                         format!(
-                            "{text} has {} CNAME records; one is allowed (RFC 2181 §10.1)",
+                            "{} has {} CNAME records; one is allowed (RFC 2181 §10.1)",
+                            text(),
                             set.rdata.len()
                         ),
                     ));
@@ -570,20 +581,23 @@ impl<'a> ZoneBuilder<'a> {
                     return Err(fail(
                         origin,
                         format!(
-                            "{text} has a CNAME and other data ({}); a CNAME must be alone (RFC 1034 §3.6.2)",
+                            "{} has a CNAME and other data ({}); a CNAME must be alone (RFC 1034 §3.6.2)",
+                            text(),
                             type_name(*other)
                         ),
                     ));
                 }
             }
-            // Data at or below a zone cut is occluded, except the cut's NS and glue.
-            for cut in &cuts {
-                let at_cut = owner.as_slice() == *cut;
-                let below = is_at_or_below(owner, cut) && !at_cut;
+            // Data at or below a zone cut is occluded, except the cut's NS and glue. The
+            // cuts that can hold the owner are its ancestors (and itself): a look-up per
+            // label, not a pass over every delegation for every set.
+            for cut in ancestors(owner).filter(|a| cuts.contains(a)) {
+                let at_cut = owner.as_slice() == cut;
                 let glue = matches!(*rtype, TYPE_A | TYPE_AAAA);
-                if (at_cut && !matches!(*rtype, TYPE_NS | 43)) || (below && !glue) {
+                if (at_cut && !matches!(*rtype, TYPE_NS | 43)) || (!at_cut && !glue) {
                     return Err(fail(origin, format!(
-                        "{text} {} is at or below the delegation {}; only NS (and DS) at the cut and A/AAAA glue below it are allowed",
+                        "{} {} is at or below the delegation {}; only NS (and DS) at the cut and A/AAAA glue below it are allowed",
+                        text(),
                         type_name(*rtype),
                         name::to_text(cut)
                     )));
@@ -597,6 +611,19 @@ impl<'a> ZoneBuilder<'a> {
 /// False for meta and question-only types (RFC 6895 §3.1), which never sit in a zone.
 fn is_data_type(rtype: u16) -> bool {
     !matches!(rtype, 0 | 41 | 128..=255)
+}
+
+/// `wire` (an uncompressed name in wire form) and each of its ancestors up to the root,
+/// as suffixes of it.
+fn ancestors(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = Some(0usize);
+    std::iter::from_fn(move || {
+        let start = at?;
+        let rest = wire.get(start..)?;
+        let len = usize::from(*rest.first()?);
+        at = (len != 0).then_some(start + 1 + len);
+        Some(rest)
+    })
 }
 
 use crate::master::type_name;

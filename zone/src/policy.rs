@@ -396,7 +396,7 @@ impl ZoneBuilder<'_> {
     pub(crate) fn resolve_aliases(&mut self) -> Result<(), ZoneError> {
         let pending = std::mem::take(&mut self.aliases);
         let fail = |p: &PendingAlias, reason: String| {
-            ZoneError::invalid(&p.origin.path, p.origin.line, p.origin.key.clone(), reason)
+            ZoneError::invalid(&*p.origin.path, p.origin.line, p.origin.key.clone(), reason)
         };
         // The alias graph: set → target sets, for ordering and loop detection.
         let mut edges: BTreeMap<SetKey, Vec<SetKey>> = BTreeMap::new();

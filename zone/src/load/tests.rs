@@ -150,3 +150,37 @@ fn load_dir_rejects_duplicate_origins_and_empty_dirs() {
     let msg = load_dir(dir.path(), 1).unwrap_err().to_string();
     assert!(msg.contains("b.toml") && msg.contains("already defined"), "{msg}");
 }
+
+#[test]
+fn ancestors_run_from_the_name_to_the_root() {
+    let wire = b"\x01a\x03bar\x03com\x00";
+    let all: Vec<&[u8]> = super::ancestors(wire).collect();
+    assert_eq!(all, [&wire[..], &wire[2..], &wire[6..], &wire[10..]]);
+    assert_eq!(super::ancestors(b"\x00").count(), 1);
+    assert_eq!(super::ancestors(b"").count(), 0);
+}
+
+#[test]
+fn only_the_cut_ns_ds_and_glue_may_sit_at_or_below_a_delegation() {
+    let body = HEAD.replace("ttl = 60", "ttl = 60\ninclude = \"example.com.zone\"");
+    let cut = "sub IN NS ns.sub\nsub IN DS 12345 13 2 0000000000000000000000000000000000000000000000000000000000000000\nns.sub IN A 192.0.2.53\nns.sub IN AAAA 2001:db8::53\n";
+    let zone = load_with(&body, Some(cut)).unwrap();
+    assert!(zone.rrsets.iter().any(|s| s.rtype == 43), "DS at the cut");
+    for (extra, what) in [
+        (
+            "sub IN TXT \"x\"\n",
+            "sub.example.com. TXT is at or below the delegation sub.example.com.",
+        ),
+        (
+            "deep.ns.sub IN MX 1 mx\n",
+            "deep.ns.sub.example.com. MX is at or below the delegation",
+        ),
+    ] {
+        let err = load_with(&body, Some(&format!("{cut}{extra}")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(what), "{err}");
+    }
+    // A sibling that merely shares a suffix of the label is not below the cut.
+    load_with(&body, Some(&format!("{cut}xsub IN TXT \"ok\"\n"))).unwrap();
+}
