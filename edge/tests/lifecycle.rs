@@ -109,11 +109,7 @@ fn config_file_sets_flags_and_flags_win() {
 
 #[test]
 fn metrics_count_responses_by_transport_rcode_and_type() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = qdns_testkit::fixtures::free_port();
     let edge = Edge::start_with(&example_zones(), &["--metrics", &format!("127.0.0.1:{port}")]);
     ask(edge.v4, Via::Udp, "www.example.com.", RecordType::A, Ask::default());
     ask(edge.v4, Via::Udp, "www.example.com.", RecordType::AAAA, Ask::default());

@@ -144,11 +144,7 @@ fn scrape(addr: std::net::SocketAddr) -> String {
 #[test]
 fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
     raise_fd_limit();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = qdns_testkit::fixtures::free_port();
     let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let edge = Edge::start_with(&common::example_zones(), &["--metrics", &metrics.to_string()]);
     let scraped = || {
@@ -193,10 +189,7 @@ fn idle_and_slowloris_connections_do_not_hold_the_metrics_listener() {
 #[test]
 fn idle_and_slowloris_connections_do_not_hold_dns_over_tcp() {
     raise_fd_limit();
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let metrics = std::net::SocketAddr::from(([127, 0, 0, 1], qdns_testkit::fixtures::free_port()));
     let edge = Edge::start_with(&common::example_zones(), &["--metrics", &metrics.to_string()]);
     let tcp = edge.v4;
     let resolver = || {

@@ -20,15 +20,33 @@ pub fn copy_examples(dir: &Path) {
     }
 }
 
-/// A port on 127.0.0.1 free for both TCP and UDP a moment ago.
+/// A port on 127.0.0.1 free for both TCP and UDP a moment ago, for a daemon to bind.
+///
+/// Chosen below the kernel's ephemeral range (`ip_local_port_range`, 32768–60999 by
+/// default), where ports bound to `:0` and outgoing connections come from: a port
+/// taken from that range was often handed to another test's socket before the daemon
+/// got to bind it ("Address already in use" in CI). Each process walks 20000–32767
+/// from a point of its own, so tests running at once rarely try the same port.
 pub fn free_port() -> u16 {
-    loop {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = tcp.local_addr().expect("local addr").port();
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_768;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        let tcp = std::net::TcpListener::bind(("127.0.0.1", port));
+        let udp = std::net::UdpSocket::bind(("127.0.0.1", port));
+        if tcp.is_ok() && udp.is_ok() {
             return port;
         }
     }
+    panic!("no free port in 20000–32767 on 127.0.0.1")
 }
 
 /// The body of `GET /metrics` at `addr`, asked from the loopback address `source`.
