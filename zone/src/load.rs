@@ -97,11 +97,43 @@ pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
 /// Validates the text of one zone file read from `path` (`path` names it in errors and
 /// anchors its `include`).
 pub fn parse_zone_text(path: &Path, text: &str) -> Result<Zone, ZoneError> {
-    let file: ZoneFile = toml::from_str(text).map_err(|err| {
-        let line = err.span().map(|span| line_of(text, span.start));
-        ZoneError::invalid(path, line, None, err.message().trim().to_owned())
-    })?;
-    ZoneBuilder::new(path, text, &file)?.build(&file)
+    match chunks::split(text) {
+        Some(split) => parse_in_chunks(path, text, &split),
+        None => parse_whole(path, text),
+    }
+}
+
+/// The file as one TOML document (every layout TOML allows).
+fn parse_whole(path: &Path, text: &str) -> Result<Zone, ZoneError> {
+    let file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
+    let mut builder = ZoneBuilder::new(path, text, &file)?;
+    builder.head(&file)?;
+    for (index, entry) in file.rrset.iter().enumerate() {
+        builder.any_rrset(index, entry)?;
+    }
+    builder.finish()
+}
+
+/// The head, then one `[[rrset]]` table at a time ([`chunks`]): what is parsed of a
+/// record set lives only while it is compiled into the builder.
+fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split) -> Result<Zone, ZoneError> {
+    let file: ZoneFile = toml::from_str(&split.head).map_err(|err| toml_error(path, text, 0, &err))?;
+    let mut builder = ZoneBuilder::new(path, text, &file)?;
+    builder.head(&file)?;
+    for (index, body) in split.rrsets.iter().enumerate() {
+        let chunk = text.get(body.clone()).unwrap_or_default();
+        let entry: RrsetEntry = toml::from_str(chunk).map_err(|err| toml_error(path, text, body.start, &err))?;
+        builder.base = body.start;
+        builder.any_rrset(index, &entry)?;
+        builder.base = 0;
+    }
+    builder.finish()
+}
+
+/// A TOML error at `base` + its span in `text`.
+fn toml_error(path: &Path, text: &str, base: usize, err: &toml::de::Error) -> ZoneError {
+    let line = err.span().map(|span| line_of(text, base + span.start));
+    ZoneError::invalid(path, line, None, err.message().trim().to_owned())
 }
 
 /// A TOML settings file's parse error as `line N (`the line`): reason`, so a daemon's
@@ -160,6 +192,8 @@ pub(crate) struct ZoneBuilder<'a> {
     /// `path`, shared by the [`Origin`] of every set the zone file itself defines.
     pub(crate) shared_path: Arc<Path>,
     pub(crate) lines: LineIndex,
+    /// Where the table being read starts in the file (its spans count from there).
+    pub(crate) base: usize,
     pub(crate) origin: Name,
     pub(crate) origin_wire: Vec<u8>,
     pub(crate) ttl: u32,
@@ -178,6 +212,7 @@ impl<'a> ZoneBuilder<'a> {
             path,
             shared_path: Arc::from(path),
             lines: LineIndex::new(text),
+            base: 0,
             origin: Name::root(),
             origin_wire: vec![0],
             ttl: schema::DEFAULT_TTL,
@@ -203,10 +238,15 @@ impl<'a> ZoneBuilder<'a> {
         Ok(builder)
     }
 
+    /// 1-based line of span offset `offset` of the table being read.
+    pub(crate) fn line(&self, offset: usize) -> usize {
+        self.lines.line(self.base + offset)
+    }
+
     pub(crate) fn err<T>(&self, at: &Spanned<T>, key: &str, reason: impl Into<String>) -> ZoneError {
         ZoneError::invalid(
             self.path,
-            Some(self.lines.line(at.span().start)),
+            Some(self.line(at.span().start)),
             Some(key.to_owned()),
             reason,
         )
@@ -264,20 +304,28 @@ impl<'a> ZoneBuilder<'a> {
         }
     }
 
-    fn build(mut self, file: &ZoneFile) -> Result<Zone, ZoneError> {
+    /// What comes before the record sets: the included master file, SOA, apex NS and
+    /// the health checks (record sets refer to them, wherever they stand in the file).
+    fn head(&mut self, file: &ZoneFile) -> Result<(), ZoneError> {
         if let Some(include) = &file.zone.include {
             self.include(include)?;
         }
         self.soa(file)?;
         self.apex_ns(file)?;
-        self.health_checks(&file.health_check)?;
-        for (index, entry) in file.rrset.iter().enumerate() {
-            if entry.policy.is_some() {
-                self.policy_rrset(index, entry)?;
-            } else {
-                self.rrset(index, entry)?;
-            }
+        self.health_checks(&file.health_check)
+    }
+
+    /// The `index`th `[[rrset]]` table.
+    fn any_rrset(&mut self, index: usize, entry: &RrsetEntry) -> Result<(), ZoneError> {
+        if entry.policy.is_some() {
+            self.policy_rrset(index, entry)
+        } else {
+            self.rrset(index, entry)
         }
+    }
+
+    /// Aliases resolved, the zone validated, and built.
+    fn finish(mut self) -> Result<Zone, ZoneError> {
         self.resolve_aliases()?;
         self.validate()?;
         let soa = self
@@ -371,7 +419,7 @@ impl<'a> ZoneBuilder<'a> {
         ] {
             rdata.extend(self.u32_value(value, key)?.to_be_bytes());
         }
-        let line = Some(self.lines.line(file.zone.soa.as_ref().map_or(0, |s| s.span().start)));
+        let line = Some(self.line(file.zone.soa.as_ref().map_or(0, |s| s.span().start)));
         let set = RecordSet {
             name: self.origin_wire.clone(),
             rtype: TYPE_SOA,
@@ -412,7 +460,7 @@ impl<'a> ZoneBuilder<'a> {
             rdata,
             policy: None,
         };
-        let origin = self.here(Some(self.lines.line(ns.span().start)), Some("zone.ns".to_owned()));
+        let origin = self.here(Some(self.line(ns.span().start)), Some("zone.ns".to_owned()));
         self.insert(set, origin)
     }
 
@@ -449,7 +497,7 @@ impl<'a> ZoneBuilder<'a> {
             policy: None,
         };
         let origin = self.here(
-            Some(self.lines.line(entry.name.span().start)),
+            Some(self.line(entry.name.span().start)),
             Some(format!("rrset[{index}]")),
         );
         self.insert(set, origin)
@@ -627,6 +675,8 @@ fn ancestors(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 use crate::master::type_name;
+
+mod chunks;
 
 #[cfg(test)]
 mod tests;

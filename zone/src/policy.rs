@@ -134,7 +134,7 @@ impl ZoneBuilder<'_> {
             }),
         };
         let origin = self.here(
-            Some(self.lines.line(entry.name.span().start)),
+            Some(self.line(entry.name.span().start)),
             Some(format!("rrset[{index}]")),
         );
         self.insert(set, origin)
@@ -263,7 +263,7 @@ impl ZoneBuilder<'_> {
                         member: m,
                         target: target.clone(),
                         evaluate: entry.evaluate_target_health,
-                        origin: self.here(Some(self.lines.line(alias.span().start)), Some(key(m, "alias"))),
+                        origin: self.here(Some(self.line(alias.span().start)), Some(key(m, "alias"))),
                     });
                     Answer::Alias { target }
                 }

@@ -184,3 +184,54 @@ fn only_the_cut_ns_ds_and_glue_may_sit_at_or_below_a_delegation() {
     // A sibling that merely shares a suffix of the label is not below the cut.
     load_with(&body, Some(&format!("{cut}xsub IN TXT \"ok\"\n"))).unwrap();
 }
+
+/// Every example zone, and the zones of the other tests here, read one record set at a
+/// time give exactly what the whole-document parse gives.
+#[test]
+fn reading_record_sets_one_at_a_time_gives_the_whole_documents_zone() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+    let mut seen = 0;
+    for entry in fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let text = fs::read_to_string(&path).unwrap();
+            let split = chunks::split(&text).expect("the examples use the plain layout");
+            assert!(!split.rrsets.is_empty());
+            assert_eq!(
+                parse_in_chunks(&path, &text, &split).unwrap(),
+                parse_whole(&path, &text).unwrap(),
+                "{}",
+                path.display()
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3);
+}
+
+/// A mistake in the third record set is reported on its own line either way.
+#[test]
+fn errors_in_a_record_set_name_the_same_line_either_way() {
+    let body = format!(
+        "{HEAD}\n[[rrset]]\nname = \"a\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n\n\
+         [[health_check]]\nid = \"h\"\ntype = \"external\"\n\n\
+         [[rrset]]\nname = \"b\"\ntype = \"A\"\nvalues = [\"192.0.2.2\"]\n\n\
+         [[rrset]]\nname = \"c\"\ntype = \"A\"\nttl = 60\nvalues = [\"192.0.2.300\"]\n"
+    );
+    let path = std::path::Path::new("example.com.toml");
+    let split = chunks::split(&body).unwrap();
+    assert_eq!(split.rrsets.len(), 3);
+    let (a, b) = (
+        parse_in_chunks(path, &body, &split).unwrap_err().to_string(),
+        parse_whole(path, &body).unwrap_err().to_string(),
+    );
+    assert_eq!(a, b);
+    let line = body.lines().position(|l| l.contains("192.0.2.300")).unwrap() + 1;
+    assert!(a.contains(&format!(":{line}")), "{a}");
+    // A TOML syntax error inside a record set: the line of the mistake, too.
+    let broken = body.replace("name = \"b\"", "name = \"b");
+    let split = chunks::split(&broken).unwrap();
+    let err = parse_in_chunks(path, &broken, &split).unwrap_err().to_string();
+    let line = broken.lines().position(|l| l.contains("name = \"b")).unwrap() + 1;
+    assert!(err.contains(&format!(":{line}")), "{err}");
+}

@@ -1,0 +1,224 @@
+//! Reading a zone file's `[[rrset]]` tables one at a time (issue 13: no whole document
+//! in memory).
+//!
+//! `toml::from_str` on a whole zone file builds the document's tree, then the typed
+//! tables, and both live until the last record set is compiled: for a zone of 100,000
+//! record sets that was most of control's 451 MiB peak. [`split`] finds the `[[rrset]]`
+//! tables with a small line scanner that knows where TOML strings and multi-line arrays
+//! run (so a `[` inside a value is never taken for a header); the rest of the file
+//! (`[zone]`, `[zone.soa]`, `[[health_check]]`…) is parsed as before from a copy in which
+//! the record-set tables are blanked to spaces — same byte offsets, so every line number
+//! in an error stays right — and each record-set table is then parsed on its own, used
+//! and dropped. A file whose record sets use sub-table headers (`[rrset.x]`,
+//! `[[rrset.members]]`, quoted keys) is read whole, the old way.
+use std::ops::Range;
+
+/// A zone file cut into its head and its record-set tables.
+pub(crate) struct Split {
+    /// The file with every `[[rrset]]` table (header included) blanked to spaces.
+    pub(crate) head: String,
+    /// The body of each `[[rrset]]` table (after its header line), in file order.
+    pub(crate) rrsets: Vec<Range<usize>>,
+}
+
+/// Where a line scan stands inside a value.
+#[derive(Default)]
+struct Scan {
+    /// Inside a `"""` string.
+    basic: bool,
+    /// Inside a `'''` string.
+    literal: bool,
+    /// Open `[` of values (multi-line arrays).
+    depth: usize,
+}
+
+impl Scan {
+    /// Whether a line starts outside every value (where a header may stand).
+    fn at_top(&self) -> bool {
+        !self.basic && !self.literal && self.depth == 0
+    }
+
+    /// Moves past `line` (its newline excluded).
+    fn line(&mut self, line: &[u8]) {
+        let mut i = 0;
+        while i < line.len() {
+            let rest = &line[i..];
+            if self.basic {
+                if rest.starts_with(b"\\") {
+                    i += 2;
+                } else if rest.starts_with(b"\"\"\"") {
+                    self.basic = false;
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            if self.literal {
+                if rest.starts_with(b"'''") {
+                    self.literal = false;
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            match rest[0] {
+                b'#' => return,
+                b'"' if rest.starts_with(b"\"\"\"") => {
+                    self.basic = true;
+                    i += 3;
+                }
+                b'\'' if rest.starts_with(b"'''") => {
+                    self.literal = true;
+                    i += 3;
+                }
+                b'"' => i += 1 + basic_string_len(&rest[1..]),
+                b'\'' => {
+                    i += 1 + rest[1..]
+                        .iter()
+                        .position(|&b| b == b'\'')
+                        .map_or(rest.len() - 1, |p| p + 1);
+                }
+                b'[' => {
+                    self.depth += 1;
+                    i += 1;
+                }
+                b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+        }
+    }
+}
+
+/// Octets of a one-line basic string after its opening quote, the closing one included.
+fn basic_string_len(s: &[u8]) -> usize {
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    s.len()
+}
+
+/// What a header line at the top level names.
+enum Header {
+    /// `[[rrset]]`.
+    Rrset,
+    /// A table of the head (`[zone]`, `[[health_check]]`, …).
+    Other,
+    /// A sub-table of a record set, or a key spelled in a way this scanner does not
+    /// follow: read the file whole.
+    Unsupported,
+}
+
+fn header(line: &str) -> Header {
+    let code = line.split('#').next().unwrap_or_default().trim();
+    let (inner, array) = match code.strip_prefix("[[").and_then(|c| c.strip_suffix("]]")) {
+        Some(inner) => (inner, true),
+        None => match code.strip_prefix('[').and_then(|c| c.strip_suffix(']')) {
+            Some(inner) => (inner, false),
+            None => return Header::Unsupported,
+        },
+    };
+    let key: String = inner.chars().filter(|c| !c.is_whitespace()).collect();
+    let bare = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if !bare {
+        return Header::Unsupported;
+    }
+    match (key.as_str(), array) {
+        ("rrset", true) => Header::Rrset,
+        (k, _) if k == "rrset" || k.starts_with("rrset.") => Header::Unsupported,
+        _ => Header::Other,
+    }
+}
+
+/// Cuts `text` into its head and its `[[rrset]]` tables; `None` when it must be read
+/// whole (see the module's documentation).
+pub(crate) fn split(text: &str) -> Option<Split> {
+    let mut head = text.as_bytes().to_vec();
+    let mut rrsets = Vec::new();
+    let mut scan = Scan::default();
+    // Start of the open [[rrset]] table: its header line, and its body.
+    let mut open: Option<(usize, usize)> = None;
+    let mut close = |open: &mut Option<(usize, usize)>, end: usize, head: &mut Vec<u8>| {
+        if let Some((header_at, body_at)) = open.take() {
+            for b in &mut head[header_at..end] {
+                if *b != b'\n' {
+                    *b = b' ';
+                }
+            }
+            rrsets.push(body_at..end);
+        }
+    };
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        if scan.at_top() && line.trim_start().starts_with('[') {
+            match header(line) {
+                Header::Rrset => {
+                    close(&mut open, start, &mut head);
+                    open = Some((start, at));
+                    continue;
+                }
+                Header::Other => {
+                    close(&mut open, start, &mut head);
+                    continue;
+                }
+                Header::Unsupported => return None,
+            }
+        }
+        scan.line(line.trim_end_matches(['\n', '\r']).as_bytes());
+    }
+    close(&mut open, text.len(), &mut head);
+    // Only spaces replaced ASCII and non-ASCII octets alike: still UTF-8.
+    let head = String::from_utf8(head).ok()?;
+    Some(Split { head, rrsets })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_sets_are_cut_out_and_the_head_keeps_every_offset() {
+        let text = "[zone]\norigin = \"x.\" # [[rrset]] in a comment\n\n[[rrset]]\nname = \"a\"\nvalues = [\n  \"[[rrset]]\",\n  '''\n[zone]\n''',\n]\n\n[[health_check]]\nid = \"h\"\n[[ rrset ]] # spaced\nname = \"b\"\n";
+        let split = split(text).expect("supported");
+        assert_eq!(split.head.len(), text.len());
+        assert_eq!(split.head.lines().count(), text.lines().count());
+        assert_eq!(split.rrsets.len(), 2, "strings and comments hold no headers");
+        assert!(text[split.rrsets[0].clone()].starts_with("name = \"a\""));
+        assert!(text[split.rrsets[0].clone()].ends_with("]\n\n"));
+        assert_eq!(&text[split.rrsets[1].clone()], "name = \"b\"\n");
+        assert!(split.head.contains("[[health_check]]\nid = \"h\""));
+        assert!(split.head.contains("origin = \"x.\""));
+        assert!(!split.head.contains("name ="), "{}", split.head);
+    }
+
+    #[test]
+    fn sub_tables_of_record_sets_are_read_whole() {
+        for text in [
+            "[[rrset]]\nname = \"a\"\n[[rrset.members]]\nid = \"m\"\n",
+            "[[rrset]]\nname = \"a\"\n[rrset.extra]\nx = 1\n",
+            "[[\"rrset\"]]\nname = \"a\"\n",
+        ] {
+            assert!(split(text).is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn escaped_quotes_and_nested_arrays_do_not_confuse_the_scan() {
+        let text = "[[rrset]]\nname = \"a\\\"[\"\nvalues = [[\n\"x\"],\n[\"y\"]]\n[[rrset]]\nname = \"b\"\n";
+        let split = split(text).expect("supported");
+        assert_eq!(split.rrsets.len(), 2);
+    }
+}
