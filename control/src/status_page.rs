@@ -90,6 +90,14 @@ fn head(page: &mut String, report: &StatusReport) {
         report.health_seq,
         at(now()),
     );
+    // Loud, and first: changes are refused until the state can be saved again.
+    if let Some(err) = &report.persist_error {
+        let _ = writeln!(
+            page,
+            "<p class=\"warn\" id=\"persist-error\">{} — overrides, shifts and external statuses are refused until it can be saved.</p>",
+            esc(err)
+        );
+    }
 }
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\

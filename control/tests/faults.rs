@@ -177,6 +177,11 @@ fn a_read_only_state_directory_refuses_operator_changes_loudly_while_control_dec
     assert_eq!(sample(&text, "qdns_control_persist_failures_total"), Some(1), "{text}");
     let events = loc.ctl_json(&["events"]).to_string();
     assert!(events.contains("cannot persist operator state"), "{events}");
+    let page = common::get(&metrics, "/status");
+    assert!(
+        page.contains("id=\"persist-error\"") && page.contains("Read-only file system"),
+        "the status page says so first: {page:.600}"
+    );
     assert_eq!(
         std::fs::read_to_string(state.join("operator.json")).unwrap(),
         saved,

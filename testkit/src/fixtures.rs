@@ -51,10 +51,15 @@ pub fn free_port() -> u16 {
 
 /// The body of `GET /metrics` at `addr`, asked from the loopback address `source`.
 pub fn scrape_from(source: Ipv4Addr, addr: SocketAddr) -> String {
-    let mut conn = crate::connect_from(source, addr).expect("the scraper connects");
+    get_from(source, addr, "/metrics")
+}
+
+/// The body of `GET PATH` (HTTP/1.1, `Connection: close`) at `addr`, asked from the
+/// loopback address `source`.
+pub fn get_from(source: Ipv4Addr, addr: SocketAddr, path: &str) -> String {
+    let mut conn = crate::connect_from(source, addr).expect("the client connects");
     conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .expect("request");
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("request");
     let mut text = String::new();
     conn.read_to_string(&mut text).expect("response");
     text.split_once("\r\n\r\n")

@@ -259,6 +259,11 @@ pub fn scrape(addr: &str) -> String {
     scrape_from("127.0.0.1", addr)
 }
 
+/// The body of `GET PATH` at `addr` (from 127.0.0.1).
+pub fn get(addr: &str, path: &str) -> String {
+    qdns_testkit::fixtures::get_from(std::net::Ipv4Addr::LOCALHOST, addr.parse().unwrap(), path)
+}
+
 /// The body of `/metrics` at `addr`, asked from the loopback address `source`.
 pub fn scrape_from(source: &str, addr: &str) -> String {
     qdns_testkit::fixtures::scrape_from(source.parse().unwrap(), addr.parse().unwrap())
