@@ -9,7 +9,8 @@
 //!
 //! Then criterion times a one-word health delta applied to the engine.
 //!
-//! `cargo bench -p benches --bench snapshot`
+//! `cargo bench -p benches --bench snapshot`; `QDNS_SNAPSHOT_SCALE=10` multiplies every
+//! count (1,000,000 record sets, 400,000 health checks).
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     fmt::Write as _,
@@ -44,22 +45,33 @@ unsafe impl GlobalAlloc for Peak {
 #[global_allocator]
 static GLOBAL: Peak = Peak;
 
-const PLAIN: usize = 80_000;
-const WEIGHTED: usize = 10_000;
-const FAILOVER: usize = 10_000;
+/// Record sets of each kind at scale 1.
+const PLAIN_1: usize = 80_000;
+const WEIGHTED_1: usize = 10_000;
+const FAILOVER_1: usize = 10_000;
+
+/// `QDNS_SNAPSHOT_SCALE` (default 1).
+fn scale() -> usize {
+    std::env::var("QDNS_SNAPSHOT_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(1)
+}
 
 fn zone_text() -> String {
-    let mut t = String::with_capacity(24 << 20);
+    let (plain, weighted, failover) = (PLAIN_1 * scale(), WEIGHTED_1 * scale(), FAILOVER_1 * scale());
+    let mut t = String::with_capacity(scale() * (24 << 20));
     t.push_str("[zone]\norigin = \"big.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.big.example.\"\nrname = \"h.big.example.\"\n");
     t.push_str("serial = 1\nrefresh = 7200\nretry = 900\nexpire = 1209600\nminimum = 60\n[zone.ns]\nnames = [\"ns.big.example.\"]\n");
-    for i in 0..(WEIGHTED + FAILOVER) * 2 {
+    for i in 0..(weighted + failover) * 2 {
         let _ = writeln!(
             t,
             "[[health_check]]\nid = \"c{i}\"\ntype = \"http\"\nip = \"127.0.0.1\"\nport = {}\n",
             10000 + i % 50000
         );
     }
-    for i in 0..PLAIN {
+    for i in 0..plain {
         let _ = writeln!(
             t,
             "[[rrset]]\nname = \"h{i}\"\ntype = \"A\"\nvalues = [\"10.{}.{}.{}\"]\n",
@@ -68,12 +80,12 @@ fn zone_text() -> String {
             i & 255
         );
     }
-    for i in 0..WEIGHTED {
+    for i in 0..weighted {
         let (a, b) = (2 * i, 2 * i + 1);
         let _ = writeln!(t, "[[rrset]]\nname = \"w{i}\"\ntype = \"A\"\npolicy = \"weighted\"\nmembers = [{{ id = \"a\", weight = 10, values = [\"192.0.2.1\"], health_check = \"c{a}\" }}, {{ id = \"b\", weight = 20, values = [\"192.0.2.2\"], health_check = \"c{b}\" }}]\n");
     }
-    for i in 0..FAILOVER {
-        let (p, s) = (2 * (WEIGHTED + i), 2 * (WEIGHTED + i) + 1);
+    for i in 0..failover {
+        let (p, s) = (2 * (weighted + i), 2 * (weighted + i) + 1);
         let _ = writeln!(t, "[[rrset]]\nname = \"f{i}\"\ntype = \"A\"\npolicy = \"failover\"\nmembers = [{{ id = \"p\", role = \"primary\", values = [\"192.0.2.3\"], health_check = \"c{p}\" }}, {{ id = \"s\", role = \"secondary\", values = [\"192.0.2.4\"], health_check = \"c{s}\" }}]\n");
     }
     t
@@ -110,12 +122,13 @@ fn report_scale() -> Engine {
     println!(
         "snapshot: zone file {:.1} MiB, {} rrsets, {} health checks",
         mib(text.len()),
-        PLAIN + WEIGHTED + FAILOVER,
-        (WEIGHTED + FAILOVER) * 2
+        (PLAIN_1 + WEIGHTED_1 + FAILOVER_1) * scale(),
+        (WEIGHTED_1 + FAILOVER_1) * 2 * scale()
     );
     let (time, peak, snapshot) = measure(|| qdns_zone::load_dir(dir.path(), 1).expect("zone loads"));
     println!(
-        "snapshot/compile_100k: {:.3} s, peak heap {:.1} MiB",
+        "snapshot/compile_{}k: {:.3} s, peak heap {:.1} MiB",
+        100 * scale(),
         time.as_secs_f64(),
         mib(peak)
     );
@@ -125,7 +138,8 @@ fn report_scale() -> Engine {
     };
     let (time, peak, frame) = measure(|| sync::encode(&message).expect("encodes"));
     println!(
-        "snapshot/encode_100k: {:.3} s, frame {:.1} MiB, peak heap {:.1} MiB",
+        "snapshot/encode_{}k: {:.3} s, frame {:.1} MiB, peak heap {:.1} MiB",
+        100 * scale(),
         time.as_secs_f64(),
         mib(frame.len()),
         mib(peak)
@@ -138,7 +152,8 @@ fn report_scale() -> Engine {
         Engine::compile(&snapshot).expect("compiles")
     });
     println!(
-        "snapshot/apply_100k (decode + Engine::compile): {:.3} s, peak heap {:.1} MiB",
+        "snapshot/apply_{}k (decode + Engine::compile): {:.3} s, peak heap {:.1} MiB",
+        100 * scale(),
         time.as_secs_f64(),
         mib(peak)
     );
