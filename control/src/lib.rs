@@ -498,7 +498,8 @@ async fn apply_observations(
         let mut state = ctx.state.lock().await;
         // The embedded checker's observations are made on this host's wall clock.
         let now = state::now();
-        state.observe(first.clone(), now.saturating_sub(first.at));
+        let age = now.saturating_sub(first.at);
+        state.observe(first, age);
         while let Ok(more) = observed.try_recv() {
             let age = now.saturating_sub(more.at);
             state.observe(more, age);

@@ -152,30 +152,16 @@ impl World {
         proc
     }
 
+    fn ctl(&self, name: &str, args: &[&str]) -> serde_json::Value {
+        common::ctl_json_at(&self.dir.path().join(format!("{name}.sock")), args)
+    }
+
     fn health(&self, name: &str) -> serde_json::Value {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-            .arg("--socket")
-            .arg(self.dir.path().join(format!("{name}.sock")))
-            .args(["--json", "health", "t"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()[0].clone()
+        self.ctl(name, &["health", "t"])[0].clone()
     }
 
     fn status(&self, name: &str) -> serde_json::Value {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-            .arg("--socket")
-            .arg(self.dir.path().join(format!("{name}.sock")))
-            .args(["--json", "status"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "qdnsctl status: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        self.ctl(name, &["status"])
     }
 
     /// Waits until location `name` decides `healthy` with `why` containing `text`.
@@ -242,13 +228,10 @@ fn decisions_follow_the_share_of_reachable_checkers() {
     // status's count and the events come from the once-a-second re-evaluation.
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let events = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-            .arg("--socket")
-            .arg(world.dir.path().join("a.sock"))
-            .args(["--json", "events"])
-            .output()
-            .unwrap();
-        let gone = String::from_utf8_lossy(&events.stdout).contains("checker c1 (r1) is unreachable");
+        let gone = world
+            .ctl("a", &["events"])
+            .to_string()
+            .contains("checker c1 (r1) is unreachable");
         if gone && world.status("b")["checkers"]["reachable"] == 0 {
             break;
         }
