@@ -50,7 +50,8 @@ pub struct Args {
     /// XDP attach mode.
     #[arg(long, value_enum)]
     pub xdp_mode: Option<XdpMode>,
-    /// UDP worker threads per listen address (default: one per core).
+    /// UDP worker threads per listen address (default: one per core); up to four share
+    /// a socket, the extra ones woken only when the first falls behind.
     #[arg(long)]
     pub workers: Option<usize>,
     /// Largest UDP response sent to EDNS clients (512..=4096).

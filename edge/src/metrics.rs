@@ -54,6 +54,7 @@ pub fn render(sources: &Sources) -> String {
     let truncated = Counters::default();
     let dropped = Counters::default();
     let limited = Counters::default();
+    let helper_wakeups = Counter::<u64, AtomicU64>::default();
     for (transport, workers) in [
         ("udp", sources.udp.iter().map(AsRef::as_ref).collect::<Vec<_>>()),
         ("tcp", vec![sources.tcp.as_ref()]),
@@ -76,6 +77,7 @@ pub fn render(sources: &Sources) -> String {
             .get_or_create(&label(&[("transport", transport)]))
             .inc_by(t.dropped);
         if transport == "udp" {
+            helper_wakeups.inc_by(t.helper_wakeups);
             limited
                 .get_or_create(&label(&[("path", "user"), ("outcome", "dropped")]))
                 .inc_by(t.rrl_dropped);
@@ -94,6 +96,11 @@ pub fn render(sources: &Sources) -> String {
         "tcp_evicted",
         "TCP connections waiting for a query closed to make room for a new one (at --max-tcp-connections or --max-tcp-per-source)",
         evicted,
+    );
+    r.register(
+        "udp_helper_wakeups",
+        "UDP helper threads called in because a socket's receiving thread fell behind (a full batch waiting); steadily rising means --workers is in use",
+        helper_wakeups,
     );
     r.register(
         "rrl",

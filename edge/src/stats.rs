@@ -43,6 +43,9 @@ pub struct WorkerStats {
     /// TCP: idle connections closed to make room for a new one (the listener's pool
     /// count, mirrored here for the metrics).
     pub evicted: AtomicU64,
+    /// UDP helpers: times this thread was called in because its crew's lead fell
+    /// behind (see `server::udp`).
+    pub helper_wakeups: AtomicU64,
     /// Answers per policy member, indexed as `crate::answers` assigns
     /// (`ANSWER_COUNTERS` of them: 256 KiB per worker).
     pub answers: Box<[AtomicU64]>,
@@ -57,6 +60,7 @@ impl Default for WorkerStats {
             dropped: AtomicU64::default(),
             rrl: Default::default(),
             evicted: AtomicU64::default(),
+            helper_wakeups: AtomicU64::default(),
             answers: (0..qdns_abi::answer::ANSWER_COUNTERS)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -124,6 +128,8 @@ pub struct Totals {
     pub rrl_dropped: u64,
     /// Responses the rate limiter sent slipped.
     pub rrl_slipped: u64,
+    /// UDP helpers called in.
+    pub helper_wakeups: u64,
 }
 
 /// Sums `workers`.
@@ -142,6 +148,7 @@ pub fn totals<'a>(workers: impl Iterator<Item = &'a WorkerStats>) -> Totals {
         totals.dropped += worker.dropped.load(Relaxed);
         totals.rrl_dropped += worker.rrl[0].load(Relaxed);
         totals.rrl_slipped += worker.rrl[1].load(Relaxed);
+        totals.helper_wakeups += worker.helper_wakeups.load(Relaxed);
     }
     totals.rcode = Rcode::ALL.iter().zip(rcode).map(|(r, n)| (r.label(), n)).collect();
     totals.qtype = QTYPES

@@ -178,10 +178,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let worker_stats: Vec<Arc<WorkerStats>> = (0..=udp_sockets.len()).map(|_| Arc::default()).collect();
+    // Each address's sockets share its workers (a crew per socket; see `udp`).
+    let sizes: Vec<usize> = handover
+        .udp
+        .iter()
+        .flat_map(|&(_, sockets)| udp::crew_sizes(config.workers, sockets))
+        .collect();
+    let crews: Vec<(socket2::Socket, usize)> = udp_sockets.into_iter().zip(sizes).collect();
+    let threads: usize = crews.iter().map(|(_, size)| size).sum();
+    let worker_stats: Vec<Arc<WorkerStats>> = (0..=threads).map(|_| Arc::default()).collect();
     let limiter = config.rrl.map(|settings| Arc::new(rrl::Limiter::new(settings)));
     let mut udp_threads =
-        udp::spawn(udp_sockets, &engine, &worker_stats, limiter.as_ref(), &stop).map_err(ServerError::Start)?;
+        udp::spawn(crews, &engine, &worker_stats, limiter.as_ref(), &stop).map_err(ServerError::Start)?;
     let xdp = match xdp {
         Some((program, installed)) => {
             let watcher =
@@ -387,9 +395,6 @@ async fn reload_on_hup(
     }
 }
 
-/// Binds `workers` UDP sockets and one TCP listener on the same address and port.
-/// With port 0 the first UDP socket picks the port; if TCP cannot have that port too,
-/// another is tried.
 /// The sockets an edge serves on.
 struct Sockets {
     /// UDP sockets, address by address.
@@ -496,6 +501,9 @@ fn complete_takeover(
     Ok(())
 }
 
+/// Binds the UDP sockets `workers` threads need (see [`udp::sockets_for`]) and one TCP
+/// listener on the same address and port. With port 0 the first UDP socket picks the
+/// port; if TCP cannot have that port too, another is tried.
 fn bind_address(
     addr: SocketAddr,
     workers: usize,
@@ -513,7 +521,7 @@ fn bind_address(
         match bind_tcp(bound) {
             Ok(listener) => {
                 let mut sockets = vec![first];
-                for _ in 1..workers {
+                for _ in 1..udp::sockets_for(workers) {
                     sockets.push(udp::bind(bound).map_err(udp_err)?);
                 }
                 return Ok((sockets, listener));
