@@ -1,8 +1,9 @@
 //! Compiling a [`Snapshot`] into an [`Engine`]: nodes (empty non-terminals included),
-//! zone cuts, wildcards, precomputed record bytes and additional-section targets.
+//! zone cuts, wildcards, precomputed record bytes and additional-section targets, in
+//! the flat arrays `ZoneData` keeps.
 use qdns_zone::{name, RecordSet, Snapshot};
 
-use super::{Engine, NameMap, Node, NodeId, Rrset, Target, ZoneData};
+use super::{names::Names, Engine, NameMap, Node, NodeId, Rrset, SetRef, Target, ZoneData, NONE};
 use crate::wire::{edns::DEFAULT_UDP_PAYLOAD, name::label_starts, rtype};
 
 /// A snapshot the engine cannot use (the zone loader validates first; this guards the
@@ -64,6 +65,52 @@ impl Engine {
     }
 }
 
+/// A record set the engine cannot use, named for the operator.
+fn bad(apex: &[u8], set: &RecordSet, reason: &'static str) -> EngineError {
+    EngineError::BadRecordSet {
+        zone: name::to_text(apex),
+        owner: name::to_text(&set.name),
+        rtype: set.rtype,
+        reason,
+    }
+}
+
+/// Past what the packed arrays address (2^32 names, sets or octets).
+const TOO_LARGE: &str = "zone too large for the engine (2^32 names or octets)";
+
+/// Each record set's (node, type, index in the zone's sets).
+type Owned = Vec<(NodeId, u16, u32)>;
+
+/// Step 1: every owner and every ancestor up to the apex becomes a node. Also each
+/// set's (node, type, index), sorted so each node's sets sit together by type.
+fn index_owners(apex: &[u8], sets: &[RecordSet]) -> Result<(Names, Owned), EngineError> {
+    let mut names = Names::with_capacity(sets.len() + 1);
+    names.intern(apex);
+    let mut owned: Owned = Vec::with_capacity(sets.len());
+    for (index, set) in sets.iter().enumerate() {
+        if !name::is_at_or_below(&set.name, apex) {
+            return Err(bad(apex, set, "owner outside the zone"));
+        }
+        if (set.rdata.is_empty() && set.policy.is_none()) || set.rdata.len() > usize::from(u16::MAX) {
+            return Err(bad(apex, set, "empty or oversized record set"));
+        }
+        let full = || bad(apex, set, TOO_LARGE);
+        let id = names.intern(&set.name).ok_or_else(full)?;
+        owned.push((id, set.rtype, u32::try_from(index).map_err(|_| full())?));
+        for start in label_starts(&set.name).skip(1) {
+            let ancestor = set.name.get(start..).unwrap_or_default();
+            // Up to the apex only (interned first); a name already known had its own
+            // ancestors added with it.
+            if ancestor.len() <= apex.len() || names.get(ancestor).is_some() {
+                break;
+            }
+            names.intern(ancestor).ok_or_else(full)?;
+        }
+    }
+    owned.sort_unstable();
+    Ok((names, owned))
+}
+
 fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
     let (apex, serial, negative_ttl, sets) = (
         zone.origin.as_slice(),
@@ -72,75 +119,74 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
         zone.rrsets.as_slice(),
     );
     let zone_text = || name::to_text(apex);
-    let bad = |set: &RecordSet, reason| EngineError::BadRecordSet {
-        zone: zone_text(),
-        owner: name::to_text(&set.name),
-        rtype: set.rtype,
-        reason,
+    let bad = |set: &RecordSet, reason| bad(apex, set, reason);
+    let full = |set: &RecordSet| bad(set, TOO_LARGE);
+    let (names, owned) = index_owners(apex, sets)?;
+    // 2. Nodes, and each node's sets with their record bytes.
+    let node_count = names.len();
+    let mut data = ZoneData {
+        apex: apex.into(),
+        serial,
+        negative_soa: Box::new([]),
+        names,
+        nodes: vec![
+            Node {
+                sets: 0,
+                set_count: 0,
+                cut: NONE,
+                wildcard: NONE,
+            };
+            node_count
+        ],
+        sets: Vec::with_capacity(owned.len()),
+        records: Vec::new(),
+        targets: Vec::new(),
+        policies: Vec::new(),
     };
-    // 1. Every owner and every ancestor up to the apex becomes a node.
-    let mut by_name: NameMap<NodeId> = NameMap::default();
-    let mut owners: Vec<Box<[u8]>> = Vec::new();
-    let mut intern = |wire: &[u8], by_name: &mut NameMap<NodeId>| -> NodeId {
-        if let Some(&id) = by_name.get(wire) {
-            return id;
+    let mut policies: Vec<(usize, &RecordSet)> = Vec::new();
+    for &(id, _, index) in &owned {
+        let Some(set) = sets.get(index as usize) else { continue };
+        let at = data.sets.len();
+        let node = data.nodes.get_mut(id as usize).ok_or_else(|| full(set))?;
+        if node.set_count == 0 {
+            node.sets = u32::try_from(at).map_err(|_| full(set))?;
         }
-        let id = owners.len() as NodeId;
-        owners.push(wire.into());
-        by_name.insert(wire.into(), id);
-        id
-    };
-    intern(apex, &mut by_name);
-    for set in sets {
-        if !name::is_at_or_below(&set.name, apex) {
-            return Err(bad(set, "owner outside the zone"));
+        node.set_count = node
+            .set_count
+            .checked_add(1)
+            .ok_or_else(|| bad(set, "too many types at one name"))?;
+        let start = data.records.len();
+        for rdata in &set.rdata {
+            push_record(&mut data.records, set.rtype, set.ttl, rdata)
+                .ok_or_else(|| bad(set, "RDATA longer than 65535 octets"))?;
         }
-        if (set.rdata.is_empty() && set.policy.is_none()) || set.rdata.len() > usize::from(u16::MAX) {
-            return Err(bad(set, "empty or oversized record set"));
-        }
-        for start in label_starts(&set.name) {
-            let ancestor = set.name.get(start..).unwrap_or_default();
-            intern(ancestor, &mut by_name);
-            if ancestor == apex {
-                break;
-            }
-        }
-    }
-    // 2. Record bytes per node.
-    let mut per_node: Vec<Vec<&RecordSet>> = vec![Vec::new(); owners.len()];
-    for set in sets {
-        if let Some(&id) = by_name.get(set.name.as_slice()) {
-            if let Some(list) = per_node.get_mut(id as usize) {
-                list.push(set);
-            }
-        }
-    }
-    let mut nodes: Vec<Node> = Vec::with_capacity(owners.len());
-    for (list, owner) in per_node.iter_mut().zip(&owners) {
-        list.sort_by_key(|set| set.rtype);
-        let mut rrsets = Vec::with_capacity(list.len());
-        for set in list.iter() {
-            rrsets.push(compile_rrset(set).ok_or_else(|| bad(set, "RDATA longer than 65535 octets"))?);
-        }
-        nodes.push(Node {
-            name: owner.clone(),
-            rrsets: rrsets.into_boxed_slice(),
-            cut: None,
-            wildcard: None,
+        let records = u32::try_from(start).map_err(|_| full(set))?;
+        let records_len = u32::try_from(data.records.len() - start).map_err(|_| full(set))?;
+        data.sets.push(Rrset {
+            rtype: set.rtype,
+            count: set.rdata.len() as u16,
+            records,
+            records_len,
+            targets: 0,
+            target_count: 0,
+            policy: NONE,
         });
+        if set.policy.is_some() {
+            policies.push((at, set));
+        }
     }
+    drop(owned);
     // 3. Zone cuts (NS below the apex), wildcards, additional-section targets, policies.
-    link_cuts_and_wildcards(apex, &owners, &by_name, &mut nodes);
-    link_targets(&by_name, &mut nodes);
-    for set in sets {
+    link_cuts_and_wildcards(&mut data);
+    link_targets(&mut data);
+    for (at, set) in policies {
         let Some(policy) = &set.policy else { continue };
-        let compiled = super::policy::compile(policy, set, zone.slot_base, &by_name)
+        let compiled = super::policy::compile(policy, set, zone.slot_base, &data.names)
             .ok_or_else(|| bad(set, "alias target missing or RDATA too long"))?;
-        let node = by_name
-            .get(set.name.as_slice())
-            .and_then(|&id| nodes.get_mut(id as usize));
-        if let Some(rrset) = node.and_then(|n| n.rrsets.iter_mut().find(|r| r.rtype == set.rtype)) {
-            rrset.policy = Some(Box::new(compiled));
+        let index = u32::try_from(data.policies.len()).map_err(|_| full(set))?;
+        data.policies.push(compiled);
+        if let Some(rrset) = data.sets.get_mut(at) {
+            rrset.policy = index;
         }
     }
     let soa = sets
@@ -150,80 +196,64 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
         .ok_or_else(|| EngineError::NoSoa { zone: zone_text() })?;
     let negative_soa =
         record_bytes(rtype::SOA, negative_ttl, soa).ok_or_else(|| EngineError::NoSoa { zone: zone_text() })?;
-    Ok(ZoneData {
-        apex: apex.into(),
-        serial,
-        negative_soa: negative_soa.into_boxed_slice(),
-        nodes,
-        by_name,
-    })
+    data.negative_soa = negative_soa.into_boxed_slice();
+    data.names.shrink_to_fit();
+    data.sets.shrink_to_fit();
+    data.records.shrink_to_fit();
+    data.targets.shrink_to_fit();
+    data.policies.shrink_to_fit();
+    Ok(data)
 }
 
 /// Marks each node with the topmost zone cut at or above it (below the apex), and each
 /// parent of a `*` label with its wildcard child.
-fn link_cuts_and_wildcards(apex: &[u8], owners: &[Box<[u8]>], by_name: &NameMap<NodeId>, nodes: &mut [Node]) {
-    for (id, owner) in owners.iter().enumerate() {
-        if owner.as_ref() != apex {
-            let mut cut = None;
+fn link_cuts_and_wildcards(zone: &mut ZoneData) {
+    let has_ns = |zone: &ZoneData, id: NodeId| zone.node(id).is_some_and(|n| n.rrset(rtype::NS).is_some());
+    for id in 0..zone.nodes.len() as NodeId {
+        let owner = zone.names.name(id);
+        let mut cut = NONE;
+        if owner != zone.apex.as_ref() {
             for start in label_starts(owner) {
                 let ancestor = owner.get(start..).unwrap_or_default();
-                if ancestor == apex {
+                if ancestor == zone.apex.as_ref() {
                     break;
                 }
-                let node = by_name.get(ancestor).copied();
-                if node
-                    .and_then(|n| nodes.get(n as usize))
-                    .is_some_and(|n| n.rrset(rtype::NS).is_some())
-                {
+                if let Some(node) = zone.names.get(ancestor).filter(|&n| has_ns(zone, n)) {
                     cut = node;
                 }
             }
-            if let Some(node) = nodes.get_mut(id) {
-                node.cut = cut;
-            }
         }
-        if owner.first() == Some(&1) && owner.get(1) == Some(&b'*') {
-            if let Some(parent) = name::parent(owner).and_then(|p| by_name.get(p)).copied() {
-                if let Some(node) = nodes.get_mut(parent as usize) {
-                    node.wildcard = Some(id as NodeId);
-                }
-            }
+        let parent = (owner.first() == Some(&1) && owner.get(1) == Some(&b'*'))
+            .then(|| name::parent(owner).and_then(|p| zone.names.get(p)))
+            .flatten();
+        if let Some(node) = zone.nodes.get_mut(id as usize) {
+            node.cut = cut;
+        }
+        if let Some(node) = parent.and_then(|p| zone.nodes.get_mut(p as usize)) {
+            node.wildcard = id;
         }
     }
 }
 
 /// Resolves the additional-section targets of every NS, MX, SRV, SVCB and HTTPS set.
-fn link_targets(by_name: &NameMap<NodeId>, nodes: &mut [Node]) {
-    for id in 0..nodes.len() {
-        let targets: Vec<Vec<Target>> = nodes
-            .get(id)
-            .map(|node| {
-                node.rrsets
-                    .iter()
-                    .map(|set| find_targets(set, by_name, nodes))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Some(node) = nodes.get_mut(id) {
-            for (set, found) in node.rrsets.iter_mut().zip(targets) {
-                set.targets = found.into_boxed_slice();
-            }
+fn link_targets(zone: &mut ZoneData) {
+    let mut found = Vec::new();
+    for at in 0..zone.sets.len() {
+        let Some(&set) = zone.sets.get(at) else { continue };
+        found.clear();
+        find_targets(zone, zone.set(&set), &mut found);
+        if found.is_empty() {
+            continue;
+        }
+        let (Ok(start), Ok(count)) = (u32::try_from(zone.targets.len()), u16::try_from(found.len())) else {
+            continue; // past 2^32 targets: the additional section goes without them
+        };
+        zone.targets.extend_from_slice(&found);
+        if let Some(set) = zone.sets.get_mut(at) {
+            set.targets = start;
+            set.target_count = count;
         }
     }
-}
-
-fn compile_rrset(set: &RecordSet) -> Option<Rrset> {
-    let mut records = Vec::new();
-    for rdata in &set.rdata {
-        records.extend(record_bytes(set.rtype, set.ttl, rdata)?);
-    }
-    Some(Rrset {
-        rtype: set.rtype,
-        records: records.into_boxed_slice(),
-        count: set.rdata.len() as u16,
-        targets: Box::new([]),
-        policy: None,
-    })
 }
 
 /// Length of the uncompressed wire name at the start of `wire`.
@@ -240,26 +270,31 @@ fn wire_name_len(wire: &[u8]) -> Option<usize> {
 
 /// TYPE CLASS TTL RDLENGTH RDATA of one record.
 pub(super) fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u8>> {
-    let rdlen = u16::try_from(rdata.len()).ok()?;
     let mut out = Vec::with_capacity(10 + rdata.len());
+    push_record(&mut out, rr_type, ttl, rdata)?;
+    Some(out)
+}
+
+/// Appends TYPE CLASS TTL RDLENGTH RDATA of one record to `out`.
+fn push_record(out: &mut Vec<u8>, rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<()> {
+    let rdlen = u16::try_from(rdata.len()).ok()?;
     out.extend(rr_type.to_be_bytes());
     out.extend(rtype::CLASS_IN.to_be_bytes());
     out.extend(ttl.to_be_bytes());
     out.extend(rdlen.to_be_bytes());
     out.extend(rdata);
-    Some(out)
+    Some(())
 }
 
 /// Names in NS, MX, SRV, SVCB and HTTPS RDATA (RFC 9460 §4.1: the `TargetName`) that
-/// have A/AAAA records in this zone.
-fn find_targets(set: &Rrset, by_name: &NameMap<NodeId>, nodes: &[Node]) -> Vec<Target> {
+/// have A/AAAA records in this zone, into `found`.
+fn find_targets(zone: &ZoneData, set: SetRef<'_>, found: &mut Vec<Target>) {
     let name_at = match set.rtype {
         rtype::NS => 0,
         rtype::MX | rtype::SVCB | rtype::HTTPS => 2,
         rtype::SRV => 6,
-        _ => return Vec::new(),
+        _ => return,
     };
-    let mut found = Vec::new();
     for (at, record) in set.each_record() {
         let Some(target) = record
             .get(10 + name_at..)
@@ -267,11 +302,11 @@ fn find_targets(set: &Rrset, by_name: &NameMap<NodeId>, nodes: &[Node]) -> Vec<T
         else {
             continue;
         };
-        let Some(&node) = by_name.get(target) else {
+        let Some(node) = zone.names.get(target) else {
             continue;
         };
-        let has_address = nodes
-            .get(node as usize)
+        let has_address = zone
+            .node(node)
             .is_some_and(|n| n.rrset(rtype::A).is_some() || n.rrset(rtype::AAAA).is_some());
         if has_address && !found.iter().any(|t: &Target| t.node == node) {
             found.push(Target {
@@ -280,5 +315,4 @@ fn find_targets(set: &Rrset, by_name: &NameMap<NodeId>, nodes: &[Node]) -> Vec<T
             });
         }
     }
-    found
 }

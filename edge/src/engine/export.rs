@@ -80,8 +80,8 @@ impl Engine {
     pub(crate) fn export(&self) -> Vec<NodeView<'_>> {
         let mut out = Vec::new();
         for zone in &self.zones {
-            for (id, node) in zone.nodes.iter().enumerate() {
-                let hidden = label_starts(&node.name)
+            for (id, node) in zone.each_node() {
+                let hidden = label_starts(node.name)
                     .take_while(|&start| node.name.len() - start > zone.apex.len())
                     .any(|start| node.name.get(start..).is_some_and(|s| self.by_apex.contains_key(s)));
                 if hidden {
@@ -91,24 +91,23 @@ impl Engine {
                     CHASED_TYPES
                         .iter()
                         .copied()
-                        .filter(|&qtype| node.rrset(qtype).is_none() && zone.answer_is_static(id as NodeId, qtype))
+                        .filter(|&qtype| node.rrset(qtype).is_none() && zone.answer_is_static(id, qtype))
                         .collect()
                 } else {
                     Vec::new()
                 };
                 out.push(NodeView {
                     static_chases,
-                    static_any: node.rrsets.first().is_some_and(|set| set.policy.is_none()),
-                    name: &node.name,
+                    static_any: node.first_set().is_some_and(|set| set.policy.is_none()),
+                    name: node.name,
                     apex_len: zone.apex.len(),
                     negative_soa: &zone.negative_soa,
                     below_cut: node.cut.is_some(),
                     has_wildcard: node.wildcard.is_some(),
                     has_cname: node.rrset(rtype::CNAME).is_some(),
                     sets: node
-                        .rrsets
-                        .iter()
-                        .map(|set| (set.rtype, set.policy.as_deref().map(|p| p.view())))
+                        .each_set()
+                        .map(|set| (set.rtype, set.policy.map(|p| p.view())))
                         .collect(),
                 });
             }
@@ -159,7 +158,7 @@ impl ZoneData {
             if cname.policy.is_some() {
                 return false;
             }
-            let Some(target) = cname_target(&cname.records) else {
+            let Some(target) = cname_target(cname.records) else {
                 return true;
             };
             if !qdns_zone::name::is_at_or_below(target, &self.apex) {

@@ -30,7 +30,7 @@ impl Engine {
 impl ZoneData {
     /// Looks `name` (lowercase wire, at or below the apex) up for `qtype`.
     pub(super) fn find(&self, name: &[u8], qtype: u16) -> Found {
-        if let Some(&id) = self.by_name.get(name) {
+        if let Some(id) = self.names.get(name) {
             return match self.node(id).and_then(|node| node.cut) {
                 // DS lives on the parent side of the cut (RFC 4035 §3.1.4.1).
                 Some(cut) if !(cut == id && qtype == rtype::DS) => Found::Referral(cut),
@@ -41,7 +41,7 @@ impl ZoneData {
             let Some(ancestor) = name.get(start..) else {
                 break;
             };
-            let Some(&id) = self.by_name.get(ancestor) else {
+            let Some(id) = self.names.get(ancestor) else {
                 continue;
             };
             // The closest encloser decides (RFC 4592 §3.3.1).
@@ -55,9 +55,5 @@ impl ZoneData {
             return Found::NxDomain;
         }
         Found::NxDomain
-    }
-
-    pub(super) fn node(&self, id: NodeId) -> Option<&super::Node> {
-        self.nodes.get(id as usize)
     }
 }

@@ -8,9 +8,16 @@
 //! Everything that can be precomputed is: each `RRset` is stored as the wire bytes of its
 //! records after the owner name (TYPE, CLASS, TTL, RDLENGTH, RDATA), so an answer is a
 //! compression pointer plus a copy. Answering allocates nothing.
+//!
+//! A zone is stored in a few flat arrays rather than one heap block per name and set
+//! (the edge must hold 10,000,000 records): one name table ([`names::Names`]), the nodes
+//! (16 octets each), every node's record sets side by side (24 octets each), and the
+//! record bytes of all sets back to back. [`NodeRef`] and [`SetRef`] are the views the
+//! responder reads them through.
 mod compile;
 pub(crate) mod export;
 mod lookup;
+mod names;
 mod policy;
 mod respond;
 
@@ -51,43 +58,160 @@ struct ZoneData {
     /// The SOA record as it goes in the authority section of a negative answer
     /// (TYPE..RDATA with TTL = min(SOA TTL, MINIMUM), RFC 2308 §3).
     negative_soa: Box<[u8]>,
+    /// Owner names; a node's id is its name's id.
+    names: names::Names,
     nodes: Vec<Node>,
-    by_name: NameMap<NodeId>,
+    /// Every node's record sets, node after node, each node's sorted by type.
+    sets: Vec<Rrset>,
+    /// The records of every plain set, back to back.
+    records: Vec<u8>,
+    /// Every set's additional-section targets, set after set.
+    targets: Vec<Target>,
+    /// The routing policies of the zone's policy sets.
+    policies: Vec<policy::PolicySet>,
 }
+
+/// No node / no policy, in the packed fields below.
+const NONE: u32 = u32::MAX;
 
 /// A name of the zone that exists: with data, or an empty non-terminal.
+#[derive(Clone, Copy)]
 struct Node {
-    /// Owner name (wire, lowercase).
-    name: Box<[u8]>,
-    /// Sorted by type.
-    rrsets: Box<[Rrset]>,
-    /// The zone cut at or above this node (the node holding the delegation NS set).
-    cut: Option<NodeId>,
-    /// This node's `*` child, for wildcard synthesis (RFC 4592).
-    wildcard: Option<NodeId>,
+    /// Index of the node's first set in [`ZoneData::sets`].
+    sets: u32,
+    /// Number of sets (0: an empty non-terminal).
+    set_count: u16,
+    /// The zone cut at or above this node (the node holding the delegation NS set), or
+    /// [`NONE`].
+    cut: NodeId,
+    /// This node's `*` child, for wildcard synthesis (RFC 4592), or [`NONE`].
+    wildcard: NodeId,
 }
 
-/// One `RRset` in answer-ready form.
+/// One `RRset` in answer-ready form (its bytes in [`ZoneData::records`]).
+#[derive(Clone, Copy)]
 struct Rrset {
     rtype: u16,
-    /// Records after the owner: TYPE CLASS TTL RDLENGTH RDATA, back to back.
-    records: Box<[u8]>,
     /// Number of records.
     count: u16,
-    /// In-zone names in the RDATA that have address records (RFC 1035 §3.3.9/§3.3.11
-    /// additional section processing, RFC 2782 for SRV).
-    targets: Box<[Target]>,
-    /// The routing policy of a policy set (then `records` is empty).
-    policy: Option<Box<policy::PolicySet>>,
+    /// Where the records (TYPE CLASS TTL RDLENGTH RDATA, back to back, after the owner)
+    /// start in [`ZoneData::records`], and their length.
+    records: u32,
+    records_len: u32,
+    /// Where the set's targets start in [`ZoneData::targets`], and how many.
+    targets: u32,
+    target_count: u16,
+    /// Index of the set's routing policy in [`ZoneData::policies`] (then it has no
+    /// records), or [`NONE`].
+    policy: u32,
 }
 
-/// A name inside a record's RDATA whose A/AAAA go in the additional section.
+// What a name and its sets cost is what 10,000,000 records cost: keep these packed.
+const _: () = assert!(std::mem::size_of::<Node>() == 16);
+const _: () = assert!(std::mem::size_of::<Rrset>() == 24);
+
+/// A name inside a record's RDATA whose A/AAAA go in the additional section (RFC 1035
+/// §3.3.9/§3.3.11 additional section processing, RFC 2782 for SRV).
 #[derive(Clone, Copy)]
 struct Target {
-    /// Offset of the name within `Rrset::records`.
+    /// Offset of the name within the set's records.
     offset: u32,
     /// The node holding its addresses.
     node: NodeId,
+}
+
+/// A node as the responder reads it.
+#[derive(Clone, Copy)]
+struct NodeRef<'z> {
+    /// Owner name (wire, lowercase).
+    name: &'z [u8],
+    sets: &'z [Rrset],
+    cut: Option<NodeId>,
+    wildcard: Option<NodeId>,
+    zone: &'z ZoneData,
+}
+
+/// A record set as the responder reads it.
+#[derive(Clone, Copy)]
+struct SetRef<'z> {
+    rtype: u16,
+    /// Number of records.
+    count: u16,
+    /// TYPE CLASS TTL RDLENGTH RDATA of each record, back to back.
+    records: &'z [u8],
+    targets: &'z [Target],
+    /// The routing policy of a policy set (then `records` is empty).
+    policy: Option<&'z policy::PolicySet>,
+}
+
+impl ZoneData {
+    /// Node `id`.
+    #[inline]
+    fn node(&self, id: NodeId) -> Option<NodeRef<'_>> {
+        let node = self.nodes.get(id as usize)?;
+        let first = node.sets as usize;
+        Some(NodeRef {
+            name: self.names.name(id),
+            sets: self
+                .sets
+                .get(first..first + usize::from(node.set_count))
+                .unwrap_or_default(),
+            cut: some(node.cut),
+            wildcard: some(node.wildcard),
+            zone: self,
+        })
+    }
+
+    /// The view of `set`, one of this zone's.
+    #[inline]
+    fn set<'z>(&'z self, set: &Rrset) -> SetRef<'z> {
+        let records = set.records as usize;
+        let targets = set.targets as usize;
+        SetRef {
+            rtype: set.rtype,
+            count: set.count,
+            records: self
+                .records
+                .get(records..records + set.records_len as usize)
+                .unwrap_or_default(),
+            targets: self
+                .targets
+                .get(targets..targets + usize::from(set.target_count))
+                .unwrap_or_default(),
+            policy: self.policies.get(set.policy as usize),
+        }
+    }
+
+    /// Every node, with its id.
+    fn each_node(&self) -> impl Iterator<Item = (NodeId, NodeRef<'_>)> + '_ {
+        (0..self.nodes.len() as NodeId).filter_map(|id| Some((id, self.node(id)?)))
+    }
+}
+
+/// `Some(id)` unless `id` is [`NONE`].
+fn some(id: u32) -> Option<u32> {
+    (id != NONE).then_some(id)
+}
+
+impl<'z> NodeRef<'z> {
+    /// The node's set of type `rtype`.
+    #[inline]
+    fn rrset(&self, rtype: u16) -> Option<SetRef<'z>> {
+        self.sets
+            .iter()
+            .find(|set| set.rtype == rtype)
+            .map(|set| self.zone.set(set))
+    }
+
+    /// The node's first set (lowest type).
+    fn first_set(&self) -> Option<SetRef<'z>> {
+        self.sets.first().map(|set| self.zone.set(set))
+    }
+
+    /// Every set of the node, by type.
+    fn each_set(&self) -> impl Iterator<Item = SetRef<'z>> + '_ {
+        self.sets.iter().map(|set| self.zone.set(set))
+    }
 }
 
 impl Engine {
@@ -146,12 +270,22 @@ impl Engine {
         self.nsid.clone_from(&options.nsid);
         if let Some(sets) = &options.answer_sets {
             for zone in &mut self.zones {
-                for node in &mut zone.nodes {
-                    for set in &mut node.rrsets {
-                        let rtype = set.rtype;
-                        if let Some(policy) = &mut set.policy {
-                            policy.set_counter(sets.counter(&set_label(&node.name, rtype), policy.member_count()));
+                let mut labels = Vec::with_capacity(zone.policies.len());
+                for (id, node) in zone.nodes.iter().enumerate() {
+                    let first = node.sets as usize;
+                    for set in zone
+                        .sets
+                        .get(first..first + usize::from(node.set_count))
+                        .unwrap_or_default()
+                    {
+                        if set.policy != NONE {
+                            labels.push((set.policy as usize, set_label(zone.names.name(id as NodeId), set.rtype)));
                         }
+                    }
+                }
+                for (index, label) in labels {
+                    if let Some(policy) = zone.policies.get_mut(index) {
+                        policy.set_counter(sets.counter(&label, policy.member_count()));
                     }
                 }
             }
@@ -165,15 +299,14 @@ impl Engine {
     pub fn counted_sets(&self) -> Vec<(String, u32, Vec<&str>)> {
         let mut out = Vec::new();
         for zone in &self.zones {
-            for node in &zone.nodes {
-                for set in &node.rrsets {
+            for (_, node) in zone.each_node() {
+                for set in node.each_set() {
                     if let Some(policy) = set
                         .policy
-                        .as_ref()
                         .filter(|p| p.counter() != qdns_abi::answer::NO_ANSWER_COUNTER)
                     {
                         out.push((
-                            set_label(&node.name, set.rtype),
+                            set_label(node.name, set.rtype),
                             policy.counter(),
                             policy.ids().iter().map(AsRef::as_ref).collect(),
                         ));
@@ -237,16 +370,10 @@ impl Default for Engine {
     }
 }
 
-impl Rrset {
+impl<'z> SetRef<'z> {
     /// Iterates (offset within `records`, record bytes) of each record of a plain set.
-    fn each_record(&self) -> impl Iterator<Item = (usize, &[u8])> + '_ {
-        policy::records(&self.records)
-    }
-}
-
-impl Node {
-    fn rrset(&self, rtype: u16) -> Option<&Rrset> {
-        self.rrsets.iter().find(|set| set.rtype == rtype)
+    fn each_record(&self) -> impl Iterator<Item = (usize, &'z [u8])> + 'z {
+        policy::records(self.records)
     }
 }
 

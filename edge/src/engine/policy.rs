@@ -49,12 +49,7 @@ pub(super) struct Picked {
 
 /// Compiles `policy` of `set`; `None` when an alias target is missing or RDATA is too
 /// long (the zone loader rules both out).
-pub(super) fn compile(
-    policy: &Policy,
-    set: &RecordSet,
-    base: u32,
-    by_name: &super::NameMap<NodeId>,
-) -> Option<PolicySet> {
+pub(super) fn compile(policy: &Policy, set: &RecordSet, base: u32, names: &super::names::Names) -> Option<PolicySet> {
     let mut members = Vec::with_capacity(policy.members.len());
     for member in policy.members.iter().take(MAX_MEMBERS) {
         members.push(match &member.answer {
@@ -70,7 +65,7 @@ pub(super) fn compile(
                     degraded: degraded.into(),
                 }
             }
-            Answer::Alias { target } => MemberAnswer::Alias(*by_name.get(target.as_slice())?),
+            Answer::Alias { target } => MemberAnswer::Alias(names.get(target.as_slice())?),
         });
     }
     let slots: Box<[u32]> = policy

@@ -5,7 +5,7 @@ use std::cell::Cell;
 use super::{
     lookup::Found,
     policy::{records, MemberAnswer},
-    Engine, NodeId, Rrset, ZoneData,
+    Engine, NodeId, SetRef, ZoneData,
 };
 use crate::wire::{
     builder::NameRef,
@@ -322,7 +322,7 @@ impl Engine {
             let Some(node) = zone.node(id) else { break };
             let wanted = if query.qtype == rtype::ANY {
                 // RFC 8482 §4.1: one RRset is enough.
-                node.rrsets.first()
+                node.first_set()
             } else {
                 node.rrset(query.qtype)
             };
@@ -424,11 +424,11 @@ fn put_set<'z>(
     ctx: &Ctx<'_>,
     b: &mut Builder<'_>,
     owner: NameRef<'_>,
-    set: &'z Rrset,
+    set: SetRef<'z>,
     targets: &mut Targets,
     depth: u32,
 ) -> Result<Written<'z>, Full> {
-    let Some(policy) = &set.policy else {
+    let Some(policy) = set.policy else {
         let (count, first_rdata) = put_rrset(b, owner, set, targets, ctx.question)?;
         return Ok(Written { count, first_rdata });
     };
@@ -525,7 +525,7 @@ fn next_draw() -> u32 {
 fn put_rrset<'z>(
     b: &mut Builder<'_>,
     mut owner: NameRef<'_>,
-    set: &'z Rrset,
+    set: SetRef<'z>,
     targets: &mut Targets,
     question: NameRef<'_>,
 ) -> Result<(u16, Option<NameRef<'z>>), Full> {
@@ -552,7 +552,7 @@ fn put_rrset<'z>(
         if first.is_none() {
             first = name;
         }
-        for target in &set.targets {
+        for target in set.targets {
             let offset = target.offset as usize;
             if offset >= at && offset < at + record.len() {
                 targets.push(record_at + offset - at, target.node);
@@ -575,7 +575,7 @@ fn put_additional(
     let mut added = 0;
     for (at, id) in targets.iter() {
         let Some(node) = zone.node(id) else { continue };
-        let owner = NameRef::literal(at, &node.name);
+        let owner = NameRef::literal(at, node.name);
         for rr_type in [rtype::A, rtype::AAAA] {
             let Some(set) = node.rrset(rr_type) else {
                 continue;

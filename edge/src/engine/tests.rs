@@ -243,3 +243,26 @@ fn policy_answers_name_their_members_for_the_counters() {
         listed.iter().map(|(l, b, _)| (l.clone(), *b)).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn nodes_are_the_zone_names_only() {
+    // Every owner and its ancestors up to the apex, nothing above it (the XDP tables
+    // are built from these: a node for `com.` in zone example.com. would answer
+    // NXDOMAIN for names of no zone here).
+    let snapshot = qdns_zone::load_dir(&qdns_testkit::fixtures::example_zones(), 1).unwrap();
+    let engine = Engine::compile(&snapshot).unwrap();
+    let nodes = engine.export();
+    assert!(nodes.len() > 10);
+    for node in &nodes {
+        assert!(
+            node.name.len() >= node.apex_len,
+            "node {} above its apex",
+            qdns_zone::name::to_text(node.name)
+        );
+    }
+    let names: std::collections::HashSet<String> = nodes.iter().map(|n| qdns_zone::name::to_text(n.name)).collect();
+    // Empty non-terminals are nodes too (NODATA, not NXDOMAIN).
+    for name in ["example.com.", "www.example.com.", "shop.example."] {
+        assert!(names.contains(name), "{name} missing from {names:?}");
+    }
+}
