@@ -369,30 +369,42 @@ impl<'a> ZoneBuilder<'a> {
                 format!("cannot read {}: {e}", master_path.display()),
             )
         })?;
-        for parsed in master::parse(&text, &master_path, &self.origin, self.ttl)? {
-            let origin = Origin {
-                path: parsed.path,
-                line: parsed.line,
-                key: None,
-            };
-            let set = RecordSet {
-                name: parsed.name,
-                rtype: parsed.rtype,
-                ttl: parsed.ttl,
-                rdata: parsed.rdata,
-                policy: None,
-            };
-            if set.ttl > MAX_TTL {
-                return Err(ZoneError::invalid(
-                    &*origin.path,
-                    origin.line,
-                    None,
-                    format!("TTL {} is above {MAX_TTL}", set.ttl),
-                ));
+        // Records go straight into the zone's sets as they are read (no list of parsed
+        // sets beside them): records of one owner and type merge (smallest TTL,
+        // duplicates dropped, RFC 2181 §5), where the set is first seen is its origin.
+        let (origin, ttl, sets) = (&self.origin, self.ttl, &mut self.sets);
+        master::parse_each(&text, &master_path, origin, ttl, &mut |record| {
+            if record.ttl > MAX_TTL {
+                return Err(format!("TTL {} is above {MAX_TTL}", record.ttl));
             }
-            self.insert(set, origin)?;
-        }
-        Ok(())
+            match sets.entry((record.name, record.rtype)) {
+                std::collections::btree_map::Entry::Vacant(vacant) => {
+                    let name = vacant.key().0.clone();
+                    vacant.insert((
+                        RecordSet {
+                            name,
+                            rtype: record.rtype,
+                            ttl: record.ttl,
+                            rdata: vec![record.rdata],
+                            policy: None,
+                        },
+                        Origin {
+                            path: Arc::clone(record.path),
+                            line: Some(record.line),
+                            key: None,
+                        },
+                    ));
+                }
+                std::collections::btree_map::Entry::Occupied(mut occupied) => {
+                    let (set, _) = occupied.get_mut();
+                    set.ttl = set.ttl.min(record.ttl);
+                    if !set.rdata.contains(&record.rdata) {
+                        set.rdata.push(record.rdata);
+                    }
+                }
+            }
+            Ok(())
+        })
     }
 
     fn soa(&mut self, file: &ZoneFile) -> Result<(), ZoneError> {

@@ -126,12 +126,12 @@ impl ZoneBuilder<'_> {
             rtype: u16::from(rtype),
             ttl,
             rdata: Vec::new(),
-            policy: Some(Policy {
+            policy: Some(Box::new(Policy {
                 kind,
                 members,
                 fail_open_below_permille,
                 degraded_ttl,
-            }),
+            })),
         };
         let origin = self.here(
             Some(self.line(entry.name.span().start)),

@@ -146,8 +146,9 @@ pub struct RecordSet {
     /// RDATA of each record, wire format, names uncompressed. Never empty for a plain
     /// set; empty for a policy set.
     pub rdata: Vec<Vec<u8>>,
-    /// The routing policy, for a policy set.
-    pub policy: Option<Policy>,
+    /// The routing policy, for a policy set. Boxed: most sets are plain, and inline it
+    /// made every set 32 octets larger (a million sets: 32 MB in the snapshot alone).
+    pub policy: Option<Box<Policy>>,
 }
 
 /// A routing policy (SPEC §3).

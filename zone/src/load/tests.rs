@@ -139,6 +139,34 @@ fn include_master_file_merges_and_reports_lines() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("SOA is also in"), "{err}");
+
+    // Records of one set need not be adjacent: they merge as they are read, the
+    // smallest TTL wins, duplicates go (RFC 2181 §5), and the set's origin is its first.
+    let zone = load_with(
+        &body,
+        Some(
+            "w 300 IN A 192.0.2.1
+x IN A 192.0.2.9
+w 30 IN A 192.0.2.2
+w 300 IN A 192.0.2.1
+",
+        ),
+    )
+    .unwrap();
+    let w = zone.rrset(b"\x01w\x07example\x03com\x00", 1).unwrap();
+    assert_eq!(w.ttl, 30);
+    assert_eq!(w.rdata, vec![vec![192, 0, 2, 1], vec![192, 0, 2, 2]]);
+    let err = load_with(
+        &body,
+        Some(
+            "ok IN A 192.0.2.1
+big 2147483648 IN A 192.0.2.2
+",
+        ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("example.com.zone:2:") && err.contains("above"), "{err}");
 }
 
 #[test]

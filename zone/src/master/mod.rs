@@ -84,21 +84,85 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// Parses master-file `text` (from `path`, for errors and `$INCLUDE`) under `origin`,
-/// with `default_ttl` for records without a TTL and no `$TTL` before them.
+/// with `default_ttl` for records without a TTL and no `$TTL` before them; the records
+/// grouped into sets, in order of first appearance.
 pub fn parse(text: &[u8], path: &Path, origin: &Name, default_ttl: u32) -> Result<Vec<ParsedSet>, ZoneError> {
-    let mut reader = Reader {
-        sets: Vec::new(),
-        index: Index::default(),
-        path: None,
-    };
+    let mut sets = Sets::default();
+    parse_each(text, path, origin, default_ttl, &mut |record| {
+        sets.add(record);
+        Ok(())
+    })?;
+    Ok(sets.sets)
+}
+
+/// One record as read, handed on by [`parse_each`].
+pub struct ParsedRecord<'a> {
+    /// Owner (wire, lowercase).
+    pub name: Vec<u8>,
+    /// Type code.
+    pub rtype: u16,
+    /// TTL.
+    pub ttl: u32,
+    /// Wire RDATA, names uncompressed.
+    pub rdata: Vec<u8>,
+    /// The file it was read from, shared by its records.
+    pub path: &'a Arc<Path>,
+    /// 1-based line of the record.
+    pub line: usize,
+}
+
+/// Like [`parse`], but each record goes to `each` as soon as it is read, so a large
+/// file is never held as a list of parsed sets (the zone loader merges them into its
+/// own). An `Err(reason)` from `each` stops the read with that reason at the record's
+/// file and line.
+pub fn parse_each(
+    text: &[u8],
+    path: &Path,
+    origin: &Name,
+    default_ttl: u32,
+    each: &mut dyn FnMut(ParsedRecord<'_>) -> Result<(), String>,
+) -> Result<(), ZoneError> {
+    let mut reader = Reader { each, path: None };
     let mut state = FileState {
         origin: name::to_wire(origin),
         ttl: default_ttl,
         dollar_ttl: false,
         owner: None,
     };
-    reader.file(text, path, &mut state, 0)?;
-    Ok(reader.sets)
+    reader.file(text, path, &mut state, 0)
+}
+
+/// Records grouped into sets by (owner, type), in order of first appearance: the
+/// smallest TTL of a set's records (RFC 2181 §5.2 asks for one), duplicates dropped
+/// (RFC 2181 §5).
+#[derive(Default)]
+struct Sets {
+    sets: Vec<ParsedSet>,
+    index: Index,
+}
+
+impl Sets {
+    fn add(&mut self, record: ParsedRecord<'_>) {
+        let key = (record.name, record.rtype);
+        if let Some(&i) = self.index.get(&key) {
+            if let Some(set) = self.sets.get_mut(i) {
+                set.ttl = set.ttl.min(record.ttl);
+                if !set.rdata.contains(&record.rdata) {
+                    set.rdata.push(record.rdata);
+                }
+            }
+            return;
+        }
+        self.index.insert(key.clone(), self.sets.len());
+        self.sets.push(ParsedSet {
+            name: key.0,
+            rtype: record.rtype,
+            ttl: record.ttl,
+            rdata: vec![record.rdata],
+            path: Arc::clone(record.path),
+            line: Some(record.line),
+        });
+    }
 }
 
 /// Parses the presentation-format `value` of one record of `rtype` owned by `owner`.
@@ -175,11 +239,10 @@ pub fn refused_type(rtype: u16) -> Result<(), String> {
     types::refuse(rtype)
 }
 
-/// The sets read so far, in order of first appearance.
-struct Reader {
-    sets: Vec<ParsedSet>,
-    index: Index,
-    /// The path of the file being read, shared by its sets.
+/// Reads files, handing each record on.
+struct Reader<'e> {
+    each: &'e mut dyn FnMut(ParsedRecord<'_>) -> Result<(), String>,
+    /// The path of the file being read, shared by its records.
     path: Option<Arc<Path>>,
 }
 
@@ -195,7 +258,7 @@ struct FileState {
     owner: Option<Vec<u8>>,
 }
 
-impl Reader {
+impl Reader<'_> {
     fn file(&mut self, text: &[u8], path: &Path, state: &mut FileState, depth: usize) -> Result<(), ZoneError> {
         let mut lexer = Lexer::new(text);
         loop {
@@ -262,8 +325,8 @@ impl Reader {
         if let (Some(explicit), false) = (ttl, state.dollar_ttl) {
             state.ttl = explicit;
         }
-        self.add(owner, rtype, ttl.unwrap_or(state.ttl), rdata, path, entry.line);
-        Ok(())
+        self.add(owner, rtype, ttl.unwrap_or(state.ttl), rdata, path, entry.line)
+            .map_err(Failure::Here)
     }
 
     fn directive(
@@ -335,34 +398,33 @@ impl Reader {
         Ok(())
     }
 
-    fn add(&mut self, owner: Vec<u8>, rtype: u16, ttl: u32, rdata: Vec<u8>, path: &Path, line: usize) {
-        let key = (owner, rtype);
-        if let Some(&i) = self.index.get(&key) {
-            if let Some(set) = self.sets.get_mut(i) {
-                set.ttl = set.ttl.min(ttl);
-                if !set.rdata.contains(&rdata) {
-                    set.rdata.push(rdata);
-                }
-            }
-            return;
+    fn add(
+        &mut self,
+        owner: Vec<u8>,
+        rtype: u16,
+        ttl: u32,
+        rdata: Vec<u8>,
+        path: &Path,
+        line: usize,
+    ) -> Result<(), String> {
+        if self.path.as_deref() != Some(path) {
+            self.path = Some(Arc::from(path));
         }
-        self.index.insert(key.clone(), self.sets.len());
-        let shared = match &self.path {
-            Some(shared) if **shared == *path => Arc::clone(shared),
-            _ => {
-                let shared: Arc<Path> = Arc::from(path);
-                self.path = Some(Arc::clone(&shared));
-                shared
-            }
+        let Reader {
+            each,
+            path: Some(shared),
+        } = self
+        else {
+            return Ok(());
         };
-        self.sets.push(ParsedSet {
-            name: key.0,
+        each(ParsedRecord {
+            name: owner,
             rtype,
             ttl,
-            rdata: vec![rdata],
+            rdata,
             path: shared,
-            line: Some(line),
-        });
+            line,
+        })
     }
 }
 
