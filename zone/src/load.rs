@@ -197,7 +197,7 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) origin: Name,
     pub(crate) origin_wire: Vec<u8>,
     pub(crate) ttl: u32,
-    pub(crate) sets: BTreeMap<(Vec<u8>, u16), (RecordSet, Origin)>,
+    pub(crate) sets: sets::SetMap,
     /// Health slots in evaluation order.
     pub(crate) slots: Vec<crate::Slot>,
     /// Check id → slot.
@@ -216,7 +216,7 @@ impl<'a> ZoneBuilder<'a> {
             origin: Name::root(),
             origin_wire: vec![0],
             ttl: schema::DEFAULT_TTL,
-            sets: BTreeMap::new(),
+            sets: sets::SetMap::default(),
             slots: Vec::new(),
             checks: BTreeMap::new(),
             aliases: Vec::new(),
@@ -277,8 +277,7 @@ impl<'a> ZoneBuilder<'a> {
     }
 
     pub(crate) fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
-        let key = (set.name.clone(), set.rtype);
-        if let Some((_, first)) = self.sets.get(&key) {
+        if let Some((_, first)) = self.sets.get(&set.name, set.rtype) {
             return Err(ZoneError::invalid(
                 &*origin.path,
                 origin.line,
@@ -292,7 +291,9 @@ impl<'a> ZoneBuilder<'a> {
                 ),
             ));
         }
-        self.sets.insert(key, (set, origin));
+        if !self.sets.add(set, origin) {
+            return Err(ZoneError::invalid(self.path, None, None, "more than 2^32 record sets"));
+        }
         Ok(())
     }
 
@@ -327,11 +328,11 @@ impl<'a> ZoneBuilder<'a> {
     /// Aliases resolved, the zone validated, and built.
     fn finish(mut self) -> Result<Zone, ZoneError> {
         self.resolve_aliases()?;
-        self.validate()?;
-        let soa = self
-            .sets
-            .get(&(self.origin_wire.clone(), TYPE_SOA))
-            .map(|(set, _)| set.clone());
+        // Sorted once: validation walks each owner's sets together, and the snapshot
+        // lists sets by (owner, type).
+        let order = self.sets.sorted();
+        self.validate(&order)?;
+        let soa = self.sets.get(&self.origin_wire, TYPE_SOA).map(|(set, _)| set.clone());
         let Some(soa) = soa else {
             return Err(ZoneError::invalid(
                 self.path,
@@ -353,7 +354,7 @@ impl<'a> ZoneBuilder<'a> {
             source: self.path.display().to_string(),
             serial,
             negative_ttl: soa.ttl.min(minimum),
-            rrsets: self.sets.into_values().map(|(set, _)| set).collect(),
+            rrsets: self.sets.into_sets(&order),
             slot_base: 0,
             slots: self.slots,
         })
@@ -372,36 +373,35 @@ impl<'a> ZoneBuilder<'a> {
         // Records go straight into the zone's sets as they are read (no list of parsed
         // sets beside them): records of one owner and type merge (smallest TTL,
         // duplicates dropped, RFC 2181 §5), where the set is first seen is its origin.
+        // About a set per line in a large file (one record per owner): room up front
+        // rather than a doubling copy of a million sets.
+        self.sets.reserve(memchr::memchr_iter(b'\n', &text).count());
         let (origin, ttl, sets) = (&self.origin, self.ttl, &mut self.sets);
         master::parse_each(&text, &master_path, origin, ttl, &mut |record| {
             if record.ttl > MAX_TTL {
                 return Err(format!("TTL {} is above {MAX_TTL}", record.ttl));
             }
-            match sets.entry((record.name, record.rtype)) {
-                std::collections::btree_map::Entry::Vacant(vacant) => {
-                    let name = vacant.key().0.clone();
-                    vacant.insert((
-                        RecordSet {
-                            name,
-                            rtype: record.rtype,
-                            ttl: record.ttl,
-                            rdata: vec![record.rdata],
-                            policy: None,
-                        },
-                        Origin {
-                            path: Arc::clone(record.path),
-                            line: Some(record.line),
-                            key: None,
-                        },
-                    ));
+            if let Some((set, _)) = sets.get_mut(&record.name, record.rtype) {
+                set.ttl = set.ttl.min(record.ttl);
+                if !set.rdata.contains(&record.rdata) {
+                    set.rdata.push(record.rdata);
                 }
-                std::collections::btree_map::Entry::Occupied(mut occupied) => {
-                    let (set, _) = occupied.get_mut();
-                    set.ttl = set.ttl.min(record.ttl);
-                    if !set.rdata.contains(&record.rdata) {
-                        set.rdata.push(record.rdata);
-                    }
-                }
+                return Ok(());
+            }
+            let set = RecordSet {
+                name: record.name,
+                rtype: record.rtype,
+                ttl: record.ttl,
+                rdata: vec![record.rdata],
+                policy: None,
+            };
+            let origin = Origin {
+                path: Arc::clone(record.path),
+                line: Some(record.line),
+                key: None,
+            };
+            if !sets.add(set, origin) {
+                return Err("more than 2^32 record sets".to_owned());
             }
             Ok(())
         })
@@ -411,8 +411,7 @@ impl<'a> ZoneBuilder<'a> {
         let Some(soa) = &file.zone.soa else {
             return Ok(());
         };
-        let key = (self.origin_wire.clone(), TYPE_SOA);
-        if let Some((_, first)) = self.sets.get(&key) {
+        if let Some((_, first)) = self.sets.get(&self.origin_wire, TYPE_SOA) {
             return Err(self.err(
                 soa,
                 "zone.soa",
@@ -447,8 +446,7 @@ impl<'a> ZoneBuilder<'a> {
         let Some(ns) = &file.zone.ns else {
             return Ok(());
         };
-        let key = (self.origin_wire.clone(), TYPE_NS);
-        if let Some((_, first)) = self.sets.get(&key) {
+        if let Some((_, first)) = self.sets.get(&self.origin_wire, TYPE_NS) {
             return Err(self.err(
                 ns,
                 "zone.ns",
@@ -583,11 +581,11 @@ impl<'a> ZoneBuilder<'a> {
     }
 
     /// Whole-zone rules, once every set is in.
-    fn validate(&self) -> Result<(), ZoneError> {
+    fn validate(&self, order: &[u32]) -> Result<(), ZoneError> {
         let fail = |origin: &Origin, reason: String| {
             ZoneError::invalid(&*origin.path, origin.line, origin.key.clone(), reason)
         };
-        if !self.sets.contains_key(&(self.origin_wire.clone(), TYPE_NS)) {
+        if !self.sets.contains(&self.origin_wire, TYPE_NS) {
             return Err(ZoneError::invalid(
                 self.path,
                 None,
@@ -597,11 +595,12 @@ impl<'a> ZoneBuilder<'a> {
         }
         let cuts: BTreeSet<&[u8]> = self
             .sets
-            .keys()
-            .filter(|(owner, rtype)| *rtype == TYPE_NS && *owner != self.origin_wire)
-            .map(|(owner, _)| owner.as_slice())
+            .iter()
+            .filter(|(set, _)| set.rtype == TYPE_NS && set.name != self.origin_wire)
+            .map(|(set, _)| set.name.as_slice())
             .collect();
-        for ((owner, rtype), (set, origin)) in &self.sets {
+        for (i, (set, origin)) in order.iter().filter_map(|&at| self.sets.at(at)).enumerate() {
+            let (owner, rtype) = (&set.name, &set.rtype);
             // Only an error names the owner: text is made when one is reported.
             let text = || name::to_text(owner);
             if !is_at_or_below(owner, &self.origin_wire) {
@@ -633,17 +632,30 @@ impl<'a> ZoneBuilder<'a> {
                         ),
                     ));
                 }
-                if let Some(((_, other), _)) = self
-                    .sets
-                    .range((owner.clone(), 0)..=(owner.clone(), u16::MAX))
-                    .find(|((_, t), _)| *t != TYPE_CNAME)
+                // The owner's sets are together in `order`: the first of them that is
+                // not this CNAME.
+                let same_owner = |at: &u32| self.sets.at(*at).is_some_and(|(s, _)| s.name == *owner);
+                let run_start = order
+                    .get(..i)
+                    .unwrap_or_default()
+                    .iter()
+                    .rposition(|at| !same_owner(at))
+                    .map_or(0, |p| p + 1);
+                if let Some(other) = order
+                    .get(run_start..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|at| same_owner(at))
+                    .filter_map(|&at| self.sets.at(at))
+                    .map(|(s, _)| s.rtype)
+                    .find(|&t| t != TYPE_CNAME)
                 {
                     return Err(fail(
                         origin,
                         format!(
                             "{} has a CNAME and other data ({}); a CNAME must be alone (RFC 1034 §3.6.2)",
                             text(),
-                            type_name(*other)
+                            type_name(other)
                         ),
                     ));
                 }
@@ -689,6 +701,7 @@ fn ancestors(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
 use crate::master::type_name;
 
 mod chunks;
+mod sets;
 
 #[cfg(test)]
 mod tests;

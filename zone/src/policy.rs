@@ -402,8 +402,8 @@ impl ZoneBuilder<'_> {
         let mut edges: BTreeMap<SetKey, Vec<SetKey>> = BTreeMap::new();
         for p in &pending {
             let target = (p.target.clone(), p.set.1);
-            if !self.sets.contains_key(&target) {
-                let other = self.sets.keys().find(|(n, _)| *n == p.target).map(|(_, t)| *t);
+            if !self.sets.contains(&target.0, target.1) {
+                let other = self.sets.iter().find(|(s, _)| s.name == p.target).map(|(s, _)| s.rtype);
                 return Err(match other {
                     Some(t) => fail(
                         p,
@@ -438,14 +438,11 @@ impl ZoneBuilder<'_> {
         }
         for set_key in order {
             for p in pending.iter().filter(|p| p.set == set_key && p.evaluate) {
-                let target_slots: Vec<u32> = match self
-                    .sets
-                    .get(&(p.target.clone(), p.set.1))
-                    .and_then(|(s, _)| s.policy.as_ref())
-                {
-                    Some(policy) => policy.members.iter().map(|m| m.slot).collect(),
-                    None => Vec::new(),
-                };
+                let target_slots: Vec<u32> =
+                    match self.sets.get(&p.target, p.set.1).and_then(|(s, _)| s.policy.as_ref()) {
+                        Some(policy) => policy.members.iter().map(|m| m.slot).collect(),
+                        None => Vec::new(),
+                    };
                 let slot = self.slots.len() as u32;
                 let slot_name = format!("{}/{}", name::to_text(&p.set.0), name::to_text(&p.target));
                 self.slots.push(Slot {
@@ -454,7 +451,7 @@ impl ZoneBuilder<'_> {
                 });
                 if let Some(member) = self
                     .sets
-                    .get_mut(&p.set)
+                    .get_mut(&p.set.0, p.set.1)
                     .and_then(|(s, _)| s.policy.as_mut())
                     .and_then(|policy| policy.members.get_mut(p.member))
                 {

@@ -1,0 +1,182 @@
+//! The record sets of a zone being read: kept in the order they are defined, found by
+//! (owner, type) through a hash index of positions whose key is the set's own owner —
+//! so no owner is copied into a key.
+//!
+//! Why not `BTreeMap<(Vec<u8>, u16), (RecordSet, Origin)>`, as before: at 1,000,000
+//! sets its half-full nodes and the owner copy in every key cost ~300 octets a set, and
+//! the kernel zeroing those fresh pages was the largest part of an edge's start-up
+//! (docs/BENCHMARKS.md). Sorted order, which the snapshot and validation need, is made
+//! once at the end ([`SetMap::sorted`]). hashbrown's `HashTable` is the index because it
+//! compares entries against data it does not own.
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
+use super::Origin;
+use crate::RecordSet;
+
+/// The zone's record sets with where each came from.
+pub(crate) struct SetMap {
+    entries: Vec<(RecordSet, Origin)>,
+    /// Positions in `entries`, hashed by (owner, type). Seeded per process.
+    index: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Default for SetMap {
+    fn default() -> SetMap {
+        SetMap {
+            entries: Vec::new(),
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+}
+
+impl SetMap {
+    fn hash(hasher: &foldhash::fast::RandomState, owner: &[u8], rtype: u16) -> u64 {
+        hasher.hash_one((owner, rtype))
+    }
+
+    fn position(&self, owner: &[u8], rtype: u16) -> Option<usize> {
+        let hash = Self::hash(&self.hasher, owner, rtype);
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&i| {
+                entries
+                    .get(i as usize)
+                    .is_some_and(|(set, _)| set.rtype == rtype && set.name == owner)
+            })
+            .map(|&i| i as usize)
+    }
+
+    /// The set of `rtype` at `owner`, with its origin.
+    pub(crate) fn get(&self, owner: &[u8], rtype: u16) -> Option<&(RecordSet, Origin)> {
+        self.entries.get(self.position(owner, rtype)?)
+    }
+
+    /// The set of `rtype` at `owner`, to change.
+    pub(crate) fn get_mut(&mut self, owner: &[u8], rtype: u16) -> Option<&mut (RecordSet, Origin)> {
+        let at = self.position(owner, rtype)?;
+        self.entries.get_mut(at)
+    }
+
+    /// Whether `owner` has a set of `rtype`.
+    pub(crate) fn contains(&self, owner: &[u8], rtype: u16) -> bool {
+        self.position(owner, rtype).is_some()
+    }
+
+    /// Adds a set whose (owner, type) is not here yet (the caller looked); `false` past
+    /// 2³² sets.
+    pub(crate) fn add(&mut self, set: RecordSet, origin: Origin) -> bool {
+        let Ok(at) = u32::try_from(self.entries.len()) else {
+            return false;
+        };
+        let hash = Self::hash(&self.hasher, &set.name, set.rtype);
+        self.entries.push((set, origin));
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.index.insert_unique(hash, at, |&i| {
+            entries
+                .get(i as usize)
+                .map_or(0, |(set, _)| Self::hash(hasher, &set.name, set.rtype))
+        });
+        true
+    }
+
+    /// Room for `more` sets.
+    pub(crate) fn reserve(&mut self, more: usize) {
+        self.entries.reserve(more);
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.index.reserve(more, |&i| {
+            entries
+                .get(i as usize)
+                .map_or(0, |(set, _)| Self::hash(hasher, &set.name, set.rtype))
+        });
+    }
+
+    /// Every set with its origin, in the order they were defined.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(RecordSet, Origin)> {
+        self.entries.iter()
+    }
+
+    /// Positions of the sets sorted by (owner octets, type): each owner's sets together.
+    pub(crate) fn sorted(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.entries.len() as u32).collect();
+        let key = |i: &u32| {
+            self.entries
+                .get(*i as usize)
+                .map(|(set, _)| (set.name.as_slice(), set.rtype))
+        };
+        order.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+        order
+    }
+
+    /// The set at position `at` (of [`SetMap::sorted`]).
+    pub(crate) fn at(&self, at: u32) -> Option<&(RecordSet, Origin)> {
+        self.entries.get(at as usize)
+    }
+
+    /// The sets in `order` (a permutation from [`SetMap::sorted`]), origins dropped.
+    pub(crate) fn into_sets(self, order: &[u32]) -> Vec<RecordSet> {
+        drop(self.index);
+        let mut slots: Vec<Option<RecordSet>> = self.entries.into_iter().map(|(set, _)| Some(set)).collect();
+        order
+            .iter()
+            .filter_map(|&i| slots.get_mut(i as usize).and_then(Option::take))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{path::Path, sync::Arc};
+
+    use super::*;
+
+    fn set(owner: &[u8], rtype: u16) -> RecordSet {
+        RecordSet {
+            name: owner.to_vec(),
+            rtype,
+            ttl: 60,
+            rdata: vec![vec![1]],
+            policy: None,
+        }
+    }
+
+    fn origin(line: usize) -> Origin {
+        Origin {
+            path: Arc::from(Path::new("z")),
+            line: Some(line),
+            key: None,
+        }
+    }
+
+    #[test]
+    fn sets_are_found_by_owner_and_type_and_sorted_at_the_end() {
+        let mut sets = SetMap::default();
+        sets.reserve(3);
+        assert!(sets.add(set(b"\x01b\x00", 1), origin(1)));
+        assert!(sets.add(set(b"\x01a\x00", 28), origin(2)));
+        assert!(sets.add(set(b"\x01a\x00", 1), origin(3)));
+        assert_eq!(sets.get(b"\x01a\x00", 28).and_then(|(_, o)| o.line), Some(2));
+        assert!(sets.contains(b"\x01b\x00", 1));
+        assert!(!sets.contains(b"\x01b\x00", 28));
+        if let Some((s, _)) = sets.get_mut(b"\x01b\x00", 1) {
+            s.ttl = 5;
+        }
+        let order = sets.sorted();
+        let keys: Vec<(Vec<u8>, u16, u32)> = sets
+            .into_sets(&order)
+            .into_iter()
+            .map(|s| (s.name, s.rtype, s.ttl))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (b"\x01a\x00".to_vec(), 1, 60),
+                (b"\x01a\x00".to_vec(), 28, 60),
+                (b"\x01b\x00".to_vec(), 1, 5)
+            ]
+        );
+    }
+}
