@@ -84,7 +84,10 @@ type Owned = Vec<(NodeId, u16, u32)>;
 /// Step 1: every owner and every ancestor up to the apex becomes a node. Also each
 /// set's (node, type, index), sorted so each node's sets sit together by type.
 fn index_owners(apex: &[u8], sets: &[RecordSet]) -> Result<(Names, Owned), EngineError> {
-    let mut names = Names::with_capacity(sets.len() + 1);
+    // Room up front (owners, so at most the sum of their lengths; ancestors are few in
+    // a large zone): growing by doubling copied the table into fresh pages twice over.
+    let octets = apex.len() + sets.iter().map(|set| set.name.len()).sum::<usize>();
+    let mut names = Names::with_capacity(sets.len() + 1, octets);
     names.intern(apex);
     let mut owned: Owned = Vec::with_capacity(sets.len());
     for (index, set) in sets.iter().enumerate() {
@@ -139,7 +142,11 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
             node_count
         ],
         sets: Vec::with_capacity(owned.len()),
-        records: Vec::new(),
+        records: Vec::with_capacity(
+            sets.iter()
+                .flat_map(|set| set.rdata.iter().map(|rdata| 10 + rdata.len()))
+                .sum(),
+        ),
         targets: Vec::new(),
         policies: Vec::new(),
     };

@@ -26,10 +26,10 @@ pub(super) struct Names {
 }
 
 impl Names {
-    /// An empty table with room for `names` names.
-    pub(super) fn with_capacity(names: usize) -> Names {
+    /// An empty table with room for `names` names of `octets` octets in all.
+    pub(super) fn with_capacity(names: usize, octets: usize) -> Names {
         Names {
-            bytes: Vec::new(),
+            bytes: Vec::with_capacity(octets),
             ends: Vec::with_capacity(names),
             index: HashTable::with_capacity(names),
             hasher: foldhash::fast::RandomState::default(),
@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn names_are_stored_once_and_found_by_their_bytes() {
-        let mut names = Names::with_capacity(4);
+        let mut names = Names::with_capacity(4, 64);
         let apex = b"\x07example\x03com\x00";
         let www = b"\x03www\x07example\x03com\x00";
         assert_eq!(names.intern(apex), Some(0));
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn many_names_survive_growth() {
-        let mut names = Names::with_capacity(0);
+        let mut names = Names::with_capacity(0, 0);
         let wire = |i: u32| {
             let label = format!("h{i}");
             let mut w = vec![label.len() as u8];

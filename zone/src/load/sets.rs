@@ -120,10 +120,15 @@ impl SetMap {
     pub(crate) fn into_sets(self, order: &[u32]) -> Vec<RecordSet> {
         drop(self.index);
         let mut slots: Vec<Option<RecordSet>> = self.entries.into_iter().map(|(set, _)| Some(set)).collect();
-        order
-            .iter()
-            .filter_map(|&i| slots.get_mut(i as usize).and_then(Option::take))
-            .collect()
+        // Sized up front: a million sets grown by doubling were copied (into freshly
+        // zeroed pages) about twice over.
+        let mut sets = Vec::with_capacity(order.len());
+        sets.extend(
+            order
+                .iter()
+                .filter_map(|&i| slots.get_mut(i as usize).and_then(Option::take)),
+        );
+        sets
     }
 }
 
