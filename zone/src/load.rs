@@ -381,7 +381,9 @@ impl<'a> ZoneBuilder<'a> {
             if record.ttl > MAX_TTL {
                 return Err(format!("TTL {} is above {MAX_TTL}", record.ttl));
             }
-            if let Some((set, _)) = sets.get_mut(&record.name, record.rtype) {
+            // One hash for the look-up and, for a new set, the insertion.
+            let key = sets.key_hash(&record.name, record.rtype);
+            if let Some((set, _)) = sets.get_mut_hashed(key, &record.name, record.rtype) {
                 set.ttl = set.ttl.min(record.ttl);
                 if !set.rdata.contains(&record.rdata) {
                     set.rdata.push(record.rdata);
@@ -400,7 +402,7 @@ impl<'a> ZoneBuilder<'a> {
                 line: Some(record.line),
                 key: None,
             };
-            if !sets.add(set, origin) {
+            if !sets.add_hashed(key, set, origin) {
                 return Err("more than 2^32 record sets".to_owned());
             }
             Ok(())

@@ -33,13 +33,27 @@ impl Default for SetMap {
     }
 }
 
+/// The index's hash of an (owner, type), taken once where a caller both looks a set up
+/// and adds it (the master-file reader does for every record).
+#[derive(Clone, Copy)]
+pub(crate) struct KeyHash(u64);
+
 impl SetMap {
     fn hash(hasher: &foldhash::fast::RandomState, owner: &[u8], rtype: u16) -> u64 {
         hasher.hash_one((owner, rtype))
     }
 
+    /// The hash of (`owner`, `rtype`) for [`SetMap::get_mut_hashed`] and
+    /// [`SetMap::add_hashed`].
+    pub(crate) fn key_hash(&self, owner: &[u8], rtype: u16) -> KeyHash {
+        KeyHash(Self::hash(&self.hasher, owner, rtype))
+    }
+
     fn position(&self, owner: &[u8], rtype: u16) -> Option<usize> {
-        let hash = Self::hash(&self.hasher, owner, rtype);
+        self.position_hashed(self.key_hash(owner, rtype), owner, rtype)
+    }
+
+    fn position_hashed(&self, KeyHash(hash): KeyHash, owner: &[u8], rtype: u16) -> Option<usize> {
         let entries = &self.entries;
         self.index
             .find(hash, |&i| {
@@ -55,9 +69,14 @@ impl SetMap {
         self.entries.get(self.position(owner, rtype)?)
     }
 
-    /// The set of `rtype` at `owner`, to change.
-    pub(crate) fn get_mut(&mut self, owner: &[u8], rtype: u16) -> Option<&mut (RecordSet, Origin)> {
-        let at = self.position(owner, rtype)?;
+    /// The set of `rtype` at `owner`, to change; `key` is their [`SetMap::key_hash`].
+    pub(crate) fn get_mut_hashed(
+        &mut self,
+        key: KeyHash,
+        owner: &[u8],
+        rtype: u16,
+    ) -> Option<&mut (RecordSet, Origin)> {
+        let at = self.position_hashed(key, owner, rtype)?;
         self.entries.get_mut(at)
     }
 
@@ -69,10 +88,15 @@ impl SetMap {
     /// Adds a set whose (owner, type) is not here yet (the caller looked); `false` past
     /// 2³² sets.
     pub(crate) fn add(&mut self, set: RecordSet, origin: Origin) -> bool {
+        let key = self.key_hash(&set.name, set.rtype);
+        self.add_hashed(key, set, origin)
+    }
+
+    /// [`SetMap::add`] with the set's [`SetMap::key_hash`] already taken.
+    pub(crate) fn add_hashed(&mut self, KeyHash(hash): KeyHash, set: RecordSet, origin: Origin) -> bool {
         let Ok(at) = u32::try_from(self.entries.len()) else {
             return false;
         };
-        let hash = Self::hash(&self.hasher, &set.name, set.rtype);
         self.entries.push((set, origin));
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.index.insert_unique(hash, at, |&i| {
@@ -166,7 +190,8 @@ mod tests {
         assert_eq!(sets.get(b"\x01a\x00", 28).and_then(|(_, o)| o.line), Some(2));
         assert!(sets.contains(b"\x01b\x00", 1));
         assert!(!sets.contains(b"\x01b\x00", 28));
-        if let Some((s, _)) = sets.get_mut(b"\x01b\x00", 1) {
+        let key = sets.key_hash(b"\x01b\x00", 1);
+        if let Some((s, _)) = sets.get_mut_hashed(key, b"\x01b\x00", 1) {
             s.ttl = 5;
         }
         let order = sets.sorted();
