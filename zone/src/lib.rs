@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod checks;
+pub mod dnssec;
 pub mod error;
 pub mod evaluate;
 pub mod load;

@@ -204,6 +204,8 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) checks: BTreeMap<String, u32>,
     /// Alias members to resolve once every set is known.
     pub(crate) aliases: Vec<crate::policy::PendingAlias>,
+    /// `zone.dnssec`: the algorithm to sign with, when asked.
+    pub(crate) dnssec: Option<crate::dnssec::Algorithm>,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -220,6 +222,7 @@ impl<'a> ZoneBuilder<'a> {
             slots: Vec::new(),
             checks: BTreeMap::new(),
             aliases: Vec::new(),
+            dnssec: None,
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -234,6 +237,21 @@ impl<'a> ZoneBuilder<'a> {
         builder.origin_wire = name::to_wire(&builder.origin);
         if let Some(ttl) = &file.zone.ttl {
             builder.ttl = builder.ttl_value(ttl, "zone.ttl")?;
+        }
+        let algorithm = match &file.zone.dnssec_algorithm {
+            Some(text) => Some(crate::dnssec::Algorithm::parse(text.get_ref()).ok_or_else(|| {
+                builder.err(
+                    text,
+                    "zone.dnssec_algorithm",
+                    format!("unknown algorithm {:?}: use ECDSAP256SHA256 or ED25519", text.get_ref()),
+                )
+            })?),
+            None => None,
+        };
+        if file.zone.dnssec.as_ref().is_some_and(|on| *on.get_ref()) {
+            builder.dnssec = Some(algorithm.unwrap_or(crate::dnssec::Algorithm::EcdsaP256Sha256));
+        } else if let Some(text) = &file.zone.dnssec_algorithm {
+            return Err(builder.err(text, "zone.dnssec_algorithm", "set without `dnssec = true`"));
         }
         Ok(builder)
     }
@@ -357,6 +375,7 @@ impl<'a> ZoneBuilder<'a> {
             rrsets: self.sets.into_sets(&order),
             slot_base: 0,
             slots: self.slots,
+            dnssec: self.dnssec.map(|a| Box::new(crate::dnssec::Signatures::requested(a))),
         })
     }
 

@@ -106,6 +106,10 @@ pub struct ZoneSection {
     pub soa: Option<Spanned<SoaSection>>,
     /// `[zone.ns]`; may instead come from the included master file.
     pub ns: Option<Spanned<NsSection>>,
+    /// Sign the zone (in control; edges get signatures, never keys).
+    pub dnssec: Option<Spanned<bool>>,
+    /// `ECDSAP256SHA256` (default) or `ED25519`.
+    pub dnssec_algorithm: Option<Spanned<String>>,
 }
 
 /// `[zone.soa]` (RFC 1035 §3.3.13).

@@ -44,6 +44,9 @@ pub struct Zone {
     pub slot_base: u32,
     /// Health slots, in evaluation order (every slot after the slots it depends on).
     pub slots: Vec<Slot>,
+    /// The zone's signatures when control signed it (`dnssec = true`); the DNSKEY and
+    /// NSEC sets are in `rrsets`. Edges get signatures, never keys.
+    pub dnssec: Option<Box<crate::dnssec::Signatures>>,
 }
 
 /// One bit of health: a check, or a status derived from others.
