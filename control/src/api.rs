@@ -97,6 +97,18 @@ pub enum Request {
         #[serde(default)]
         limit: Option<usize>,
     },
+    /// A signed zone's keys and the DS records for its parent.
+    DnssecDs {
+        /// The zone's origin.
+        zone: String,
+    },
+    /// One step of a key rollover; the zone is re-signed and pushed at once.
+    DnssecRollover {
+        /// The zone's origin.
+        zone: String,
+        /// `start` or `complete`.
+        step: crate::dnssec::RolloverStep,
+    },
 }
 
 /// What kind of failure an [`ApiError`] is, for scripts that branch on it.
@@ -254,6 +266,8 @@ pub enum Reply {
     Shifts(Vec<ShiftEntry>),
     /// `events`.
     Events(Vec<Event>),
+    /// `dnssec_ds`, `dnssec_rollover`: the zone's keys after the request.
+    DnssecKeys(Vec<crate::dnssec::KeyInfo>),
 }
 
 impl Reply {
@@ -274,6 +288,7 @@ impl Reply {
             | Request::ShiftCancel { .. }
             | Request::ShiftList => Reply::Shifts(from_value(data)?),
             Request::Events { .. } => Reply::Events(from_value(data)?),
+            Request::DnssecDs { .. } | Request::DnssecRollover { .. } => Reply::DnssecKeys(from_value(data)?),
         })
     }
 }

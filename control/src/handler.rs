@@ -59,6 +59,11 @@ impl Ctx {
         }
     }
 
+    /// The zone keys under the state dir.
+    pub(crate) fn key_store(&self) -> crate::dnssec::KeyStore {
+        crate::dnssec::KeyStore::new(&self.state_dir)
+    }
+
     fn save(&self, state: &mut State) -> Result<(), ApiError> {
         persist::save_operator(&self.state_dir, state).map_err(|e| ApiError::new(ErrorCode::Internal, e))
     }
@@ -92,6 +97,21 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
         Request::Reload => reload(ctx, state).map(Reply::Reloaded),
         Request::Health { check } => health(state, check.as_deref()).map(Reply::Health),
         Request::Explain { name, rtype } => explain(state, &name, &rtype).map(|e| Reply::Explain(Box::new(e))),
+        Request::DnssecDs { zone } => {
+            let found = zone_of(state, &zone)?;
+            crate::dnssec::key_info(&ctx.key_store(), found)
+                .map(Reply::DnssecKeys)
+                .map_err(ApiError::bad_argument)
+        }
+        Request::DnssecRollover { zone, step } => {
+            let found = zone_of(state, &zone)?.clone();
+            let store = ctx.key_store();
+            crate::dnssec::rollover(&store, &found, step).map_err(ApiError::bad_argument)?;
+            resign(ctx, state, &format!("DNSSEC rollover of {zone}: {step:?}"))?;
+            crate::dnssec::key_info(&store, &found)
+                .map(Reply::DnssecKeys)
+                .map_err(ApiError::bad_argument)
+        }
         Request::Dump { zone } => {
             let origin = owner_wire(&zone).map_err(ApiError::bad_argument)?;
             let found = state
@@ -370,10 +390,43 @@ pub(crate) fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHeal
         .collect())
 }
 
+/// The zone of the snapshot named `zone`.
+fn zone_of<'s>(state: &'s State, zone: &str) -> Result<&'s qdns_zone::Zone, ApiError> {
+    let origin = owner_wire(zone).map_err(ApiError::bad_argument)?;
+    state
+        .snapshot
+        .zones
+        .iter()
+        .find(|z| z.origin == origin)
+        .ok_or_else(|| ApiError::not_found(format!("no zone {zone}")))
+}
+
+/// Signs the current snapshot's signed zones again (new keys, or signatures near
+/// expiry) and pushes it as a new snapshot version; health is kept.
+pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiError> {
+    let version = next_version(state.snapshot.version);
+    let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.snapshot, version).map_err(|message| {
+        state.event("dnssec", format!("re-signing failed: {message}"));
+        ApiError::new(ErrorCode::Internal, message)
+    })?;
+    // Same zones and slots: replacing recomputes the same health from what is observed.
+    state.replace_snapshot(snapshot);
+    ctx.broadcast(&ToEdge::Snapshot {
+        snapshot: Box::new((*state.snapshot).clone()),
+        seq: state.seq,
+    });
+    state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
+    Ok(())
+}
+
 fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
     let version = next_version(state.snapshot.version);
-    let snapshot = qdns_zone::load_dir(&state.zones_dir, version).map_err(|e| {
+    let mut snapshot = qdns_zone::load_dir(&state.zones_dir, version).map_err(|e| {
         let message = e.to_string();
+        state.event("reload", format!("reload rejected: {message}"));
+        ApiError::new(ErrorCode::InvalidZone, message)
+    })?;
+    crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now()).map_err(|message| {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;

@@ -21,6 +21,7 @@ pub mod api;
 pub mod checker;
 pub mod clock;
 pub mod config;
+pub mod dnssec;
 pub mod duration;
 pub mod edges;
 pub mod explain;
@@ -136,7 +137,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
-    let snapshot = qdns_zone::load_dir(&config.zones, next_version(0))?;
+    let mut snapshot = qdns_zone::load_dir(&config.zones, next_version(0))?;
+    dnssec::sign_snapshot(&dnssec::KeyStore::new(&config.state_dir), &mut snapshot, dnssec::now())
+        .map_err(ControlError::State)?;
     if config.deny_special_use_targets {
         special_use::check(&snapshot).map_err(ControlError::State)?;
     }
@@ -522,6 +525,11 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             // Expiries end shifts and overrides; reports age, so a checker that stops
             // reporting becomes unreachable.
             ctx.push_health(&mut state);
+        }
+        if dnssec::earliest_expiry(&state.snapshot).is_some_and(|at| at < dnssec::now() + dnssec::REFRESH_BEFORE) {
+            // Signatures near their end: sign again (a failure is in the timeline and
+            // retried next second; edges warn on their own as expiry nears).
+            let _ = handler::resign(&ctx, &mut state, "signatures due for refresh");
         }
         if std::mem::take(&mut state.operator_dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted

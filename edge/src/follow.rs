@@ -149,6 +149,7 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
             result = attempt => result,
         };
         follower.readiness.unlinked();
+        let _ = follower.engine.load().check_dnssec_expiry();
         match result {
             Ok(()) => tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot"),
             Err(err) => {
@@ -339,6 +340,7 @@ async fn apply_snapshot(
             return Err(std::io::Error::other("rejected snapshot"));
         }
     };
+    let _ = compiled.check_dnssec_expiry();
     engine.store(Arc::new(compiled));
     tracing::info!(
         version = snapshot.version,

@@ -140,6 +140,15 @@ pub fn render(sources: &Sources) -> String {
         "1 while the edge is ready for traffic (as /ready says: serving a snapshot, not cut off from control past --ready-max-stale)",
         ready,
     );
+    if let Some(left) = engine.check_dnssec_expiry() {
+        let expiry = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+        expiry.set(left);
+        r.register(
+            "dnssec_expiry_seconds",
+            "Seconds until the first DNSSEC signature of the served zones expires (control re-signs 7 days ahead; alert well before 0)",
+            expiry,
+        );
+    }
     let age = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     age.set(
         engine

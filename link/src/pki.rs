@@ -49,7 +49,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LinkError + '_ {
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), LinkError> {
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), LinkError> {
     let tmp = path.with_extension("tmp");
     let mut file = std::fs::OpenOptions::new()
         .write(true)

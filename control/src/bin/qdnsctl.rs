@@ -53,6 +53,11 @@ enum Command {
         #[command(subcommand)]
         action: ShiftAction,
     },
+    /// DNSSEC of a signed zone: DS records for the parent, key rollovers.
+    Dnssec {
+        #[command(subcommand)]
+        action: DnssecAction,
+    },
     /// The timeline of health, fail-open, reload, shift and override events.
     Events {
         #[arg(long)]
@@ -244,6 +249,19 @@ enum OverrideAction {
 }
 
 #[derive(Subcommand)]
+enum DnssecAction {
+    /// ZONE's keys and the DS records to give its parent.
+    Ds { zone: String },
+    /// Start a key rollover (a new key signs beside the old; give the parent its DS),
+    /// or with --complete retire the old key once the parent has the new DS.
+    Rollover {
+        zone: String,
+        #[arg(long)]
+        complete: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum ShiftAction {
     /// Treat an AZ as unhealthy for a zonal record set until the expiry (required, ≤ 72h).
     Start {
@@ -300,6 +318,19 @@ fn main() -> ExitCode {
         Command::Health { check } => Request::Health { check },
         Command::Explain { name, rtype } => Request::Explain { name, rtype },
         Command::Dump { zone } => Request::Dump { zone },
+        Command::Dnssec {
+            action: DnssecAction::Ds { zone },
+        } => Request::DnssecDs { zone },
+        Command::Dnssec {
+            action: DnssecAction::Rollover { zone, complete },
+        } => Request::DnssecRollover {
+            zone,
+            step: if complete {
+                qdns_control::dnssec::RolloverStep::Complete
+            } else {
+                qdns_control::dnssec::RolloverStep::Start
+            },
+        },
         Command::Override {
             action: OverrideAction::Set { check, status, expires },
         } => Request::OverrideSet {
@@ -441,6 +472,12 @@ fn print_human(reply: &Reply) {
         }
         Reply::Explain(explanation) => print_explain(explanation),
         Reply::Dump(dump) => print!("{}", dump.text),
+        Reply::DnssecKeys(keys) => {
+            for key in keys {
+                println!("; key {} {} ({})", key.tag, key.algorithm, key.state);
+                println!("{}", key.ds);
+            }
+        }
         Reply::OverrideSet(o) => println!("{} forced {} for {}s", o.check, status_word(o.healthy), o.expires_in_s),
         Reply::OverrideCleared(o) => println!("{}: override cleared", o.check),
         Reply::External(e) => println!("{} set {}", e.check, status_word(e.healthy)),

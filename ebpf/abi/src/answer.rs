@@ -179,6 +179,8 @@ pub const REASON_OTHER: u8 = 0;
 pub const REASON_REFERRAL: u8 = 1;
 /// The answer is over [`RESPONSE_MAX`] octets, or truncated even at our own limit.
 pub const REASON_LARGE: u8 = 2;
+/// A name of a DNSSEC-signed zone: user space answers (with signatures for DO=1).
+pub const REASON_SIGNED: u8 = 3;
 
 /// A record of [`RECORDS_MAP`]. Identical records are stored once (the slots of a name's
 /// ANY and of its one set's type share it).

@@ -143,6 +143,9 @@ counters! {
     /// Not an outcome: a query whose name is over 64 octets, handed to the long-name
     /// stage (its outcome is counted there).
     LongName = 34, "long_name";
+    /// Passed: a name of a DNSSEC-signed zone (user space adds RRSIGs and NSEC proofs;
+    /// the tables hold no signatures yet).
+    PassSigned = 35, "pass_signed";
 }
 
 impl Counter {

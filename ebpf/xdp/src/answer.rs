@@ -12,6 +12,7 @@ use qdns_abi::{
         DECISION_DEGRADED, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL,
         NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS,
         POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_REFERRAL,
+        REASON_SIGNED,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -607,6 +608,7 @@ fn pass_reason(entry: &AnswerValue) -> Counter {
     match entry.reason {
         REASON_REFERRAL => Counter::PassReferral,
         REASON_LARGE => Counter::PassLarge,
+        REASON_SIGNED => Counter::PassSigned,
         _ => Counter::PassNotCached,
     }
 }

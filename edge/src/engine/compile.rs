@@ -23,6 +23,12 @@ pub enum EngineError {
         /// The zone.
         zone: String,
     },
+    /// A zone asks to be signed but carries no (usable) signatures: only control signs.
+    #[error("zone {zone}: `dnssec = true` but the snapshot has no usable signatures (zones are signed by qdns-control; a standalone edge cannot sign)")]
+    Unsigned {
+        /// The zone.
+        zone: String,
+    },
     /// A record set is unusable.
     #[error("zone {zone}: {owner} type {rtype}: {reason}")]
     BadRecordSet {
@@ -149,6 +155,7 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
         ),
         targets: Vec::new(),
         policies: Vec::new(),
+        signed: None,
     };
     let mut policies: Vec<(usize, &RecordSet)> = Vec::new();
     for &(id, _, index) in &owned {
@@ -204,6 +211,7 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
     let negative_soa =
         record_bytes(rtype::SOA, negative_ttl, soa).ok_or_else(|| EngineError::NoSoa { zone: zone_text() })?;
     data.negative_soa = negative_soa.into_boxed_slice();
+    data.signed = super::dnssec::compile(zone, &data)?.map(Box::new);
     data.names.shrink_to_fit();
     data.sets.shrink_to_fit();
     data.records.shrink_to_fit();
@@ -283,7 +291,7 @@ pub(super) fn record_bytes(rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<Vec<u
 }
 
 /// Appends TYPE CLASS TTL RDLENGTH RDATA of one record to `out`.
-fn push_record(out: &mut Vec<u8>, rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<()> {
+pub(super) fn push_record(out: &mut Vec<u8>, rr_type: u16, ttl: u32, rdata: &[u8]) -> Option<()> {
     let rdlen = u16::try_from(rdata.len()).ok()?;
     out.extend(rr_type.to_be_bytes());
     out.extend(rtype::CLASS_IN.to_be_bytes());

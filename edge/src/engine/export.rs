@@ -44,6 +44,8 @@ pub struct NodeView<'e> {
     pub negative_soa: &'e [u8],
     /// At or below a zone cut: user space answers (referrals, glue).
     pub below_cut: bool,
+    /// In a DNSSEC-signed zone: user space answers (signatures are not in the tables).
+    pub signed: bool,
     /// Has a `*` child: missing names below it are synthesised by user space.
     pub has_wildcard: bool,
     /// Has a CNAME: other types chase it in user space.
@@ -103,6 +105,7 @@ impl Engine {
                     apex_len: zone.apex.len(),
                     negative_soa: &zone.negative_soa,
                     below_cut: node.cut.is_some(),
+                    signed: zone.signed.is_some(),
                     has_wildcard: node.wildcard.is_some(),
                     has_cname: node.rrset(rtype::CNAME).is_some(),
                     sets: node

@@ -15,6 +15,7 @@
 //! record bytes of all sets back to back. [`NodeRef`] and [`SetRef`] are the views the
 //! responder reads them through.
 mod compile;
+mod dnssec;
 pub(crate) mod export;
 mod lookup;
 mod names;
@@ -27,6 +28,11 @@ pub use compile::EngineError;
 pub use respond::{Outcome, Transport, MAX_MESSAGE};
 
 use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
+
+/// Seconds before signatures expire that the edge starts warning (control refreshes
+/// them 7 days ahead of their 14-day expiry, so this means control has been away
+/// for more than 4 days).
+pub const DNSSEC_WARN_BEFORE: i64 = 3 * 86_400;
 
 /// Index of a node in its zone.
 type NodeId = u32;
@@ -69,6 +75,8 @@ struct ZoneData {
     targets: Vec<Target>,
     /// The routing policies of the zone's policy sets.
     policies: Vec<policy::PolicySet>,
+    /// Signatures and the NSEC chain, for a zone control signed.
+    signed: Option<Box<dnssec::Signed>>,
 }
 
 /// No node / no policy, in the packed fields below.
@@ -219,6 +227,36 @@ impl Engine {
     #[must_use]
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// When the first DNSSEC signature of the served zones expires (seconds since the
+    /// epoch); `None` when no zone is signed.
+    #[must_use]
+    pub fn dnssec_expiration(&self) -> Option<u64> {
+        self.zones
+            .iter()
+            .filter_map(|z| z.signed.as_ref())
+            .map(|s| s.expiration)
+            .min()
+    }
+
+    /// Seconds until [`Engine::dnssec_expiration`] (negative once past), and logs a
+    /// warning when fewer than [`DNSSEC_WARN_BEFORE`] are left: control must re-sign
+    /// before then, or validating resolvers fail every signed name.
+    pub fn check_dnssec_expiry(&self) -> Option<i64> {
+        let expires = self.dnssec_expiration()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let left = i64::try_from(expires).unwrap_or(i64::MAX) - i64::try_from(now).unwrap_or(0);
+        if left < DNSSEC_WARN_BEFORE {
+            tracing::warn!(
+                seconds_left = left,
+                version = self.version,
+                "DNSSEC signatures of the served snapshot expire soon (control re-signs 7 days ahead; is it down?): validating resolvers will fail signed names after that"
+            );
+        }
+        Some(left)
     }
 
     /// When this engine's snapshot was applied.

@@ -2,7 +2,10 @@
 //! RFC 6604 CNAME chains, RFC 8482 ANY, RFC 6891 EDNS, RFC 2181 §9 truncation).
 use std::cell::Cell;
 
+use qdns_zone::dnssec::AnswerKey;
+
 use super::{
+    dnssec::{self, Signed},
     lookup::Found,
     policy::{records, MemberAnswer},
     Engine, NodeId, SetRef, ZoneData,
@@ -141,6 +144,7 @@ impl Engine {
             draw,
             question: NameRef::literal(HEADER_LEN, query.qname.as_wire()),
             members: &members,
+            sign: false,
         };
         let resolved = self.resolve(&query, &mut b, &ctx);
         let fitted = resolved.is_ok();
@@ -267,6 +271,13 @@ impl Engine {
         let mut counts = Counts::default();
         let mut current = ctx.question;
         let mut targets = Targets::new();
+        // DO=1 for a signed zone: RRSIGs beside every set, NSEC proofs in authority.
+        let signed = zone
+            .signed
+            .as_deref()
+            .filter(|_| query.edns.is_some_and(|e| e.dnssec_ok));
+        // Names answered from wildcards: their NSEC proofs go in authority at the end.
+        let mut proofs = Proofs::default();
         // What RDATA names are compressed against: the question, or for an answer
         // synthesised from a wildcard its closest encloser (see below).
         let mut here = Ctx {
@@ -274,6 +285,7 @@ impl Engine {
             draw: ctx.draw,
             question: ctx.question,
             members: ctx.members,
+            sign: signed.is_some(),
         };
         // The nodes the chain has answered from: a CNAME back to one of them is a loop,
         // answered with the records so far (RFC 1034 §3.6.2, RFC 2181 §5).
@@ -281,18 +293,32 @@ impl Engine {
         for chain in 0..=MAX_CNAME_CHAIN {
             let found = zone.find(current.wire, query.qtype);
             let id = match found {
-                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b),
+                Found::Referral(cut) if chain == 0 => return referral(zone, cut, current, b, signed),
                 // A chain into a delegation: step 3 restarted at the target goes on to
                 // 3b, the referral — the cut's NS in authority, glue in additional —
                 // after the CNAMEs, which we answer with authority (RFC 1034 §4.3.2).
                 Found::Referral(cut) => {
-                    let delegation = referral(zone, cut, current, b)?;
+                    if let Some(signed) = signed {
+                        counts.authority += proofs.put(zone, signed, b, ctx.question)?;
+                    }
+                    let delegation = referral(zone, cut, current, b, signed)?;
                     counts.authority += delegation.counts.authority;
                     counts.additional += delegation.counts.additional;
                     break;
                 }
                 Found::NxDomain => {
-                    counts.authority += put_negative(zone, current, b)?;
+                    counts.authority += put_negative(zone, current, b, signed)?;
+                    if let Some(signed) = signed {
+                        // RFC 4035 §3.1.3.2: the name's absence, and the wildcard's.
+                        proofs.push(signed.cover(zone, current.wire));
+                        if let Some(encloser) = zone.closest_encloser(current.wire) {
+                            let mut star = [0u8; 257];
+                            if let Some(len) = dnssec::wildcard_of(zone.names.name(encloser), &mut star) {
+                                proofs.push(signed.cover(zone, star.get(..len).unwrap_or_default()));
+                            }
+                        }
+                        counts.authority += proofs.put(zone, signed, b, ctx.question)?;
+                    }
                     return Ok(Resolution {
                         rcode: Rcode::NxDomain,
                         authoritative: true,
@@ -306,6 +332,10 @@ impl Engine {
                 // where the encloser sits in the question, and the XDP program relocates
                 // one copy (as for referrals).
                 Found::Wildcard(id) => {
+                    // RFC 4035 §3.1.3.3: the name itself does not exist.
+                    if let Some(signed) = signed {
+                        proofs.push(signed.cover(zone, current.wire));
+                    }
                     if let (0, Some(star)) = (chain, zone.node(id)) {
                         let encloser = star.name.len().saturating_sub(2);
                         here.question = ctx.question.suffix(ctx.question.wire.len().saturating_sub(encloser));
@@ -327,7 +357,12 @@ impl Engine {
                 node.rrset(query.qtype)
             };
             if let Some(set) = wanted {
-                counts.answer += put_set(zone, &here, b, current, set, &mut targets, 0)?.count;
+                let written = put_set(zone, &here, b, current, set, &mut targets, 0)?;
+                counts.answer += written.count;
+                if let Some(signed) = signed {
+                    counts.answer += signed.put_rrsig(b, current, id, set.rtype, written.key)?;
+                    counts.authority += proofs.put(zone, signed, b, ctx.question)?;
+                }
                 counts.additional += put_additional(zone, &targets, b, false, here.question)?;
                 break;
             }
@@ -335,11 +370,24 @@ impl Engine {
             // query for them is not chased.
             let cname = node.rrset(rtype::CNAME).filter(|_| !stands_beside_cname(query.qtype));
             let Some(cname) = cname else {
-                counts.authority += put_negative(zone, current, b)?;
+                counts.authority += put_negative(zone, current, b, signed)?;
+                if let Some(signed) = signed {
+                    // NODATA (RFC 4035 §3.1.3.1): the NSEC at the name (or covering an
+                    // empty non-terminal); from a wildcard, the wildcard's NSEC too.
+                    proofs.push(if node.sets.is_empty() {
+                        signed.cover(zone, node.name)
+                    } else {
+                        Some(id)
+                    });
+                    counts.authority += proofs.put(zone, signed, b, ctx.question)?;
+                }
                 break;
             };
             let written = put_set(zone, &here, b, current, cname, &mut targets, 0)?;
             counts.answer += written.count;
+            if let Some(signed) = signed {
+                counts.answer += signed.put_rrsig(b, current, id, rtype::CNAME, written.key)?;
+            }
             // The chain goes on from the (first) CNAME's target, already in the message.
             let Some(target) = written.first_rdata else { break };
             if !qdns_zone::name::is_at_or_below(target.wire, &zone.apex) {
@@ -365,7 +413,13 @@ pub(super) fn stands_beside_cname(qtype: u16) -> bool {
 /// RDATA names are compressed against the cut's name only (not the whole question), so
 /// the referral's bytes differ between names below the cut by the offset of the cut in
 /// the question alone: the XDP program relocates one precomputed copy.
-fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<'_>) -> Result<Resolution, Full> {
+fn referral(
+    zone: &ZoneData,
+    cut: NodeId,
+    current: NameRef<'_>,
+    b: &mut Builder<'_>,
+    signed: Option<&Signed>,
+) -> Result<Resolution, Full> {
     let mut counts = Counts::default();
     let Some(node) = zone.node(cut) else {
         return Ok(Resolution {
@@ -379,6 +433,15 @@ fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<
     if let Some(ns) = node.rrset(rtype::NS) {
         counts.authority += put_rrset(b, owner, ns, &mut targets, owner)?.0;
     }
+    if let Some(signed) = signed {
+        // RFC 4035 §3.1.4: the signed DS, or the NSEC proving there is none.
+        if let Some(ds) = node.rrset(rtype::DS) {
+            counts.authority += put_rrset(b, owner, ds, &mut Targets::new(), owner)?.0;
+            counts.authority += signed.put_rrsig(b, owner, cut, rtype::DS, dnssec::key_of(ds))?;
+        } else {
+            counts.authority += signed.put_nsec(zone, b, cut, owner)?;
+        }
+    }
     // Glue is required for in-domain servers: if it does not fit, TC (RFC 9471 §3).
     counts.additional += put_additional(zone, &targets, b, true, owner)?;
     Ok(Resolution {
@@ -388,12 +451,60 @@ fn referral(zone: &ZoneData, cut: NodeId, current: NameRef<'_>, b: &mut Builder<
     })
 }
 
-/// The zone's SOA in authority, owner pointing at the apex inside `current`.
-fn put_negative(zone: &ZoneData, current: NameRef<'_>, b: &mut Builder<'_>) -> Result<u16, Full> {
+/// The zone's SOA in authority, owner pointing at the apex inside `current`; its RRSIG
+/// when signing.
+fn put_negative(
+    zone: &ZoneData,
+    current: NameRef<'_>,
+    b: &mut Builder<'_>,
+    signed: Option<&Signed>,
+) -> Result<u16, Full> {
     let apex = current.suffix(current.wire.len().saturating_sub(zone.apex.len()));
     b.put_name(apex)?;
     b.put(&zone.negative_soa)?;
-    Ok(1)
+    match signed {
+        Some(signed) => Ok(1 + signed.put_soa_rrsig(b, apex)?),
+        None => Ok(1),
+    }
+}
+
+/// NSEC records an answer must carry in authority (each once).
+#[derive(Default)]
+struct Proofs {
+    nodes: [NodeId; MAX_CNAME_CHAIN + 3],
+    len: usize,
+    /// How many of `nodes` are written.
+    written: usize,
+}
+
+impl Proofs {
+    fn push(&mut self, node: Option<NodeId>) {
+        let Some(node) = node else { return };
+        if self.nodes.get(..self.len).is_some_and(|n| n.contains(&node)) {
+            return;
+        }
+        if let Some(slot) = self.nodes.get_mut(self.len) {
+            *slot = node;
+            self.len += 1;
+        }
+    }
+
+    /// Writes the proofs not yet written.
+    fn put(
+        &mut self,
+        zone: &ZoneData,
+        signed: &Signed,
+        b: &mut Builder<'_>,
+        question: NameRef<'_>,
+    ) -> Result<u16, Full> {
+        let mut count = 0;
+        while self.written < self.len {
+            let node = self.nodes.get(self.written).copied().unwrap_or(NodeId::MAX);
+            self.written += 1;
+            count += signed.put_nsec(zone, b, node, question)?;
+        }
+        Ok(count)
+    }
 }
 
 /// What the query path reads besides the zones: the health bitmap, the random draw and
@@ -405,6 +516,8 @@ struct Ctx<'h> {
     /// The first counted policy set written, and the members it chose (one cell for
     /// the question's contexts).
     members: &'h std::cell::Cell<Option<crate::answers::AnsweredMembers>>,
+    /// Signing: keep the [`AnswerKey`] of what is written.
+    sign: bool,
 }
 
 /// Longest alias chain followed (the zone loader rejects loops).
@@ -415,6 +528,8 @@ struct Written<'z> {
     count: u16,
     /// The first record's RDATA and where it sits in the message (CNAME chasing).
     first_rdata: Option<NameRef<'z>>,
+    /// The answer's key, when signing (its RRSIG is found by it).
+    key: AnswerKey,
 }
 
 /// Writes `set` owned by `owner`: all records of a plain set, or the members its policy
@@ -430,7 +545,16 @@ fn put_set<'z>(
 ) -> Result<Written<'z>, Full> {
     let Some(policy) = set.policy else {
         let (count, first_rdata) = put_rrset(b, owner, set, targets, ctx.question)?;
-        return Ok(Written { count, first_rdata });
+        let key = if ctx.sign {
+            dnssec::key_of(set)
+        } else {
+            AnswerKey::default()
+        };
+        return Ok(Written {
+            count,
+            first_rdata,
+            key,
+        });
     };
     let picked = policy.pick(ctx.bitmap, ctx.draw.rotate_left(depth * 11));
     if ctx.members.get().is_none() && policy.counter() != qdns_abi::answer::NO_ANSWER_COUNTER {
@@ -442,6 +566,7 @@ fn put_set<'z>(
     let mut written = Written {
         count: 0,
         first_rdata: None,
+        key: AnswerKey::default(),
     };
     let mut owner = owner;
     for index in 0..64usize {
@@ -460,6 +585,9 @@ fn put_set<'z>(
                     if written.first_rdata.is_none() {
                         written.first_rdata = literal_rdata(record_at, record);
                     }
+                    if ctx.sign {
+                        written.key.add(record.get(10..).unwrap_or_default());
+                    }
                     written.count += 1;
                 }
             }
@@ -469,6 +597,7 @@ fn put_set<'z>(
                 };
                 let inner = put_set(zone, ctx, b, owner, target, targets, depth + 1)?;
                 written.count += inner.count;
+                written.key.merge(inner.key);
                 if written.first_rdata.is_none() {
                     written.first_rdata = inner.first_rdata;
                 }

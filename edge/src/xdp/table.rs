@@ -16,8 +16,8 @@ use qdns_abi::{
         DECISION_DEGRADED, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
         KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
         PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
-        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
-        WIRE_NAME_MAX,
+        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, REASON_SIGNED, RESPONSE_MAX,
+        TAIL_MAX, WIRE_NAME_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
@@ -125,6 +125,12 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
             value.long_name = long_name;
             table.answers.push((key, value));
         };
+        if node.signed {
+            // Every name of a signed zone, and every missing name below one, passes:
+            // the tables hold no RRSIGs or NSEC proofs yet (`pass_signed`).
+            push(node_key, pass_because(KIND_NODE, REASON_SIGNED));
+            continue;
+        }
         if node.below_cut {
             // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
             if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {

@@ -125,6 +125,12 @@ impl AnswerKey {
         self.count += 1;
     }
 
+    /// Adds the records another part of the answer made (an alias member's).
+    pub fn merge(&mut self, other: AnswerKey) {
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.count += other.count;
+    }
+
     /// The key.
     #[must_use]
     pub fn finish(self) -> u64 {

@@ -1,0 +1,244 @@
+//! DNSSEC in control: zone keys in the state dir, signing each snapshot before it goes
+//! to edges, re-signing before signatures expire, and the operator's DS and rollover
+//! steps (`qdnsctl dnssec ds|rollover`). Edges never see a private key.
+//!
+//! Keys live in `STATE_DIR/dnssec/ZONE.json` (directory 0700, file 0600), written
+//! atomically. One CSK per zone; a rollover adds an incoming CSK that signs beside the
+//! active one (double signature) until the operator, having put its DS at the parent
+//! and waited the DS TTL, completes it.
+use std::{
+    os::unix::fs::DirBuilderExt as _,
+    path::{Path, PathBuf},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use qdns_zone::{
+    dnssec::{sign_zone, Algorithm, KeyState, SignOptions, ZoneKey},
+    name, Snapshot, Zone,
+};
+use serde::{Deserialize, Serialize};
+
+/// Signatures are re-made when less than this much of their life is left: with 14-day
+/// signatures, edges keep serving valid ones through 7 days without control.
+pub const REFRESH_BEFORE: u64 = 7 * 86_400;
+
+/// Seconds since the epoch.
+#[must_use]
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// What is stored per zone.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct KeyFile {
+    keys: Vec<ZoneKey>,
+}
+
+/// The zone keys under a state dir.
+#[derive(Debug, Clone)]
+pub struct KeyStore {
+    dir: PathBuf,
+}
+
+impl KeyStore {
+    /// The store under `state_dir`.
+    #[must_use]
+    pub fn new(state_dir: &Path) -> KeyStore {
+        KeyStore {
+            dir: state_dir.join("dnssec"),
+        }
+    }
+
+    fn path(&self, origin: &[u8]) -> PathBuf {
+        let text = name::to_text(origin);
+        let stem = text.trim_end_matches('.');
+        let stem = if stem.is_empty() { "root" } else { stem };
+        // Names may hold '/' or other octets a file name should not: escape them.
+        let safe: String = stem
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.dir.join(format!("{safe}.json"))
+    }
+
+    /// The keys of `origin` (none yet: empty).
+    pub fn load(&self, origin: &[u8]) -> Result<Vec<ZoneKey>, String> {
+        let path = self.path(origin);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<KeyFile>(&bytes)
+                .map(|f| f.keys)
+                .map_err(|e| format!("{}: damaged key file: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// Stores the keys of `origin` (0600, atomically).
+    pub fn save(&self, origin: &[u8], keys: &[ZoneKey]) -> Result<(), String> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let path = self.path(origin);
+        let bytes = serde_json::to_vec(&KeyFile { keys: keys.to_vec() }).map_err(|e| e.to_string())?;
+        qdns_link::pki::write_atomic(&path, &bytes, 0o600).map_err(|e| e.to_string())
+    }
+
+    /// The keys of `origin`, made (and stored) on first use.
+    pub fn keys_for(&self, origin: &[u8], algorithm: Algorithm) -> Result<Vec<ZoneKey>, String> {
+        let keys = self.load(origin)?;
+        if !keys.is_empty() {
+            return Ok(keys);
+        }
+        let key = ZoneKey::generate(algorithm, KeyState::Active, now()).map_err(|e| e.to_string())?;
+        let keys = vec![key];
+        self.save(origin, &keys)?;
+        tracing::info!(zone = %name::to_text(origin), algorithm = algorithm.mnemonic(), "made a DNSSEC key");
+        Ok(keys)
+    }
+}
+
+/// Signs every zone of `snapshot` that asks for it, with its stored keys (made on
+/// first use). An error names the zone.
+pub fn sign_snapshot(store: &KeyStore, snapshot: &mut Snapshot, now: u64) -> Result<(), String> {
+    for zone in &mut snapshot.zones {
+        sign_one(store, zone, now)?;
+    }
+    Ok(())
+}
+
+fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64) -> Result<(), String> {
+    let Some(request) = zone.dnssec.as_deref() else {
+        return Ok(());
+    };
+    let algorithm = request.algorithm;
+    unsign(zone);
+    let keys = store.keys_for(&zone.origin, algorithm)?;
+    sign_zone(zone, &keys, SignOptions::at(now)).map_err(|e| e.to_string())
+}
+
+/// Takes a signed zone back to its request (the DNSKEY and NSEC sets only come from
+/// signing: zone files may not hold them).
+fn unsign(zone: &mut Zone) {
+    if let Some(sigs) = zone.dnssec.as_deref_mut() {
+        if sigs.is_signed() {
+            zone.rrsets
+                .retain(|s| s.rtype != qdns_zone::dnssec::rtype::DNSKEY && s.rtype != qdns_zone::dnssec::rtype::NSEC);
+            *sigs = qdns_zone::dnssec::Signatures::requested(sigs.algorithm);
+        }
+    }
+}
+
+/// The earliest signature expiry of the snapshot, if any zone is signed.
+#[must_use]
+pub fn earliest_expiry(snapshot: &Snapshot) -> Option<u64> {
+    snapshot
+        .zones
+        .iter()
+        .filter_map(|z| z.dnssec.as_deref())
+        .filter(|s| s.is_signed())
+        .map(|s| s.expiration)
+        .min()
+}
+
+/// A copy of `snapshot` with every signed zone signed again now.
+pub fn resign(store: &KeyStore, snapshot: &Snapshot, version: u64) -> Result<Snapshot, String> {
+    let mut fresh = snapshot.clone();
+    fresh.version = version;
+    sign_snapshot(store, &mut fresh, now())?;
+    Ok(fresh)
+}
+
+/// One key as `qdnsctl dnssec ds` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyInfo {
+    /// Key tag.
+    pub tag: u16,
+    /// Algorithm mnemonic.
+    pub algorithm: String,
+    /// `active` or `incoming`.
+    pub state: String,
+    /// The DS record (owner, class and type included) for the parent.
+    pub ds: String,
+    /// The DNSKEY record, for trust anchors.
+    pub dnskey: String,
+}
+
+/// The keys of a signed zone with their DS records.
+pub fn key_info(store: &KeyStore, zone: &Zone) -> Result<Vec<KeyInfo>, String> {
+    let origin = name::to_text(&zone.origin);
+    if zone.dnssec.is_none() {
+        return Err(format!(
+            "{origin} is not signed: set `dnssec = true` in its [zone] and reload first (a DS for an \
+             unsigned zone would make every validating resolver fail it)"
+        ));
+    }
+    let keys = store.load(&zone.origin)?;
+    keys.iter()
+        .map(|key| {
+            let signer = key.signer().map_err(|e| e.to_string())?;
+            Ok(KeyInfo {
+                tag: signer.tag,
+                algorithm: key.algorithm.mnemonic().to_owned(),
+                state: match key.state {
+                    KeyState::Active => "active",
+                    KeyState::Incoming => "incoming",
+                }
+                .to_owned(),
+                ds: format!("{origin} IN DS {}", signer.ds_text(&zone.origin)),
+                dnskey: format!("{origin} IN DNSKEY {}", signer.dnskey_text()),
+            })
+        })
+        .collect()
+}
+
+/// A rollover step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloverStep {
+    /// Add an incoming key that signs beside the active one; its DS goes to the parent.
+    Start,
+    /// The parent has the new DS (and the DS TTL has passed): retire the old key.
+    Complete,
+}
+
+/// Moves the zone's keys one rollover step; the caller re-signs and pushes.
+pub fn rollover(store: &KeyStore, zone: &Zone, step: RolloverStep) -> Result<(), String> {
+    let origin = name::to_text(&zone.origin);
+    let Some(request) = zone.dnssec.as_deref() else {
+        return Err(format!("{origin} is not signed"));
+    };
+    let mut keys = store.load(&zone.origin)?;
+    let incoming = keys.iter().any(|k| k.state == KeyState::Incoming);
+    match step {
+        RolloverStep::Start => {
+            if incoming {
+                return Err(format!(
+                    "{origin}: a rollover is already under way; put the incoming key's DS at the parent, then \
+                     `qdnsctl dnssec rollover {origin} --complete`"
+                ));
+            }
+            let key = ZoneKey::generate(request.algorithm, KeyState::Incoming, now()).map_err(|e| e.to_string())?;
+            keys.push(key);
+        }
+        RolloverStep::Complete => {
+            if !incoming {
+                return Err(format!(
+                    "{origin}: no rollover under way (start one with `qdnsctl dnssec rollover {origin}`)"
+                ));
+            }
+            keys.retain(|k| k.state == KeyState::Incoming);
+            for key in &mut keys {
+                key.state = KeyState::Active;
+            }
+        }
+    }
+    store.save(&zone.origin, &keys)
+}

@@ -1,0 +1,308 @@
+//! DNSSEC end to end through real validators: control signs `shop.example.` (every
+//! routing policy, a wildcard, an empty non-terminal), an edge follows it in a network
+//! namespace, and BIND 9 and Unbound — each validating with the zone's DS from
+//! `qdnsctl dnssec ds` as their only trust anchor — must set AD on every kind of answer
+//! in every health state (fail-open included), through a key rollover; and must
+//! SERVFAIL under an anchor that names no key of the zone.
+mod common;
+
+use std::{
+    fmt::Write as _,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::Location;
+use qdns_testkit::netns::{require_root, Pair};
+
+const SERVER: &str = "10.77.0.1";
+const ZONE: &str = "shop.example.";
+
+/// (name, type, expected status) of every kind of answer.
+const QUESTIONS: &[(&str, &str, &str)] = &[
+    ("shop.example.", "SOA", "NOERROR"),
+    ("shop.example.", "DNSKEY", "NOERROR"),
+    ("static.shop.example.", "A", "NOERROR"),
+    ("www.shop.example.", "A", "NOERROR"),      // weighted
+    ("api.shop.example.", "A", "NOERROR"),      // failover
+    ("mv.shop.example.", "AAAA", "NOERROR"),    // multivalue
+    ("lb.shop.example.", "A", "NOERROR"),       // zonal
+    ("app.shop.example.", "A", "NOERROR"),      // failover with an alias to the zonal set
+    ("shop.shop.example.", "CNAME", "NOERROR"), // weighted CNAME
+    ("any.w.shop.example.", "A", "NOERROR"),    // wildcard answer
+    ("any.w.shop.example.", "MX", "NOERROR"),   // wildcard NODATA
+    ("static.shop.example.", "TXT", "NOERROR"), // NODATA
+    ("ent.shop.example.", "A", "NOERROR"),      // empty non-terminal (NODATA)
+    ("nothing.shop.example.", "A", "NXDOMAIN"),
+    ("deep.nothing.shop.example.", "AAAA", "NXDOMAIN"),
+];
+
+/// Every check of the zone, for overrides.
+const CHECKS: &[&str] = &["web-1", "web-2", "api-1", "api-2", "m-1", "m-2", "a1", "b1", "a2", "b2"];
+
+struct Resolver {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Resolver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Bind,
+    Unbound,
+}
+
+/// Starts the validator in the client namespace with `ds` (`TAG ALG 2 HEX`) as its
+/// only trust anchor; waits until it answers the apex.
+fn start(pair: &Pair, kind: Kind, dir: &Path, ds: &str) -> Resolver {
+    start_expecting(pair, kind, dir, ds, "status: NOERROR")
+}
+
+/// [`start`], ready once the apex query's answer contains `ready`.
+fn start_expecting(pair: &Pair, kind: Kind, dir: &Path, ds: &str, ready: &str) -> Resolver {
+    let conf = dir.join(format!("{kind:?}.conf"));
+    let log = dir.join(format!("{kind:?}.log"));
+    let _ = std::fs::remove_file(dir.join("named.pid"));
+    let _ = std::fs::remove_file(dir.join("unbound.pid"));
+    let parts: Vec<&str> = ds.split_whitespace().collect();
+    let (text, argv): (String, Vec<String>) = match kind {
+        Kind::Bind => (
+            format!(
+                r#"options {{
+    directory "{dir}";
+    pid-file "{dir}/named.pid";
+    managed-keys-directory "{dir}";
+    listen-on port 53 {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion yes;
+    allow-query {{ any; }};
+    allow-recursion {{ any; }};
+    dnssec-validation yes;
+    max-cache-ttl 1;
+    max-ncache-ttl 1;
+}};
+trust-anchors {{ "{ZONE}" static-ds {tag} {alg} {dt} "{digest}"; }};
+zone "{ZONE}" {{ type static-stub; server-addresses {{ {SERVER}; }}; }};
+"#,
+                dir = dir.display(),
+                tag = parts[0],
+                alg = parts[1],
+                dt = parts[2],
+                digest = parts[3],
+            ),
+            vec![
+                "named".into(),
+                "-g".into(),
+                "-4".into(),
+                "-c".into(),
+                conf.display().to_string(),
+            ],
+        ),
+        Kind::Unbound => (
+            format!(
+                r#"server:
+    interface: 127.0.0.1
+    port: 53
+    do-ip6: no
+    do-daemonize: no
+    username: ""
+    chroot: ""
+    directory: "{dir}"
+    pidfile: "{dir}/unbound.pid"
+    use-syslog: no
+    logfile: ""
+    verbosity: 1
+    val-log-level: 2
+    cache-max-ttl: 1
+    cache-max-negative-ttl: 1
+    trust-anchor: "{ZONE} DS {ds}"
+stub-zone:
+    name: "{ZONE}"
+    stub-addr: {SERVER}
+"#,
+                dir = dir.display(),
+            ),
+            vec!["unbound".into(), "-d".into(), "-c".into(), conf.display().to_string()],
+        ),
+    };
+    std::fs::write(&conf, text).unwrap();
+    let file = std::fs::File::create(&log).unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &pair.client])
+        .args(&argv)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let mut resolver = Resolver { child, log };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if dig(pair, ZONE, "SOA").contains(ready) {
+            return resolver;
+        }
+        if let Ok(Some(status)) = resolver.child.try_wait() {
+            panic!("{kind:?} exited ({status}):\n{}", resolver.log_text());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{kind:?} did not start:\n{}",
+            resolver.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+impl Resolver {
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn dig(pair: &Pair, name: &str, rtype: &str) -> String {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.client,
+            "dig",
+            "@127.0.0.1",
+            "+dnssec",
+            "+tries=2",
+            "+time=2",
+        ])
+        .args([name, rtype])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// True when dig's header says AD.
+fn has_ad(out: &str) -> bool {
+    out.lines().find(|l| l.starts_with(";; flags:")).is_some_and(|l| {
+        l.split(';')
+            .nth(2)
+            .is_some_and(|f| f.split_whitespace().any(|w| w == "ad"))
+    })
+}
+
+/// Every question validates (AD) with its expected status.
+fn all_validate(pair: &Pair, resolver: &Resolver, state: &str) {
+    // Past the resolvers' 1-second cache and the edge's apply.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut failures = String::new();
+    for &(name, rtype, status) in QUESTIONS {
+        let out = dig(pair, name, rtype);
+        if !out.contains(&format!("status: {status}")) || !has_ad(&out) {
+            let _ = writeln!(failures, "--- {name} {rtype} (want {status}, AD):\n{out}");
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{state}: not validated:\n{failures}\n--- resolver log:\n{}",
+        resolver.log_text()
+    );
+}
+
+fn ds_of(location: &Location, state: &str) -> String {
+    let keys = location.ctl_json(&["dnssec", "ds", ZONE]);
+    let key = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["state"] == state)
+        .unwrap_or_else(|| panic!("no {state} key in {keys}"));
+    // "shop.example. IN DS TAG ALG 2 HEX"
+    key["ds"].as_str().unwrap().split(" DS ").nth(1).unwrap().to_owned()
+}
+
+fn set_health(location: &Location, unhealthy: &[&str], healthy: &[&str]) {
+    for (checks, status) in [(unhealthy, "unhealthy"), (healthy, "healthy")] {
+        for check in checks {
+            let out = location.ctl(&["override", "set", check, status, "--expires", "30m"]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    location.wait_edges_current();
+}
+
+fn validators_validate_every_answer(tag: char, kind: Kind) {
+    require_root("network namespaces and a validating resolver on port 53");
+    let mut location = Location::prepared();
+    let zone_file = location.zones().join("shop.example.toml");
+    let text = std::fs::read_to_string(&zone_file).unwrap();
+    let text = text.replacen("ttl = 60\n", "ttl = 60\ndnssec = true\n", 1)
+        + "\n[[rrset]]\nname = \"*.w\"\ntype = \"A\"\nvalues = [\"192.0.2.99\"]\n"
+        + "\n[[rrset]]\nname = \"below.ent\"\ntype = \"A\"\nvalues = [\"192.0.2.98\"]\n";
+    std::fs::write(&zone_file, text).unwrap();
+    location.start_control();
+    let pair = Pair::new(tag);
+    location.start_edge_with(
+        &["ip", "netns", "exec", &pair.server],
+        &["--listen", &format!("{SERVER}:53")],
+    );
+    location.edge.as_ref().unwrap().wait_for("snapshot applied");
+    let dir = location.dir.path().join(format!("{kind:?}"));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let first = ds_of(&location, "active");
+    let mut resolver = start(&pair, kind, &dir, &first);
+    // No check has reported: everything fails open.
+    all_validate(&pair, &resolver, "fail-open (nothing healthy)");
+    set_health(&location, &[], CHECKS);
+    all_validate(&pair, &resolver, "everything healthy");
+    set_health(&location, &["web-1", "api-1", "m-1", "a1", "b1"], &[]);
+    all_validate(&pair, &resolver, "primaries and one AZ down");
+
+    // Rollover: the new key signs beside the old; the anchor (the parent's DS) moves;
+    // the old key goes. No step may fail validation.
+    let out = location.ctl(&["dnssec", "rollover", ZONE]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    location.wait_edges_current();
+    all_validate(&pair, &resolver, "rollover started, old DS");
+    let second = ds_of(&location, "incoming");
+    assert_ne!(first, second);
+    drop(resolver);
+    resolver = start(&pair, kind, &dir, &second);
+    all_validate(&pair, &resolver, "rollover started, new DS");
+    let out = location.ctl(&["dnssec", "rollover", ZONE, "--complete"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    location.wait_edges_current();
+    all_validate(&pair, &resolver, "rollover complete");
+    assert_eq!(ds_of(&location, "active"), second);
+
+    // An anchor naming no key of the zone (a DS the parent got wrong): to a resolver
+    // with nothing cached every signature is from an unknown key, so SERVFAIL — the
+    // validators really validate, and this test can fail.
+    drop(resolver);
+    let mut wrong = second.clone();
+    let last = wrong.pop().unwrap();
+    wrong.push(if last == '0' { '1' } else { '0' });
+    let resolver = start_expecting(&pair, kind, &dir, &wrong, "status: SERVFAIL");
+    for name in ["www.shop.example.", "nothing.shop.example."] {
+        let out = dig(&pair, name, "A");
+        assert!(
+            out.contains("status: SERVFAIL"),
+            "{name} under a wrong anchor:\n{out}\n{}",
+            resolver.log_text()
+        );
+    }
+}
+
+#[test]
+fn bind9_validates_every_signed_answer() {
+    validators_validate_every_answer('S', Kind::Bind);
+}
+
+#[test]
+fn unbound_validates_every_signed_answer() {
+    validators_validate_every_answer('T', Kind::Unbound);
+}
