@@ -593,6 +593,26 @@ mod tests {
     #[test]
     #[expect(clippy::too_many_lines, reason = "one literal per reply shape")]
     fn every_reply_decodes_as_the_reply_to_its_request() {
+        let keys = vec![crate::dnssec::KeyInfo {
+            tag: 12345,
+            algorithm: "ECDSAP256SHA256".into(),
+            state: "active".into(),
+            ds: "example. IN DS 12345 13 2 AB".into(),
+            dnskey: "example. IN DNSKEY 257 3 13 AA==".into(),
+        }];
+        round_trip(
+            &Request::DnssecDs {
+                zone: "example.".into(),
+            },
+            &Reply::DnssecKeys(keys.clone()),
+        );
+        round_trip(
+            &Request::DnssecRollover {
+                zone: "example.".into(),
+                step: crate::dnssec::RolloverStep::Complete,
+            },
+            &Reply::DnssecKeys(keys),
+        );
         round_trip(
             &Request::Explain {
                 name: "www.example.".into(),

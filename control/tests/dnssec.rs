@@ -245,9 +245,21 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
     std::fs::write(&zone_file, text).unwrap();
     location.start_control();
     let pair = Pair::new(tag);
+    // With the XDP program attached: it must hand every query for the signed zone to
+    // user space (counted as `pass_signed`), never answer DO=1 without signatures.
+    let listen = format!("{SERVER}:53");
     location.start_edge_with(
         &["ip", "netns", "exec", &pair.server],
-        &["--listen", &format!("{SERVER}:53")],
+        &[
+            "--listen",
+            &listen,
+            "--xdp",
+            &pair.server_if,
+            "--xdp-mode",
+            "auto",
+            "--metrics",
+            "127.0.0.1:9153",
+        ],
     );
     location.edge.as_ref().unwrap().wait_for("snapshot applied");
     let dir = location.dir.path().join(format!("{kind:?}"));
@@ -278,6 +290,19 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
     location.wait_edges_current();
     all_validate(&pair, &resolver, "rollover complete");
     assert_eq!(ds_of(&location, "active"), second);
+    let metrics = pair.server_metrics("127.0.0.1:9153");
+    let count = |label: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("qdns_edge_xdp_packets_total{{counter=\"{label}\"}}")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        count("pass_signed") >= QUESTIONS.len() as u64,
+        "XDP did not pass the signed zone:\n{metrics}"
+    );
+    assert!(metrics.contains("qdns_edge_dnssec_expiry_seconds"), "{metrics}");
 
     // An anchor naming no key of the zone (a DS the parent got wrong): to a resolver
     // with nothing cached every signature is from an unknown key, so SERVFAIL — the
