@@ -266,3 +266,27 @@ fn nodes_are_the_zone_names_only() {
         assert!(names.contains(name), "{name} missing from {names:?}");
     }
 }
+
+#[test]
+fn a_zone_asking_for_dnssec_is_refused_unless_control_signed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = HEAD.replacen("ttl = 60\n", "ttl = 60\ndnssec = true\n", 1);
+    std::fs::write(dir.path().join("t.toml"), head).unwrap();
+    let mut snapshot = qdns_zone::load_dir(dir.path(), 1).unwrap();
+    let err = Engine::compile(&snapshot).err().expect("an unsigned zone is refused");
+    assert!(err.to_string().contains("standalone edge cannot sign"), "{err}");
+    let key = qdns_zone::dnssec::ZoneKey::generate(
+        qdns_zone::dnssec::Algorithm::EcdsaP256Sha256,
+        qdns_zone::dnssec::KeyState::Active,
+        1,
+    )
+    .unwrap();
+    qdns_zone::dnssec::sign_zone(
+        &mut snapshot.zones[0],
+        &[key],
+        qdns_zone::dnssec::SignOptions::at(1_800_000_000),
+    )
+    .unwrap();
+    let engine = Engine::compile(&snapshot).unwrap();
+    assert_eq!(engine.dnssec_expiration(), Some(1_800_000_000 + 14 * 86_400));
+}
