@@ -173,23 +173,24 @@ fn is_signed(zone: &Zone, cuts: &[&[u8]], set: &RecordSet) -> bool {
 /// (empty non-terminals) have none: a covering NSEC proves them.
 fn nsec_chain(zone: &Zone) -> Vec<RecordSet> {
     let cuts = cuts(zone);
-    let mut names: Vec<&[u8]> = zone
-        .rrsets
-        .iter()
-        .map(|s| s.name.as_slice())
-        .filter(|owner| !occluded(&cuts, owner))
-        .collect();
+    // Each owner's types, in one pass over the sets.
+    let mut types_at: std::collections::HashMap<&[u8], BTreeSet<u16>> = std::collections::HashMap::new();
+    for set in &zone.rrsets {
+        if !occluded(&cuts, &set.name) {
+            types_at.entry(set.name.as_slice()).or_default().insert(set.rtype);
+        }
+    }
+    let mut names: Vec<&[u8]> = types_at.keys().copied().collect();
     names.sort_by(|a, b| canonical_cmp(a, b));
-    names.dedup();
     let mut out = Vec::with_capacity(names.len());
     for (i, owner) in names.iter().enumerate() {
         let next = names.get(i + 1).copied().unwrap_or(&zone.origin);
         let at_cut = *owner != zone.origin.as_slice() && cuts.contains(owner);
-        let mut types: BTreeSet<u16> = zone
-            .rrsets
-            .iter()
-            .filter(|s| s.name.as_slice() == *owner)
-            .map(|s| s.rtype)
+        let mut types: BTreeSet<u16> = types_at
+            .get(owner)
+            .into_iter()
+            .flatten()
+            .copied()
             .filter(|&t| !at_cut || t == rtype::NS || t == rtype::DS)
             .collect();
         types.insert(rtype::RRSIG);
