@@ -56,6 +56,17 @@ fn answer(c: &mut Criterion) {
             b.iter(|| engine.respond(black_box(&q), black_box(&mut out), transport));
         });
     }
+    // A signed zone: DO=0 beside DO=1 (RRSIGs; NSEC proofs for NXDOMAIN).
+    let signed = benches::signed_example_engine();
+    for (name, q) in [
+        ("signed_a_do0", benches::query("www.example.net.", 1, Some(1232))),
+        ("signed_a_do1", benches::dnssec_query("www.example.net.", 1)),
+        ("signed_nxdomain_do1", benches::dnssec_query("nope.example.net.", 1)),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| signed.respond(black_box(&q), black_box(&mut out), Transport::Udp));
+        });
+    }
     group.finish();
 }
 

@@ -133,7 +133,9 @@ fn main() {
         std::fs::copy(&path, zones.path().join(path.file_name().expect("file name"))).expect("copy");
     }
     big_zone(zones.path());
-    let snapshot = qdns_zone::load_dir(zones.path(), 1).expect("zones");
+    let mut snapshot = qdns_zone::load_dir(zones.path(), 1).expect("zones");
+    // example.net signed: its DO=1 answers come from the tables' signed variants.
+    benches::sign_example_net(&mut snapshot);
     let engine = Engine::compile(&snapshot)
         .expect("compile")
         .with_options(&benches::served());
@@ -184,6 +186,12 @@ fn main() {
         (
             "plain A + DO=1 + COOKIE",
             vec![frame("www.example.com.", 1, Edns::Resolver)],
+            3,
+        ),
+        ("signed A, DO=0", vec![frame("www.example.net.", 1, Edns::Plain)], 3),
+        (
+            "signed A + DO=1 + COOKIE (RRSIG)",
+            vec![frame("www.example.net.", 1, Edns::Resolver)],
             3,
         ),
         ("weighted", vec![frame("www.shop.example.", 1, Edns::None)], 3),

@@ -18,6 +18,48 @@ pub fn example_engine() -> Engine {
         .with_options(&served())
 }
 
+/// [`example_engine`] with `example.net.` signed as control signs it (ECDSAP256SHA256).
+///
+/// # Panics
+/// When the example zones do not load or sign.
+#[must_use]
+pub fn signed_example_engine() -> Engine {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+    let mut snapshot = qdns_zone::load_dir(&dir, 1).unwrap_or_else(|e| panic!("example zones: {e}"));
+    sign_example_net(&mut snapshot);
+    Engine::compile(&snapshot)
+        .unwrap_or_else(|e| panic!("example zones: {e}"))
+        .with_options(&served())
+}
+
+/// Signs `example.net.` of `snapshot` with a new key, valid from now.
+///
+/// # Panics
+/// When the snapshot has no `example.net.` or it does not sign.
+pub fn sign_example_net(snapshot: &mut qdns_zone::Snapshot) {
+    use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
+    let zone = snapshot
+        .zones
+        .iter_mut()
+        .find(|z| z.origin == b"\x07example\x03net\x00")
+        .unwrap_or_else(|| panic!("no example.net"));
+    zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
+    let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).unwrap_or_else(|e| panic!("{e}"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    sign_zone(zone, &[key], SignOptions::at(now)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// [`query`] with EDNS (1,232 octets) and DO=1, as validating resolvers ask.
+#[must_use]
+pub fn dnssec_query(name: &str, qtype: u16) -> Vec<u8> {
+    let mut msg = query(name, qtype, Some(1232));
+    let flags = msg.len() - 4;
+    msg[flags] = 0x80;
+    msg
+}
+
 /// The options the server compiles with: answer counters on.
 #[must_use]
 pub fn served() -> qdns_edge::engine::ServeOptions {

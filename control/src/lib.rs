@@ -38,7 +38,13 @@ pub mod state;
 pub mod status_page;
 pub mod timeline;
 
-use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
+use std::{
+    io,
+    os::unix::fs::PermissionsExt,
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 pub use config::Config;
 use qdns_listen::{Limits, Pool, Ticket};
@@ -514,6 +520,7 @@ async fn apply_observations(
 /// Ends expired shifts and overrides every second; re-evaluates checker freshness.
 async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut resign_after = Instant::now();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -526,10 +533,14 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             // reporting becomes unreachable.
             ctx.push_health(&mut state);
         }
-        if dnssec::earliest_expiry(&state.snapshot).is_some_and(|at| at < dnssec::now() + dnssec::REFRESH_BEFORE) {
-            // Signatures near their end: sign again (a failure is in the timeline and
-            // retried next second; edges warn on their own as expiry nears).
-            let _ = handler::resign(&ctx, &mut state, "signatures due for refresh");
+        if dnssec::earliest_expiry(&state.snapshot).is_some_and(|at| at < dnssec::now() + dnssec::REFRESH_BEFORE)
+            && Instant::now() >= resign_after
+        {
+            // Signatures near their end: sign again. A failure is in the timeline and
+            // tried again a minute later; edges warn on their own as expiry nears.
+            if handler::resign(&ctx, &mut state, "signatures due for refresh").is_err() {
+                resign_after = Instant::now() + Duration::from_secs(60);
+            }
         }
         if std::mem::take(&mut state.operator_dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted

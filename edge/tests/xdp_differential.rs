@@ -22,6 +22,9 @@ use common::{
 };
 use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
 
+/// The zone `engine()` signs.
+const SIGNED_ZONE: &[u8] = b"\x07example\x03com\x00";
+
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
 
@@ -144,9 +147,23 @@ fn reverse_zone() -> String {
     toml
 }
 
-/// The test zones compiled as the server compiles them: with answer counters.
+/// The test zones compiled as the server compiles them: with answer counters, and
+/// `example.com.` signed as control signs it (DO=1 answers with RRSIGs, NSEC proofs).
 fn engine() -> Engine {
-    let snapshot = qdns_zone::load_dir(zones(), 1).expect("test zones load");
+    use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
+    let mut snapshot = qdns_zone::load_dir(zones(), 1).expect("test zones load");
+    let zone = snapshot
+        .zones
+        .iter_mut()
+        .find(|z| z.origin == SIGNED_ZONE)
+        .expect("example.com is a test zone");
+    zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
+    let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    sign_zone(zone, &[key], SignOptions::at(now)).expect("example.com signs");
     let options = qdns_edge::engine::ServeOptions {
         answer_sets: Some(std::sync::Arc::default()),
         ..qdns_edge::engine::ServeOptions::default()
@@ -398,6 +415,8 @@ fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
         "pass_needs_tc",
         "pass_large",
         "answered_referral",
+        "answered_signed",
+        "pass_signed",
     ] {
         assert!(c[kind] > 0, "{kind} never happened: {c:?}");
     }
@@ -448,6 +467,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
     // Answered in XDP: names over 64 octets (the long-name stage).
     let mut tx_long = 0u32;
+    // Answered in XDP: DO=1 queries of the signed zone (the answers carry RRSIGs).
+    let mut tx_signed = 0u32;
     // Answered in XDP: wildcard answers that name other owners (relocated tails).
     let mut tx_relocated_wildcard = 0u32;
     // Answered in XDP: a weighted set at a wildcard.
@@ -485,6 +506,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     tx_long += u32::from(name.len() + 1 > 64);
 
                     tx_dnssec_ok += u32::from(sent.dnssec_ok);
+                    tx_signed += u32::from(sent.dnssec_ok && name.to_ascii_lowercase().ends_with("example.com."));
                     tx_options += u32::from(sent.options);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
@@ -522,6 +544,10 @@ fn xdp_answers_are_byte_identical_to_user_space() {
          {tx_long} for names over 64 octets, {tx_relocated_wildcard} relocated wildcard answers, {tx_wildcard_policy} weighted at a wildcard, {tx_large} over the 256-octet tail, {tx_over_512} over 512 octets), {passed} passed; {c:?}; shapes {shapes:?}"
     );
     assert!(tx_dnssec_ok > 500, "DO=1 queries are answered in XDP: {tx_dnssec_ok}");
+    assert!(
+        tx_signed > 50,
+        "DO=1 queries of the signed zone are answered in XDP, with RRSIGs: {tx_signed}"
+    );
     assert!(
         tx_options > 500,
         "queries with EDNS options are answered in XDP: {tx_options}"

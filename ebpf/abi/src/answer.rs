@@ -179,8 +179,14 @@ pub const REASON_OTHER: u8 = 0;
 pub const REASON_REFERRAL: u8 = 1;
 /// The answer is over [`RESPONSE_MAX`] octets, or truncated even at our own limit.
 pub const REASON_LARGE: u8 = 2;
-/// A name of a DNSSEC-signed zone: user space answers (with signatures for DO=1).
-pub const REASON_SIGNED: u8 = 3;
+/// `node_flags` of every entry of a DNSSEC-signed zone: a DO=1 query for the name and
+/// type takes the entry's signed variant — the key with [`DO_SALT`] mixed into its hash,
+/// a plain answer with RRSIGs — and passes (`pass_signed`) when there is none or the
+/// answer is not the exact name's (NODATA, NXDOMAIN, wildcards, referrals: their NSEC
+/// proofs depend on the question).
+pub const SIGNED: u8 = 32;
+/// What a name's hash is XOR-ed with for the key of its signed (DO=1) variant.
+pub const DO_SALT: u64 = 0x9e6c_63d0_676a_9a99;
 
 /// A record of [`RECORDS_MAP`]. Identical records are stored once (the slots of a name's
 /// ANY and of its one set's type share it).

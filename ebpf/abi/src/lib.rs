@@ -143,9 +143,13 @@ counters! {
     /// Not an outcome: a query whose name is over 64 octets, handed to the long-name
     /// stage (its outcome is counted there).
     LongName = 34, "long_name";
-    /// Passed: a name of a DNSSEC-signed zone (user space adds RRSIGs and NSEC proofs;
-    /// the tables hold no signatures yet).
+    /// Passed: a DO=1 query for a name of a DNSSEC-signed zone whose answer needs proofs
+    /// for the question (NODATA, NXDOMAIN, wildcards, referrals) or has no signed
+    /// variant in the tables (policy sets): user space signs it.
     PassSigned = 35, "pass_signed";
+    /// Answered: a DO=1 query of a signed zone from the entry's signed variant (the
+    /// answer with its RRSIGs).
+    AnsweredSigned = 36, "answered_signed";
 }
 
 impl Counter {
@@ -163,6 +167,7 @@ impl Counter {
                 | Counter::AnsweredNxdomain
                 | Counter::AnsweredWildcard
                 | Counter::AnsweredReferral
+                | Counter::AnsweredSigned
         )
     }
 }

@@ -9,10 +9,10 @@ use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
         placed, AnswerKey, AnswerValue, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT,
-        DECISION_DEGRADED, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL,
-        NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS,
-        POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_REFERRAL,
-        REASON_SIGNED,
+        DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY,
+        KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER,
+        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE,
+        REASON_REFERRAL, SIGNED,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -354,7 +354,15 @@ fn plan<'a, const W: usize>(
         records: RECORDS.get(bank).ok_or(Counter::PassNotLoaded)?,
         word: found,
     };
-    let (body, counter) = lookup(&tables, key, words, encloser, qlen, (active >> 32) as u32 & 1)?;
+    let (body, counter) = lookup(
+        &tables,
+        key,
+        words,
+        encloser,
+        qlen,
+        (active >> 32) as u32 & 1,
+        opt.dnssec_ok,
+    )?;
     *members = match &body {
         Body::Policy { policy, mask, .. } => u64::from(policy.counter) | mask << 32,
         _ => NO_MEMBERS,
@@ -487,11 +495,15 @@ fn lookup<'a, const W: usize>(
     encloser: &mut u64,
     qlen: usize,
     health: u32,
+    dnssec_ok: u16,
 ) -> Result<(Body<'a>, Counter), Counter> {
     let qtype = key.qtype;
     // One hash for the exact and the node lookup: same name, another type.
     key.hash = name_hash(name);
     if let Some(value) = find(t, key, name)? {
+        if value.node_flags & SIGNED != 0 && dnssec_ok != 0 {
+            return signed(t, key, name);
+        }
         return match value.kind {
             KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain)),
             KIND_POLICY => policy(t, value, health),
@@ -500,6 +512,10 @@ fn lookup<'a, const W: usize>(
     }
     key.qtype = QTYPE_NODE;
     if let Some(node) = find(t, key, name)? {
+        if node.node_flags & SIGNED != 0 && dnssec_ok != 0 {
+            // NODATA in a signed zone: the NSEC proof is user space's.
+            return Err(Counter::PassSigned);
+        }
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
             Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
         } else if node.kind == KIND_REFERRAL {
@@ -543,6 +559,10 @@ fn lookup<'a, const W: usize>(
     // SAFETY: a read of this CPU's scratch, just written.
     let at = unsafe { core::ptr::read_volatile(encloser) } as usize;
     let node = named(t, t.through(u64::from(found)) as u32, name)?;
+    if node.node_flags & SIGNED != 0 && dnssec_ok != 0 {
+        // NXDOMAIN, wildcard or referral in a signed zone: proofs for this question.
+        return Err(Counter::PassSigned);
+    }
     if node.kind == KIND_REFERRAL {
         return Ok((Body::Plain(node, None), Counter::AnsweredReferral));
     }
@@ -602,13 +622,27 @@ fn wildcard<'a, const W: usize>(
     }
 }
 
+/// A DO=1 query for a name of a signed zone: the entry's signed variant (the answer with
+/// its RRSIGs, keyed by the name's hash with [`DO_SALT`]), when the tables have one.
+#[inline(always)]
+fn signed<'a, const W: usize>(
+    t: &Tables<'a>,
+    key: &mut AnswerKey,
+    name: &[u64; W],
+) -> Result<(Body<'a>, Counter), Counter> {
+    key.hash ^= DO_SALT;
+    match find(t, key, name)? {
+        Some(value) if value.kind == KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredSigned)),
+        _ => Err(Counter::PassSigned),
+    }
+}
+
 /// The counter of an entry that sends its queries to user space.
 #[inline(always)]
 fn pass_reason(entry: &AnswerValue) -> Counter {
     match entry.reason {
         REASON_REFERRAL => Counter::PassReferral,
         REASON_LARGE => Counter::PassLarge,
-        REASON_SIGNED => Counter::PassSigned,
         _ => Counter::PassNotCached,
     }
 }

@@ -137,7 +137,7 @@ impl Signed {
             }
             first = false;
             b.put(record)?;
-            key.add(record.get(10..).unwrap_or_default());
+            key.add_record(record);
             written += 1;
         }
         Ok(written + self.put_rrsig(b, owner, node, dtype::NSEC, key)?)
@@ -170,7 +170,7 @@ pub(super) fn wildcard_of(encloser: &[u8], buf: &mut [u8; MAX_NAME + 2]) -> Opti
 pub(super) fn key_of(set: super::SetRef<'_>) -> AnswerKey {
     let mut key = AnswerKey::default();
     for (_, record) in set.each_record() {
-        key.add(record.get(10..).unwrap_or_default());
+        key.add_record(record);
     }
     key
 }

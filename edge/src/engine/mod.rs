@@ -229,6 +229,15 @@ impl Engine {
         self.version
     }
 
+    /// True when `name` (lowercase wire) is in a zone control signed.
+    #[must_use]
+    pub fn signs(&self, name: &[u8]) -> bool {
+        crate::wire::name::label_starts(name)
+            .find_map(|start| self.by_apex.get(name.get(start..)?))
+            .and_then(|&index| self.zones.get(index as usize))
+            .is_some_and(|zone| zone.signed.is_some())
+    }
+
     /// When the first DNSSEC signature of the served zones expires (seconds since the
     /// epoch); `None` when no zone is signed.
     #[must_use]

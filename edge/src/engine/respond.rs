@@ -590,7 +590,7 @@ fn put_set<'z>(
                         written.first_rdata = literal_rdata(record_at, record);
                     }
                     if ctx.sign {
-                        written.key.add(record.get(10..).unwrap_or_default());
+                        written.key.add_record(record);
                     }
                     written.count += 1;
                 }

@@ -13,10 +13,10 @@
 use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
-        DECISION_DEGRADED, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
+        DECISION_DEGRADED, DO_SALT, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
         KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
         PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
-        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, REASON_SIGNED, RESPONSE_MAX,
+        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED,
         TAIL_MAX, WIRE_NAME_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
@@ -120,17 +120,17 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
             continue;
         };
         let long_name = long_name_id(&mut table.long_names, &words);
+        let signed = node.signed;
         let mut push = |key: AnswerKey, mut value: AnswerValue| {
             value.name = words.window;
             value.long_name = long_name;
+            if signed {
+                value.node_flags |= SIGNED;
+            }
             table.answers.push((key, value));
         };
-        if node.signed {
-            // Every name of a signed zone, and every missing name below one, passes:
-            // the tables hold no RRSIGs or NSEC proofs yet (`pass_signed`).
-            push(node_key, pass_because(KIND_NODE, REASON_SIGNED));
-            continue;
-        }
+        // The types whose answer here is static: a signed zone's get a DO=1 variant.
+        let mut static_types: Vec<u16> = Vec::new();
         if node.below_cut {
             // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
             if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
@@ -161,6 +161,9 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
             let Some((set_key, _)) = key(generation, *rtype, node.name) else {
                 continue;
             };
+            if policy.is_none() {
+                static_types.push(*rtype);
+            }
             let value = match policy {
                 None => Some(plain(
                     engine,
@@ -186,6 +189,7 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         // At a CNAME owner: the chain's answer for the common types, when no policy is
         // on it (other types find the node entry, which does not answer for them).
         for &rtype in &node.static_chases {
+            static_types.push(rtype);
             if let Some((chase_key, _)) = key(generation, rtype, node.name) {
                 push(
                     chase_key,
@@ -203,6 +207,9 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         }
         // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
         // entry never answers NODATA for it.
+        if node.static_any {
+            static_types.push(QTYPE_ANY);
+        }
         if !node.sets.is_empty() {
             if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
                 let value = node.static_any.then(|| {
@@ -219,11 +226,49 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
                 push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
             }
         }
+        if signed {
+            for rtype in static_types {
+                if let Some((key, value)) = signed_variant(
+                    engine,
+                    node.name,
+                    rtype,
+                    &mut scratch,
+                    &mut table.large,
+                    generation,
+                    limits,
+                ) {
+                    push(key, value);
+                }
+            }
+        }
         push(node_key, node_value(&node));
     }
     pass_collisions(&mut table.answers);
     share_large_tails(&mut table, generation);
     table
+}
+
+/// A signed zone's DO=1 answer for `name` and `rtype` — the records with their RRSIGs,
+/// as the engine writes them — under the key the program looks up for DO=1 (the name's
+/// hash with `DO_SALT`); `None` when it is not a plain answer the tables can hold.
+fn signed_variant(
+    engine: &Engine,
+    name: &[u8],
+    rtype: u16,
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+    limits: Limits,
+) -> Option<(AnswerKey, AnswerValue)> {
+    let (key, _) = key(generation, rtype, name)?;
+    let value = plain_with(engine, name, rtype, out, large, generation, limits, Edns::DnssecOk);
+    (value.kind == KIND_PLAIN).then_some((
+        AnswerKey {
+            hash: key.hash ^ DO_SALT,
+            ..key
+        },
+        value,
+    ))
 }
 
 /// Identical large tails once (a name's ANY answer and its set's, the same set under
@@ -411,8 +456,29 @@ fn plain(
     generation: u32,
     limits: Limits,
 ) -> AnswerValue {
+    plain_with(engine, name, rtype, out, large, generation, limits, Edns::Plain)
+}
+
+/// [`plain`] for the queries `edns` stands for: [`Edns::Plain`] (the answer to every
+/// client), or [`Edns::DnssecOk`] (a signed zone's DO=1 answer).
+#[expect(clippy::too_many_arguments, reason = "plain's, and which answer")]
+fn plain_with(
+    engine: &Engine,
+    name: &[u8],
+    rtype: u16,
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+    limits: Limits,
+    edns: Edns,
+) -> AnswerValue {
     let other = || pass_because(KIND_PASS, REASON_OTHER);
-    let message = match engine_answer(engine, name, rtype, out) {
+    let answer = if edns == Edns::DnssecOk {
+        engine_answer_signed(engine, name, rtype, out)
+    } else {
+        engine_answer(engine, name, rtype, out)
+    };
+    let message = match answer {
         Some(Answer::Fits(message)) => message,
         Some(Answer::Truncated) => return pass_because(KIND_PASS, REASON_LARGE),
         None => return other(),
@@ -427,7 +493,7 @@ fn plain(
         return other();
     };
     let any_qname = owned_by_question(tail, counts(&message, 1) + counts(&message, 2) + counts(&message, 3));
-    if !any_qname && name.starts_with(b"\x01*") {
+    if !any_qname && name.starts_with(b"\x01*") && edns != Edns::DnssecOk {
         // A wildcard's answer that names other owners: relocated for each question.
         return wildcard_relocated(engine, name, rtype, out, large, generation, limits).unwrap_or_else(other);
     }
@@ -695,11 +761,13 @@ fn engine_answer(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Op
     let mut message = full.get(..body_len)?.to_vec();
     let arcount = u16::from_be_bytes([*message.get(10)?, *message.get(11)?]).checked_sub(1)?;
     message.get_mut(10..12)?.copy_from_slice(&arcount.to_be_bytes());
-    // DO=1: the same sections; only our OPT's DO bit differs.
+    // DO=1: the same sections; only our OPT's DO bit differs — except in a signed zone,
+    // whose DO=1 answers are the entries' signed variants (`engine_answer_signed`).
     let dnssec_ok = engine.respond_with_draw(&query(name, rtype, Edns::DnssecOk), out, Transport::Udp, 0)?;
     let with_do = out.get(..dnssec_ok.len)?;
-    if with_do.get(..body_len) != full.get(..body_len)
-        || with_do.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..])
+    if !engine.signs(name)
+        && (with_do.get(..body_len) != full.get(..body_len)
+            || with_do.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..]))
     {
         return None;
     }
@@ -711,6 +779,23 @@ fn engine_answer(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Op
             return None;
         }
     }
+    Some(Answer::Fits(message))
+}
+
+/// The engine's response to a DO=1 query (without our OPT), for a signed zone's variant.
+fn engine_answer_signed(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<Answer> {
+    let dnssec_ok = engine.respond_with_draw(&query(name, rtype, Edns::DnssecOk), out, Transport::Udp, 0)?;
+    if dnssec_ok.truncated {
+        return Some(Answer::Truncated);
+    }
+    let full = out.get(..dnssec_ok.len)?;
+    let body_len = full.len().checked_sub(OPT_LEN)?;
+    if full.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..]) {
+        return None;
+    }
+    let mut message = full.get(..body_len)?.to_vec();
+    let arcount = u16::from_be_bytes([*message.get(10)?, *message.get(11)?]).checked_sub(1)?;
+    message.get_mut(10..12)?.copy_from_slice(&arcount.to_be_bytes());
     Some(Answer::Fits(message))
 }
 

@@ -50,7 +50,7 @@ impl<'z> SetIndex<'z> {
 pub fn possible<'z>(index: &SetIndex<'z>, set: &'z RecordSet) -> Result<Vec<Rdatas<'z>>, String> {
     let mut all = answers_of(index, set, 0)?;
     let mut seen = std::collections::HashSet::new();
-    all.retain(|answer| seen.insert(answer_key(answer.iter().copied())));
+    all.retain(|answer| seen.insert(answer_key(answer.iter().copied(), 0)));
     Ok(all)
 }
 
@@ -119,6 +119,32 @@ fn answers_of<'z>(index: &SetIndex<'z>, set: &'z RecordSet, depth: u32) -> Resul
         }
     }
     Ok(out)
+}
+
+/// The TTLs an answer of `set` can go out with: its own, its `degraded_ttl`, and those
+/// of the sets its alias members answer from.
+#[must_use]
+pub fn ttls(index: &SetIndex<'_>, set: &RecordSet) -> Vec<u32> {
+    let mut out = vec![set.ttl];
+    let mut stack = vec![(set, 0u32)];
+    while let Some((set, depth)) = stack.pop() {
+        let Some(policy) = set.policy.as_deref() else {
+            out.push(set.ttl);
+            continue;
+        };
+        out.push(set.ttl);
+        out.extend(policy.degraded_ttl);
+        for member in &policy.members {
+            if let (Answer::Alias { target }, true) = (&member.answer, depth < MAX_DEPTH) {
+                if let Some(target) = index.get(target, set.rtype) {
+                    stack.push((target, depth + 1));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 fn too_many() -> String {

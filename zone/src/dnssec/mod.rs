@@ -90,15 +90,19 @@ pub struct Signature {
 }
 
 /// The key of an answer: a hash of its records' RDATA, independent of their order (a
-/// multivalue or zonal answer lists its members in health's order). The edge computes
-/// it over the records it wrote, control over each answer it signs; both call this.
-/// Not a defence against collisions chosen by an attacker: the zone's owner chooses
-/// the records.
+/// multivalue or zonal answer lists its members in health's order), and of the TTL it
+/// goes out with (a set with a `degraded_ttl` is signed for both: the RRSIG's original
+/// TTL must be the set's). The edge computes it over the records it wrote, control
+/// over each answer it signs; both come here. Not a defence against collisions chosen
+/// by an attacker: the zone's owner chooses the records.
 #[must_use]
-pub fn answer_key<'a>(rdatas: impl IntoIterator<Item = &'a [u8]>) -> u64 {
-    let mut key = AnswerKey::default();
+pub fn answer_key<'a>(rdatas: impl IntoIterator<Item = &'a [u8]>, ttl: u32) -> u64 {
+    let mut key = AnswerKey {
+        ttl: Some(ttl),
+        ..AnswerKey::default()
+    };
     for rdata in rdatas {
-        key.add(rdata);
+        key.add_rdata(rdata);
     }
     key.finish()
 }
@@ -108,11 +112,21 @@ pub fn answer_key<'a>(rdatas: impl IntoIterator<Item = &'a [u8]>) -> u64 {
 pub struct AnswerKey {
     sum: u64,
     count: u64,
+    /// The TTL of the first record.
+    ttl: Option<u32>,
 }
 
 impl AnswerKey {
+    /// Adds one record as the engine stores it (TYPE CLASS TTL RDLENGTH RDATA).
+    pub fn add_record(&mut self, record: &[u8]) {
+        if self.ttl.is_none() {
+            self.ttl = record.get(4..8).map(|t| u32::from_be_bytes([t[0], t[1], t[2], t[3]]));
+        }
+        self.add_rdata(record.get(10..).unwrap_or_default());
+    }
+
     /// Adds one record's RDATA.
-    pub fn add(&mut self, rdata: &[u8]) {
+    pub fn add_rdata(&mut self, rdata: &[u8]) {
         // FNV-1a over the octets, then a SplitMix64 finaliser so sums of records do not
         // cancel; summed so the order of records does not matter.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -129,12 +143,13 @@ impl AnswerKey {
     pub fn merge(&mut self, other: AnswerKey) {
         self.sum = self.sum.wrapping_add(other.sum);
         self.count += other.count;
+        self.ttl = self.ttl.or(other.ttl);
     }
 
     /// The key.
     #[must_use]
     pub fn finish(self) -> u64 {
-        mix(self.sum ^ self.count.rotate_left(32))
+        mix(self.sum ^ self.count.rotate_left(32) ^ u64::from(self.ttl.unwrap_or(0)).rotate_left(48))
     }
 }
 

@@ -41,10 +41,17 @@ fn canonical_order_is_rfc_4034_section_6_1() {
 #[test]
 fn answer_key_ignores_order_and_sees_every_record() {
     let (a, b, c) = (&[192, 0, 2, 1][..], &[192, 0, 2, 2][..], &[192, 0, 2, 3][..]);
-    assert_eq!(answer_key([a, b, c]), answer_key([c, a, b]));
-    assert_ne!(answer_key([a, b]), answer_key([a, b, c]));
-    assert_ne!(answer_key([a, b]), answer_key([a, c]));
-    assert_ne!(answer_key([a]), answer_key([a, a]));
+    assert_eq!(answer_key([a, b, c], 60), answer_key([c, a, b], 60));
+    assert_ne!(answer_key([a, b], 60), answer_key([a, b, c], 60));
+    assert_ne!(answer_key([a, b], 60), answer_key([a, c], 60));
+    assert_ne!(answer_key([a], 60), answer_key([a, a], 60));
+    assert_ne!(answer_key([a], 60), answer_key([a], 10));
+    // The edge's way, from stored records, gives the same key.
+    let record = |rdata: &[u8], ttl: u32| [&[0, 1, 0, 1][..], &ttl.to_be_bytes(), &[0, 4], rdata].concat();
+    let mut key = AnswerKey::default();
+    key.add_record(&record(b, 10));
+    key.add_record(&record(a, 10));
+    assert_eq!(key.finish(), answer_key([a, b], 10));
 }
 
 #[test]
