@@ -45,10 +45,27 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn respond_allocates_nothing() {
-    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let mut snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    // example.net signed: DO=1 answers with RRSIGs and NSEC proofs allocate nothing
+    // either.
+    {
+        use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
+        let net = snapshot
+            .zones
+            .iter_mut()
+            .find(|z| z.origin == b"\x07example\x03net\x00")
+            .unwrap();
+        net.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
+        let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).unwrap();
+        sign_zone(net, &[key], SignOptions::at(1_800_000_000)).unwrap();
+    }
     let engine = Engine::compile(&snapshot).unwrap();
     let plain = Ask::default();
     let classic = Ask { edns: None, ..plain };
+    let signed = Ask {
+        dnssec_ok: true,
+        ..plain
+    };
     let mut queries = vec![
         query("www.example.com.", RecordType::A, plain),
         query("WWW.EXAMPLE.COM.", RecordType::AAAA, classic),
@@ -70,6 +87,10 @@ fn respond_allocates_nothing() {
         query("lb.shop.example.", RecordType::A, plain),
         query("app.shop.example.", RecordType::A, plain),
         query("shop.shop.example.", RecordType::A, plain),
+        query("www.example.net.", RecordType::A, signed),
+        query("nope.example.net.", RecordType::A, signed),
+        query("www.example.net.", RecordType::MX, signed),
+        query("example.net.", RecordType::DNSKEY, signed),
     ];
     let mut garbage = queries[0].clone();
     garbage.extend(b"trailing");
