@@ -76,7 +76,7 @@ fn health_path(dir: &Path) -> PathBuf {
 /// A damaged file is reported and ignored: the edge then waits for control.
 #[must_use]
 pub fn load_persisted(dir: &Path) -> Option<Snapshot> {
-    let mut snapshot = match sync::load::<Snapshot>(&snapshot_path(dir)) {
+    let mut snapshot = match sync::load_snapshot(&snapshot_path(dir)) {
         Ok(Some(snapshot)) => snapshot,
         Ok(None) => return None,
         Err(err) => {
@@ -393,7 +393,7 @@ async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4]) -> std
     if got != len {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    sync::decode(&body).map_err(std::io::Error::other)
+    sync::decode_to_edge(&body).map_err(std::io::Error::other)
 }
 
 /// Aborts the task when the session ends.

@@ -161,6 +161,45 @@ pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), SyncError> {
 
 /// Reads a value written by [`persist`]; `Ok(None)` when there is no file.
 pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, SyncError> {
+    let Some(body) = load_body(path)? else {
+        return Ok(None);
+    };
+    postcard::from_bytes(&body)
+        .map(Some)
+        .map_err(|e| SyncError::Corrupt(format!("{}: undecodable: {e}", path.display())))
+}
+
+/// Reads a [`Snapshot`] written by [`persist`] — by this version, or by one before
+/// DNSSEC (whose zones lack [`crate::Zone::dnssec`]): an upgraded edge serves the
+/// snapshot its predecessor persisted.
+pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, SyncError> {
+    let Some(body) = load_body(path)? else {
+        return Ok(None);
+    };
+    postcard::from_bytes(&body)
+        .or_else(|e| {
+            postcard::from_bytes::<legacy::SnapshotV1>(&body)
+                .map(Snapshot::from)
+                .map_err(|_| e)
+        })
+        .map(Some)
+        .map_err(|e| SyncError::Corrupt(format!("{}: undecodable: {e}", path.display())))
+}
+
+/// Decodes a control → edge frame body, from this version's control or from one before
+/// DNSSEC (upgrade edges first: they read both).
+pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, SyncError> {
+    postcard::from_bytes(body)
+        .or_else(|e| {
+            postcard::from_bytes::<legacy::ToEdgeV1>(body)
+                .map(ToEdge::from)
+                .map_err(|_| e)
+        })
+        .map_err(SyncError::from)
+}
+
+/// The body of a file written by [`persist`], checked; `Ok(None)` when there is none.
+fn load_body(path: &Path) -> Result<Option<Vec<u8>>, SyncError> {
     let data = match fs::read(path) {
         Ok(data) => data,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -179,9 +218,104 @@ pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, Sy
     if crc32fast::hash(body) != crc {
         return Err(corrupt("checksum mismatch"));
     }
-    postcard::from_bytes(body)
-        .map(Some)
-        .map_err(|e| corrupt(&format!("undecodable: {e}")))
+    Ok(Some(body.to_vec()))
+}
+
+/// The wire forms before DNSSEC (zones without `dnssec`), read for upgrades only.
+mod legacy {
+    use serde::Deserialize;
+
+    use crate::{RecordSet, Slot, Snapshot, Zone};
+
+    #[derive(Deserialize)]
+    pub(super) struct ZoneV1 {
+        origin: Vec<u8>,
+        source: String,
+        serial: u32,
+        negative_ttl: u32,
+        rrsets: Vec<RecordSet>,
+        slot_base: u32,
+        slots: Vec<Slot>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct SnapshotV1 {
+        version: u64,
+        zones: Vec<ZoneV1>,
+        bitmap: Vec<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) enum ToEdgeV1 {
+        Snapshot { snapshot: Box<SnapshotV1>, seq: u64 },
+        Health(super::HealthDelta),
+    }
+
+    impl From<SnapshotV1> for Snapshot {
+        fn from(old: SnapshotV1) -> Snapshot {
+            Snapshot {
+                version: old.version,
+                zones: old
+                    .zones
+                    .into_iter()
+                    .map(|z| Zone {
+                        origin: z.origin,
+                        source: z.source,
+                        serial: z.serial,
+                        negative_ttl: z.negative_ttl,
+                        rrsets: z.rrsets,
+                        slot_base: z.slot_base,
+                        slots: z.slots,
+                        dnssec: None,
+                    })
+                    .collect(),
+                bitmap: old.bitmap,
+            }
+        }
+    }
+
+    impl From<ToEdgeV1> for super::ToEdge {
+        fn from(old: ToEdgeV1) -> super::ToEdge {
+            match old {
+                ToEdgeV1::Snapshot { snapshot, seq } => super::ToEdge::Snapshot {
+                    snapshot: Box::new(Snapshot::from(*snapshot)),
+                    seq,
+                },
+                ToEdgeV1::Health(delta) => super::ToEdge::Health(delta),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) mod write {
+        //! The old forms, written as the version before DNSSEC wrote them.
+        use serde::Serialize;
+
+        use crate::{RecordSet, Slot};
+
+        #[derive(Serialize)]
+        pub struct ZoneV1 {
+            pub origin: Vec<u8>,
+            pub source: String,
+            pub serial: u32,
+            pub negative_ttl: u32,
+            pub rrsets: Vec<RecordSet>,
+            pub slot_base: u32,
+            pub slots: Vec<Slot>,
+        }
+
+        #[derive(Serialize)]
+        pub struct SnapshotV1 {
+            pub version: u64,
+            pub zones: Vec<ZoneV1>,
+            pub bitmap: Vec<u64>,
+        }
+
+        #[derive(Serialize)]
+        pub enum ToEdgeV1 {
+            Snapshot { snapshot: Box<SnapshotV1>, seq: u64 },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -208,6 +342,51 @@ mod tests {
         assert_eq!(len, frame.len() - 4);
         assert_eq!(decode::<ToEdge>(&frame[4..]).unwrap(), msg);
         assert!(frame_len(u32::MAX.to_be_bytes()).is_err());
+    }
+
+    #[test]
+    fn snapshots_and_frames_from_before_dnssec_still_read() {
+        use super::legacy::write::{SnapshotV1, ToEdgeV1, ZoneV1};
+        let old = SnapshotV1 {
+            version: 9,
+            zones: vec![ZoneV1 {
+                origin: b"\x07example\x00".to_vec(),
+                source: "example.toml".into(),
+                serial: 3,
+                negative_ttl: 60,
+                rrsets: vec![crate::RecordSet {
+                    name: b"\x07example\x00".to_vec(),
+                    rtype: 1,
+                    ttl: 60,
+                    rdata: vec![vec![192, 0, 2, 1]],
+                    policy: None,
+                }],
+                slot_base: 0,
+                slots: Vec::new(),
+            }],
+            bitmap: vec![1],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snapshot.bin");
+        persist(&path, &old).unwrap();
+        // The generic reader refuses it; the snapshot reader converts it.
+        assert!(load::<Snapshot>(&path).is_err());
+        let read = load_snapshot(&path).unwrap().unwrap();
+        assert_eq!((read.version, read.zones.len(), read.bitmap.clone()), (9, 1, vec![1]));
+        assert!(read.zones[0].dnssec.is_none());
+        assert_eq!(read.zones[0].rrsets[0].rdata, vec![vec![192, 0, 2, 1]]);
+        let frame = encode(&ToEdgeV1::Snapshot {
+            snapshot: Box::new(old),
+            seq: 4,
+        })
+        .unwrap();
+        match decode_to_edge(&frame[4..]).unwrap() {
+            ToEdge::Snapshot { snapshot, seq } => assert_eq!((snapshot.version, seq), (9, 4)),
+            other => panic!("{other:?}"),
+        }
+        // This version's own forms read as they are.
+        persist(&path, &read).unwrap();
+        assert_eq!(load_snapshot(&path).unwrap(), Some(read));
     }
 
     #[test]
