@@ -331,6 +331,23 @@ pub struct ZoneStatus {
     pub rrsets: usize,
     /// Health slots.
     pub health_slots: usize,
+    /// Signing state, for a zone with `dnssec = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dnssec: Option<ZoneSigning>,
+}
+
+/// A signed zone in `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneSigning {
+    /// Algorithm mnemonic.
+    pub algorithm: String,
+    /// Signatures in the snapshot.
+    pub signatures: usize,
+    /// When they were made valid from and when the first expires (seconds since the
+    /// epoch); control signs again 7 days before.
+    pub inception: u64,
+    /// See `inception`.
+    pub expiration: u64,
 }
 
 /// The checkers in `status`.

@@ -312,6 +312,12 @@ pub(crate) fn status(state: &State) -> StatusReport {
             file: z.source.clone(),
             rrsets: z.rrsets.len(),
             health_slots: z.slots.len(),
+            dnssec: z.dnssec.as_deref().map(|s| crate::api::ZoneSigning {
+                algorithm: s.algorithm.mnemonic().to_owned(),
+                signatures: s.sigs.len(),
+                inception: s.inception,
+                expiration: s.expiration,
+            }),
         })
         .collect();
     StatusReport {

@@ -4,7 +4,8 @@
 //! `qdnsctl dnssec ds` as their only trust anchor — must set AD on every kind of answer
 //! in every health state (fail-open included), through a key rollover; and must
 //! SERVFAIL under an anchor that names no key of the zone. The zone walked through the
-//! edge's NSEC chain passes `dnssec-verify` and `ldns-verify-zone`.
+//! edge's NSEC chain passes `dnssec-verify` and `ldns-verify-zone`, and DNSViz finds
+//! no error or warning.
 mod common;
 
 use std::{
@@ -273,6 +274,77 @@ fn verify_walked_zone(pair: &Pair, dir: &Path, state: &str) {
     }
 }
 
+/// DNSViz from PyPI, installed by `scripts/setup-resolvers` (Debian's 0.9.4 cannot
+/// import Debian's pygraphviz 1.7).
+const DNSVIZ: &str = "/opt/qdns-dnsviz/bin/dnsviz";
+
+/// DNSViz: `dnsviz probe` of the zone's names against the edge (authoritative analysis
+/// stopped at the zone — `ZONE+` — so nothing above it is asked), then `dnsviz grok`
+/// with the zone's DNSKEY as trusted key: no error or warning anywhere, every name
+/// answered, and SECURE, never BOGUS or INSECURE.
+fn dnsviz(pair: &Pair, location: &Location, dir: &Path, state: &str) {
+    let keys = location.ctl_json(&["dnssec", "ds", ZONE]);
+    let trusted = dir.join("trusted.keys");
+    let dnskeys: Vec<&str> = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["dnskey"].as_str().unwrap())
+        .collect();
+    std::fs::write(&trusted, dnskeys.join("\n") + "\n").unwrap();
+    let (probe, grok) = (dir.join("probe.json"), dir.join("grok.json"));
+    let servers = format!("{ZONE}+:{SERVER}");
+    let names = [
+        ZONE,
+        "www.shop.example.",
+        "api.shop.example.",
+        "mv.shop.example.",
+        "lb.shop.example.",
+        "app.shop.example.",
+        "shop.shop.example.",
+        "static.shop.example.",
+        "any.w.shop.example.",
+        "ent.shop.example.",
+        "nothing.shop.example.",
+    ];
+    let mut argv = vec![
+        "timeout", "120", DNSVIZ, "probe", "-4", "-A", "-a", ZONE, "-x", &servers,
+    ];
+    argv.extend(["-o", probe.to_str().unwrap()]);
+    argv.extend(names);
+    pair.in_client(&argv);
+    pair.in_client(&[
+        "timeout",
+        "120",
+        DNSVIZ,
+        "grok",
+        "-P",
+        "-t",
+        trusted.to_str().unwrap(),
+        "-r",
+        probe.to_str().unwrap(),
+        "-o",
+        grok.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&grok).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for name in names {
+        let status = &report[name]["status"];
+        assert!(
+            status == "NOERROR" || status == "NXDOMAIN",
+            "{state}: DNSViz: {name} is {status}:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains("\"errors\"") && !text.contains("\"warnings\""),
+        "{state}: DNSViz reports problems:\n{text}"
+    );
+    assert!(
+        text.contains("\"SECURE\"") && !text.contains("BOGUS") && !text.contains("INSECURE"),
+        "{state}: DNSViz:\n{text}"
+    );
+}
+
 fn ds_of(location: &Location, state: &str) -> String {
     let keys = location.ctl_json(&["dnssec", "ds", ZONE]);
     let key = keys
@@ -330,15 +402,32 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
     std::fs::create_dir_all(&dir).unwrap();
 
     let first = ds_of(&location, "active");
+    // `status` shows the signing state: 14 days of validity from now.
+    let status = location.ctl_json(&["status"]);
+    let signing = &status["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["zone"] == ZONE)
+        .unwrap()["dnssec"];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert_eq!(signing["algorithm"], "ECDSAP256SHA256", "{status}");
+    assert!(signing["expiration"].as_u64().unwrap() > now + 13 * 86_400, "{status}");
+    assert!(signing["signatures"].as_u64().unwrap() > 20, "{status}");
     let mut resolver = start(&pair, kind, &dir, &first);
     // No check has reported: everything fails open.
     all_validate(&pair, &resolver, "fail-open (nothing healthy)");
     verify_walked_zone(&pair, &dir, "fail-open");
+    dnsviz(&pair, &location, &dir, "fail-open");
     set_health(&location, &[], CHECKS);
     all_validate(&pair, &resolver, "everything healthy");
     set_health(&location, &["web-1", "api-1", "m-1", "a1", "b1"], &[]);
     all_validate(&pair, &resolver, "primaries and one AZ down");
     verify_walked_zone(&pair, &dir, "primaries and one AZ down");
+    dnsviz(&pair, &location, &dir, "primaries and one AZ down");
 
     // Rollover: the new key signs beside the old; the anchor (the parent's DS) moves;
     // the old key goes. No step may fail validation.

@@ -509,6 +509,15 @@ fn print_status(status: &StatusReport) {
     println!("{:<28} {:>12} {:>7}  FILE", "ZONE", "SERIAL", "RRSETS");
     for z in &status.zones {
         println!("{:<28} {:>12} {:>7}  {}", z.zone, z.serial, z.rrsets, z.file);
+        if let Some(s) = &z.dnssec {
+            println!(
+                "  dnssec {}: {} signatures, valid {} to {} (signed again 7 days before)",
+                s.algorithm,
+                s.signatures,
+                time(s.inception),
+                time(s.expiration)
+            );
+        }
     }
     println!(
         "fail-open: {}",
