@@ -3,8 +3,9 @@
 //! namespace, and BIND 9 and Unbound — each validating with the zone's DS from
 //! `qdnsctl dnssec ds` as their only trust anchor — must set AD on every kind of answer
 //! in every health state (fail-open included), through a key rollover; and must
-//! SERVFAIL under an anchor that names no key of the zone. The zone walked through the
-//! edge's NSEC chain passes `dnssec-verify` and `ldns-verify-zone`, and DNSViz finds
+//! SERVFAIL under an anchor that names no key of the zone, and on signatures broken on
+//! purpose. The zone walked through the
+//! edge's NSEC chain passes `dnssec-verify` and `ldns-verify-zone`, and `DNSViz` finds
 //! no error or warning.
 mod common;
 
@@ -274,11 +275,11 @@ fn verify_walked_zone(pair: &Pair, dir: &Path, state: &str) {
     }
 }
 
-/// DNSViz from PyPI, installed by `scripts/setup-resolvers` (Debian's 0.9.4 cannot
-/// import Debian's pygraphviz 1.7).
+/// The `dnsviz` published on the Python package index, installed by `scripts/setup-resolvers` (Debian's 0.9.4 cannot
+/// import Debian's `pygraphviz` 1.7).
 const DNSVIZ: &str = "/opt/qdns-dnsviz/bin/dnsviz";
 
-/// DNSViz: `dnsviz probe` of the zone's names against the edge (authoritative analysis
+/// `DNSViz`: `dnsviz probe` of the zone's names against the edge (authoritative analysis
 /// stopped at the zone — `ZONE+` — so nothing above it is asked), then `dnsviz grok`
 /// with the zone's DNSKEY as trusted key: no error or warning anywhere, every name
 /// answered, and SECURE, never BOGUS or INSECURE.
@@ -370,6 +371,10 @@ fn set_health(location: &Location, unhealthy: &[&str], healthy: &[&str]) {
     assert_eq!(location.ctl_json(&["status"])["snapshot_version"], version);
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one scenario in order: health states, rollover, restart, wrong anchor, broken signatures"
+)]
 fn validators_validate_every_answer(tag: char, kind: Kind) {
     require_root("network namespaces and a validating resolver on port 53");
     let mut location = Location::prepared();
@@ -470,6 +475,8 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
         "XDP answered no DO=1 query from a signed variant:\n{metrics}"
     );
     assert!(metrics.contains("qdns_edge_dnssec_expiry_seconds"), "{metrics}");
+    // Every DO=1 answer found its RRSIG.
+    assert!(metrics.contains("qdns_edge_dnssec_unsigned_answers 0"), "{metrics}");
 
     // An anchor naming no key of the zone (a DS the parent got wrong): to a resolver
     // with nothing cached every signature is from an unknown key, so SERVFAIL — the
@@ -484,6 +491,41 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
         assert!(
             out.contains("status: SERVFAIL"),
             "{name} under a wrong anchor:\n{out}\n{}",
+            resolver.log_text()
+        );
+    }
+
+    // Signatures broken on purpose: control stopped, every signature in the edge's
+    // persisted snapshot altered (the file rewritten as the edge writes it, checksum
+    // and all), the edge restarted on it. A resolver with the right anchor and nothing
+    // cached: SERVFAIL.
+    drop(resolver);
+    let _ = location.control.take().unwrap().term();
+    let _ = location.edge.take().unwrap().term();
+    let path = location.dir.path().join("edge-state").join("snapshot.bin");
+    let mut snapshot = qdns_zone::sync::load_snapshot(&path).unwrap().unwrap();
+    let mut broken = 0;
+    for zone in &mut snapshot.zones {
+        for sig in zone.dnssec.iter_mut().flat_map(|s| s.sigs.iter_mut()) {
+            for rdata in &mut sig.rdata {
+                *rdata.last_mut().unwrap() ^= 0x55;
+                broken += 1;
+            }
+        }
+    }
+    assert!(broken > 20, "{broken} signatures");
+    qdns_zone::sync::persist(&path, &snapshot).unwrap();
+    location.start_edge_with(&["ip", "netns", "exec", &pair.server], &["--listen", &listen]);
+    let resolver = start_expecting(&pair, kind, &dir, &second, "status: SERVFAIL");
+    for (name, rtype) in [
+        ("www.shop.example.", "A"),
+        ("static.shop.example.", "A"),
+        ("nothing.shop.example.", "A"),
+    ] {
+        let out = dig(&pair, name, rtype);
+        assert!(
+            out.contains("status: SERVFAIL"),
+            "{name} with broken signatures:\n{out}\n{}",
             resolver.log_text()
         );
     }

@@ -148,6 +148,13 @@ pub fn render(sources: &Sources) -> String {
             "Seconds until the first DNSSEC signature of the served zones expires (control re-signs 7 days ahead; alert well before 0)",
             expiry,
         );
+        let unsigned = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+        unsigned.set(i64::try_from(engine.dnssec_unsigned_answers()).unwrap_or(i64::MAX));
+        r.register(
+            "dnssec_unsigned_answers",
+            "DO=1 answers of signed zones sent without an RRSIG since the served snapshot was applied (an answer control did not sign; validators fail it): alert above 0",
+            unsigned,
+        );
     }
     let age = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     age.set(

@@ -382,7 +382,7 @@ mod tests {
         .unwrap();
         match decode_to_edge(&frame[4..]).unwrap() {
             ToEdge::Snapshot { snapshot, seq } => assert_eq!((snapshot.version, seq), (9, 4)),
-            other => panic!("{other:?}"),
+            ToEdge::Health(other) => panic!("{other:?}"),
         }
         // This version's own forms read as they are.
         persist(&path, &read).unwrap();

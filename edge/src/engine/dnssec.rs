@@ -24,6 +24,9 @@ pub(super) struct Signed {
     /// The apex node and the key of its SOA (negative answers carry its RRSIG).
     apex: NodeId,
     soa: AnswerKey,
+    /// DO=1 answers written without their RRSIG because control signed no such answer
+    /// (validators fail them): should stay 0.
+    pub(super) unsigned: std::sync::atomic::AtomicU64,
 }
 
 /// Compiles `zone`'s signatures against its compiled names; `None` for an unsigned zone.
@@ -46,6 +49,7 @@ pub(super) fn compile(zone: &qdns_zone::Zone, data: &ZoneData) -> Result<Option<
             .and_then(|apex| apex.rrset(qdns_zone::dnssec::rtype::SOA))
             .map(key_of)
             .unwrap_or_default(),
+        unsigned: std::sync::atomic::AtomicU64::new(0),
     };
     for sig in &sigs.sigs {
         let Some(node) = data.names.get(&sig.name) else {
@@ -100,6 +104,7 @@ impl Signed {
         key: AnswerKey,
     ) -> Result<u16, Full> {
         let Some(&(start, end, count)) = self.sigs.get(&(node, rtype, key.finish())) else {
+            self.unsigned.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(0);
         };
         let records = self.blob.get(start as usize..end as usize).unwrap_or_default();

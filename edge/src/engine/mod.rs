@@ -249,6 +249,17 @@ impl Engine {
             .min()
     }
 
+    /// DO=1 answers of signed zones written without an RRSIG since this engine was
+    /// compiled (an answer control did not sign: validators fail it). Should stay 0.
+    #[must_use]
+    pub fn dnssec_unsigned_answers(&self) -> u64 {
+        self.zones
+            .iter()
+            .filter_map(|z| z.signed.as_ref())
+            .map(|s| s.unsigned.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
+    }
+
     /// Seconds until [`Engine::dnssec_expiration`] (negative once past), and logs a
     /// warning when fewer than [`DNSSEC_WARN_BEFORE`] are left: control must re-sign
     /// before then, or validating resolvers fail every signed name.
