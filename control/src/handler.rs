@@ -113,13 +113,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 .map_err(ApiError::bad_argument)
         }
         Request::Dump { zone } => {
-            let origin = owner_wire(&zone).map_err(ApiError::bad_argument)?;
-            let found = state
-                .snapshot
-                .zones
-                .iter()
-                .find(|z| z.origin == origin)
-                .ok_or_else(|| ApiError::not_found(format!("no zone {zone}")))?;
+            let found = zone_of(state, &zone)?;
             Ok(Reply::Dump(ZoneDump {
                 zone: name::to_text(&found.origin),
                 serial: found.serial,

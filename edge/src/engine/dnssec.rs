@@ -38,14 +38,15 @@ pub(super) fn compile(zone: &qdns_zone::Zone, data: &ZoneData) -> Result<Option<
     if !sigs.is_signed() {
         return Err(EngineError::Unsigned { zone: text() });
     }
+    let apex = data.names.get(&zone.origin).unwrap_or(NodeId::MAX);
     let mut signed = Signed {
         blob: Vec::new(),
         sigs: HashMap::with_capacity_and_hasher(sigs.sigs.len(), foldhash::fast::FixedState::default()),
         chain: Vec::new(),
         expiration: sigs.expiration,
-        apex: data.names.get(&zone.origin).unwrap_or(NodeId::MAX),
+        apex,
         soa: data
-            .node(data.names.get(&zone.origin).unwrap_or(NodeId::MAX))
+            .node(apex)
             .and_then(|apex| apex.rrset(qdns_zone::dnssec::rtype::SOA))
             .map(key_of)
             .unwrap_or_default(),

@@ -754,22 +754,18 @@ fn engine_answer(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Op
         return Some(Answer::Truncated);
     }
     let full = out.get(..with_edns.len)?.to_vec();
-    let body_len = full.len().checked_sub(OPT_LEN)?;
-    if full.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, false)[..]) {
-        return None;
-    }
-    let mut message = full.get(..body_len)?.to_vec();
-    let arcount = u16::from_be_bytes([*message.get(10)?, *message.get(11)?]).checked_sub(1)?;
-    message.get_mut(10..12)?.copy_from_slice(&arcount.to_be_bytes());
+    let message = without_opt(&full, engine.max_udp_payload(), false)?;
     // DO=1: the same sections; only our OPT's DO bit differs — except in a signed zone,
     // whose DO=1 answers are the entries' signed variants (`engine_answer_signed`).
-    let dnssec_ok = engine.respond_with_draw(&query(name, rtype, Edns::DnssecOk), out, Transport::Udp, 0)?;
-    let with_do = out.get(..dnssec_ok.len)?;
-    if !engine.signs(name)
-        && (with_do.get(..body_len) != full.get(..body_len)
-            || with_do.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..]))
-    {
-        return None;
+    if !engine.signs(name) {
+        let dnssec_ok = engine.respond_with_draw(&query(name, rtype, Edns::DnssecOk), out, Transport::Udp, 0)?;
+        let with_do = out.get(..dnssec_ok.len)?;
+        let body_len = full.len() - OPT_LEN;
+        if with_do.get(..body_len) != full.get(..body_len)
+            || with_do.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..])
+        {
+            return None;
+        }
     }
     // Without EDNS: the same message when it fits 512 octets (the program passes larger
     // answers to such clients, and user space truncates or trims them).
@@ -789,14 +785,21 @@ fn engine_answer_signed(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]
         return Some(Answer::Truncated);
     }
     let full = out.get(..dnssec_ok.len)?;
-    let body_len = full.len().checked_sub(OPT_LEN)?;
-    if full.get(body_len..) != Some(&opt_record(engine.max_udp_payload(), 0, true)[..]) {
+    without_opt(full, engine.max_udp_payload(), true).map(Answer::Fits)
+}
+
+/// `response` without the OPT record the engine ends it with (ours: `payload`, DO as
+/// given; `None` when it ends otherwise), ARCOUNT lowered by one: the program writes
+/// its own OPT.
+fn without_opt(response: &[u8], payload: u16, dnssec_ok: bool) -> Option<Vec<u8>> {
+    let body_len = response.len().checked_sub(OPT_LEN)?;
+    if response.get(body_len..) != Some(&opt_record(payload, 0, dnssec_ok)[..]) {
         return None;
     }
-    let mut message = full.get(..body_len)?.to_vec();
+    let mut message = response.get(..body_len)?.to_vec();
     let arcount = u16::from_be_bytes([*message.get(10)?, *message.get(11)?]).checked_sub(1)?;
     message.get_mut(10..12)?.copy_from_slice(&arcount.to_be_bytes());
-    Some(Answer::Fits(message))
+    Some(message)
 }
 
 /// True when each of the `count` records of `tail` is owned by the question name
