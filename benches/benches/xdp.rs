@@ -134,8 +134,10 @@ fn main() {
     }
     big_zone(zones.path());
     let mut snapshot = qdns_zone::load_dir(zones.path(), 1).expect("zones");
-    // example.net signed: its DO=1 answers come from the tables' signed variants.
+    // example.net and shop.example signed: their DO=1 answers come from the tables'
+    // signed variants (shop.example's policy sets: one per outcome).
     benches::sign_example_net(&mut snapshot);
+    benches::sign_zone_of(&mut snapshot, b"\x04shop\x07example\x00");
     let engine = Engine::compile(&snapshot)
         .expect("compile")
         .with_options(&benches::served());
@@ -197,6 +199,21 @@ fn main() {
         ("weighted", vec![frame("www.shop.example.", 1, Edns::None)], 3),
         ("failover", vec![frame("api.shop.example.", 1, Edns::None)], 3),
         ("multivalue", vec![frame("mv.shop.example.", 28, Edns::None)], 3),
+        (
+            "signed weighted + DO=1 + COOKIE (RRSIG)",
+            vec![frame("www.shop.example.", 1, Edns::Resolver)],
+            3,
+        ),
+        (
+            "signed failover + DO=1 + COOKIE (RRSIG)",
+            vec![frame("api.shop.example.", 1, Edns::Resolver)],
+            3,
+        ),
+        (
+            "signed multivalue + DO=1 + COOKIE (RRSIG)",
+            vec![frame("mv.shop.example.", 28, Edns::Resolver)],
+            3,
+        ),
         ("NXDOMAIN", vec![frame("no-such-name.example.com.", 1, Edns::None)], 3),
         ("NODATA", vec![frame("www.example.com.", 16, Edns::None)], 3),
         ("CNAME chain", vec![frame("chain.example.com.", 1, Edns::None)], 3),

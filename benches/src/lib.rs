@@ -37,12 +37,21 @@ pub fn signed_example_engine() -> Engine {
 /// # Panics
 /// When the snapshot has no `example.net.` or it does not sign.
 pub fn sign_example_net(snapshot: &mut qdns_zone::Snapshot) {
+    sign_zone_of(snapshot, b"\x07example\x03net\x00");
+}
+
+/// Signs the zone `origin` (wire form) of `snapshot` as control signs it: a new
+/// ECDSAP256SHA256 key, valid from now.
+///
+/// # Panics
+/// When the snapshot has no such zone or it does not sign.
+pub fn sign_zone_of(snapshot: &mut qdns_zone::Snapshot, origin: &[u8]) {
     use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
     let zone = snapshot
         .zones
         .iter_mut()
-        .find(|z| z.origin == b"\x07example\x03net\x00")
-        .unwrap_or_else(|| panic!("no example.net"));
+        .find(|z| z.origin == origin)
+        .unwrap_or_else(|| panic!("no zone {origin:?}"));
     zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
     let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).unwrap_or_else(|e| panic!("{e}"));
     let now = std::time::SystemTime::now()

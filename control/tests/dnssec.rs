@@ -2,7 +2,9 @@
 //! routing policy, a wildcard, an empty non-terminal), an edge follows it in a network
 //! namespace, and BIND 9 and Unbound — each validating with the zone's DS from
 //! `qdnsctl dnssec ds` as their only trust anchor — must set AD on every kind of answer
-//! in every health state (fail-open included), through a key rollover; and must
+//! (DS proofs at an unsigned and a signed delegation too) in every health state
+//! (fail-open included), through a key rollover, served by XDP and by user space
+//! alone; and must
 //! SERVFAIL under an anchor that names no key of the zone, and on signatures broken on
 //! purpose. The zone walked through the
 //! edge's NSEC chain passes `dnssec-verify` and `ldns-verify-zone`, and `DNSViz` finds
@@ -39,7 +41,31 @@ const QUESTIONS: &[(&str, &str, &str)] = &[
     ("ent.shop.example.", "A", "NOERROR"),      // empty non-terminal (NODATA)
     ("nothing.shop.example.", "A", "NXDOMAIN"),
     ("deep.nothing.shop.example.", "AAAA", "NXDOMAIN"),
+    ("sub.shop.example.", "DS", "NOERROR"), // unsigned delegation: NSEC proves no DS
+    ("sec.shop.example.", "DS", "NOERROR"), // signed delegation: the DS and its RRSIG
 ];
+
+/// Two cuts: `sub` without a DS (its glue below the cut is neither signed nor in the
+/// NSEC chain) and `sec` with one. Nothing here follows them: the addresses are
+/// documentation ones no namespace routes.
+const DELEGATIONS: &str = r#"
+[[rrset]]
+name = "sub"
+type = "NS"
+values = ["ns.sub"]
+[[rrset]]
+name = "ns.sub"
+type = "A"
+values = ["192.0.2.53"]
+[[rrset]]
+name = "sec"
+type = "NS"
+values = ["ns.elsewhere.example."]
+[[rrset]]
+name = "sec"
+type = "DS"
+values = ["12345 13 2 2BB183AF5F22588179A53B0A98631FAD1A292118C8A4D1C79A5A78A2FCDA4F0F"]
+"#;
 
 /// Every check of the zone, for overrides.
 const CHECKS: &[&str] = &["web-1", "web-2", "api-1", "api-2", "m-1", "m-2", "a1", "b1", "a2", "b2"];
@@ -234,7 +260,12 @@ fn walk(pair: &Pair) -> String {
     let mut zone = String::new();
     let mut name = ZONE.to_owned();
     for _ in 0..1000 {
-        let nsec = ask(&name, "NSEC");
+        let mut nsec = ask(&name, "NSEC");
+        if !nsec.lines().any(|l| l.split_whitespace().nth(3) == Some("NSEC")) {
+            // A cut answers NSEC with a referral: its NSEC (and RRSIG) is the proof of
+            // a name just after it (`cut\000`, outside the delegation), NXDOMAIN.
+            nsec = nsec_of_cut(pair, &name);
+        }
         let line = nsec
             .lines()
             .find(|l| l.split_whitespace().nth(3) == Some("NSEC"))
@@ -242,7 +273,10 @@ fn walk(pair: &Pair) -> String {
         zone.push_str(&nsec);
         let fields: Vec<&str> = line.split_whitespace().collect();
         for rtype in &fields[5..] {
-            if !["NSEC", "RRSIG"].contains(rtype) {
+            if *rtype == "NS" && !name.eq_ignore_ascii_case(ZONE) {
+                // A cut's NS comes as a referral: in authority, unsigned.
+                zone.push_str(&cut_ns(pair, &name));
+            } else if !["NSEC", "RRSIG"].contains(rtype) {
                 zone.push_str(&ask(&name, rtype));
             }
         }
@@ -252,6 +286,45 @@ fn walk(pair: &Pair) -> String {
         fields[4].clone_into(&mut name);
     }
     panic!("the NSEC chain does not come back to the apex:\n{zone}");
+}
+
+/// The NSEC record at the cut `name` and its RRSIG, from the NXDOMAIN proof for the
+/// name just after it in canonical order.
+fn nsec_of_cut(pair: &Pair, name: &str) -> String {
+    let (first, rest) = name.split_once('.').unwrap();
+    authority(pair, &format!("{first}\\000.{rest}"), "A", |fields| {
+        fields.first().is_some_and(|f| f.eq_ignore_ascii_case(name))
+            && (fields.get(3) == Some(&"NSEC") || fields.get(3..5) == Some(&["RRSIG", "NSEC"]))
+    })
+}
+
+/// The NS records of the cut `name`, from the referral's authority section.
+fn cut_ns(pair: &Pair, name: &str) -> String {
+    let lines = authority(pair, name, "NS", |fields| fields.get(3) == Some(&"NS"));
+    assert!(!lines.is_empty(), "no referral at {name}");
+    lines
+}
+
+/// The authority records of the edge's answer to `name`/`rtype` (DO=1) whose fields
+/// `keep` accepts, one per line.
+fn authority(pair: &Pair, name: &str, rtype: &str, keep: impl Fn(&[&str]) -> bool) -> String {
+    let out = pair.in_client(&[
+        "dig",
+        "+noall",
+        "+authority",
+        "+dnssec",
+        "+norec",
+        "@10.77.0.1",
+        name,
+        rtype,
+    ]);
+    let mut lines = String::new();
+    for line in out.lines() {
+        if keep(&line.split_whitespace().collect::<Vec<_>>()) {
+            let _ = writeln!(lines, "{line}");
+        }
+    }
+    lines
 }
 
 /// `dnssec-verify` (BIND) and `ldns-verify-zone` (ldns) on the walked zone.
@@ -382,7 +455,8 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
     let text = std::fs::read_to_string(&zone_file).unwrap();
     let text = text.replacen("ttl = 60\n", "ttl = 60\ndnssec = true\n", 1)
         + "\n[[rrset]]\nname = \"*.w\"\ntype = \"A\"\nvalues = [\"192.0.2.99\"]\n"
-        + "\n[[rrset]]\nname = \"below.ent\"\ntype = \"A\"\nvalues = [\"192.0.2.98\"]\n";
+        + "\n[[rrset]]\nname = \"below.ent\"\ntype = \"A\"\nvalues = [\"192.0.2.98\"]\n"
+        + DELEGATIONS;
     std::fs::write(&zone_file, text).unwrap();
     location.start_control();
     let pair = Pair::new(tag);
@@ -465,7 +539,8 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
             .unwrap_or(0)
     };
     // Validated answers came from both paths: XDP's signed variants (static names:
-    // SOA, DNSKEY, plain sets) and user space (policy sets, negative answers, wildcards).
+    // SOA, DNSKEY, plain sets; policy sets, one variant per outcome) and user space
+    // (negative answers, wildcards, delegations, the set with an alias).
     assert!(
         count("pass_signed") >= 10,
         "XDP passed no DO=1 query to user space:\n{metrics}"
@@ -477,6 +552,35 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
     assert!(metrics.contains("qdns_edge_dnssec_expiry_seconds"), "{metrics}");
     // Every DO=1 answer found its RRSIG.
     assert!(metrics.contains("qdns_edge_dnssec_unsigned_answers 0"), "{metrics}");
+    // Each policy kind's DO=1 answer, asked of the edge directly: XDP sends it, signed.
+    for (name, rtype) in [
+        ("www.shop.example.", "A"),
+        ("api.shop.example.", "A"),
+        ("mv.shop.example.", "AAAA"),
+        ("lb.shop.example.", "A"),
+    ] {
+        let answered = |pair: &Pair| {
+            let metrics = pair.server_metrics("127.0.0.1:9153");
+            metrics
+                .lines()
+                .find(|l| l.starts_with("qdns_edge_xdp_packets_total{counter=\"answered_signed\"}"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let before = answered(&pair);
+        let out = pair.in_client(&["dig", "+dnssec", "+norec", "@10.77.0.1", name, rtype]);
+        assert!(out.contains("RRSIG"), "{name} {rtype}:\n{out}");
+        assert_eq!(
+            answered(&pair),
+            before + 1,
+            "{name} {rtype} not answered by XDP:\n{out}"
+        );
+    }
+    // Every answer again from user space alone: the edge restarted without XDP.
+    let _ = location.edge.take().unwrap().term();
+    location.start_edge_with(&["ip", "netns", "exec", &pair.server], &["--listen", &listen]);
+    location.wait_edges_current();
+    all_validate(&pair, &resolver, "user space only");
 
     // An anchor naming no key of the zone (a DS the parent got wrong): to a resolver
     // with nothing cached every signature is from an unknown key, so SERVFAIL — the

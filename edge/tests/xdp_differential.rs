@@ -22,8 +22,8 @@ use common::{
 };
 use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
 
-/// The zone `engine()` signs.
-const SIGNED_ZONE: &[u8] = b"\x07example\x03com\x00";
+/// The zones `engine()` signs: static names, and every routing policy.
+const SIGNED_ZONES: &[&[u8]] = &[b"\x07example\x03com\x00", b"\x04shop\x07example\x00"];
 
 const XDP_PASS: u32 = 2;
 const XDP_TX: u32 = 3;
@@ -148,22 +148,25 @@ fn reverse_zone() -> String {
 }
 
 /// The test zones compiled as the server compiles them: with answer counters, and
-/// `example.com.` signed as control signs it (DO=1 answers with RRSIGs, NSEC proofs).
+/// `example.com.` and `shop.example.` signed as control signs them (DO=1 answers with
+/// RRSIGs, NSEC proofs).
 fn engine() -> Engine {
     use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
     let mut snapshot = qdns_zone::load_dir(zones(), 1).expect("test zones load");
-    let zone = snapshot
-        .zones
-        .iter_mut()
-        .find(|z| z.origin == SIGNED_ZONE)
-        .expect("example.com is a test zone");
-    zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
-    let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    sign_zone(zone, &[key], SignOptions::at(now)).expect("example.com signs");
+    for origin in SIGNED_ZONES {
+        let zone = snapshot
+            .zones
+            .iter_mut()
+            .find(|z| z.origin == *origin)
+            .expect("a test zone");
+        zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
+        let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
+        sign_zone(zone, &[key], SignOptions::at(now)).expect("the zone signs");
+    }
     let options = qdns_edge::engine::ServeOptions {
         answer_sets: Some(std::sync::Arc::default()),
         ..qdns_edge::engine::ServeOptions::default()
@@ -467,8 +470,9 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
     // Answered in XDP: names over 64 octets (the long-name stage).
     let mut tx_long = 0u32;
-    // Answered in XDP: DO=1 queries of the signed zone (the answers carry RRSIGs).
-    let mut tx_signed = 0u32;
+    // Answered in XDP: DO=1 queries of the signed zones (the answers carry RRSIGs), and
+    // of those the policy sets' (members chosen by health, answers signed per outcome).
+    let (mut tx_signed, mut tx_signed_policy) = (0u32, 0u32);
     // Answered in XDP: wildcard answers that name other owners (relocated tails).
     let mut tx_relocated_wildcard = 0u32;
     // Answered in XDP: a weighted set at a wildcard.
@@ -506,14 +510,22 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     tx_long += u32::from(name.len() + 1 > 64);
 
                     tx_dnssec_ok += u32::from(sent.dnssec_ok);
-                    tx_signed += u32::from(sent.dnssec_ok && name.to_ascii_lowercase().ends_with("example.com."));
+                    let lower = name.to_ascii_lowercase();
+                    let signed_zone = lower.ends_with("example.com.") || lower.ends_with("shop.example.");
+                    tx_signed += u32::from(sent.dnssec_ok && signed_zone);
+                    tx_signed_policy += u32::from(
+                        sent.dnssec_ok
+                            && ["www.", "api.", "mv.", "lb."]
+                                .iter()
+                                .any(|p| lower == format!("{p}shop.example."))
+                            && [1, 28].contains(&qtype),
+                    );
                     tx_options += u32::from(sent.options);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
                     tx_over_512 += u32::from(sent.len() > 512);
                     tx_large += u32::from(sent.len() > 12 + dns_question_len(&dns) + 256);
                     // An answer section from MX, CNAME (A chased), PTR or ANY there.
-                    let lower = name.to_ascii_lowercase();
                     tx_wildcard_policy +=
                         u32::from(lower.contains(".wpol.") && qtype == 1 && sent.get(6..8) != Some(&[0, 0]));
                     tx_relocated_wildcard += u32::from(
@@ -537,6 +549,37 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                 other => panic!("seed {seed}: {name} type {qtype}: action {other}"),
             }
         }
+        // Each kind of signed policy set under this round's health, DO=1 as validating
+        // resolvers ask: answered in XDP, with the bytes user space sends.
+        for (name, qtype) in [
+            ("www.shop.example.", 1),
+            ("api.shop.example.", 1),
+            ("mv.shop.example.", 28),
+            ("lb.shop.example.", 1),
+        ] {
+            let mut dns = dns_query(name, qtype, &mut rng).0;
+            dns.truncate(12 + name.len() + 1 + 4);
+            dns[11] = 1;
+            // OPT: 1,232 octets, DO=1, no options.
+            dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 0]);
+            let packet = ipv4_udp_frame(&dns, 53);
+            let run = program.test_run(&packet, 1).expect("test run");
+            assert_eq!(run.action, XDP_TX, "round {round}: {name} DO=1 not answered in XDP");
+            let sent = check_response_frame(&packet, &run.packet);
+            // The records and their RRSIG.
+            assert!(
+                u16::from_be_bytes([sent[6], sent[7]]) >= 2,
+                "round {round}: {name}: no RRSIG in {sent:02x?}"
+            );
+            let valid = engine_answers(&engine, &dns, &mut out);
+            assert!(
+                valid.contains(&sent),
+                "round {round}: {name} DO=1: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
+            );
+            tx_signed_policy += 1;
+            tx += 1;
+            total += 1;
+        }
     }
     let c = counters(&program);
     eprintln!(
@@ -546,7 +589,11 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     assert!(tx_dnssec_ok > 500, "DO=1 queries are answered in XDP: {tx_dnssec_ok}");
     assert!(
         tx_signed > 50,
-        "DO=1 queries of the signed zone are answered in XDP, with RRSIGs: {tx_signed}"
+        "DO=1 queries of the signed zones are answered in XDP, with RRSIGs: {tx_signed}"
+    );
+    assert!(
+        tx_signed_policy >= 32,
+        "DO=1 queries of signed policy sets are answered in XDP: {tx_signed_policy}"
     );
     assert!(
         tx_options > 500,

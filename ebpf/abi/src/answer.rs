@@ -183,10 +183,22 @@ pub const REASON_LARGE: u8 = 2;
 /// type takes the entry's signed variant — the key with [`DO_SALT`] mixed into its hash,
 /// a plain answer with RRSIGs — and passes (`pass_signed`) when there is none or the
 /// answer is not the exact name's (NODATA, NXDOMAIN, wildcards, referrals: their NSEC
-/// proofs depend on the question).
+/// proofs depend on the question). A policy set's signed variant is a policy entry (the
+/// same set): the program chooses as for DO=0, then takes the plain answer signed for
+/// that outcome, keyed with [`outcome_salt`] mixed in as well.
 pub const SIGNED: u8 = 32;
 /// What a name's hash is XOR-ed with for the key of its signed (DO=1) variant.
 pub const DO_SALT: u64 = 0x9e6c_63d0_676a_9a99;
+
+/// What the key of a signed policy set's DO=1 answer for one outcome — the chosen
+/// members `mask` (≤ 8 bits) with `ttl` (0 normal, 1 degraded) — has XOR-ed into its
+/// hash besides [`DO_SALT`]. Distinct for distinct outcomes (an odd multiplier is a
+/// bijection of u64) and never 0, so no outcome's key is the set's own.
+#[inline(always)]
+#[must_use]
+pub const fn outcome_salt(mask: u64, ttl: usize) -> u64 {
+    ((mask & 0xff) | ((ttl as u64 & 1) << 8) | 1 << 9).wrapping_mul(0xd6e8_feb8_6659_fd93)
+}
 
 /// A record of [`RECORDS_MAP`]. Identical records are stored once (the slots of a name's
 /// ANY and of its one set's type share it).
@@ -398,6 +410,18 @@ mod tests {
         let tail = fold(sum_words(&bytes[1..], 0));
         assert_eq!(fold(placed(tail, 1)), whole);
         assert_eq!(fold(placed(tail, 2)), fold(sum_words(&[0x12, 0x34, 0x56, 0], 0)));
+    }
+
+    #[test]
+    fn outcome_salts_are_distinct_and_never_zero() {
+        let mut seen = std::collections::HashSet::new();
+        for mask in 0..256 {
+            for ttl in 0..2 {
+                let salt = outcome_salt(mask, ttl);
+                assert_ne!(salt, 0);
+                assert!(seen.insert(salt), "{mask} {ttl}");
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
-        placed, AnswerKey, AnswerValue, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT,
+        outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT,
         DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY,
         KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER,
         POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE,
@@ -354,7 +354,7 @@ fn plan<'a, const W: usize>(
         records: RECORDS.get(bank).ok_or(Counter::PassNotLoaded)?,
         word: found,
     };
-    let (body, counter) = lookup(
+    let (body, counter, chosen) = lookup(
         &tables,
         key,
         words,
@@ -365,7 +365,7 @@ fn plan<'a, const W: usize>(
     )?;
     *members = match &body {
         Body::Policy { policy, mask, .. } => u64::from(policy.counter) | mask << 32,
-        _ => NO_MEMBERS,
+        _ => chosen,
     };
     Ok((question, large(&tables, body)?, counter))
 }
@@ -496,17 +496,17 @@ fn lookup<'a, const W: usize>(
     qlen: usize,
     health: u32,
     dnssec_ok: u16,
-) -> Result<(Body<'a>, Counter), Counter> {
+) -> Result<(Body<'a>, Counter, u64), Counter> {
     let qtype = key.qtype;
     // One hash for the exact and the node lookup: same name, another type.
     key.hash = name_hash(name);
     if let Some(value) = find(t, key, name)? {
         if value.node_flags & SIGNED != 0 && dnssec_ok != 0 {
-            return signed(t, key, name);
+            return signed(t, key, name, health);
         }
         return match value.kind {
-            KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain)),
-            KIND_POLICY => policy(t, value, health),
+            KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain, NO_MEMBERS)),
+            KIND_POLICY => with_no_members(policy(t, value, health)),
             _ => Err(pass_reason(value)),
         };
     }
@@ -517,9 +517,9 @@ fn lookup<'a, const W: usize>(
             return Err(Counter::PassSigned);
         }
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
-            Ok((Body::Negative(node, 0), Counter::AnsweredNodata))
+            Ok((Body::Negative(node, 0), Counter::AnsweredNodata, NO_MEMBERS))
         } else if node.kind == KIND_REFERRAL {
-            Ok((Body::Plain(node, None), Counter::AnsweredReferral))
+            Ok((Body::Plain(node, None), Counter::AnsweredReferral, NO_MEMBERS))
         } else {
             Err(pass_reason(node))
         };
@@ -564,16 +564,20 @@ fn lookup<'a, const W: usize>(
         return Err(Counter::PassSigned);
     }
     if node.kind == KIND_REFERRAL {
-        return Ok((Body::Plain(node, None), Counter::AnsweredReferral));
+        return Ok((Body::Plain(node, None), Counter::AnsweredReferral, NO_MEMBERS));
     }
     if node.kind != KIND_NODE || node.node_flags == 0 {
         return Err(pass_reason(node));
     }
     if node.node_flags & NODE_NXDOMAIN != 0 {
-        return Ok((Body::Negative(node, RCODE_NXDOMAIN), Counter::AnsweredNxdomain));
+        return Ok((
+            Body::Negative(node, RCODE_NXDOMAIN),
+            Counter::AnsweredNxdomain,
+            NO_MEMBERS,
+        ));
     }
     if node.node_flags & NODE_WILDCARD != 0 {
-        return wildcard(t, key, name, at, qtype, health);
+        return with_no_members(wildcard(t, key, name, at, qtype, health));
     }
     Err(Counter::PassNotCached)
 }
@@ -623,18 +627,43 @@ fn wildcard<'a, const W: usize>(
 }
 
 /// A DO=1 query for a name of a signed zone: the entry's signed variant (the answer with
-/// its RRSIGs, keyed by the name's hash with [`DO_SALT`]), when the tables have one.
+/// its RRSIGs, keyed by the name's hash with [`DO_SALT`]), when the tables have one. A
+/// policy set's variant is the set: the members are chosen as for DO=0, and the answer
+/// signed for that outcome is the entry keyed with its [`outcome_salt`] as well; its
+/// members are counted like the unsigned answer's (the third value).
 #[inline(always)]
 fn signed<'a, const W: usize>(
     t: &Tables<'a>,
     key: &mut AnswerKey,
     name: &[u64; W],
-) -> Result<(Body<'a>, Counter), Counter> {
+    health: u32,
+) -> Result<(Body<'a>, Counter, u64), Counter> {
     key.hash ^= DO_SALT;
+    let value = match find(t, key, name)? {
+        Some(value) if value.kind == KIND_PLAIN => {
+            return Ok((Body::Plain(value, None), Counter::AnsweredSigned, NO_MEMBERS))
+        }
+        Some(value) if value.kind == KIND_POLICY => value,
+        _ => return Err(Counter::PassSigned),
+    };
+    let (Body::Policy { policy, mask, ttl }, _) = policy(t, value, health)? else {
+        return Err(Counter::PassSigned);
+    };
+    key.hash ^= outcome_salt(mask, ttl);
     match find(t, key, name)? {
-        Some(value) if value.kind == KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredSigned)),
+        Some(value) if value.kind == KIND_PLAIN => Ok((
+            Body::Plain(value, None),
+            Counter::AnsweredSigned,
+            u64::from(policy.counter) | mask << 32,
+        )),
         _ => Err(Counter::PassSigned),
     }
+}
+
+/// An answer whose members (if a policy chose them) the caller takes from its body.
+#[inline(always)]
+fn with_no_members<'a>(answer: Result<(Body<'a>, Counter), Counter>) -> Result<(Body<'a>, Counter, u64), Counter> {
+    answer.map(|(body, counter)| (body, counter, NO_MEMBERS))
 }
 
 /// The counter of an entry that sends its queries to user space.

@@ -108,6 +108,20 @@ impl Engine {
     /// [`Engine::respond`] with the random draw given (the XDP program's
     /// `bpf_get_prandom_u32`), so both paths can be compared for the same draw.
     pub fn respond_with_draw(&self, msg: &[u8], out: &mut [u8], transport: Transport, draw: u32) -> Option<Outcome> {
+        let health = self.health.load();
+        self.respond_under(msg, out, transport, draw, &health)
+    }
+
+    /// [`Engine::respond_with_draw`] under the health `bitmap` given rather than the
+    /// engine's: the XDP table compiler asks it for each outcome of a signed policy set.
+    pub(crate) fn respond_under(
+        &self,
+        msg: &[u8],
+        out: &mut [u8],
+        transport: Transport,
+        draw: u32,
+        bitmap: &[u64],
+    ) -> Option<Outcome> {
         let query = match parse_query(msg) {
             Ok(query) => query,
             Err(Reject::Drop) => return None,
@@ -137,10 +151,9 @@ impl Engine {
             }
             b.reserve(opt.len());
         }
-        let health = self.health.load();
         let members = std::cell::Cell::new(None);
         let ctx = Ctx {
-            bitmap: &health,
+            bitmap,
             draw,
             question: NameRef::literal(HEADER_LEN, query.qname.as_wire()),
             members: &members,

@@ -12,16 +12,18 @@
 //! computed with the `qdns-abi` selection functions. Referrals: see [`referral`].
 use qdns_abi::{
     answer::{
-        fold, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, PolicyKey, PolicyValue, DECISION_BY_WEIGHT,
-        DECISION_DEGRADED, DO_SALT, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PASS, KIND_PLAIN,
-        KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
-        PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
-        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED,
-        TAIL_MAX, WIRE_NAME_MAX,
+        fold, outcome_salt, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, PolicyKey, PolicyValue,
+        DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE,
+        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
+        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
+        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL,
+        RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
-    select::{select_failover, select_multivalue, select_zonal, weighted_pool, WeightedMember},
+    select::{
+        select_failover, select_multivalue, select_zonal, weighted_pick, weighted_pool, WeightedMember, WeightedPool,
+    },
 };
 use qdns_zone::PolicyKind;
 
@@ -131,6 +133,8 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         };
         // The types whose answer here is static: a signed zone's get a DO=1 variant.
         let mut static_types: Vec<u16> = Vec::new();
+        // A signed zone's policy sets: their DO=1 entries (`signed_policy`).
+        let mut signed_sets: Vec<(AnswerKey, AnswerValue)> = Vec::new();
         if node.below_cut {
             // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
             if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
@@ -177,6 +181,22 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
                 Some(policy) => {
                     let id = table.policies.len() as u32;
                     policy_value(policy, node.name.len()).map(|p| {
+                        if signed {
+                            let set = SignedSet {
+                                name: node.name,
+                                rtype: *rtype,
+                                value: &p,
+                                id,
+                            };
+                            signed_sets.extend(signed_policy(
+                                engine,
+                                &set,
+                                &mut scratch,
+                                &mut table.large,
+                                generation,
+                                limits,
+                            ));
+                        }
                         table.policies.push((PolicyKey { generation, id }, p));
                         let mut v = pass(KIND_POLICY);
                         v.policy = id;
@@ -226,6 +246,9 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
                 push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
             }
         }
+        for (key, value) in signed_sets {
+            push(key, value);
+        }
         if signed {
             for rtype in static_types {
                 if let Some((key, value)) = signed_variant(
@@ -261,7 +284,16 @@ fn signed_variant(
     limits: Limits,
 ) -> Option<(AnswerKey, AnswerValue)> {
     let (key, _) = key(generation, rtype, name)?;
-    let value = plain_with(engine, name, rtype, out, large, generation, limits, Edns::DnssecOk);
+    let value = plain_with(
+        engine,
+        name,
+        rtype,
+        out,
+        large,
+        generation,
+        limits,
+        Variant::Signed(None),
+    );
     (value.kind == KIND_PLAIN).then_some((
         AnswerKey {
             hash: key.hash ^ DO_SALT,
@@ -269,6 +301,126 @@ fn signed_variant(
         },
         value,
     ))
+}
+
+/// Most outcomes (chosen members and TTL) of one signed policy set the tables hold DO=1
+/// answers for: every one of a weighted or failover set (≤ 16), of a zonal set over a
+/// few zones, of a multivalue set of up to six members. A set with more passes its
+/// DO=1 queries (`pass_signed`): each outcome is an answer of its own, most of them
+/// large tails (over 128 octets with the RRSIG).
+const SIGNED_OUTCOMES_MAX: usize = 128;
+
+/// A signed zone's policy set, as [`signed_policy`] compiles it.
+struct SignedSet<'a> {
+    name: &'a [u8],
+    rtype: u16,
+    /// Its policy entry (decisions, members).
+    value: &'a PolicyValue,
+    /// The entry's id.
+    id: u32,
+}
+
+/// A signed zone's policy set for DO=1 queries: the set's entry under the DO=1 key (the
+/// program chooses as for DO=0) and, for each outcome its decisions can give — members
+/// and TTL — the engine's DO=1 answer under a health (and weighted draw) that gives
+/// it, keyed with the outcome's salt. Empty, leaving the large table as it was, when
+/// there are too many outcomes or one does not fit the tables: then the set's DO=1
+/// queries pass (`pass_signed`).
+fn signed_policy(
+    engine: &Engine,
+    set: &SignedSet<'_>,
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+    limits: Limits,
+) -> Vec<(AnswerKey, AnswerValue)> {
+    let Some((key, _)) = key(generation, set.rtype, set.name) else {
+        return Vec::new();
+    };
+    let value = set.value;
+    let large_before = large.len();
+    let base = AnswerKey {
+        hash: key.hash ^ DO_SALT,
+        ..key
+    };
+    let mut entry = pass(KIND_POLICY);
+    entry.policy = set.id;
+    let mut entries = vec![(base, entry)];
+    let n = usize::from(value.members).min(POLICY_MEMBERS);
+    let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
+    let mut bitmap = vec![0u64; highest + 1];
+    let mut seen = std::collections::HashSet::new();
+    for combination in 0..1usize << n {
+        // The health that gives the combination: member i's slot up when bit i is set
+        // (members without a check are up whatever the bit says).
+        for (i, &slot) in value.slots.iter().enumerate().take(n) {
+            if value.always >> i & 1 == 0 {
+                let (word, bit) = (slot as usize / 64, slot % 64);
+                bitmap[word] = bitmap[word] & !(1 << bit) | ((combination as u64 >> i) & 1) << bit;
+            }
+        }
+        let decision = value.decision[combination];
+        let ttl = usize::from(decision & DECISION_DEGRADED != 0);
+        let chosen = u64::from(decision & 0xff);
+        let outcomes: Vec<(u64, u32)> = if value.kind == POLICY_WEIGHTED {
+            (0..n)
+                .filter(|&i| chosen >> i & 1 == 1)
+                .filter_map(|i| draw_for(value, combination, i).map(|draw| (1 << i, draw)))
+                .collect()
+        } else {
+            vec![(chosen, 0)]
+        };
+        for (mask, draw) in outcomes {
+            if !seen.insert((mask, ttl)) {
+                continue;
+            }
+            let answer = plain_with(
+                engine,
+                set.name,
+                set.rtype,
+                out,
+                large,
+                generation,
+                limits,
+                Variant::Signed(Some((&bitmap, draw))),
+            );
+            if answer.kind != KIND_PLAIN || seen.len() > SIGNED_OUTCOMES_MAX {
+                large.truncate(large_before);
+                return Vec::new();
+            }
+            let salted = AnswerKey {
+                hash: base.hash ^ outcome_salt(mask, ttl),
+                ..key
+            };
+            entries.push((salted, answer));
+        }
+    }
+    entries
+}
+
+/// The least draw that lands a weighted set's choice on member `i` under
+/// `combination`, if one can (a member of weight 0 beside positive ones cannot).
+fn draw_for(value: &PolicyValue, combination: usize, i: usize) -> Option<u32> {
+    let decision = value.decision[combination];
+    let pool = WeightedPool {
+        eligible: u64::from(decision & 0xff),
+        span: u32::from(value.span[combination]),
+        by_weight: decision & DECISION_BY_WEIGHT != 0,
+        fail_open: false,
+    };
+    let members = value.weighted.get(..usize::from(value.members))?;
+    // The draw is scaled onto 0..span (`select::scale`); member i takes the targets
+    // from the eligible members' shares before it.
+    let before: u32 = (0..i)
+        .filter(|&j| pool.eligible >> j & 1 == 1)
+        .map(|j| if pool.by_weight { members[j].weight } else { 1 })
+        .sum();
+    if pool.span == 0 {
+        return None;
+    }
+    let draw = u32::try_from((u64::from(before) << 32).div_ceil(u64::from(pool.span))).ok()?;
+    let choice = weighted_pick(members, &pool, draw)?;
+    (choice.index as usize == i).then_some(draw)
 }
 
 /// Identical large tails once (a name's ANY answer and its set's, the same set under
@@ -456,11 +608,20 @@ fn plain(
     generation: u32,
     limits: Limits,
 ) -> AnswerValue {
-    plain_with(engine, name, rtype, out, large, generation, limits, Edns::Plain)
+    plain_with(engine, name, rtype, out, large, generation, limits, Variant::Plain)
 }
 
-/// [`plain`] for the queries `edns` stands for: [`Edns::Plain`] (the answer to every
-/// client), or [`Edns::DnssecOk`] (a signed zone's DO=1 answer).
+/// Which answer an entry holds.
+#[derive(Clone, Copy)]
+enum Variant<'h> {
+    /// The answer to every client that can take it (in a signed zone: to DO=0 ones).
+    Plain,
+    /// A signed zone's DO=1 answer: for a policy set, under the health bitmap and the
+    /// weighted draw that give one outcome; else under the engine's own health.
+    Signed(Option<(&'h [u64], u32)>),
+}
+
+/// [`plain`] for the queries `variant` stands for.
 #[expect(clippy::too_many_arguments, reason = "plain's, and which answer")]
 fn plain_with(
     engine: &Engine,
@@ -470,13 +631,13 @@ fn plain_with(
     large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
     generation: u32,
     limits: Limits,
-    edns: Edns,
+    variant: Variant<'_>,
 ) -> AnswerValue {
     let other = || pass_because(KIND_PASS, REASON_OTHER);
-    let answer = if edns == Edns::DnssecOk {
-        engine_answer_signed(engine, name, rtype, out)
-    } else {
-        engine_answer(engine, name, rtype, out)
+    let signed = matches!(variant, Variant::Signed(_));
+    let answer = match variant {
+        Variant::Signed(under) => engine_answer_signed(engine, name, rtype, out, under),
+        Variant::Plain => engine_answer(engine, name, rtype, out),
     };
     let message = match answer {
         Some(Answer::Fits(message)) => message,
@@ -493,7 +654,7 @@ fn plain_with(
         return other();
     };
     let any_qname = owned_by_question(tail, counts(&message, 1) + counts(&message, 2) + counts(&message, 3));
-    if !any_qname && name.starts_with(b"\x01*") && edns != Edns::DnssecOk {
+    if !any_qname && name.starts_with(b"\x01*") && !signed {
         // A wildcard's answer that names other owners: relocated for each question.
         return wildcard_relocated(engine, name, rtype, out, large, generation, limits).unwrap_or_else(other);
     }
@@ -778,9 +939,20 @@ fn engine_answer(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Op
     Some(Answer::Fits(message))
 }
 
-/// The engine's response to a DO=1 query (without our OPT), for a signed zone's variant.
-fn engine_answer_signed(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Option<Answer> {
-    let dnssec_ok = engine.respond_with_draw(&query(name, rtype, Edns::DnssecOk), out, Transport::Udp, 0)?;
+/// The engine's response to a DO=1 query (without our OPT), for a signed zone's variant:
+/// under the health and draw given, or the engine's own.
+fn engine_answer_signed(
+    engine: &Engine,
+    name: &[u8],
+    rtype: u16,
+    out: &mut [u8],
+    under: Option<(&[u64], u32)>,
+) -> Option<Answer> {
+    let msg = query(name, rtype, Edns::DnssecOk);
+    let dnssec_ok = match under {
+        Some((bitmap, draw)) => engine.respond_under(&msg, out, Transport::Udp, draw, bitmap)?,
+        None => engine.respond_with_draw(&msg, out, Transport::Udp, 0)?,
+    };
     if dnssec_ok.truncated {
         return Some(Answer::Truncated);
     }
