@@ -226,7 +226,7 @@ fn names(engine: &Engine) -> Vec<String> {
     names
 }
 
-const QTYPES: &[u16] = &[1, 28, 15, 16, 2, 6, 5, 33, 257, 43, 255, 12, 99, 0];
+const QTYPES: &[u16] = &[1, 28, 15, 16, 2, 6, 5, 33, 257, 43, 255, 12, 99, 0, 46, 47, 48];
 
 fn random_case(name: &str, rng: &mut Rng) -> String {
     name.chars()
@@ -549,36 +549,46 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                 other => panic!("seed {seed}: {name} type {qtype}: action {other}"),
             }
         }
-        // Each kind of signed policy set under this round's health, DO=1 as validating
-        // resolvers ask: answered in XDP, with the bytes user space sends.
+        // Each kind of signed policy set under this round's health, without EDNS and
+        // with DO=1 as validating resolvers ask: answered in XDP (the signed one with
+        // its RRSIG), with the bytes user space sends.
         for (name, qtype) in [
             ("www.shop.example.", 1),
             ("api.shop.example.", 1),
             ("mv.shop.example.", 28),
             ("lb.shop.example.", 1),
         ] {
-            let mut dns = dns_query(name, qtype, &mut rng).0;
-            dns.truncate(12 + name.len() + 1 + 4);
-            dns[11] = 1;
-            // OPT: 1,232 octets, DO=1, no options.
-            dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 0]);
-            let packet = ipv4_udp_frame(&dns, 53);
-            let run = program.test_run(&packet, 1).expect("test run");
-            assert_eq!(run.action, XDP_TX, "round {round}: {name} DO=1 not answered in XDP");
-            let sent = check_response_frame(&packet, &run.packet);
-            // The records and their RRSIG.
-            assert!(
-                u16::from_be_bytes([sent[6], sent[7]]) >= 2,
-                "round {round}: {name}: no RRSIG in {sent:02x?}"
-            );
-            let valid = engine_answers(&engine, &dns, &mut out);
-            assert!(
-                valid.contains(&sent),
-                "round {round}: {name} DO=1: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
-            );
-            tx_signed_policy += 1;
-            tx += 1;
-            total += 1;
+            for dnssec_ok in [false, true] {
+                let mut dns = dns_query(name, qtype, &mut rng).0;
+                dns.truncate(12 + name.len() + 1 + 4);
+                dns[11] = u8::from(dnssec_ok);
+                if dnssec_ok {
+                    // OPT: 1,232 octets, DO=1, no options.
+                    dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 0]);
+                }
+                let packet = ipv4_udp_frame(&dns, 53);
+                let run = program.test_run(&packet, 1).expect("test run");
+                assert_eq!(
+                    run.action, XDP_TX,
+                    "round {round}: {name} DO={dnssec_ok} not answered in XDP"
+                );
+                let sent = check_response_frame(&packet, &run.packet);
+                let valid = engine_answers(&engine, &dns, &mut out);
+                assert!(
+                    valid.contains(&sent),
+                    "round {round}: {name} DO={dnssec_ok}: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
+                );
+                if dnssec_ok {
+                    // The records and their RRSIG.
+                    assert!(
+                        u16::from_be_bytes([sent[6], sent[7]]) >= 2,
+                        "round {round}: {name}: no RRSIG in {sent:02x?}"
+                    );
+                    tx_signed_policy += 1;
+                }
+                tx += 1;
+                total += 1;
+            }
         }
     }
     let c = counters(&program);
