@@ -27,6 +27,13 @@ pub struct Args {
     /// multicast, documentation, ...).
     #[arg(long)]
     pub deny_special_use_targets: bool,
+    /// Seconds DNSSEC signatures are valid from signing [default: 1209600, 14 days].
+    #[arg(long, value_name = "SECONDS")]
+    pub dnssec_validity: Option<u64>,
+    /// Sign again when fewer seconds than this are left of the signatures' validity
+    /// [default: 604800, 7 days]: how long edges serve valid signatures without control.
+    #[arg(long, value_name = "SECONDS")]
+    pub dnssec_refresh: Option<u64>,
     /// Directory of zone files (`*.toml`).
     #[arg(long, value_name = "DIR")]
     pub zones: Option<PathBuf>,
@@ -108,6 +115,8 @@ struct FileConfig {
     checker_listen: Option<String>,
     checker_keys: Option<PathBuf>,
     deny_special_use_targets: Option<bool>,
+    dnssec_validity: Option<u64>,
+    dnssec_refresh: Option<u64>,
     zones: Option<PathBuf>,
     socket: Option<PathBuf>,
     state_dir: Option<PathBuf>,
@@ -152,6 +161,8 @@ pub struct Config {
     pub checker_keys: Option<PathBuf>,
     /// Reject special-use check targets.
     pub deny_special_use_targets: bool,
+    /// DNSSEC signature validity and refresh window.
+    pub dnssec: crate::dnssec::Lifetimes,
 }
 
 impl Config {
@@ -175,6 +186,13 @@ impl Config {
         if checker_listen.is_some() != checker_keys.is_some() {
             return Err("--checker-listen and --checker-keys go together".to_owned());
         }
+        let defaults = crate::dnssec::Lifetimes::default();
+        let dnssec = crate::dnssec::Lifetimes::new(
+            args.dnssec_validity
+                .or(file.dnssec_validity)
+                .unwrap_or(defaults.validity),
+            args.dnssec_refresh.or(file.dnssec_refresh).unwrap_or(defaults.refresh),
+        )?;
         let edge_socket = args
             .edge_socket
             .or(file.edge_socket)
@@ -193,6 +211,7 @@ impl Config {
             checker_listen,
             checker_keys,
             deny_special_use_targets: args.deny_special_use_targets || file.deny_special_use_targets.unwrap_or(false),
+            dnssec,
             quorum,
             embedded_checker: !(args.no_embedded_checker || file.no_embedded_checker.unwrap_or(false)),
             checker_id: args.checker_id.or(file.checker_id).unwrap_or_else(|| {

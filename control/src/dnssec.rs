@@ -18,9 +18,55 @@ use qdns_zone::{
 };
 use serde::{Deserialize, Serialize};
 
-/// Signatures are re-made when less than this much of their life is left: with 14-day
-/// signatures, edges keep serving valid ones through 7 days without control.
-pub const REFRESH_BEFORE: u64 = 7 * 86_400;
+/// How long signatures last and when control makes new ones (`--dnssec-validity`,
+/// `--dnssec-refresh`). With the defaults — 14 days, re-signed when less than 7 are
+/// left — edges keep serving valid signatures through at least 7 days without control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// Seconds from signing to expiration.
+    pub validity: u64,
+    /// Signatures are made again when fewer seconds than this are left.
+    pub refresh: u64,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Lifetimes {
+        Lifetimes {
+            validity: 14 * 86_400,
+            refresh: 7 * 86_400,
+        }
+    }
+}
+
+impl Lifetimes {
+    /// Checked lifetimes: a validity of at least a minute (RRSIG times are 32-bit:
+    /// at most ~68 years) and a refresh window shorter than it, so a fresh signature is
+    /// not due again at once.
+    ///
+    /// # Errors
+    /// The flag and the reason.
+    pub fn new(validity: u64, refresh: u64) -> Result<Lifetimes, String> {
+        if !(60..=u64::from(u32::MAX / 2)).contains(&validity) {
+            return Err(format!(
+                "--dnssec-validity: {validity} s is outside 60..={} s",
+                u32::MAX / 2
+            ));
+        }
+        if refresh == 0 || refresh >= validity {
+            return Err(format!(
+                "--dnssec-refresh: {refresh} s must be above 0 and below the validity ({validity} s)"
+            ));
+        }
+        Ok(Lifetimes { validity, refresh })
+    }
+
+    /// True when a signed zone of `snapshot` has signatures that end within the refresh
+    /// window at `now`.
+    #[must_use]
+    pub fn due(&self, snapshot: &Snapshot, now: u64) -> bool {
+        earliest_expiry(snapshot).is_some_and(|at| at < now + self.refresh)
+    }
+}
 
 /// Seconds since the epoch.
 #[must_use]
@@ -38,14 +84,17 @@ struct KeyFile {
 #[derive(Debug, Clone)]
 pub struct KeyStore {
     dir: PathBuf,
+    /// How long the signatures made with these keys last.
+    lifetimes: Lifetimes,
 }
 
 impl KeyStore {
-    /// The store under `state_dir`.
+    /// The store under `state_dir`, signing for `lifetimes`.
     #[must_use]
-    pub fn new(state_dir: &Path) -> KeyStore {
+    pub fn new(state_dir: &Path, lifetimes: Lifetimes) -> KeyStore {
         KeyStore {
             dir: state_dir.join("dnssec"),
+            lifetimes,
         }
     }
 
@@ -121,7 +170,11 @@ fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64) -> Result<(), String> {
     let algorithm = request.algorithm;
     unsign(zone);
     let keys = store.keys_for(&zone.origin, algorithm)?;
-    sign_zone(zone, &keys, SignOptions::at(now)).map_err(|e| e.to_string())
+    let options = SignOptions {
+        validity: store.lifetimes.validity,
+        ..SignOptions::at(now)
+    };
+    sign_zone(zone, &keys, options).map_err(|e| e.to_string())
 }
 
 /// Takes a signed zone back to its request (the DNSKEY and NSEC sets only come from

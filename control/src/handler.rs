@@ -30,6 +30,8 @@ pub struct Ctx {
     pub updates: broadcast::Sender<Frame>,
     /// Where operator state is saved.
     pub state_dir: PathBuf,
+    /// How long signatures last, and when they are made again.
+    pub lifetimes: crate::dnssec::Lifetimes,
 }
 
 impl Ctx {
@@ -61,7 +63,7 @@ impl Ctx {
 
     /// The zone keys under the state dir.
     pub(crate) fn key_store(&self) -> crate::dnssec::KeyStore {
-        crate::dnssec::KeyStore::new(&self.state_dir)
+        crate::dnssec::KeyStore::new(&self.state_dir, self.lifetimes)
     }
 
     fn save(&self, state: &mut State) -> Result<(), ApiError> {
@@ -399,6 +401,40 @@ fn zone_of<'s>(state: &'s State, zone: &str) -> Result<&'s qdns_zone::Zone, ApiE
         .iter()
         .find(|z| z.origin == origin)
         .ok_or_else(|| ApiError::not_found(format!("no zone {zone}")))
+}
+
+/// Signs `base`, the current snapshot when called, again as a new version — without
+/// the state lock and off the async workers: a 1,000,000-set zone takes ~27 s of both
+/// cores, and health decisions, API calls and edge pushes go on meanwhile. The result
+/// is installed and pushed only if the snapshot is still `base` (a reload or a rollover
+/// step in the meantime signed its own). A failure is in the timeline.
+pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>, why: &str) -> Result<(), String> {
+    let from = base.version;
+    let version = next_version(from);
+    let store = ctx.key_store();
+    let signed = tokio::task::spawn_blocking(move || crate::dnssec::resign(&store, &base, version))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
+    let mut state = ctx.state.lock().await;
+    let snapshot = match signed {
+        Ok(snapshot) => snapshot,
+        Err(message) => {
+            state.event("dnssec", format!("re-signing failed: {message}"));
+            return Err(message);
+        }
+    };
+    if state.snapshot.version != from {
+        return Ok(());
+    }
+    // Same zones and slots: replacing recomputes the same health from what is observed.
+    state.replace_snapshot(snapshot);
+    ctx.broadcast(&ToEdge::Snapshot {
+        snapshot: Box::new((*state.snapshot).clone()),
+        seq: state.seq,
+    });
+    state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
+    Ok(())
 }
 
 /// Signs the current snapshot's signed zones again (new keys, or signatures near

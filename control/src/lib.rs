@@ -144,8 +144,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     })?;
     let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
     let mut snapshot = qdns_zone::load_dir(&config.zones, next_version(0))?;
-    dnssec::sign_snapshot(&dnssec::KeyStore::new(&config.state_dir), &mut snapshot, dnssec::now())
-        .map_err(ControlError::State)?;
+    dnssec::sign_snapshot(
+        &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
+        &mut snapshot,
+        dnssec::now(),
+    )
+    .map_err(ControlError::State)?;
     if config.deny_special_use_targets {
         special_use::check(&snapshot).map_err(ControlError::State)?;
     }
@@ -181,6 +185,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         state: Arc::new(Mutex::new(state)),
         updates,
         state_dir: config.state_dir.clone(),
+        lifetimes: config.dnssec,
         checker,
         shutdown: shutdown.clone(),
     };
@@ -533,19 +538,24 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             // reporting becomes unreachable.
             ctx.push_health(&mut state);
         }
-        if dnssec::earliest_expiry(&state.snapshot).is_some_and(|at| at < dnssec::now() + dnssec::REFRESH_BEFORE)
-            && Instant::now() >= resign_after
-        {
-            // Signatures near their end: sign again. A failure is in the timeline and
-            // tried again a minute later; edges warn on their own as expiry nears.
-            if handler::resign(&ctx, &mut state, "signatures due for refresh").is_err() {
-                resign_after = Instant::now() + Duration::from_secs(60);
-            }
-        }
+        let due = ctx.lifetimes.due(&state.snapshot, dnssec::now()) && Instant::now() >= resign_after;
+        let base = due.then(|| state.snapshot.clone());
         if std::mem::take(&mut state.operator_dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted
             // and retried at the next change (a restart re-expires it anyway).
             let _ = persist::save_operator(&ctx.state_dir, &mut state);
+        }
+        drop(state);
+        if let Some(base) = base {
+            // Signatures near their end: sign again, the lock released meanwhile. A
+            // failure is tried again a minute later; edges warn on their own as expiry
+            // nears.
+            if handler::refresh_signatures(&ctx, base, "signatures due for refresh")
+                .await
+                .is_err()
+            {
+                resign_after = Instant::now() + Duration::from_secs(60);
+            }
         }
     }
 }

@@ -644,3 +644,103 @@ fn bind9_validates_every_signed_answer() {
 fn unbound_validates_every_signed_answer() {
     validators_validate_every_answer('T', Kind::Unbound);
 }
+
+/// The `expiration` control's status gives for the zone's signatures, and the snapshot
+/// version.
+fn signed_until(location: &Location) -> (u64, u64) {
+    let status = location.ctl_json(&["status"]);
+    let zone = status["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["zone"] == ZONE)
+        .unwrap();
+    (
+        zone["dnssec"]["expiration"].as_u64().unwrap(),
+        status["snapshot_version"].as_u64().unwrap(),
+    )
+}
+
+/// The expiration field (`YYYYMMDDHHmmSS`) of the RRSIG the edge sends with
+/// `static.shop.example. A`.
+fn served_expiration(location: &Location) -> String {
+    let addr = location.dns.unwrap();
+    let out = Command::new("dig")
+        .args([
+            "+dnssec",
+            "+norec",
+            "+noall",
+            "+answer",
+            "+time=2",
+            &format!("@{}", addr.ip()),
+            "-p",
+            &addr.port().to_string(),
+            "static.shop.example.",
+            "A",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            (fields.get(3) == Some(&"RRSIG")).then(|| fields[8].to_owned())
+        })
+        .unwrap_or_else(|| panic!("no RRSIG:\n{text}"))
+}
+
+/// Signatures near their end are made again with no operator: with 90-second
+/// signatures (`--dnssec-validity`) made again when under 80 seconds are left
+/// (`--dnssec-refresh`), control signs again about every 10 s off its state lock,
+/// pushes each result as a new snapshot, and the edge serves the new RRSIGs; the
+/// control socket answers throughout.
+#[test]
+fn signatures_are_made_again_before_they_expire() {
+    let mut location = Location::prepared();
+    let zone_file = location.zones().join("shop.example.toml");
+    let text = std::fs::read_to_string(&zone_file).unwrap();
+    std::fs::write(&zone_file, text.replacen("ttl = 60\n", "ttl = 60\ndnssec = true\n", 1)).unwrap();
+    location.start_control_with(&[
+        "--no-embedded-checker",
+        "--dnssec-validity",
+        "90",
+        "--dnssec-refresh",
+        "80",
+    ]);
+    location.start_edge();
+    location.wait_edges_current();
+    let (first, version) = signed_until(&location);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(first <= now + 90 && first + 30 > now + 90, "{first} vs now {now}");
+    let served = served_expiration(&location);
+    // Two refreshes: each one later than the one before, each served.
+    let mut last = (first, version, served);
+    for round in 0..2 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let next = loop {
+            let (until, version) = signed_until(&location);
+            if until > last.0 {
+                break (until, version);
+            }
+            assert!(Instant::now() < deadline, "round {round}: not signed again: {until}");
+            std::thread::sleep(Duration::from_millis(250));
+        };
+        assert!(
+            next.1 > last.1,
+            "round {round}: a new snapshot: {next:?} after {last:?}"
+        );
+        location.wait_edges_current();
+        let served = served_expiration(&location);
+        assert!(
+            served > last.2,
+            "round {round}: the edge serves {served}, not past {}",
+            last.2
+        );
+        last = (next.0, next.1, served);
+    }
+    let out = location.ctl(&["status"]);
+    assert!(out.status.success());
+}

@@ -148,6 +148,22 @@ fn check_config_names_the_file_and_the_key() {
     assert!(!out.status.success());
     assert!(text.contains("bad.toml: line 1 (`zones = 7`)"), "{text}");
 
+    // A refresh window as long as the signatures' validity would sign without end.
+    let lifetimes = dir.path().join("lifetimes.toml");
+    let text = std::fs::read_to_string(&good).unwrap();
+    std::fs::write(&lifetimes, text + "dnssec_validity = 3600\ndnssec_refresh = 3600\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_qdns-control"))
+        .args(["--check-config", "--config"])
+        .arg(&lifetimes)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("--dnssec-refresh: 3600 s must be above 0 and below the validity (3600 s)"),
+        "{text}"
+    );
+
     // A zone that does not load fails the edge's check too, naming the file.
     std::fs::write(
         zones.join("broken.toml"),
