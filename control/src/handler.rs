@@ -424,16 +424,9 @@ pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>
             return Err(message);
         }
     };
-    if state.snapshot.version != from {
-        return Ok(());
+    if state.snapshot.version == from {
+        install_signed(ctx, &mut state, snapshot, why);
     }
-    // Same zones and slots: replacing recomputes the same health from what is observed.
-    state.replace_snapshot(snapshot);
-    ctx.broadcast(&ToEdge::Snapshot {
-        snapshot: Box::new((*state.snapshot).clone()),
-        seq: state.seq,
-    });
-    state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
     Ok(())
 }
 
@@ -445,6 +438,13 @@ pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiE
         state.event("dnssec", format!("re-signing failed: {message}"));
         ApiError::new(ErrorCode::Internal, message)
     })?;
+    install_signed(ctx, state, snapshot, why);
+    Ok(())
+}
+
+/// Installs `snapshot`, the current one signed again, and pushes it to the edges.
+fn install_signed(ctx: &Ctx, state: &mut State, snapshot: qdns_zone::Snapshot, why: &str) {
+    let version = snapshot.version;
     // Same zones and slots: replacing recomputes the same health from what is observed.
     state.replace_snapshot(snapshot);
     ctx.broadcast(&ToEdge::Snapshot {
@@ -452,7 +452,6 @@ pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiE
         seq: state.seq,
     });
     state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
-    Ok(())
 }
 
 fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
