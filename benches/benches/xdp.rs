@@ -211,6 +211,11 @@ fn main() {
         ("failover", vec![frame("api.shop.example.", 1, Edns::None)], 3),
         ("multivalue", vec![frame("mv.shop.example.", 28, Edns::None)], 3),
         (
+            "signed NODATA + DO=1 + COOKIE (SOA, NSEC, RRSIGs)",
+            vec![frame("www.example.net.", 16, Edns::Resolver)],
+            3,
+        ),
+        (
             "signed weighted + DO=1 + COOKIE (RRSIG)",
             vec![frame("www.shop.example.", 1, Edns::Resolver)],
             3,

@@ -29,6 +29,9 @@ pub const RECORDS_MAP: &str = "QDNS_RECORDS_V2";
 /// Name of the large-tail tables (array of maps: one [`LargeTail`] array per bank; see
 /// [`PLAIN_LARGE`]).
 pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
+/// Name of the medium-tail tables (array of maps: one [`MediumTail`] array per bank;
+/// see [`PLAIN_MEDIUM`]).
+pub const MEDIUM_MAP: &str = "QDNS_MEDIUM_V1";
 /// Name of the policy tables (array of maps: one [`PolicyValue`] array per bank).
 pub const POLICIES_MAP: &str = "QDNS_POLICIES_V3";
 /// Name of the long-name tables (array of maps: one [`LongName`] array per bank; entry
@@ -87,6 +90,12 @@ pub const TAIL_MAX: usize = 128;
 pub const LARGE_TAIL_MAX: usize = 2048;
 /// Most large tails of one generation.
 pub const LARGE_MAX: u32 = 1 << 20;
+/// Largest tail of a [`MEDIUM_MAP`] entry: the answers just over [`TAIL_MAX`] — above
+/// all a signed zone's (an AAAA and its ECDSA RRSIG is ~140 octets, a NODATA with its
+/// SOA, NSEC and their RRSIGs ~300) — take a quarter of a large entry.
+pub const MEDIUM_TAIL_MAX: usize = 512;
+/// Most medium tails of one generation.
+pub const MEDIUM_MAX: u32 = 1 << 22;
 /// Most members of a policy set the fast path answers.
 pub const POLICY_MEMBERS: usize = 8;
 /// Largest record bytes of one policy member.
@@ -172,6 +181,10 @@ pub const PLAIN_ANY_QNAME: u8 = 8;
 /// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`]) is the
 /// [`LARGE_MAP`] entry (generation, `policy`); `tail_sum` is its sum.
 pub const PLAIN_LARGE: u8 = 16;
+/// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`], at
+/// most [`MEDIUM_TAIL_MAX`], no pointers to relocate) is the [`MEDIUM_MAP`] entry
+/// (generation, `policy`); `tail_sum` is its sum.
+pub const PLAIN_MEDIUM: u8 = 64;
 
 /// [`AnswerValue::reason`] of a pass entry: why user space answers the name.
 pub const REASON_OTHER: u8 = 0;
@@ -343,6 +356,16 @@ pub struct LargeTail {
     pub pad: u32,
 }
 const _: () = assert!(core::mem::size_of::<LargeTail>() == LARGE_TAIL_MAX + 2 * FIXUPS_MAX + 8);
+
+/// An element of [`MEDIUM_MAP`] (at the entry's id); its length and sum are in the
+/// [`AnswerValue`] that points here.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MediumTail {
+    /// The tail.
+    pub tail: [u8; MEDIUM_TAIL_MAX],
+}
+const _: () = assert!(core::mem::size_of::<MediumTail>() == MEDIUM_TAIL_MAX);
 
 /// Adds the big-endian 16-bit words of `bytes` (from an even offset) to `acc`.
 #[inline(always)]

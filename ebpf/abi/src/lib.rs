@@ -181,6 +181,7 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::PolicyKey {}
     unsafe impl aya::Pod for crate::answer::PolicyValue {}
     unsafe impl aya::Pod for crate::answer::LargeTail {}
+    unsafe impl aya::Pod for crate::answer::MediumTail {}
     unsafe impl aya::Pod for crate::answer::LongName {}
     unsafe impl aya::Pod for crate::slots::Bucket {}
     unsafe impl aya::Pod for crate::rrl::RrlBucket {}

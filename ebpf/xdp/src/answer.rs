@@ -8,11 +8,11 @@
 use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
-        outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, PolicyValue, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT,
-        DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN, KIND_POLICY,
-        KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER,
-        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE,
-        REASON_REFERRAL, SIGNED,
+        outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue, ACTIVE_BANK_SHIFT,
+        DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN,
+        KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
+        PLAIN_MEDIUM, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
+        QTYPE_NODE, REASON_LARGE, REASON_REFERRAL, SIGNED,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -81,6 +81,9 @@ pub enum Body<'a> {
     /// A precomputed answer; its tail is in the value, or (over `TAIL_MAX` octets) in
     /// the large table. One variant for both, so the verifier walks the rewrite once.
     Plain(&'a AnswerValue, Option<&'a LargeTail>),
+    /// A precomputed answer whose tail (over `TAIL_MAX` octets, at most
+    /// `MEDIUM_TAIL_MAX`, nothing to relocate) is in the medium table.
+    Medium(&'a AnswerValue, &'a MediumTail),
     /// NODATA or NXDOMAIN with the zone's SOA; the owner pointer is filled in.
     Negative(&'a AnswerValue, u16),
     /// Policy members: `mask` chose them, `ttl` picks normal (0) or degraded (1) bytes.
@@ -513,7 +516,11 @@ fn lookup<'a, const W: usize>(
     key.qtype = QTYPE_NODE;
     if let Some(node) = find(t, key, name)? {
         if node.node_flags & SIGNED != 0 && dnssec_ok != 0 {
-            // NODATA in a signed zone: the NSEC proof is user space's.
+            // NODATA in a signed zone: the node's signed variant (the SOA, the name's
+            // NSEC, their RRSIGs) is the answer for every type the name lacks.
+            if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
+                return signed(t, key, name, health);
+            }
             return Err(Counter::PassSigned);
         }
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
@@ -676,13 +683,19 @@ fn pass_reason(entry: &AnswerValue) -> Counter {
     }
 }
 
-/// A plain answer whose tail is in the large table gets it (looked up before the frame
-/// is touched, like everything that can fail).
+/// A plain answer whose tail is in the large or the medium table gets it (looked up
+/// before the frame is touched, like everything that can fail).
 #[inline(always)]
 fn large<'a>(t: &Tables<'a>, body: Body<'a>) -> Result<Body<'a>, Counter> {
     let Body::Plain(value, _) = body else {
         return Ok(body);
     };
+    if value.node_flags & PLAIN_MEDIUM != 0 {
+        return match t.medium_tail(value.policy) {
+            Some(tail) => Ok(Body::Medium(value, tail)),
+            _ => Err(Counter::PassNotLoaded),
+        };
+    }
     if value.node_flags & PLAIN_LARGE == 0 {
         return Ok(body);
     }

@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
+        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
         CONFIG_ENTRIES, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, POLICY_MEMBERS,
         RESPONSE_MAX,
     },
@@ -41,6 +41,8 @@ pub type Records = btf_maps::Array<AnswerValue, 1, INNER>;
 pub type Policies = btf_maps::Array<PolicyValue, 1, INNER>;
 /// One generation's large tails.
 pub type Large = btf_maps::Array<LargeTail, 1, INNER>;
+/// One generation's medium tails.
+pub type Medium = btf_maps::Array<MediumTail, 1, INNER>;
 /// One generation's long names.
 pub type LongNames = btf_maps::Array<LongName, 1, INNER>;
 
@@ -59,6 +61,11 @@ pub static POLICIES: ArrayOfMaps<Policies, { BANKS as usize }> = ArrayOfMaps::ne
 /// bank → tails over `TAIL_MAX` octets.
 #[btf_map(name = "QDNS_LARGE_V3")]
 pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → tails over `TAIL_MAX` octets and at most `MEDIUM_TAIL_MAX`, without pointers
+/// to relocate.
+#[btf_map(name = "QDNS_MEDIUM_V1")]
+pub static MEDIUM: ArrayOfMaps<Medium, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → the front words of names over 64 octets.
 #[btf_map(name = "QDNS_LONG_NAMES_V1")]

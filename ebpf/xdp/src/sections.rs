@@ -4,7 +4,9 @@
 //! one's-complement sum of what it wrote for the UDP checksum.
 use aya_ebpf::{helpers::bpf_xdp_store_bytes, programs::XdpContext};
 use qdns_abi::{
-    answer::{fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX},
+    answer::{
+        fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX,
+    },
     Counter,
 };
 
@@ -27,6 +29,13 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
             // A referral's tail was written for a question of `apex_len` octets (the
             // cut's name); the question is the cut or below it.
             if len > LARGE_TAIL_MAX || usize::from(v.apex_len) > qlen {
+                return Err(Counter::PassNotCached);
+            }
+            Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
+        }
+        Body::Medium(v, _) => {
+            let len = usize::from(v.tail_len);
+            if len > MEDIUM_TAIL_MAX {
                 return Err(Counter::PassNotCached);
             }
             Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
@@ -73,6 +82,14 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
                 None if len > 0 => store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?,
                 _ => {}
             }
+            Some(placed(v.tail_sum, offset - udp))
+        }
+        Body::Medium(v, t) => {
+            let len = usize::from(v.tail_len);
+            if !(1..=MEDIUM_TAIL_MAX).contains(&len) {
+                return None;
+            }
+            store::<MEDIUM_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
             Some(placed(v.tail_sum, offset - udp))
         }
         Body::Negative(v, _) => {

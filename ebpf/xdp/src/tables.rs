@@ -2,13 +2,13 @@
 //! (one cache line, eight tags compared without a branch), then the record and its name
 //! (layouts in `qdns_abi::slots` and `qdns_abi::answer`).
 use qdns_abi::{
-    answer::{AnswerKey, AnswerValue, LargeTail, PolicyValue},
+    answer::{AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue},
     name::{FRONT_WORDS, NAME_WORDS},
     slots::{home, slot_hash, tag, BUCKET_SLOTS, CROWDED, RECORD_BITS},
     Counter,
 };
 
-use crate::maps::{Records, Slots, LARGE, LONG_NAMES, POLICIES};
+use crate::maps::{Records, Slots, LARGE, LONG_NAMES, MEDIUM, POLICIES};
 
 /// The active generation's tables, found once per packet.
 pub struct Tables<'a> {
@@ -47,6 +47,12 @@ impl Tables<'_> {
     #[inline(always)]
     pub fn large_tail(&self, id: u32) -> Option<&'static LargeTail> {
         LARGE.get(self.bank).and_then(|large| large.get(id))
+    }
+
+    /// Medium tail `id` of this generation.
+    #[inline(always)]
+    pub fn medium_tail(&self, id: u32) -> Option<&'static MediumTail> {
+        MEDIUM.get(self.bank).and_then(|medium| medium.get(id))
     }
 }
 

@@ -22,9 +22,10 @@ use aya::{
 };
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, LongName, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_ACTIVE, CONFIG_MAP,
-        CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP,
-        LARGE_MAX, LONG_NAMES_MAP, POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
+        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_ACTIVE,
+        CONFIG_MAP, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_UDP_PAYLOAD, HEALTH_MAP, HEALTH_WORDS,
+        LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP, MEDIUM_MAX, POLICIES_MAP, POLICIES_MAX, RECORDS_MAP,
+        SLOTS_MAP,
     },
     name::FRONT_WORDS,
     slots::Bucket,
@@ -177,6 +178,7 @@ impl XdpProgram {
             RECORDS_MAP,
             POLICIES_MAP,
             LARGE_MAP,
+            MEDIUM_MAP,
             LONG_NAMES_MAP,
             HEALTH_MAP,
             CONFIG_MAP,
@@ -516,7 +518,10 @@ impl XdpProgram {
         generation: u32,
         bank: u32,
     ) -> Result<(usize, usize), XdpTableError> {
-        if table.policies.len() > POLICIES_MAX as usize || table.large.len() > LARGE_MAX as usize {
+        if table.policies.len() > POLICIES_MAX as usize
+            || table.large.len() > LARGE_MAX as usize
+            || table.medium.len() > MEDIUM_MAX as usize
+        {
             return Err(XdpTableError::TooLarge {
                 policies: table.policies.len(),
                 large: table.large.len(),
@@ -534,6 +539,8 @@ impl XdpProgram {
         )?;
         let large = table.large.iter().map(|(_, v)| **v);
         self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
+        let medium = table.medium.iter().map(|(_, v)| **v);
+        self.place(MEDIUM_MAP, bank, &filled(MEDIUM_MAP, table.medium.len(), medium)?)?;
         // Entry 0: the all-zero front of every name of at most 64 octets.
         let long_names = std::iter::once(LongName {
             front: [0; FRONT_WORDS],
@@ -554,6 +561,7 @@ impl XdpProgram {
             + packed.buckets.len() * size_of::<Bucket>()
             + table.policies.len() * size_of::<PolicyValue>()
             + table.large.len() * size_of::<LargeTail>()
+            + table.medium.len() * size_of::<MediumTail>()
             + (table.long_names.len() + 1) * size_of::<LongName>();
         Ok((packed.crowded, bytes))
     }
@@ -567,6 +575,11 @@ impl XdpProgram {
             &filled::<PolicyValue>(POLICIES_MAP, 0, std::iter::empty())?,
         )?;
         self.place(LARGE_MAP, bank, &filled::<LargeTail>(LARGE_MAP, 0, std::iter::empty())?)?;
+        self.place(
+            MEDIUM_MAP,
+            bank,
+            &filled::<MediumTail>(MEDIUM_MAP, 0, std::iter::empty())?,
+        )?;
         self.place(
             LONG_NAMES_MAP,
             bank,

@@ -12,12 +12,12 @@
 //! computed with the `qdns-abi` selection functions. Referrals: see [`referral`].
 use qdns_abi::{
     answer::{
-        fold, outcome_salt, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, PolicyKey, PolicyValue,
+        fold, outcome_salt, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, MediumTail, PolicyKey, PolicyValue,
         DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE,
-        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEMBER_BLOB, NAME_MAX, NODE_NODATA,
-        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
-        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL,
-        RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
+        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEDIUM_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB,
+        NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM,
+        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
+        REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
@@ -44,6 +44,9 @@ pub struct Table {
     pub policies: Vec<(PolicyKey, PolicyValue)>,
     /// Large tails (answers over 128 octets after the question).
     pub large: Vec<(PolicyKey, Box<LargeTail>)>,
+    /// Medium tails: the large tails of plain answers of at most 512 octets, moved
+    /// here once the table is complete (`split_medium_tails`).
+    pub medium: Vec<(PolicyKey, Box<MediumTail>)>,
     /// The front words of names over 64 octets: entry `i` has id `i + 1` (id 0 is the
     /// all-zero front of every shorter name).
     pub long_names: Vec<LongName>,
@@ -62,8 +65,10 @@ pub struct TableStats {
     pub pass: usize,
     /// Names over 64 octets (answered by the long-name stage).
     pub long_names: usize,
-    /// Of the precomputed answers, those with a large tail.
+    /// Large tails (over 512 octets, or with pointers to relocate).
     pub large: usize,
+    /// Medium tails (129 to 512 octets).
+    pub medium: usize,
     /// Names at or below a zone cut answered with a relocated referral.
     pub referral: usize,
     /// Entries left without a slot in a crowded bucket (their queries go to user
@@ -84,6 +89,7 @@ impl Table {
         let mut stats = TableStats {
             policy: self.policies.len(),
             large: self.large.len(),
+            medium: self.medium.len(),
             long_names: self.long_names.len(),
             ..TableStats::default()
         };
@@ -250,10 +256,10 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
             push(key, value);
         }
         if signed {
-            // Not NSEC: its signed answer (the NSEC and its RRSIG, ~140 octets) takes a
-            // 2 KiB large tail at every name, for a type only zone walkers ask; those
-            // DO=1 queries pass (a signed 100,000-name zone's tables: 337 MiB with
-            // them, 114 without; docs/BENCHMARKS.md).
+            // Not NSEC: its signed answer (the NSEC and its RRSIG, ~140 octets) would
+            // take a tail entry at every name (2 KiB when there was no medium class: a
+            // signed 100,000-name zone's tables were 337 MiB with them, 114 without;
+            // docs/BENCHMARKS.md) for a type only zone walkers ask: those pass.
             for rtype in static_types.into_iter().filter(|&t| t != NSEC) {
                 if let Some((key, value)) = signed_variant(
                     engine,
@@ -268,11 +274,52 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
                 }
             }
         }
-        push(node_key, node_value(&node));
+        let nodata = node_value(&node);
+        if signed && nodata.node_flags & NODE_NODATA != 0 {
+            let signed_nodata = signed_nodata(engine, &node, &mut scratch, &mut table.large, generation, limits);
+            if let Some(value) = signed_nodata {
+                push(
+                    AnswerKey {
+                        hash: node_key.hash ^ DO_SALT,
+                        ..node_key
+                    },
+                    value,
+                );
+            }
+        }
+        push(node_key, nodata);
     }
     pass_collisions(&mut table.answers);
     share_large_tails(&mut table, generation);
+    split_medium_tails(&mut table, generation);
     table
+}
+
+/// A signed zone's DO=1 NODATA at `node` — the SOA, the NSEC showing the types the
+/// name has (or covering an empty non-terminal), their RRSIGs — which is the same for
+/// every type the name lacks: the node entry's DO=1 variant. `None` when it does not
+/// fit the tables (then such queries pass, `pass_signed`).
+fn signed_nodata(
+    engine: &Engine,
+    node: &NodeView<'_>,
+    out: &mut [u8],
+    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    generation: u32,
+    limits: Limits,
+) -> Option<AnswerValue> {
+    // A private-use type (RFC 6895 §3.1) the name does not have stands for them all.
+    let absent = (0xff00..=0xfffe_u16).find(|t| node.sets.iter().all(|(rtype, _)| rtype != t))?;
+    let value = plain_with(
+        engine,
+        node.name,
+        absent,
+        out,
+        large,
+        generation,
+        limits,
+        Variant::Signed(None),
+    );
+    (value.kind == KIND_PLAIN && value.ancount == 0 && value.nscount > 0).then_some(value)
 }
 
 /// The NSEC type (RFC 4034 §4).
@@ -471,6 +518,62 @@ fn share_large_tails(table: &mut Table, generation: u32) {
         let uses_large = value.node_flags & PLAIN_LARGE != 0 && matches!(value.kind, KIND_PLAIN | KIND_REFERRAL);
         if let (true, Some(&id)) = (uses_large, remap.get(value.policy as usize)) {
             value.policy = id;
+        }
+    }
+}
+
+/// Moves the large tails a medium entry holds — at most `MEDIUM_TAIL_MAX` octets, no
+/// pointer to relocate, used by plain answers only — to the medium table, a quarter of
+/// the memory each: most of a signed zone's answers (an AAAA and its RRSIG, an A under
+/// a zone name over ~18 octets) are just over the 128 octets an entry holds inline.
+/// Runs after `share_large_tails`, so identical tails are one entry here too.
+fn split_medium_tails(table: &mut Table, generation: u32) {
+    let uses_large = |v: &AnswerValue| v.node_flags & PLAIN_LARGE != 0 && matches!(v.kind, KIND_PLAIN | KIND_REFERRAL);
+    // Per large tail: its length (from the entries using it: identical tails, one
+    // length), and whether anything but a plain answer uses it.
+    let mut fits = vec![true; table.large.len()];
+    let mut lens = vec![0usize; table.large.len()];
+    for (_, value) in table.answers.iter().filter(|(_, v)| uses_large(v)) {
+        let id = value.policy as usize;
+        if let (Some(fit), Some(len)) = (fits.get_mut(id), lens.get_mut(id)) {
+            *len = (*len).max(usize::from(value.tail_len));
+            *fit &= value.kind == KIND_PLAIN;
+        }
+    }
+    let mut remap: Vec<Option<(bool, u32)>> = vec![None; table.large.len()];
+    let mut large = Vec::with_capacity(table.large.len());
+    let mut medium = Vec::new();
+    for (id, (_, tail)) in std::mem::take(&mut table.large).into_iter().enumerate() {
+        let len = lens[id];
+        let to_medium = fits[id]
+            && tail.fixups_len == 0
+            && (1..=MEDIUM_TAIL_MAX).contains(&len)
+            && medium.len() < MEDIUM_MAX as usize;
+        if to_medium {
+            let mut short = Box::new(MediumTail {
+                tail: [0; MEDIUM_TAIL_MAX],
+            });
+            short.tail.copy_from_slice(&tail.tail[..MEDIUM_TAIL_MAX]);
+            let at = medium.len() as u32;
+            remap[id] = Some((true, at));
+            medium.push((PolicyKey { generation, id: at }, short));
+        } else {
+            let at = large.len() as u32;
+            remap[id] = Some((false, at));
+            large.push((PolicyKey { generation, id: at }, tail));
+        }
+    }
+    table.large = large;
+    table.medium = medium;
+    for (_, value) in &mut table.answers {
+        if !uses_large(value) {
+            continue;
+        }
+        if let Some(Some((to_medium, at))) = remap.get(value.policy as usize).copied() {
+            value.policy = at;
+            if to_medium {
+                value.node_flags = value.node_flags & !PLAIN_LARGE | PLAIN_MEDIUM;
+            }
         }
     }
 }
@@ -1151,6 +1254,62 @@ mod tests {
         let mut value = pass(kind);
         value.name = words.window;
         (key, value)
+    }
+
+    #[test]
+    fn tails_up_to_512_octets_without_pointers_move_to_the_medium_table() {
+        let generation = 3;
+        let mut table = Table::default();
+        // (kind, tail length, pointers to relocate) of each large tail, in order.
+        let tails = [
+            (KIND_PLAIN, 200, false),
+            (KIND_PLAIN, 900, false),
+            (KIND_REFERRAL, 300, true),
+            (KIND_PLAIN, 512, false),
+        ];
+        for (id, &(kind, len, fixups)) in tails.iter().enumerate() {
+            let (key, mut value) = entry(b"\x01a\x00", id as u64, kind);
+            value.node_flags = PLAIN_LARGE | SIGNED;
+            value.policy = id as u32;
+            value.tail_len = len as u16;
+            table.answers.push((key, value));
+            let bytes: Vec<u8> = (0..len).map(|i| (i + id) as u8).collect();
+            let pointers: &[u16] = if fixups { &[4] } else { &[] };
+            table.large.push((
+                PolicyKey {
+                    generation,
+                    id: id as u32,
+                },
+                large_tail(&bytes, pointers),
+            ));
+        }
+        split_medium_tails(&mut table, generation);
+        assert_eq!(table.medium.len(), 2, "the 200- and 512-octet plain tails");
+        assert_eq!(table.large.len(), 2, "the 900-octet tail and the referral's");
+        let flags: Vec<(u8, u32)> = table
+            .answers
+            .iter()
+            .map(|(_, v)| (v.node_flags & (PLAIN_LARGE | PLAIN_MEDIUM | SIGNED), v.policy))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                (PLAIN_MEDIUM | SIGNED, 0),
+                (PLAIN_LARGE | SIGNED, 0),
+                (PLAIN_LARGE | SIGNED, 1),
+                (PLAIN_MEDIUM | SIGNED, 1),
+            ]
+        );
+        // The bytes moved whole, and every id is its entry's own.
+        for (id, (key, tail)) in table.medium.iter().enumerate() {
+            assert_eq!(key.id as usize, id);
+            let from = if id == 0 { 0 } else { 3 };
+            let len = tails[from].1;
+            let bytes: Vec<u8> = (0..len).map(|i| (i + from) as u8).collect();
+            assert_eq!(&tail.tail[..len], &bytes[..]);
+        }
+        assert_eq!(table.large[1].1.fixups_len, 1, "the referral keeps its pointers");
+        assert_eq!(table.stats().medium, 2);
     }
 
     #[test]
