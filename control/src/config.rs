@@ -31,7 +31,8 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS")]
     pub dnssec_validity: Option<u64>,
     /// Sign again when fewer seconds than this are left of the signatures' validity
-    /// [default: 604800, 7 days]: how long edges serve valid signatures without control.
+    /// [default: 604800, 7 days, or half the validity when less]: validity less this is
+    /// how long edges serve valid signatures without control.
     #[arg(long, value_name = "SECONDS")]
     pub dnssec_refresh: Option<u64>,
     /// Directory of zone files (`*.toml`).
@@ -186,12 +187,11 @@ impl Config {
         if checker_listen.is_some() != checker_keys.is_some() {
             return Err("--checker-listen and --checker-keys go together".to_owned());
         }
-        let defaults = crate::dnssec::Lifetimes::default();
         let dnssec = crate::dnssec::Lifetimes::new(
             args.dnssec_validity
                 .or(file.dnssec_validity)
-                .unwrap_or(defaults.validity),
-            args.dnssec_refresh.or(file.dnssec_refresh).unwrap_or(defaults.refresh),
+                .unwrap_or(crate::dnssec::Lifetimes::default().validity),
+            args.dnssec_refresh.or(file.dnssec_refresh),
         )?;
         let edge_socket = args
             .edge_socket

@@ -39,22 +39,26 @@ impl Default for Lifetimes {
 }
 
 impl Lifetimes {
-    /// Checked lifetimes: a validity of at least a minute (RRSIG times are 32-bit:
-    /// at most ~68 years) and a refresh window shorter than it, so a fresh signature is
-    /// not due again at once.
+    /// Checked lifetimes: a validity of at least two minutes (RRSIG times are 32-bit:
+    /// at most ~68 years) and a refresh window of at least a minute — signing a large
+    /// zone and pushing it takes seconds to tens of seconds — ending at least 10 s
+    /// after signing, so fresh signatures are not due again at once. Without a
+    /// refresh given: 7 days, or half the validity when that is less.
     ///
     /// # Errors
     /// The flag and the reason.
-    pub fn new(validity: u64, refresh: u64) -> Result<Lifetimes, String> {
-        if !(60..=u64::from(u32::MAX / 2)).contains(&validity) {
+    pub fn new(validity: u64, refresh: Option<u64>) -> Result<Lifetimes, String> {
+        if !(120..=u64::from(u32::MAX / 2)).contains(&validity) {
             return Err(format!(
-                "--dnssec-validity: {validity} s is outside 60..={} s",
+                "--dnssec-validity: {validity} s is outside 120..={} s",
                 u32::MAX / 2
             ));
         }
-        if refresh == 0 || refresh >= validity {
+        let refresh = refresh.unwrap_or((validity / 2).min(Lifetimes::default().refresh));
+        if !(60..=validity - 10).contains(&refresh) {
             return Err(format!(
-                "--dnssec-refresh: {refresh} s must be above 0 and below the validity ({validity} s)"
+                "--dnssec-refresh: {refresh} s is outside 60..={} s (the validity, {validity} s, less 10 s)",
+                validity - 10
             ));
         }
         Ok(Lifetimes { validity, refresh })
@@ -203,10 +207,15 @@ pub fn earliest_expiry(snapshot: &Snapshot) -> Option<u64> {
 
 /// A copy of `snapshot` with every signed zone signed again now.
 pub fn resign(store: &KeyStore, snapshot: &Snapshot, version: u64) -> Result<Snapshot, String> {
-    let mut fresh = snapshot.clone();
-    fresh.version = version;
-    sign_snapshot(store, &mut fresh, now())?;
-    Ok(fresh)
+    sign_again(store, snapshot.clone(), version)
+}
+
+/// `snapshot` (a copy of the current one) with every signed zone signed again now, as
+/// `version`.
+pub fn sign_again(store: &KeyStore, mut snapshot: Snapshot, version: u64) -> Result<Snapshot, String> {
+    snapshot.version = version;
+    sign_snapshot(store, &mut snapshot, now())?;
+    Ok(snapshot)
 }
 
 /// One key as `qdnsctl dnssec ds` shows it.
@@ -294,4 +303,24 @@ pub fn rollover(store: &KeyStore, zone: &Zone, step: RolloverStep) -> Result<(),
         }
     }
     store.save(&zone.origin, &keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes_default_and_bounds() {
+        let default = Lifetimes::new(14 * 86_400, None).unwrap();
+        assert_eq!(default, Lifetimes::default());
+        // A shorter validity alone: refreshed at half of it, not at the 7-day default.
+        assert_eq!(Lifetimes::new(600, None).unwrap().refresh, 300);
+        assert_eq!(Lifetimes::new(120, Some(110)).unwrap().refresh, 110);
+        let short = Lifetimes::new(100, None).unwrap_err();
+        assert!(short.starts_with("--dnssec-validity: 100 s"), "{short}");
+        let late = Lifetimes::new(3600, Some(3595)).unwrap_err();
+        assert!(late.starts_with("--dnssec-refresh: 3595 s is outside 60..=3590 s"), "{late}");
+        let early = Lifetimes::new(3600, Some(30)).unwrap_err();
+        assert!(early.starts_with("--dnssec-refresh: 30 s"), "{early}");
+    }
 }

@@ -412,10 +412,16 @@ pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>
     let from = base.version;
     let version = next_version(from);
     let store = ctx.key_store();
-    let signed = tokio::task::spawn_blocking(move || crate::dnssec::resign(&store, &base, version))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
+    let signed = tokio::task::spawn_blocking(move || {
+        // Copy, then let go of the shared snapshot at once: a health change while this
+        // signs updates the state's own without copying it under the lock.
+        let copy = (*base).clone();
+        drop(base);
+        crate::dnssec::sign_again(&store, copy, version)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r);
     let mut state = ctx.state.lock().await;
     let snapshot = match signed {
         Ok(snapshot) => snapshot,
@@ -442,9 +448,11 @@ pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiE
     Ok(())
 }
 
-/// Installs `snapshot`, the current one signed again, and pushes it to the edges.
-fn install_signed(ctx: &Ctx, state: &mut State, snapshot: qdns_zone::Snapshot, why: &str) {
+/// Installs `snapshot`, the current one signed again, and pushes it to the edges. Its
+/// health is the state's now (health may have moved while it was signed).
+fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapshot, why: &str) {
     let version = snapshot.version;
+    snapshot.bitmap.clone_from(&state.snapshot.bitmap);
     // Same zones and slots: replacing recomputes the same health from what is observed.
     state.replace_snapshot(snapshot);
     ctx.broadcast(&ToEdge::Snapshot {

@@ -526,6 +526,9 @@ async fn apply_observations(
 async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut resign_after = Instant::now();
+    // The re-signing under way: its own task, so expiries and checker freshness keep
+    // their one-second beat while a large zone is signed.
+    let mut refreshing: Option<tokio::task::JoinHandle<Result<(), String>>> = None;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -538,7 +541,17 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             // reporting becomes unreachable.
             ctx.push_health(&mut state);
         }
-        let due = ctx.lifetimes.due(&state.snapshot, dnssec::now()) && Instant::now() >= resign_after;
+        if refreshing.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+            if let Some(done) = refreshing.take() {
+                // A failure is in the timeline; tried again a minute later (edges warn
+                // on their own as expiry nears).
+                if !matches!(done.await, Ok(Ok(()))) {
+                    resign_after = Instant::now() + Duration::from_secs(60);
+                }
+            }
+        }
+        let due =
+            refreshing.is_none() && ctx.lifetimes.due(&state.snapshot, dnssec::now()) && Instant::now() >= resign_after;
         let base = due.then(|| state.snapshot.clone());
         if std::mem::take(&mut state.operator_dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted
@@ -547,15 +560,11 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
         }
         drop(state);
         if let Some(base) = base {
-            // Signatures near their end: sign again, the lock released meanwhile. A
-            // failure is tried again a minute later; edges warn on their own as expiry
-            // nears.
-            if handler::refresh_signatures(&ctx, base, "signatures due for refresh")
-                .await
-                .is_err()
-            {
-                resign_after = Instant::now() + Duration::from_secs(60);
-            }
+            // Signatures near their end: sign again, without the lock.
+            let ctx = ctx.clone();
+            refreshing = Some(tokio::spawn(async move {
+                handler::refresh_signatures(&ctx, base, "signatures due for refresh").await
+            }));
         }
     }
 }

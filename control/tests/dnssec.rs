@@ -689,8 +689,8 @@ fn served_expiration(location: &Location) -> String {
         .unwrap_or_else(|| panic!("no RRSIG:\n{text}"))
 }
 
-/// Signatures near their end are made again with no operator: with 90-second
-/// signatures (`--dnssec-validity`) made again when under 80 seconds are left
+/// Signatures near their end are made again with no operator: with 120-second
+/// signatures (`--dnssec-validity`) made again when under 110 seconds are left
 /// (`--dnssec-refresh`), control signs again about every 10 s off its state lock,
 /// pushes each result as a new snapshot, and the edge serves the new RRSIGs; the
 /// control socket answers throughout.
@@ -703,9 +703,9 @@ fn signatures_are_made_again_before_they_expire() {
     location.start_control_with(&[
         "--no-embedded-checker",
         "--dnssec-validity",
-        "90",
+        "120",
         "--dnssec-refresh",
-        "80",
+        "110",
     ]);
     location.start_edge();
     location.wait_edges_current();
@@ -714,7 +714,7 @@ fn signatures_are_made_again_before_they_expire() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    assert!(first <= now + 90 && first + 30 > now + 90, "{first} vs now {now}");
+    assert!(first <= now + 120 && first + 30 > now + 120, "{first} vs now {now}");
     let served = served_expiration(&location);
     // Two refreshes: each one later than the one before, each served.
     let mut last = (first, version, served);

@@ -160,7 +160,7 @@ fn check_config_names_the_file_and_the_key() {
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        text.contains("--dnssec-refresh: 3600 s must be above 0 and below the validity (3600 s)"),
+        text.contains("--dnssec-refresh: 3600 s is outside 60..=3590 s (the validity, 3600 s, less 10 s)"),
         "{text}"
     );
 

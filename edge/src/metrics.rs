@@ -145,7 +145,7 @@ pub fn render(sources: &Sources) -> String {
         expiry.set(left);
         r.register(
             "dnssec_expiry_seconds",
-            "Seconds until the first DNSSEC signature of the served zones expires (control re-signs 7 days ahead; alert well before 0)",
+            "Seconds until the first DNSSEC signature of the served zones expires (control re-signs well ahead, 7 days by default; alert well before 0)",
             expiry,
         );
         let unsigned = Gauge::<i64, std::sync::atomic::AtomicI64>::default();

@@ -47,6 +47,14 @@ fn zones() -> &'static std::path::Path {
             }
             shop.push_str("]\n");
         }
+        // A weighted set whose two zero-weight members share a check: their health
+        // is one slot, so the compiler must not take the combinations splitting them.
+        shop.push_str(
+            "\n[[rrset]]\nname = \"wz\"\ntype = \"A\"\npolicy = \"weighted\"\nmembers = [\n\
+             { id = \"a\", weight = 1, values = [\"198.51.100.20\"], health_check = \"web-1\" },\n\
+             { id = \"z1\", weight = 0, values = [\"198.51.100.21\"], health_check = \"api-1\" },\n\
+             { id = \"z2\", weight = 0, values = [\"198.51.100.22\"], health_check = \"api-1\" },\n]\n",
+        );
         std::fs::write(dir.path().join("shop.example.toml"), shop).unwrap();
         let mut toml = String::from(
             "[zone]\norigin = \"big.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.big.example.\"\n\
@@ -618,6 +626,30 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     );
                     tx_signed_policy += 1;
                 }
+                tx += 1;
+            }
+        }
+        // The shared-check weighted set with DO=1 under more healths and draws.
+        for _ in 0..4 {
+            let bitmap = random_bitmap(&engine, &mut rng);
+            engine.set_health(bitmap.clone());
+            program.set_health(&bitmap).expect("health");
+            for _ in 0..4 {
+                let name = "wz.shop.example.";
+                let mut dns = dns_query(name, 1, &mut rng).0;
+                dns.truncate(12 + name.len() + 1 + 4);
+                dns[11] = 1;
+                dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 0]);
+                let packet = ipv4_udp_frame(&dns, 53);
+                let run = program.test_run(&packet, 1).expect("test run");
+                total += 1;
+                assert_eq!(run.action, XDP_TX, "round {round}: {name} DO=1 not answered in XDP");
+                let sent = check_response_frame(&packet, &run.packet);
+                let valid = engine_answers(&engine, &dns, &mut out);
+                assert!(
+                    valid.contains(&sent),
+                    "round {round}: {name} DO=1: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
+                );
                 tx += 1;
             }
         }

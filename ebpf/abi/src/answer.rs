@@ -94,8 +94,10 @@ pub const LARGE_MAX: u32 = 1 << 20;
 /// all a signed zone's (an AAAA and its ECDSA RRSIG is ~140 octets, a NODATA with its
 /// SOA, NSEC and their RRSIGs ~300) — take a quarter of a large entry.
 pub const MEDIUM_TAIL_MAX: usize = 512;
-/// Most medium tails of one generation.
-pub const MEDIUM_MAX: u32 = 1 << 22;
+/// Most medium tails of one generation: the table compiler makes every tail over
+/// [`TAIL_MAX`] as a large one first, so medium and large together are at most
+/// [`LARGE_MAX`].
+pub const MEDIUM_MAX: u32 = LARGE_MAX;
 /// Most members of a policy set the fast path answers.
 pub const POLICY_MEMBERS: usize = 8;
 /// Largest record bytes of one policy member.

@@ -8,8 +8,8 @@ use aya_ebpf::{
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
-        CONFIG_ENTRIES, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, POLICY_MEMBERS,
-        RESPONSE_MAX,
+        CONFIG_ENTRIES, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD,
+        NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
     },
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
@@ -130,6 +130,10 @@ pub fn count_index(index: u32) {
 /// `NO_ANSWER_COUNTER` is).
 #[inline(always)]
 pub fn count_answers(base: u32, mask: u64) {
+    // A set without counters: `base + i` would wrap onto the first set's.
+    if base == NO_ANSWER_COUNTER {
+        return;
+    }
     for i in 0..POLICY_MEMBERS as u32 {
         if mask >> i & 1 == 1 {
             if let Some(slot) = ANSWERS.get_ptr_mut(base.wrapping_add(i)) {

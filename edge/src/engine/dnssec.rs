@@ -21,6 +21,8 @@ pub(super) struct Signed {
     chain: Vec<NodeId>,
     /// When the first signature expires (seconds since the epoch).
     pub(super) expiration: u64,
+    /// When the signatures became valid (control backdates them an hour).
+    pub(super) inception: u64,
     /// The apex node and the key of its SOA (negative answers carry its RRSIG).
     apex: NodeId,
     soa: AnswerKey,
@@ -44,6 +46,7 @@ pub(super) fn compile(zone: &qdns_zone::Zone, data: &ZoneData) -> Result<Option<
         sigs: HashMap::with_capacity_and_hasher(sigs.sigs.len(), foldhash::fast::FixedState::default()),
         chain: Vec::new(),
         expiration: sigs.expiration,
+        inception: sigs.inception,
         apex,
         soa: data
             .node(apex)

@@ -29,10 +29,15 @@ pub use respond::{Outcome, Transport, MAX_MESSAGE};
 
 use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
 
-/// Seconds before signatures expire that the edge starts warning (control refreshes
-/// them 7 days ahead of their 14-day expiry, so this means control has been away
-/// for more than 4 days).
+/// Seconds before signatures expire that the edge starts warning, at most (control
+/// refreshes them 7 days ahead of their 14-day expiry by default, so this means control
+/// has been away for more than 4 days). Shorter signature lifetimes
+/// (`--dnssec-validity`) warn at a quarter of theirs instead.
 pub const DNSSEC_WARN_BEFORE: i64 = 3 * 86_400;
+
+/// The hour control backdates signatures by (`SignOptions::at`): not part of the
+/// lifetime an operator chose.
+const DNSSEC_BACKDATE: u64 = 3600;
 
 /// Index of a node in its zone.
 type NodeId = u32;
@@ -269,14 +274,28 @@ impl Engine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let left = i64::try_from(expires).unwrap_or(i64::MAX) - i64::try_from(now).unwrap_or(0);
-        if left < DNSSEC_WARN_BEFORE {
+        if left < self.dnssec_warn_before() {
             tracing::warn!(
                 seconds_left = left,
                 version = self.version,
-                "DNSSEC signatures of the served snapshot expire soon (control re-signs 7 days ahead; is it down?): validating resolvers will fail signed names after that"
+                "DNSSEC signatures of the served snapshot expire soon (control re-signs well before; is it down?): validating resolvers will fail signed names after that"
             );
         }
         Some(left)
+    }
+
+    /// When to start warning: [`DNSSEC_WARN_BEFORE`], or a quarter of the shortest
+    /// signature lifetime served when that is less.
+    fn dnssec_warn_before(&self) -> i64 {
+        self.zones
+            .iter()
+            .filter_map(|z| z.signed.as_ref())
+            .map(|s| {
+                let lifetime = s.expiration.saturating_sub(s.inception + DNSSEC_BACKDATE);
+                i64::try_from(lifetime / 4).unwrap_or(i64::MAX).min(DNSSEC_WARN_BEFORE)
+            })
+            .min()
+            .unwrap_or(DNSSEC_WARN_BEFORE)
     }
 
     /// When this engine's snapshot was applied.

@@ -359,9 +359,9 @@ fn signed_variant(
 
 /// Most outcomes (chosen members and TTL) of one signed policy set the tables hold DO=1
 /// answers for: every one of a weighted or failover set (≤ 16), of a zonal set over a
-/// few zones, of a multivalue set of up to six members. A set with more passes its
+/// few zones, of a multivalue set of up to seven members. A set with more passes its
 /// DO=1 queries (`pass_signed`): each outcome is an answer of its own, most of them
-/// large tails (over 128 octets with the RRSIG).
+/// medium tails (over 128 octets with the RRSIG).
 const SIGNED_OUTCOMES_MAX: usize = 128;
 
 /// A signed zone's policy set, as [`signed_policy`] compiles it.
@@ -405,6 +405,20 @@ fn signed_policy(
     let mut bitmap = vec![0u64; highest + 1];
     let mut seen = std::collections::HashSet::new();
     for combination in 0..1usize << n {
+        // Members sharing a health check are up or down together: a combination that
+        // splits them never happens, and its bitmap could not give it (one slot, two
+        // bits), so it must not stand for an outcome.
+        let split = (0..n).any(|i| {
+            (i + 1..n).any(|j| {
+                value.always >> i & 1 == 0
+                    && value.always >> j & 1 == 0
+                    && value.slots[i] == value.slots[j]
+                    && (combination >> i & 1) != (combination >> j & 1)
+            })
+        });
+        if split {
+            continue;
+        }
         // The health that gives the combination: member i's slot up when bit i is set
         // (members without a check are up whatever the bit says).
         for (i, &slot) in value.slots.iter().enumerate().take(n) {
