@@ -319,7 +319,10 @@ mod tests {
         let short = Lifetimes::new(100, None).unwrap_err();
         assert!(short.starts_with("--dnssec-validity: 100 s"), "{short}");
         let late = Lifetimes::new(3600, Some(3595)).unwrap_err();
-        assert!(late.starts_with("--dnssec-refresh: 3595 s is outside 60..=3590 s"), "{late}");
+        assert!(
+            late.starts_with("--dnssec-refresh: 3595 s is outside 60..=3590 s"),
+            "{late}"
+        );
         let early = Lifetimes::new(3600, Some(30)).unwrap_err();
         assert!(early.starts_with("--dnssec-refresh: 30 s"), "{early}");
     }

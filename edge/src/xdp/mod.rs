@@ -537,9 +537,9 @@ impl XdpProgram {
             bank,
             &filled(POLICIES_MAP, table.policies.len(), policies)?,
         )?;
-        let large = table.large.iter().map(|(_, v)| **v);
+        let large = table.large.iter().map(|(_, v)| v.large());
         self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
-        let medium = table.medium.iter().map(|(_, v)| **v);
+        let medium = table.medium.iter().map(|(_, v)| v.medium());
         self.place(MEDIUM_MAP, bank, &filled(MEDIUM_MAP, table.medium.len(), medium)?)?;
         // Entry 0: the all-zero front of every name of at most 64 octets.
         let long_names = std::iter::once(LongName {

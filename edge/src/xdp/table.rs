@@ -43,10 +43,10 @@ pub struct Table {
     /// Policy table entries.
     pub policies: Vec<(PolicyKey, PolicyValue)>,
     /// Large tails (answers over 128 octets after the question).
-    pub large: Vec<(PolicyKey, Box<LargeTail>)>,
+    pub large: Vec<(PolicyKey, Tail)>,
     /// Medium tails: the large tails of plain answers of at most 512 octets, moved
     /// here once the table is complete (`split_medium_tails`).
-    pub medium: Vec<(PolicyKey, Box<MediumTail>)>,
+    pub medium: Vec<(PolicyKey, Tail)>,
     /// The front words of names over 64 octets: entry `i` has id `i + 1` (id 0 is the
     /// all-zero front of every shorter name).
     pub long_names: Vec<LongName>,
@@ -303,7 +303,7 @@ fn signed_nodata(
     engine: &Engine,
     node: &NodeView<'_>,
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
 ) -> Option<AnswerValue> {
@@ -333,7 +333,7 @@ fn signed_variant(
     name: &[u8],
     rtype: u16,
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
 ) -> Option<(AnswerKey, AnswerValue)> {
@@ -384,7 +384,7 @@ fn signed_policy(
     engine: &Engine,
     set: &SignedSet<'_>,
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
 ) -> Vec<(AnswerKey, AnswerValue)> {
@@ -498,9 +498,9 @@ fn share_large_tails(table: &mut Table, generation: u32) {
     let mut remap = Vec::with_capacity(table.large.len());
     let mut kept: Vec<usize> = Vec::new();
     {
-        let mut first: std::collections::HashMap<&LargeTail, u32> = std::collections::HashMap::new();
+        let mut first: std::collections::HashMap<&Tail, u32> = std::collections::HashMap::new();
         for (at, (_, tail)) in table.large.iter().enumerate() {
-            let id = *first.entry(&**tail).or_insert_with(|| {
+            let id = *first.entry(tail).or_insert_with(|| {
                 kept.push(at);
                 (kept.len() - 1) as u32
             });
@@ -510,7 +510,7 @@ fn share_large_tails(table: &mut Table, generation: u32) {
     if kept.len() == table.large.len() {
         return;
     }
-    let mut old: Vec<Option<Box<LargeTail>>> = std::mem::take(&mut table.large)
+    let mut old: Vec<Option<Tail>> = std::mem::take(&mut table.large)
         .into_iter()
         .map(|(_, tail)| Some(tail))
         .collect();
@@ -560,17 +560,14 @@ fn split_medium_tails(table: &mut Table, generation: u32) {
     for (id, (_, tail)) in std::mem::take(&mut table.large).into_iter().enumerate() {
         let len = lens[id];
         let to_medium = fits[id]
-            && tail.fixups_len == 0
+            && tail.fixups.is_empty()
             && (1..=MEDIUM_TAIL_MAX).contains(&len)
+            && tail.bytes.len() <= MEDIUM_TAIL_MAX
             && medium.len() < MEDIUM_MAX as usize;
         if to_medium {
-            let mut short = Box::new(MediumTail {
-                tail: [0; MEDIUM_TAIL_MAX],
-            });
-            short.tail.copy_from_slice(&tail.tail[..MEDIUM_TAIL_MAX]);
             let at = medium.len() as u32;
             remap[id] = Some((true, at));
-            medium.push((PolicyKey { generation, id: at }, short));
+            medium.push((PolicyKey { generation, id: at }, tail));
         } else {
             let at = large.len() as u32;
             remap[id] = Some((false, at));
@@ -728,7 +725,7 @@ fn plain(
     name: &[u8],
     rtype: u16,
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
 ) -> AnswerValue {
@@ -752,7 +749,7 @@ fn plain_with(
     name: &[u8],
     rtype: u16,
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
     variant: Variant<'_>,
@@ -824,7 +821,7 @@ fn wildcard_relocated(
     name: &[u8],
     rtype: u16,
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
 ) -> Option<AnswerValue> {
@@ -852,19 +849,55 @@ fn wildcard_relocated(
     Some(value)
 }
 
-/// A large-tail entry holding `tail` (≤ [`LARGE_TAIL_MAX`]) and the offsets of its
+/// A tail over [`TAIL_MAX`] octets as the compiler keeps it: its bytes and the offsets
+/// of its relocatable pointers, not the 2 KiB (or 512-octet) array of the kernel's
+/// entry — a signed zone has one or more per name, and the compiler holds them all.
+/// The loader makes the entries ([`Tail::large`], [`Tail::medium`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tail {
+    /// The tail (≤ [`LARGE_TAIL_MAX`] octets).
+    pub bytes: Vec<u8>,
+    /// Offsets of its relocatable pointers (≤ [`FIXUPS_MAX`]).
+    pub fixups: Vec<u16>,
+}
+
+impl Tail {
+    /// The large-table entry.
+    #[must_use]
+    pub fn large(&self) -> LargeTail {
+        let mut big = LargeTail {
+            tail: [0; LARGE_TAIL_MAX],
+            fixups: [0; FIXUPS_MAX],
+            fixups_len: self.fixups.len().min(FIXUPS_MAX) as u16,
+            fixups_odd: self.fixups.iter().take(FIXUPS_MAX).filter(|&&at| at % 2 == 1).count() as u16,
+            pad: 0,
+        };
+        let len = self.bytes.len().min(LARGE_TAIL_MAX);
+        big.tail[..len].copy_from_slice(&self.bytes[..len]);
+        let pointers = self.fixups.len().min(FIXUPS_MAX);
+        big.fixups[..pointers].copy_from_slice(&self.fixups[..pointers]);
+        big
+    }
+
+    /// The medium-table entry (its pointers, which a medium tail never has, dropped).
+    #[must_use]
+    pub fn medium(&self) -> MediumTail {
+        let mut short = MediumTail {
+            tail: [0; MEDIUM_TAIL_MAX],
+        };
+        let len = self.bytes.len().min(MEDIUM_TAIL_MAX);
+        short.tail[..len].copy_from_slice(&self.bytes[..len]);
+        short
+    }
+}
+
+/// A large tail holding `tail` (≤ [`LARGE_TAIL_MAX`]) and the offsets of its
 /// relocatable pointers (≤ [`FIXUPS_MAX`]; callers check both).
-fn large_tail(tail: &[u8], fixups: &[u16]) -> Box<LargeTail> {
-    let mut big = Box::new(LargeTail {
-        tail: [0; LARGE_TAIL_MAX],
-        fixups: [0; FIXUPS_MAX],
-        fixups_len: fixups.len() as u16,
-        fixups_odd: fixups.iter().filter(|&&at| at % 2 == 1).count() as u16,
-        pad: 0,
-    });
-    big.tail[..tail.len()].copy_from_slice(tail);
-    big.fixups[..fixups.len()].copy_from_slice(fixups);
-    big
+fn large_tail(tail: &[u8], fixups: &[u16]) -> Tail {
+    Tail {
+        bytes: tail.to_vec(),
+        fixups: fixups.to_vec(),
+    }
 }
 
 /// What the links the program serves carry.
@@ -885,7 +918,7 @@ impl Limits {
 
 /// The id of the next large-tail entry (its index in the generation's array), while
 /// the table has room for it.
-fn large_id(large: &[(PolicyKey, Box<LargeTail>)]) -> Option<u32> {
+fn large_id(large: &[(PolicyKey, Tail)]) -> Option<u32> {
     u32::try_from(large.len())
         .ok()
         .filter(|&n| n < qdns_abi::answer::LARGE_MAX)
@@ -904,7 +937,7 @@ fn referral(
     engine: &Engine,
     cut: &[u8],
     out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Box<LargeTail>)>,
+    large: &mut Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
 ) -> AnswerValue {
@@ -1320,9 +1353,10 @@ mod tests {
             let from = if id == 0 { 0 } else { 3 };
             let len = tails[from].1;
             let bytes: Vec<u8> = (0..len).map(|i| (i + from) as u8).collect();
-            assert_eq!(&tail.tail[..len], &bytes[..]);
+            assert_eq!(tail.bytes, bytes);
+            assert_eq!(&tail.medium().tail[..len], &bytes[..]);
         }
-        assert_eq!(table.large[1].1.fixups_len, 1, "the referral keeps its pointers");
+        assert_eq!(table.large[1].1.fixups, [4], "the referral keeps its pointers");
         assert_eq!(table.stats().medium, 2);
     }
 
@@ -1378,7 +1412,7 @@ mod tests {
         assert_eq!(table.large.len(), 2);
         let ids: Vec<u32> = table.answers.iter().map(|(_, v)| v.policy).collect();
         assert_eq!(ids, [0, 1, 0, 2]);
-        assert_eq!(table.large[1].1.tail[0], 9);
+        assert_eq!(table.large[1].1.bytes[0], 9);
         assert!(table.large.iter().enumerate().all(|(i, (k, _))| k.id == i as u32));
     }
 
