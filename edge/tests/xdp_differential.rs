@@ -56,6 +56,24 @@ fn zones() -> &'static std::path::Path {
              { id = \"z2\", weight = 0, values = [\"198.51.100.22\"], health_check = \"api-1\" },\n]\n",
         );
         std::fs::write(dir.path().join("shop.example.toml"), shop).unwrap();
+        // A hosted child of the signed example.com that example.com delegates to (NS,
+        // glue, DS): DS at its apex is the parent's (RFC 4035 §3.1.4.1), and XDP, which
+        // holds the child's apex only, leaves it to user space.
+        let mut com = std::fs::read_to_string(dir.path().join("example.com.toml")).unwrap();
+        com.push_str(
+            "\n[[rrset]]\nname = \"kid\"\ntype = \"NS\"\nvalues = [\"ns.kid\"]\n\
+             [[rrset]]\nname = \"ns.kid\"\ntype = \"A\"\nvalues = [\"192.0.2.54\"]\n\
+             [[rrset]]\nname = \"kid\"\ntype = \"DS\"\nvalues = [\"12345 13 2 \
+             2BB183AF5F22588179A53B0A98631FAD1A292118C8A4D1C79A5A78A2FCDA4F0F\"]\n",
+        );
+        std::fs::write(dir.path().join("example.com.toml"), com).unwrap();
+        std::fs::write(
+            dir.path().join("kid.example.com.toml"),
+            "[zone]\norigin = \"kid.example.com.\"\nttl = 60\n[zone.soa]\nmname = \"ns.kid.example.com.\"\n\
+             rname = \"h.kid.example.com.\"\nserial = 1\nrefresh = 7200\nretry = 900\nexpire = 1209600\nminimum = 30\n\
+             [zone.ns]\nnames = [\"ns.kid.example.com.\"]\n[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.81\"]\n",
+        )
+        .unwrap();
         let mut toml = String::from(
             "[zone]\norigin = \"big.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.big.example.\"\n\
              rname = \"h.big.example.\"\nserial = 1\nrefresh = 7200\nretry = 900\nexpire = 1209600\nminimum = 30\n\
@@ -470,6 +488,25 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     // Both tail classes are in use: tails of 129..=512 octets without pointers to move
     // (most signed answers) in the medium table, longer ones and referrals in the large.
     assert!(stats.medium > 20 && stats.large > 5, "{stats:?}");
+    // DS at the hosted child's apex: user space answers it from the parent.
+    for dnssec_ok in [false, true] {
+        let name = "kid.example.com.";
+        let mut dns = dns_query(name, 43, &mut rng).0;
+        dns.truncate(12 + name.len() + 1 + 4);
+        dns[11] = 1;
+        dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, if dnssec_ok { 0x80 } else { 0 }, 0, 0, 0]);
+        let packet = ipv4_udp_frame(&dns, 53);
+        let run = program.test_run(&packet, 1).expect("test run");
+        assert_eq!(run.action, XDP_PASS, "{name} DS DO={dnssec_ok}");
+        assert_eq!(run.packet, packet);
+        let mut out = vec![0u8; MAX_MESSAGE];
+        let answer = engine.respond_with_draw(&dns, &mut out, Transport::Udp, 0).unwrap();
+        assert!(
+            u16::from_be_bytes([out[6], out[7]]) >= 1 && answer.len > 0,
+            "the parent's DS: {:02x?}",
+            &out[..answer.len]
+        );
+    }
     // Names over 64 octets in one query of six, so the others keep their share.
     let (long_names, names): (Vec<String>, Vec<String>) = names(&engine).into_iter().partition(|n| n.len() + 1 > 64);
     assert!(long_names.len() > 10, "{long_names:?}");
@@ -487,7 +524,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
         .collect();
     assert_eq!(large_names.len(), 6, "{large_names:?}");
     let mut out = vec![0u8; MAX_MESSAGE];
-    let (mut tx, mut passed, mut total) = (0u32, 0u32, 0u32);
+    // The two DS queries of the hosted child above passed.
+    let (mut tx, mut passed, mut total) = (0u32, 2u32, 2u32);
     // Answered in XDP with more than 512 and more than 256 + question octets.
     let (mut tx_over_512, mut tx_large) = (0u32, 0u32);
     // Answered in XDP: queries with DO=1, queries with options.

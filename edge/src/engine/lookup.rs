@@ -16,6 +16,34 @@ pub(super) enum Found {
 }
 
 impl Engine {
+    /// The zone that answers `qtype` at `qname`: the most specific zone containing it,
+    /// except that a DS query for a zone's own apex goes to the parent zone when this
+    /// server holds that too and it delegates there (RFC 4035 §3.1.4.1: the DS lives on
+    /// the parent side; a child answering would deny the DS its parent signed).
+    pub(super) fn zone_for_type(&self, qname: &NameBuf, qtype: u16) -> Option<&ZoneData> {
+        let zone = self.zone_for(qname)?;
+        if qtype != rtype::DS || *zone.apex != *qname.as_wire() {
+            return Some(zone);
+        }
+        Some(self.parent_delegating(qname.as_wire()).unwrap_or(zone))
+    }
+
+    /// True when this server holds the zone delegating to the hosted zone `apex`: its DS
+    /// queries are the parent's to answer.
+    pub(crate) fn has_parent_delegation(&self, apex: &[u8]) -> bool {
+        self.parent_delegating(apex).is_some()
+    }
+
+    /// The zone holding the delegation to the hosted zone `apex`, if this server holds
+    /// it too.
+    fn parent_delegating(&self, apex: &[u8]) -> Option<&ZoneData> {
+        label_starts(apex).skip(1).find_map(|start| {
+            let parent = self.zones.get(*self.by_apex.get(apex.get(start..)?)? as usize)?;
+            let id = parent.names.get(apex)?;
+            (parent.node(id)?.cut == Some(id)).then_some(parent)
+        })
+    }
+
     /// The most specific zone containing `qname`.
     pub(super) fn zone_for(&self, qname: &NameBuf) -> Option<&ZoneData> {
         let wire = qname.as_wire();

@@ -282,7 +282,7 @@ impl Engine {
             }
             _ => {}
         }
-        let Some(zone) = self.zone_for(&query.qname) else {
+        let Some(zone) = self.zone_for_type(&query.qname, query.qtype) else {
             return Ok(refused);
         };
         let mut counts = Counts::default();

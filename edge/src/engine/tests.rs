@@ -290,3 +290,42 @@ fn a_zone_asking_for_dnssec_is_refused_unless_control_signed_it() {
     let engine = Engine::compile(&snapshot).unwrap();
     assert_eq!(engine.dnssec_expiration(), Some(1_800_000_000 + 14 * 86_400));
 }
+
+#[test]
+fn ds_at_a_hosted_child_apex_is_answered_from_the_parent() {
+    // RFC 4035 §3.1.4.1: authoritative for both sides of a cut, answer DS from the
+    // parent; the child's own apex answers everything else.
+    let dir = tempfile::tempdir().unwrap();
+    let parent = rrset("kid", "NS", &["ns.kid.t.example."])
+        + &rrset("ns.kid", "A", &["192.0.2.53"])
+        + &rrset(
+            "kid",
+            "DS",
+            &["12345 13 2 2BB183AF5F22588179A53B0A98631FAD1A292118C8A4D1C79A5A78A2FCDA4F0F"],
+        );
+    std::fs::write(dir.path().join("t.toml"), format!("{HEAD}{parent}")).unwrap();
+    let child = HEAD.replace("t.example.", "kid.t.example.") + &rrset("www", "A", &["192.0.2.80"]);
+    std::fs::write(dir.path().join("kid.toml"), child).unwrap();
+    // A hosted zone whose parent does not delegate to it answers its own DS (NODATA).
+    let orphan = HEAD.replace("t.example.", "lone.t.example.");
+    std::fs::write(dir.path().join("lone.toml"), orphan).unwrap();
+    let e = Engine::compile(&qdns_zone::load_dir(dir.path(), 1).unwrap()).unwrap();
+
+    let (msg, _) = ask(&e, "kid.t.example.", RecordType::DS, Transport::Udp);
+    assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{msg:?}");
+    assert!(msg.metadata.authoritative, "{msg:?}");
+    assert_eq!(msg.answers.len(), 1, "{msg:?}");
+    assert_eq!(msg.answers[0].record_type(), RecordType::DS);
+
+    let (msg, _) = ask(&e, "kid.t.example.", RecordType::SOA, Transport::Udp);
+    assert_eq!(msg.answers.len(), 1, "{msg:?}");
+    assert_eq!(msg.answers[0].name.to_ascii(), "kid.t.example.", "the child's own SOA");
+    let (msg, _) = ask(&e, "www.kid.t.example.", RecordType::A, Transport::Udp);
+    assert_eq!(msg.answers.len(), 1, "{msg:?}");
+
+    let (msg, _) = ask(&e, "lone.t.example.", RecordType::DS, Transport::Udp);
+    assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{msg:?}");
+    assert!(msg.answers.is_empty(), "{msg:?}");
+    let soa = msg.authorities.first().map(|r| r.name.to_ascii());
+    assert_eq!(soa.as_deref(), Some("lone.t.example."), "the child's NODATA: {msg:?}");
+}

@@ -164,6 +164,13 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
             );
             continue;
         }
+        // A hosted zone's apex whose parent is hosted too: DS is the parent's to answer
+        // (RFC 4035 §3.1.4.1), and the export holds only the child's node: user space.
+        if node.name.len() == node.apex_len && engine.has_parent_delegation(node.name) {
+            if let Some((ds_key, _)) = key(generation, 43, node.name) {
+                push(ds_key, pass(KIND_PASS));
+            }
+        }
         for (rtype, policy) in &node.sets {
             if is_special(*rtype) {
                 continue;
