@@ -109,9 +109,14 @@ impl Table {
 /// The table of `engine` for `generation`.
 #[must_use]
 pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
+    let mut c = Compiler {
+        engine,
+        scratch: vec![0u8; crate::engine::MAX_MESSAGE],
+        large: Vec::new(),
+        generation,
+        limits: Limits { max_message },
+    };
     let mut table = Table::default();
-    let mut scratch = vec![0u8; crate::engine::MAX_MESSAGE];
-    let limits = Limits { max_message };
     let nodes: Vec<NodeView<'_>> = engine.export();
     // The zone cuts (NS below an apex: below_cut with an NS set) and each one's
     // relocatable referral, built once and shared by every node at or below it.
@@ -120,186 +125,206 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         .iter()
         .filter(|n| n.below_cut && n.sets.iter().any(|(t, _)| *t == 2))
     {
-        let value = referral(engine, node.name, &mut scratch, &mut table.large, generation, limits);
-        referrals.insert(node.name, value);
+        referrals.insert(node.name, c.referral(node.name));
     }
-    for node in nodes {
-        let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
-            continue;
-        };
-        let long_name = long_name_id(&mut table.long_names, &words);
-        let signed = node.signed;
-        let mut push = |key: AnswerKey, mut value: AnswerValue| {
-            value.name = words.window;
-            value.long_name = long_name;
-            if signed {
-                value.node_flags |= SIGNED;
-            }
-            table.answers.push((key, value));
-        };
-        // The types whose answer here is static: a signed zone's get a DO=1 variant.
-        let mut static_types: Vec<u16> = Vec::new();
-        // A signed zone's policy sets: their DO=1 entries (`signed_policy`).
-        let mut signed_sets: Vec<(AnswerKey, AnswerValue)> = Vec::new();
-        if node.below_cut {
-            // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
-            if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
-                push(
-                    ds_key,
-                    plain(
-                        engine,
-                        node.name,
-                        43,
-                        &mut scratch,
-                        &mut table.large,
-                        generation,
-                        limits,
-                    ),
-                );
-            }
-            let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
-            push(
-                node_key,
-                cut.copied().unwrap_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL)),
-            );
-            continue;
-        }
-        // A hosted zone's apex whose parent is hosted too: DS is the parent's to answer
-        // (RFC 4035 §3.1.4.1), and the export holds only the child's node: user space.
-        if node.name.len() == node.apex_len && engine.has_parent_delegation(node.name) {
-            if let Some((ds_key, _)) = key(generation, 43, node.name) {
-                push(ds_key, pass(KIND_PASS));
-            }
-        }
-        for (rtype, policy) in &node.sets {
-            if is_special(*rtype) {
-                continue;
-            }
-            let Some((set_key, _)) = key(generation, *rtype, node.name) else {
-                continue;
-            };
-            if policy.is_none() {
-                static_types.push(*rtype);
-            }
-            let value = match policy {
-                None => Some(plain(
-                    engine,
-                    node.name,
-                    *rtype,
-                    &mut scratch,
-                    &mut table.large,
-                    generation,
-                    limits,
-                )),
-                Some(policy) => {
-                    let id = table.policies.len() as u32;
-                    policy_value(policy, node.name.len()).map(|p| {
-                        if signed {
-                            let set = SignedSet {
-                                name: node.name,
-                                rtype: *rtype,
-                                value: &p,
-                                id,
-                            };
-                            signed_sets.extend(signed_policy(
-                                engine,
-                                &set,
-                                &mut scratch,
-                                &mut table.large,
-                                generation,
-                                limits,
-                            ));
-                        }
-                        table.policies.push((PolicyKey { generation, id }, p));
-                        let mut v = pass(KIND_POLICY);
-                        v.policy = id;
-                        v
-                    })
-                }
-            };
-            push(set_key, value.unwrap_or_else(|| pass(KIND_PASS)));
-        }
-        // At a CNAME owner: the chain's answer for the common types, when no policy is
-        // on it (other types find the node entry, which does not answer for them).
-        for &rtype in &node.static_chases {
-            static_types.push(rtype);
-            if let Some((chase_key, _)) = key(generation, rtype, node.name) {
-                push(
-                    chase_key,
-                    plain(
-                        engine,
-                        node.name,
-                        rtype,
-                        &mut scratch,
-                        &mut table.large,
-                        generation,
-                        limits,
-                    ),
-                );
-            }
-        }
-        // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
-        // entry never answers NODATA for it.
-        if node.static_any {
-            static_types.push(QTYPE_ANY);
-        }
-        if !node.sets.is_empty() {
-            if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
-                let value = node.static_any.then(|| {
-                    plain(
-                        engine,
-                        node.name,
-                        QTYPE_ANY,
-                        &mut scratch,
-                        &mut table.large,
-                        generation,
-                        limits,
-                    )
-                });
-                push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
-            }
-        }
-        for (key, value) in signed_sets {
-            push(key, value);
-        }
-        if signed {
-            // Not NSEC: its signed answer (the NSEC and its RRSIG, ~140 octets) would
-            // take a tail entry at every name (2 KiB when there was no medium class: a
-            // signed 100,000-name zone's tables were 337 MiB with them, 114 without;
-            // docs/BENCHMARKS.md) for a type only zone walkers ask: those pass.
-            for rtype in static_types.into_iter().filter(|&t| t != NSEC) {
-                if let Some((key, value)) = signed_variant(
-                    engine,
-                    node.name,
-                    rtype,
-                    &mut scratch,
-                    &mut table.large,
-                    generation,
-                    limits,
-                ) {
-                    push(key, value);
-                }
-            }
-        }
-        let nodata = node_value(&node);
-        if signed && nodata.node_flags & NODE_NODATA != 0 {
-            let signed_nodata = signed_nodata(engine, &node, &mut scratch, &mut table.large, generation, limits);
-            if let Some(value) = signed_nodata {
-                push(
-                    AnswerKey {
-                        hash: node_key.hash ^ DO_SALT,
-                        ..node_key
-                    },
-                    value,
-                );
-            }
-        }
-        push(node_key, nodata);
+    for node in &nodes {
+        node_entries(&mut c, &mut table, node, &referrals);
     }
+    table.large = c.large;
     pass_collisions(&mut table.answers);
     share_large_tails(&mut table, generation);
     split_medium_tails(&mut table, generation);
     table
+}
+
+/// What each entry of one table is compiled with: the engine asked, a message buffer,
+/// the tails over 128 octets made so far, the generation and the links' limit.
+struct Compiler<'e> {
+    engine: &'e Engine,
+    scratch: Vec<u8>,
+    large: Vec<(PolicyKey, Tail)>,
+    generation: u32,
+    limits: Limits,
+}
+
+impl Compiler<'_> {
+    fn plain(&mut self, name: &[u8], rtype: u16) -> AnswerValue {
+        plain(
+            self.engine,
+            name,
+            rtype,
+            &mut self.scratch,
+            &mut self.large,
+            self.generation,
+            self.limits,
+        )
+    }
+
+    fn referral(&mut self, name: &[u8]) -> AnswerValue {
+        referral(
+            self.engine,
+            name,
+            &mut self.scratch,
+            &mut self.large,
+            self.generation,
+            self.limits,
+        )
+    }
+
+    fn signed_variant(&mut self, name: &[u8], rtype: u16) -> Option<(AnswerKey, AnswerValue)> {
+        signed_variant(
+            self.engine,
+            name,
+            rtype,
+            &mut self.scratch,
+            &mut self.large,
+            self.generation,
+            self.limits,
+        )
+    }
+
+    fn signed_policy(&mut self, set: &SignedSet<'_>) -> Vec<(AnswerKey, AnswerValue)> {
+        signed_policy(
+            self.engine,
+            set,
+            &mut self.scratch,
+            &mut self.large,
+            self.generation,
+            self.limits,
+        )
+    }
+
+    fn signed_nodata(&mut self, node: &NodeView<'_>) -> Option<AnswerValue> {
+        signed_nodata(
+            self.engine,
+            node,
+            &mut self.scratch,
+            &mut self.large,
+            self.generation,
+            self.limits,
+        )
+    }
+}
+
+/// The entries of one exported node: its sets (plain, policy), the chains at a CNAME
+/// owner, ANY, a signed zone's DO=1 variants, and the node entry (NODATA, NXDOMAIN and
+/// wildcards below it, or the referral at and below a cut).
+fn node_entries(
+    c: &mut Compiler<'_>,
+    table: &mut Table,
+    node: &NodeView<'_>,
+    referrals: &std::collections::HashMap<&[u8], AnswerValue>,
+) {
+    let generation = c.generation;
+    let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
+        return;
+    };
+    let long_name = long_name_id(&mut table.long_names, &words);
+    let signed = node.signed;
+    let mut push = |key: AnswerKey, mut value: AnswerValue| {
+        value.name = words.window;
+        value.long_name = long_name;
+        if signed {
+            value.node_flags |= SIGNED;
+        }
+        table.answers.push((key, value));
+    };
+    if node.below_cut {
+        // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
+        if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
+            push(ds_key, c.plain(node.name, 43));
+        }
+        let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
+        push(
+            node_key,
+            cut.copied().unwrap_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL)),
+        );
+        return;
+    }
+    // A hosted zone's apex whose parent is hosted too: DS is the parent's to answer
+    // (RFC 4035 §3.1.4.1), and the export holds only the child's node: user space.
+    let hosted_child = node.name.len() == node.apex_len && c.engine.has_parent_delegation(node.name);
+    if let Some((ds_key, _)) = key(generation, 43, node.name).filter(|_| hosted_child) {
+        push(ds_key, pass(KIND_PASS));
+    }
+    // The types whose answer here is static: a signed zone's get a DO=1 variant.
+    let mut static_types: Vec<u16> = Vec::new();
+    for (rtype, policy) in &node.sets {
+        if is_special(*rtype) {
+            continue;
+        }
+        let Some((set_key, _)) = key(generation, *rtype, node.name) else {
+            continue;
+        };
+        let value = match policy {
+            None => {
+                static_types.push(*rtype);
+                c.plain(node.name, *rtype)
+            }
+            Some(policy) => {
+                let id = table.policies.len() as u32;
+                let Some(p) = policy_value(policy, node.name.len()) else {
+                    push(set_key, pass(KIND_PASS));
+                    continue;
+                };
+                if signed {
+                    let set = SignedSet {
+                        name: node.name,
+                        rtype: *rtype,
+                        value: &p,
+                        id,
+                    };
+                    for (key, value) in c.signed_policy(&set) {
+                        push(key, value);
+                    }
+                }
+                table.policies.push((PolicyKey { generation, id }, p));
+                let mut v = pass(KIND_POLICY);
+                v.policy = id;
+                v
+            }
+        };
+        push(set_key, value);
+    }
+    // At a CNAME owner: the chain's answer for the common types, when no policy is on
+    // it (other types find the node entry, which does not answer for them).
+    for &rtype in &node.static_chases {
+        static_types.push(rtype);
+        if let Some((chase_key, _)) = key(generation, rtype, node.name) {
+            push(chase_key, c.plain(node.name, rtype));
+        }
+    }
+    // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
+    // entry never answers NODATA for it.
+    if node.static_any {
+        static_types.push(QTYPE_ANY);
+    }
+    if !node.sets.is_empty() {
+        if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
+            let value = node.static_any.then(|| c.plain(node.name, QTYPE_ANY));
+            push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
+        }
+    }
+    let nodata = node_value(node);
+    if signed {
+        // Not NSEC, which only zone walkers ask: its signed answer would take a tail
+        // entry at every name (docs/BENCHMARKS.md: 337 vs 114 MiB for 100,000 names).
+        for rtype in static_types.into_iter().filter(|&t| t != NSEC) {
+            if let Some((key, value)) = c.signed_variant(node.name, rtype) {
+                push(key, value);
+            }
+        }
+        if nodata.node_flags & NODE_NODATA != 0 {
+            if let Some(value) = c.signed_nodata(node) {
+                let key = AnswerKey {
+                    hash: node_key.hash ^ DO_SALT,
+                    ..node_key
+                };
+                push(key, value);
+            }
+        }
+    }
+    push(node_key, nodata);
 }
 
 /// A signed zone's DO=1 NODATA at `node` — the SOA, the NSEC showing the types the
