@@ -9,7 +9,7 @@
 //! (tails over 128 octets go to the large table); otherwise the name and type get a
 //! `PASS` entry with its reason, so the node entry cannot answer NODATA in its place.
 //! Policy sets keep their members' record bytes and a decision per health combination,
-//! computed with the `qdns-abi` selection functions. Referrals: see [`referral`].
+//! computed with the `qdns-abi` selection functions. Referrals: see [`Compiler::referral`].
 use qdns_abi::{
     answer::{
         fold, outcome_salt, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, MediumTail, PolicyKey, PolicyValue,
@@ -147,65 +147,6 @@ struct Compiler<'e> {
     limits: Limits,
 }
 
-impl Compiler<'_> {
-    fn plain(&mut self, name: &[u8], rtype: u16) -> AnswerValue {
-        plain(
-            self.engine,
-            name,
-            rtype,
-            &mut self.scratch,
-            &mut self.large,
-            self.generation,
-            self.limits,
-        )
-    }
-
-    fn referral(&mut self, name: &[u8]) -> AnswerValue {
-        referral(
-            self.engine,
-            name,
-            &mut self.scratch,
-            &mut self.large,
-            self.generation,
-            self.limits,
-        )
-    }
-
-    fn signed_variant(&mut self, name: &[u8], rtype: u16) -> Option<(AnswerKey, AnswerValue)> {
-        signed_variant(
-            self.engine,
-            name,
-            rtype,
-            &mut self.scratch,
-            &mut self.large,
-            self.generation,
-            self.limits,
-        )
-    }
-
-    fn signed_policy(&mut self, set: &SignedSet<'_>) -> Vec<(AnswerKey, AnswerValue)> {
-        signed_policy(
-            self.engine,
-            set,
-            &mut self.scratch,
-            &mut self.large,
-            self.generation,
-            self.limits,
-        )
-    }
-
-    fn signed_nodata(&mut self, node: &NodeView<'_>) -> Option<AnswerValue> {
-        signed_nodata(
-            self.engine,
-            node,
-            &mut self.scratch,
-            &mut self.large,
-            self.generation,
-            self.limits,
-        )
-    }
-}
-
 /// The entries of one exported node: its sets (plain, policy), the chains at a CNAME
 /// owner, ANY, a signed zone's DO=1 variants, and the node entry (NODATA, NXDOMAIN and
 /// wildcards below it, or the referral at and below a cut).
@@ -327,66 +268,37 @@ fn node_entries(
     push(node_key, nodata);
 }
 
-/// A signed zone's DO=1 NODATA at `node` — the SOA, the NSEC showing the types the
-/// name has (or covering an empty non-terminal), their RRSIGs — which is the same for
-/// every type the name lacks: the node entry's DO=1 variant. `None` when it does not
-/// fit the tables (then such queries pass, `pass_signed`).
-fn signed_nodata(
-    engine: &Engine,
-    node: &NodeView<'_>,
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-) -> Option<AnswerValue> {
-    // A private-use type (RFC 6895 §3.1) the name does not have stands for them all.
-    let absent = (0xff00..=0xfffe_u16).find(|t| node.sets.iter().all(|(rtype, _)| rtype != t))?;
-    let value = plain_with(
-        engine,
-        node.name,
-        absent,
-        out,
-        large,
-        generation,
-        limits,
-        Variant::Signed(None),
-    );
-    (value.kind == KIND_PLAIN && value.ancount == 0 && value.nscount > 0).then_some(value)
+impl Compiler<'_> {
+    /// A signed zone's DO=1 NODATA at `node` — the SOA, the NSEC showing the types the
+    /// name has (or covering an empty non-terminal), their RRSIGs — which is the same for
+    /// every type the name lacks: the node entry's DO=1 variant. `None` when it does not
+    /// fit the tables (then such queries pass, `pass_signed`).
+    fn signed_nodata(&mut self, node: &NodeView<'_>) -> Option<AnswerValue> {
+        // A private-use type (RFC 6895 §3.1) the name does not have stands for them all.
+        let absent = (0xff00..=0xfffe_u16).find(|t| node.sets.iter().all(|(rtype, _)| rtype != t))?;
+        let value = self.plain_with(node.name, absent, Variant::Signed(None));
+        (value.kind == KIND_PLAIN && value.ancount == 0 && value.nscount > 0).then_some(value)
+    }
 }
 
 /// The NSEC type (RFC 4034 §4).
 const NSEC: u16 = 47;
 
-/// A signed zone's DO=1 answer for `name` and `rtype` — the records with their RRSIGs,
-/// as the engine writes them — under the key the program looks up for DO=1 (the name's
-/// hash with `DO_SALT`); `None` when it is not a plain answer the tables can hold.
-fn signed_variant(
-    engine: &Engine,
-    name: &[u8],
-    rtype: u16,
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-) -> Option<(AnswerKey, AnswerValue)> {
-    let (key, _) = key(generation, rtype, name)?;
-    let value = plain_with(
-        engine,
-        name,
-        rtype,
-        out,
-        large,
-        generation,
-        limits,
-        Variant::Signed(None),
-    );
-    (value.kind == KIND_PLAIN).then_some((
-        AnswerKey {
-            hash: key.hash ^ DO_SALT,
-            ..key
-        },
-        value,
-    ))
+impl Compiler<'_> {
+    /// A signed zone's DO=1 answer for `name` and `rtype` — the records with their RRSIGs,
+    /// as the engine writes them — under the key the program looks up for DO=1 (the name's
+    /// hash with `DO_SALT`); `None` when it is not a plain answer the tables can hold.
+    fn signed_variant(&mut self, name: &[u8], rtype: u16) -> Option<(AnswerKey, AnswerValue)> {
+        let (key, _) = key(self.generation, rtype, name)?;
+        let value = self.plain_with(name, rtype, Variant::Signed(None));
+        (value.kind == KIND_PLAIN).then_some((
+            AnswerKey {
+                hash: key.hash ^ DO_SALT,
+                ..key
+            },
+            value,
+        ))
+    }
 }
 
 /// Most outcomes (chosen members and TTL) of one signed policy set the tables hold DO=1
@@ -396,7 +308,7 @@ fn signed_variant(
 /// medium tails (over 128 octets with the RRSIG).
 const SIGNED_OUTCOMES_MAX: usize = 128;
 
-/// A signed zone's policy set, as [`signed_policy`] compiles it.
+/// A signed zone's policy set, as [`Compiler::signed_policy`] compiles it.
 struct SignedSet<'a> {
     name: &'a [u8],
     rtype: u16,
@@ -406,96 +318,82 @@ struct SignedSet<'a> {
     id: u32,
 }
 
-/// A signed zone's policy set for DO=1 queries: the set's entry under the DO=1 key (the
-/// program chooses as for DO=0) and, for each outcome its decisions can give — members
-/// and TTL — the engine's DO=1 answer under a health (and weighted draw) that gives
-/// it, keyed with the outcome's salt. Empty, leaving the large table as it was, when
-/// there are too many outcomes or one does not fit the tables: then the set's DO=1
-/// queries pass (`pass_signed`).
-fn signed_policy(
-    engine: &Engine,
-    set: &SignedSet<'_>,
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-) -> Vec<(AnswerKey, AnswerValue)> {
-    let Some((key, _)) = key(generation, set.rtype, set.name) else {
-        return Vec::new();
-    };
-    let value = set.value;
-    let large_before = large.len();
-    let base = AnswerKey {
-        hash: key.hash ^ DO_SALT,
-        ..key
-    };
-    let mut entry = pass(KIND_POLICY);
-    entry.policy = set.id;
-    let mut entries = vec![(base, entry)];
-    let n = usize::from(value.members).min(POLICY_MEMBERS);
-    let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
-    let mut bitmap = vec![0u64; highest + 1];
-    let mut seen = std::collections::HashSet::new();
-    for combination in 0..1usize << n {
-        // Members sharing a health check are up or down together: a combination that
-        // splits them never happens, and its bitmap could not give it (one slot, two
-        // bits), so it must not stand for an outcome.
-        let split = (0..n).any(|i| {
-            (i + 1..n).any(|j| {
-                value.always >> i & 1 == 0
-                    && value.always >> j & 1 == 0
-                    && value.slots[i] == value.slots[j]
-                    && (combination >> i & 1) != (combination >> j & 1)
-            })
-        });
-        if split {
-            continue;
-        }
-        // The health that gives the combination: member i's slot up when bit i is set
-        // (members without a check are up whatever the bit says).
-        for (i, &slot) in value.slots.iter().enumerate().take(n) {
-            if value.always >> i & 1 == 0 {
-                let (word, bit) = (slot as usize / 64, slot % 64);
-                bitmap[word] = bitmap[word] & !(1 << bit) | ((combination as u64 >> i) & 1) << bit;
-            }
-        }
-        let decision = value.decision[combination];
-        let ttl = usize::from(decision & DECISION_DEGRADED != 0);
-        let chosen = u64::from(decision & 0xff);
-        let outcomes: Vec<(u64, u32)> = if value.kind == POLICY_WEIGHTED {
-            (0..n)
-                .filter(|&i| chosen >> i & 1 == 1)
-                .filter_map(|i| draw_for(value, combination, i).map(|draw| (1 << i, draw)))
-                .collect()
-        } else {
-            vec![(chosen, 0)]
+impl Compiler<'_> {
+    /// A signed zone's policy set for DO=1 queries: the set's entry under the DO=1 key (the
+    /// program chooses as for DO=0) and, for each outcome its decisions can give — members
+    /// and TTL — the engine's DO=1 answer under a health (and weighted draw) that gives
+    /// it, keyed with the outcome's salt. Empty, leaving the large table as it was, when
+    /// there are too many outcomes or one does not fit the tables: then the set's DO=1
+    /// queries pass (`pass_signed`).
+    fn signed_policy(&mut self, set: &SignedSet<'_>) -> Vec<(AnswerKey, AnswerValue)> {
+        let Some((key, _)) = key(self.generation, set.rtype, set.name) else {
+            return Vec::new();
         };
-        for (mask, draw) in outcomes {
-            if !seen.insert((mask, ttl)) {
+        let value = set.value;
+        let large_before = self.large.len();
+        let base = AnswerKey {
+            hash: key.hash ^ DO_SALT,
+            ..key
+        };
+        let mut entry = pass(KIND_POLICY);
+        entry.policy = set.id;
+        let mut entries = vec![(base, entry)];
+        let n = usize::from(value.members).min(POLICY_MEMBERS);
+        let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
+        let mut bitmap = vec![0u64; highest + 1];
+        let mut seen = std::collections::HashSet::new();
+        for combination in 0..1usize << n {
+            // Members sharing a health check are up or down together: a combination that
+            // splits them never happens, and its bitmap could not give it (one slot, two
+            // bits), so it must not stand for an outcome.
+            let split = (0..n).any(|i| {
+                (i + 1..n).any(|j| {
+                    value.always >> i & 1 == 0
+                        && value.always >> j & 1 == 0
+                        && value.slots[i] == value.slots[j]
+                        && (combination >> i & 1) != (combination >> j & 1)
+                })
+            });
+            if split {
                 continue;
             }
-            let answer = plain_with(
-                engine,
-                set.name,
-                set.rtype,
-                out,
-                large,
-                generation,
-                limits,
-                Variant::Signed(Some((&bitmap, draw))),
-            );
-            if answer.kind != KIND_PLAIN || seen.len() > SIGNED_OUTCOMES_MAX {
-                large.truncate(large_before);
-                return Vec::new();
+            // The health that gives the combination: member i's slot up when bit i is set
+            // (members without a check are up whatever the bit says).
+            for (i, &slot) in value.slots.iter().enumerate().take(n) {
+                if value.always >> i & 1 == 0 {
+                    let (word, bit) = (slot as usize / 64, slot % 64);
+                    bitmap[word] = bitmap[word] & !(1 << bit) | ((combination as u64 >> i) & 1) << bit;
+                }
             }
-            let salted = AnswerKey {
-                hash: base.hash ^ outcome_salt(mask, ttl),
-                ..key
+            let decision = value.decision[combination];
+            let ttl = usize::from(decision & DECISION_DEGRADED != 0);
+            let chosen = u64::from(decision & 0xff);
+            let outcomes: Vec<(u64, u32)> = if value.kind == POLICY_WEIGHTED {
+                (0..n)
+                    .filter(|&i| chosen >> i & 1 == 1)
+                    .filter_map(|i| draw_for(value, combination, i).map(|draw| (1 << i, draw)))
+                    .collect()
+            } else {
+                vec![(chosen, 0)]
             };
-            entries.push((salted, answer));
+            for (mask, draw) in outcomes {
+                if !seen.insert((mask, ttl)) {
+                    continue;
+                }
+                let answer = self.plain_with(set.name, set.rtype, Variant::Signed(Some((&bitmap, draw))));
+                if answer.kind != KIND_PLAIN || seen.len() > SIGNED_OUTCOMES_MAX {
+                    self.large.truncate(large_before);
+                    return Vec::new();
+                }
+                let salted = AnswerKey {
+                    hash: base.hash ^ outcome_salt(mask, ttl),
+                    ..key
+                };
+                entries.push((salted, answer));
+            }
         }
+        entries
     }
-    entries
 }
 
 /// The least draw that lands a weighted set's choice on member `i` under
@@ -749,19 +647,13 @@ fn query(name: &[u8], rtype: u16, edns: Edns) -> Vec<u8> {
     msg
 }
 
-/// The engine's answer as an entry: plain when it is the same for every client that
-/// can take it and fits the table (tails over [`TAIL_MAX`] go to `large`), else a pass
-/// entry saying why.
-fn plain(
-    engine: &Engine,
-    name: &[u8],
-    rtype: u16,
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-) -> AnswerValue {
-    plain_with(engine, name, rtype, out, large, generation, limits, Variant::Plain)
+impl Compiler<'_> {
+    /// The engine's answer as an entry: plain when it is the same for every client that
+    /// can take it and fits the table (tails over [`TAIL_MAX`] go to `large`), else a pass
+    /// entry saying why.
+    fn plain(&mut self, name: &[u8], rtype: u16) -> AnswerValue {
+        self.plain_with(name, rtype, Variant::Plain)
+    }
 }
 
 /// Which answer an entry holds.
@@ -774,111 +666,115 @@ enum Variant<'h> {
     Signed(Option<(&'h [u64], u32)>),
 }
 
-/// [`plain`] for the queries `variant` stands for.
-#[expect(clippy::too_many_arguments, reason = "plain's, and which answer")]
-fn plain_with(
-    engine: &Engine,
-    name: &[u8],
-    rtype: u16,
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-    variant: Variant<'_>,
-) -> AnswerValue {
-    let other = || pass_because(KIND_PASS, REASON_OTHER);
-    let signed = matches!(variant, Variant::Signed(_));
-    let answer = match variant {
-        Variant::Signed(under) => engine_answer_signed(engine, name, rtype, out, under),
-        Variant::Plain => engine_answer(engine, name, rtype, out),
-    };
-    let message = match answer {
-        Some(Answer::Fits(message)) => message,
-        Some(Answer::Truncated) => return pass_because(KIND_PASS, REASON_LARGE),
-        None => return other(),
-    };
-    let question_end = HEADER_LEN + name.len() + 4;
-    let counts = |m: &[u8], i: usize| u16::from_be_bytes([m[4 + 2 * i], m[5 + 2 * i]]);
-    let flags = u16::from_be_bytes([message[2], message[3]]);
-    if flags & 0x000f != 0 {
-        return other();
+impl Compiler<'_> {
+    /// [`Compiler::plain`] for the queries `variant` stands for.
+    fn plain_with(&mut self, name: &[u8], rtype: u16, variant: Variant<'_>) -> AnswerValue {
+        let other = || pass_because(KIND_PASS, REASON_OTHER);
+        let signed = matches!(variant, Variant::Signed(_));
+        let answer = match variant {
+            Variant::Signed(under) => engine_answer_signed(self.engine, name, rtype, &mut self.scratch, under),
+            Variant::Plain => engine_answer(self.engine, name, rtype, &mut self.scratch),
+        };
+        let message = match answer {
+            Some(Answer::Fits(message)) => message,
+            Some(Answer::Truncated) => return pass_because(KIND_PASS, REASON_LARGE),
+            None => return other(),
+        };
+        let question_end = HEADER_LEN + name.len() + 4;
+        let counts = |m: &[u8], i: usize| u16::from_be_bytes([m[4 + 2 * i], m[5 + 2 * i]]);
+        let flags = u16::from_be_bytes([message[2], message[3]]);
+        if flags & 0x000f != 0 {
+            return other();
+        }
+        let Some(tail) = message.get(question_end..) else {
+            return other();
+        };
+        let any_qname = owned_by_question(tail, counts(&message, 1) + counts(&message, 2) + counts(&message, 3));
+        if !any_qname && name.starts_with(b"\x01*") && !signed {
+            // A wildcard's answer that names other owners: relocated for each question.
+            return self.wildcard_relocated(name, rtype).unwrap_or_else(other);
+        }
+        // A wildcard's entry answers longer names than its own.
+        let growth = if any_qname {
+            NAME_MAX.saturating_sub(name.len())
+        } else {
+            0
+        };
+        if tail.len() > LARGE_TAIL_MAX || !self.limits.fits(message.len(), growth) {
+            return pass_because(KIND_PASS, REASON_LARGE);
+        }
+        let mut value = pass(KIND_PLAIN);
+        value.flags = flags;
+        value.ancount = counts(&message, 1);
+        value.nscount = counts(&message, 2);
+        value.arcount = counts(&message, 3);
+        if any_qname {
+            value.node_flags = PLAIN_ANY_QNAME;
+        }
+        if tail.len() <= TAIL_MAX {
+            return with_tail(value, tail).unwrap_or_else(other);
+        }
+        // A full large table leaves the rest to user space; it never stops the tables.
+        let Some(id) = large_id(&self.large) else {
+            return pass_because(KIND_PASS, REASON_LARGE);
+        };
+        let big = large_tail(tail, &[]);
+        value.node_flags |= PLAIN_LARGE;
+        value.policy = id;
+        value.tail_len = tail.len() as u16;
+        value.tail_sum = fold(sum_words(tail, 0));
+        self.large.push((
+            PolicyKey {
+                generation: self.generation,
+                id,
+            },
+            big,
+        ));
+        value
     }
-    let Some(tail) = message.get(question_end..) else {
-        return other();
-    };
-    let any_qname = owned_by_question(tail, counts(&message, 1) + counts(&message, 2) + counts(&message, 3));
-    if !any_qname && name.starts_with(b"\x01*") && !signed {
-        // A wildcard's answer that names other owners: relocated for each question.
-        return wildcard_relocated(engine, name, rtype, out, large, generation, limits).unwrap_or_else(other);
-    }
-    // A wildcard's entry answers longer names than its own.
-    let growth = if any_qname {
-        NAME_MAX.saturating_sub(name.len())
-    } else {
-        0
-    };
-    if tail.len() > LARGE_TAIL_MAX || !limits.fits(message.len(), growth) {
-        return pass_because(KIND_PASS, REASON_LARGE);
-    }
-    let mut value = pass(KIND_PLAIN);
-    value.flags = flags;
-    value.ancount = counts(&message, 1);
-    value.nscount = counts(&message, 2);
-    value.arcount = counts(&message, 3);
-    if any_qname {
-        value.node_flags = PLAIN_ANY_QNAME;
-    }
-    if tail.len() <= TAIL_MAX {
-        return with_tail(value, tail).unwrap_or_else(other);
-    }
-    // A full large table leaves the rest to user space; it never stops the tables.
-    let Some(id) = large_id(large) else {
-        return pass_because(KIND_PASS, REASON_LARGE);
-    };
-    let big = large_tail(tail, &[]);
-    value.node_flags |= PLAIN_LARGE;
-    value.policy = id;
-    value.tail_len = tail.len() as u16;
-    value.tail_sum = fold(sum_words(tail, 0));
-    large.push((PolicyKey { generation, id }, big));
-    value
 }
 
-/// The entry of a wildcard's answer whose RDATA names (or additional records) point
-/// into the question or the tail: the engine compresses synthesised answers against
-/// the closest encloser, so one copy relocated by the question's extra length over
-/// `*.encloser` answers every name the wildcard covers (and the wildcard's own name).
-fn wildcard_relocated(
-    engine: &Engine,
-    name: &[u8],
-    rtype: u16,
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-) -> Option<AnswerValue> {
-    let encloser = name.get(2..)?;
-    // Labels the zone cannot hold beside a wildcard's answer (checked: a name that
-    // exists answers differently and the relocation check fails).
-    let Relocatable { message, tail, fixups } =
-        relocatable(engine, name, rtype, encloser, [b"\x03q-x", b"\x08q-xxxxxx"], out)?;
-    if !limits.fits(message.len(), NAME_MAX.saturating_sub(name.len())) {
-        return None;
+impl Compiler<'_> {
+    /// The entry of a wildcard's answer whose RDATA names (or additional records) point
+    /// into the question or the tail: the engine compresses synthesised answers against
+    /// the closest encloser, so one copy relocated by the question's extra length over
+    /// `*.encloser` answers every name the wildcard covers (and the wildcard's own name).
+    fn wildcard_relocated(&mut self, name: &[u8], rtype: u16) -> Option<AnswerValue> {
+        let encloser = name.get(2..)?;
+        // Labels the zone cannot hold beside a wildcard's answer (checked: a name that
+        // exists answers differently and the relocation check fails).
+        let Relocatable { message, tail, fixups } = relocatable(
+            self.engine,
+            name,
+            rtype,
+            encloser,
+            [b"\x03q-x", b"\x08q-xxxxxx"],
+            &mut self.scratch,
+        )?;
+        if !self.limits.fits(message.len(), NAME_MAX.saturating_sub(name.len())) {
+            return None;
+        }
+        let id = large_id(&self.large)?;
+        self.large.push((
+            PolicyKey {
+                generation: self.generation,
+                id,
+            },
+            large_tail(&tail, &fixups),
+        ));
+        let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
+        let mut value = pass(KIND_PLAIN);
+        value.flags = u16::from_be_bytes([message[2], message[3]]);
+        value.ancount = counts(1);
+        value.nscount = counts(2);
+        value.arcount = counts(3);
+        value.apex_len = u8::try_from(name.len()).ok()?;
+        value.node_flags = PLAIN_ANY_QNAME | PLAIN_LARGE;
+        value.policy = id;
+        value.tail_len = u16::try_from(tail.len()).ok()?;
+        value.tail_sum = fold(sum_words(&tail, 0));
+        Some(value)
     }
-    let id = large_id(large)?;
-    large.push((PolicyKey { generation, id }, large_tail(&tail, &fixups)));
-    let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
-    let mut value = pass(KIND_PLAIN);
-    value.flags = u16::from_be_bytes([message[2], message[3]]);
-    value.ancount = counts(1);
-    value.nscount = counts(2);
-    value.arcount = counts(3);
-    value.apex_len = u8::try_from(name.len()).ok()?;
-    value.node_flags = PLAIN_ANY_QNAME | PLAIN_LARGE;
-    value.policy = id;
-    value.tail_len = u16::try_from(tail.len()).ok()?;
-    value.tail_sum = fold(sum_words(&tail, 0));
-    Some(value)
 }
 
 /// A tail over [`TAIL_MAX`] octets as the compiler keeps it: its bytes and the offsets
@@ -961,43 +857,46 @@ fn label_suffixes(name: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
     crate::wire::name::label_starts(name).filter_map(|start| name.get(start..))
 }
 
-/// The referral of the cut `cut` as a relocatable entry: the engine's answer to a query
-/// for the cut's own name, whose compression pointers are found by comparing it with
-/// the answers for names 2 and 7 octets longer below the cut (each pointer moves by
-/// exactly that much, nothing else changes — checked, or the cut passes).
-fn referral(
-    engine: &Engine,
-    cut: &[u8],
-    out: &mut [u8],
-    large: &mut Vec<(PolicyKey, Tail)>,
-    generation: u32,
-    limits: Limits,
-) -> AnswerValue {
-    let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
-    let Some(Relocatable { message, tail, fixups }) = relocatable(engine, cut, 1, cut, [b"\x01x", b"\x06xxxxxx"], out)
-    else {
-        return passed();
-    };
-    let flags = u16::from_be_bytes([message[2], message[3]]);
-    let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
-    // A referral: no AA, NOERROR, nothing in the answer section.
-    if flags & 0x040f != 0 || counts(1) != 0 || !limits.fits(message.len(), NAME_MAX.saturating_sub(cut.len())) {
-        return passed();
+impl Compiler<'_> {
+    /// The referral of the cut `cut` as a relocatable entry: the engine's answer to a query
+    /// for the cut's own name, whose compression pointers are found by comparing it with
+    /// the answers for names 2 and 7 octets longer below the cut (each pointer moves by
+    /// exactly that much, nothing else changes — checked, or the cut passes).
+    fn referral(&mut self, cut: &[u8]) -> AnswerValue {
+        let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
+        let Some(Relocatable { message, tail, fixups }) =
+            relocatable(self.engine, cut, 1, cut, [b"\x01x", b"\x06xxxxxx"], &mut self.scratch)
+        else {
+            return passed();
+        };
+        let flags = u16::from_be_bytes([message[2], message[3]]);
+        let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
+        // A referral: no AA, NOERROR, nothing in the answer section.
+        if flags & 0x040f != 0 || counts(1) != 0 || !self.limits.fits(message.len(), NAME_MAX.saturating_sub(cut.len()))
+        {
+            return passed();
+        }
+        let Some(id) = large_id(&self.large) else {
+            return passed();
+        };
+        self.large.push((
+            PolicyKey {
+                generation: self.generation,
+                id,
+            },
+            large_tail(&tail, &fixups),
+        ));
+        let mut value = pass(KIND_REFERRAL);
+        value.flags = flags;
+        value.nscount = counts(2);
+        value.arcount = counts(3);
+        value.apex_len = cut.len() as u8;
+        value.node_flags = PLAIN_LARGE;
+        value.policy = id;
+        value.tail_len = tail.len() as u16;
+        value.tail_sum = fold(sum_words(&tail, 0));
+        value
     }
-    let Some(id) = large_id(large) else {
-        return passed();
-    };
-    large.push((PolicyKey { generation, id }, large_tail(&tail, &fixups)));
-    let mut value = pass(KIND_REFERRAL);
-    value.flags = flags;
-    value.nscount = counts(2);
-    value.arcount = counts(3);
-    value.apex_len = cut.len() as u8;
-    value.node_flags = PLAIN_LARGE;
-    value.policy = id;
-    value.tail_len = tail.len() as u16;
-    value.tail_sum = fold(sum_words(&tail, 0));
-    value
 }
 
 /// An answer that serves every question below a name once its compression pointers are
