@@ -1,13 +1,21 @@
-//! `qdns-control` command line (SPEC §1), every flag also settable in `--config`.
+//! `qdns-control`'s settings (SPEC §1): each declared once below, as a flag that is
+//! also a key of the `--config` file ([`qdns_settings`] merges the two; flags win),
+//! then checked together into a [`Config`].
 use std::path::PathBuf;
 
-use clap::Parser;
-use serde::Deserialize;
+use qdns_settings::within;
 
-/// Command line of `qdns-control`.
-#[derive(Debug, Parser)]
+/// A setting that cannot be used: the file, line and key, or the flag, and why.
+pub type ConfigError = qdns_settings::Error;
+
+/// Flags that are not keys of the `--config` file.
+pub const CLI_ONLY: &[&str] = &["config", "check_config"];
+
+/// Every setting of `qdns-control`: the flag, its type, default, range and doc. The
+/// `--config` file takes the same names with `_` for `-`.
+#[derive(Debug, Clone, clap::Parser)]
 #[command(name = "qdns-control", version, about = "qdns control plane of one edge location")]
-pub struct Args {
+pub struct Settings {
     /// Run as a remote checker instead of a location.
     #[command(subcommand)]
     pub role: Option<Role>,
@@ -27,25 +35,31 @@ pub struct Args {
     /// multicast, documentation, ...).
     #[arg(long)]
     pub deny_special_use_targets: bool,
-    /// Seconds DNSSEC signatures are valid from signing [default: 1209600, 14 days].
-    #[arg(long, value_name = "SECONDS")]
-    pub dnssec_validity: Option<u64>,
+    /// Seconds DNSSEC signatures are valid from signing (14 days by default).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::dnssec::Lifetimes::default().validity,
+        value_parser = within(120u64, u64::from(u32::MAX / 2)).unit("s")
+    )]
+    pub dnssec_validity: u64,
     /// Sign again when fewer seconds than this are left of the signatures' validity
     /// [default: 604800, 7 days, or half the validity when less]: validity less this is
     /// how long edges serve valid signatures without control.
     #[arg(long, value_name = "SECONDS")]
     pub dnssec_refresh: Option<u64>,
-    /// Directory of zone files (`*.toml`).
+    /// Directory of zone files (`*.toml`). Required.
     #[arg(long, value_name = "DIR")]
     pub zones: Option<PathBuf>,
-    /// Control socket path (mode 0600) for qdnsctl.
+    /// Control socket path (mode 0600) for qdnsctl. Required.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Where overrides, external statuses and shifts are kept.
+    /// Where overrides, external statuses and shifts are kept. Required.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Where edges connect: a Unix socket path, tls://ADDR:PORT (mutual TLS, needs the
-    /// three --edge-tls-* files) or tcp://ADDR:PORT (neither encrypted nor authenticated).
+    /// three --edge-tls-* files) or tcp://ADDR:PORT (neither encrypted nor
+    /// authenticated). Required.
     #[arg(long, value_name = "PATH|tls://ADDR:PORT|tcp://ADDR:PORT")]
     pub edge_socket: Option<String>,
     /// tls:// edge socket: control's certificate (`qdnsctl pki issue NAME --control`).
@@ -57,19 +71,20 @@ pub struct Args {
     /// tls:// edge socket: the CA (PEM, one or more) every edge's certificate must chain to.
     #[arg(long, value_name = "FILE")]
     pub edge_tls_ca: Option<PathBuf>,
-    /// Healthy iff more than this share of reachable checkers say so (0.0..1.0).
-    #[arg(long)]
-    pub quorum: Option<f64>,
+    /// Healthy iff more than this share of reachable checkers say so (0.0 up to, not
+    /// including, 1.0).
+    #[arg(long, value_name = "SHARE", default_value_t = crate::state::DEFAULT_QUORUM, value_parser = quorum)]
+    pub quorum: f64,
     /// Do not run the embedded checker (health then comes from remote checkers,
     /// external checks and overrides only).
     #[arg(long)]
     pub no_embedded_checker: bool,
     /// The embedded checker's id (default: the host name).
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     pub checker_id: Option<String>,
-    /// The embedded checker's region (default `local`).
-    #[arg(long)]
-    pub region: Option<String>,
+    /// The embedded checker's region.
+    #[arg(long, value_name = "REGION", default_value = "local")]
+    pub region: String,
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -79,8 +94,29 @@ pub struct Args {
     pub check_config: bool,
 }
 
+impl Settings {
+    /// The settings of `argv` (program name first) over its `--config` file.
+    pub fn parse_from<I, T>(argv: I) -> Result<Settings, ConfigError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString>,
+    {
+        qdns_settings::parse(argv, CLI_ONLY)
+    }
+}
+
+/// `--quorum`: a share in `0.0..1.0` (1.0 would make nothing healthy, ever).
+fn quorum(text: &str) -> Result<f64, String> {
+    let share: f64 = text.trim().parse().map_err(|e| format!("{e}"))?;
+    if (0.0..1.0).contains(&share) {
+        Ok(share)
+    } else {
+        Err(format!("{share} is outside 0.0..1.0"))
+    }
+}
+
 /// Other roles of the binary.
-#[derive(Debug, clap::Subcommand)]
+#[derive(Debug, Clone, clap::Subcommand)]
 pub enum Role {
     /// Probe the checks of the zones and report to one or more locations (SPEC §4).
     Checker {
@@ -108,30 +144,7 @@ pub enum Role {
     },
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    metrics: Option<String>,
-    tls_ca: Option<PathBuf>,
-    checker_listen: Option<String>,
-    checker_keys: Option<PathBuf>,
-    deny_special_use_targets: Option<bool>,
-    dnssec_validity: Option<u64>,
-    dnssec_refresh: Option<u64>,
-    zones: Option<PathBuf>,
-    socket: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
-    edge_socket: Option<String>,
-    edge_tls_cert: Option<PathBuf>,
-    edge_tls_key: Option<PathBuf>,
-    edge_tls_ca: Option<PathBuf>,
-    quorum: Option<f64>,
-    no_embedded_checker: Option<bool>,
-    checker_id: Option<String>,
-    region: Option<String>,
-}
-
-/// A validated configuration.
+/// The settings checked together, with what follows from them.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Zone directory.
@@ -144,87 +157,52 @@ pub struct Config {
     pub edge_socket: String,
     /// Certificate, key and CA of a tls:// edge socket.
     pub edge_tls: Option<qdns_link::tls::TlsFiles>,
-    /// Quorum share.
-    pub quorum: f64,
-    /// Run the embedded checker.
-    pub embedded_checker: bool,
-    /// The embedded checker's id.
+    /// The embedded checker's id (`--checker-id` or the host name).
     pub checker_id: String,
-    /// The embedded checker's region.
-    pub region: String,
-    /// Metrics address.
-    pub metrics: Option<String>,
-    /// Extra CA bundle for `tls_verify` checks.
-    pub tls_ca: Option<PathBuf>,
-    /// Report listener address.
-    pub checker_listen: Option<String>,
-    /// Checker keys file.
-    pub checker_keys: Option<PathBuf>,
-    /// Reject special-use check targets.
-    pub deny_special_use_targets: bool,
     /// DNSSEC signature validity and refresh window.
     pub dnssec: crate::dnssec::Lifetimes,
+    /// The settings as given.
+    pub settings: Settings,
 }
 
 impl Config {
-    /// Merges flags over the config file; every setting is required.
-    pub fn from_args(args: Args) -> Result<Config, String> {
-        let file = match &args.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-                toml::from_str::<FileConfig>(&text)
-                    .map_err(|e| format!("{}: {}", path.display(), qdns_zone::load::toml_reason(&text, &e)))?
-            }
-            None => FileConfig::default(),
+    /// Checks the settings that go together (each one's own range is checked as it
+    /// is parsed).
+    pub fn new(settings: Settings) -> Result<Config, ConfigError> {
+        let required = |flag: &str, value: Option<&PathBuf>| {
+            value
+                .cloned()
+                .ok_or_else(|| ConfigError::invalid(flag, "required (flag or config file)"))
         };
-        let missing = |flag: &str| format!("{flag} is required (flag or config file)");
-        let quorum = args.quorum.or(file.quorum).unwrap_or(crate::state::DEFAULT_QUORUM);
-        if !(0.0..1.0).contains(&quorum) {
-            return Err(format!("--quorum: {quorum} is outside 0.0..1.0"));
+        if settings.checker_listen.is_some() != settings.checker_keys.is_some() {
+            return Err(ConfigError::invalid(
+                "--checker-listen",
+                "--checker-listen and --checker-keys go together",
+            ));
         }
-        let checker_listen = args.checker_listen.or(file.checker_listen);
-        let checker_keys = args.checker_keys.or(file.checker_keys);
-        if checker_listen.is_some() != checker_keys.is_some() {
-            return Err("--checker-listen and --checker-keys go together".to_owned());
-        }
-        let dnssec = crate::dnssec::Lifetimes::new(
-            args.dnssec_validity
-                .or(file.dnssec_validity)
-                .unwrap_or(crate::dnssec::Lifetimes::default().validity),
-            args.dnssec_refresh.or(file.dnssec_refresh),
-        )?;
-        let edge_socket = args
+        let dnssec = crate::dnssec::Lifetimes::new(settings.dnssec_validity, settings.dnssec_refresh)?;
+        let edge_socket = settings
             .edge_socket
-            .or(file.edge_socket)
-            .ok_or_else(|| missing("--edge-socket"))?;
+            .clone()
+            .ok_or_else(|| ConfigError::invalid("--edge-socket", "required (flag or config file)"))?;
         let edge_tls = edge_tls(
             &edge_socket,
-            args.edge_tls_cert.or(file.edge_tls_cert),
-            args.edge_tls_key.or(file.edge_tls_key),
-            args.edge_tls_ca.or(file.edge_tls_ca),
+            settings.edge_tls_cert.clone(),
+            settings.edge_tls_key.clone(),
+            settings.edge_tls_ca.clone(),
         )?;
         Ok(Config {
+            zones: required("--zones", settings.zones.as_ref())?,
+            socket: required("--socket", settings.socket.as_ref())?,
+            state_dir: required("--state-dir", settings.state_dir.as_ref())?,
             edge_socket,
             edge_tls,
-            metrics: args.metrics.or(file.metrics),
-            tls_ca: args.tls_ca.or(file.tls_ca),
-            checker_listen,
-            checker_keys,
-            deny_special_use_targets: args.deny_special_use_targets || file.deny_special_use_targets.unwrap_or(false),
+            checker_id: settings
+                .checker_id
+                .clone()
+                .unwrap_or_else(|| qdns_settings::host_name("control")),
             dnssec,
-            quorum,
-            embedded_checker: !(args.no_embedded_checker || file.no_embedded_checker.unwrap_or(false)),
-            checker_id: args.checker_id.or(file.checker_id).unwrap_or_else(|| {
-                std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map_or_else(|_| "control".to_owned(), |h| h.trim().to_owned())
-            }),
-            region: args.region.or(file.region).unwrap_or_else(|| "local".to_owned()),
-            zones: args.zones.or(file.zones).ok_or_else(|| missing("--zones"))?,
-            socket: args.socket.or(file.socket).ok_or_else(|| missing("--socket"))?,
-            state_dir: args
-                .state_dir
-                .or(file.state_dir)
-                .ok_or_else(|| missing("--state-dir"))?,
+            settings,
         })
     }
 }
@@ -235,17 +213,86 @@ fn edge_tls(
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     ca: Option<PathBuf>,
-) -> Result<Option<qdns_link::tls::TlsFiles>, String> {
+) -> Result<Option<qdns_link::tls::TlsFiles>, ConfigError> {
     let tls = edge_socket.starts_with("tls://");
     match (cert, key, ca) {
         (Some(cert), Some(key), Some(ca)) if tls => Ok(Some(qdns_link::tls::TlsFiles { cert, key, ca })),
         (None, None, None) if !tls => Ok(None),
-        _ if tls => Err(format!(
-            "--edge-socket {edge_socket}: tls:// needs --edge-tls-cert, --edge-tls-key and --edge-tls-ca \
-             (make them with `qdnsctl pki init` and `qdnsctl pki issue`)"
+        _ if tls => Err(ConfigError::invalid(
+            "--edge-socket",
+            format!(
+                "{edge_socket}: tls:// needs --edge-tls-cert, --edge-tls-key and --edge-tls-ca \
+                 (make them with `qdnsctl pki init` and `qdnsctl pki issue`)"
+            ),
         )),
-        _ => Err(format!(
-            "--edge-tls-cert/--edge-tls-key/--edge-tls-ca apply to a tls:// edge socket, not {edge_socket}"
+        _ => Err(ConfigError::invalid(
+            "--edge-tls-cert",
+            format!("--edge-tls-cert/--edge-tls-key/--edge-tls-ca apply to a tls:// edge socket, not {edge_socket}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Config, Settings, CLI_ONLY};
+
+    fn config(args: &[&str]) -> Result<Config, String> {
+        let mut all = vec![
+            "qdns-control",
+            "--zones",
+            "/z",
+            "--socket",
+            "/c.sock",
+            "--state-dir",
+            "/s",
+            "--edge-socket",
+            "/e.sock",
+        ];
+        all.extend_from_slice(args);
+        Settings::parse_from(all)
+            .and_then(Config::new)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_setting_is_in_config_md_and_only_those() {
+        assert_eq!(
+            qdns_settings::in_config_md::<Settings>(CLI_ONLY, "Control settings"),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn defaults_and_checks() {
+        let ok = config(&[]).unwrap();
+        assert!((ok.settings.quorum - crate::state::DEFAULT_QUORUM).abs() < f64::EPSILON);
+        assert_eq!(ok.settings.region, "local");
+        assert_eq!(ok.dnssec, crate::dnssec::Lifetimes::default());
+        assert!(!ok.checker_id.is_empty() && !ok.settings.no_embedded_checker);
+        let err = config(&["--quorum", "1.0"]).unwrap_err();
+        assert!(err.contains("--quorum") && err.contains("outside 0.0..1.0"), "{err}");
+        let err = config(&["--checker-listen", "127.0.0.1:1"]).unwrap_err();
+        assert!(err.contains("go together"), "{err}");
+        let parse = |args: &[&str]| {
+            Settings::parse_from([&["qdns-control"][..], args].concat())
+                .and_then(Config::new)
+                .unwrap_err()
+                .to_string()
+        };
+        let err = parse(&[
+            "--zones",
+            "/z",
+            "--socket",
+            "/c",
+            "--state-dir",
+            "/s",
+            "--edge-socket",
+            "tls://[::1]:1",
+        ]);
+        assert!(err.contains("--edge-tls-ca"), "{err}");
+        assert_eq!(
+            parse(&["--zones", "/z"]),
+            "--edge-socket: required (flag or config file)"
+        );
     }
 }

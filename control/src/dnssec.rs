@@ -47,18 +47,21 @@ impl Lifetimes {
     ///
     /// # Errors
     /// The flag and the reason.
-    pub fn new(validity: u64, refresh: Option<u64>) -> Result<Lifetimes, String> {
+    pub fn new(validity: u64, refresh: Option<u64>) -> Result<Lifetimes, qdns_settings::Error> {
         if !(120..=u64::from(u32::MAX / 2)).contains(&validity) {
-            return Err(format!(
-                "--dnssec-validity: {validity} s is outside 120..={} s",
-                u32::MAX / 2
+            return Err(qdns_settings::Error::invalid(
+                "--dnssec-validity",
+                format!("{validity} s is outside 120..={} s", u32::MAX / 2),
             ));
         }
         let refresh = refresh.unwrap_or((validity / 2).min(Lifetimes::default().refresh));
         if !(60..=validity - 10).contains(&refresh) {
-            return Err(format!(
-                "--dnssec-refresh: {refresh} s is outside 60..={} s (the validity, {validity} s, less 10 s)",
-                validity - 10
+            return Err(qdns_settings::Error::invalid(
+                "--dnssec-refresh",
+                format!(
+                    "{refresh} s is outside 60..={} s (the validity, {validity} s, less 10 s)",
+                    validity - 10
+                ),
             ));
         }
         Ok(Lifetimes { validity, refresh })
@@ -316,14 +319,14 @@ mod tests {
         // A shorter validity alone: refreshed at half of it, not at the 7-day default.
         assert_eq!(Lifetimes::new(600, None).unwrap().refresh, 300);
         assert_eq!(Lifetimes::new(120, Some(110)).unwrap().refresh, 110);
-        let short = Lifetimes::new(100, None).unwrap_err();
+        let short = Lifetimes::new(100, None).unwrap_err().to_string();
         assert!(short.starts_with("--dnssec-validity: 100 s"), "{short}");
-        let late = Lifetimes::new(3600, Some(3595)).unwrap_err();
+        let late = Lifetimes::new(3600, Some(3595)).unwrap_err().to_string();
         assert!(
             late.starts_with("--dnssec-refresh: 3595 s is outside 60..=3590 s"),
             "{late}"
         );
-        let early = Lifetimes::new(3600, Some(30)).unwrap_err();
+        let early = Lifetimes::new(3600, Some(30)).unwrap_err().to_string();
         assert!(early.starts_with("--dnssec-refresh: 30 s"), "{early}");
     }
 }

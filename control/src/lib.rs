@@ -118,10 +118,10 @@ async fn bind_unix(path: &Path, what: &'static str, mode: u32) -> Result<UnixLis
 /// binding anything. Returns a one-line summary.
 pub fn check(config: &Config) -> Result<String, ControlError> {
     let snapshot = qdns_zone::load_dir(&config.zones, 1)?;
-    if config.deny_special_use_targets {
+    if config.settings.deny_special_use_targets {
         special_use::check(&snapshot).map_err(ControlError::State)?;
     }
-    if let Some(path) = &config.checker_keys {
+    if let Some(path) = &config.settings.checker_keys {
         report::Keys::load(path).map_err(ControlError::State)?;
     }
     if config.state_dir.exists() {
@@ -150,16 +150,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         dnssec::now(),
     )
     .map_err(ControlError::State)?;
-    if config.deny_special_use_targets {
+    if config.settings.deny_special_use_targets {
         special_use::check(&snapshot).map_err(ControlError::State)?;
     }
-    let keys = match &config.checker_keys {
+    let keys = match &config.settings.checker_keys {
         Some(path) => Some(Arc::new(report::Keys::load(path).map_err(ControlError::State)?)),
         None => None,
     };
     let mut state = State::new(config.zones.clone(), snapshot, operator);
-    state.quorum = config.quorum;
-    state.deny_special_use_targets = config.deny_special_use_targets;
+    state.quorum = config.settings.quorum;
+    state.deny_special_use_targets = config.settings.deny_special_use_targets;
     state.expire();
     let _ = state.recompute();
     for zone in &state.snapshot.zones {
@@ -168,18 +168,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.event("reload", format!("started with snapshot {}", state.snapshot.version));
     let (updates, _) = broadcast::channel(1024);
     let (observations, observed) = tokio::sync::mpsc::channel(4096);
-    let checker = if config.embedded_checker {
-        let identity = checker::Identity {
-            id: config.checker_id.clone(),
-            region: config.region.clone(),
-            source: None,
-        };
-        let checker =
-            checker::Checker::new(identity, observations, config.tls_ca.as_deref()).map_err(ControlError::State)?;
-        Some(Arc::new(std::sync::Mutex::new(checker)))
-    } else {
+    let checker = if config.settings.no_embedded_checker {
         drop(observations);
         None
+    } else {
+        let identity = checker::Identity {
+            id: config.checker_id.clone(),
+            region: config.settings.region.clone(),
+            source: None,
+        };
+        let checker = checker::Checker::new(identity, observations, config.settings.tls_ca.as_deref())
+            .map_err(ControlError::State)?;
+        Some(Arc::new(std::sync::Mutex::new(checker)))
     };
     let ctx = Ctx {
         state: Arc::new(Mutex::new(state)),
@@ -194,7 +194,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         ctx.update_checker(&state);
         tracing::info!(
             checks = state.probed_checks().len(),
-            embedded = config.embedded_checker,
+            embedded = !config.settings.no_embedded_checker,
             "health checking"
         );
     }
@@ -237,7 +237,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(apply_observations(observed, ctx.clone(), shutdown.clone()));
-    if let Some(addr) = &config.metrics {
+    if let Some(addr) = &config.settings.metrics {
         let listener = qdns_listen::bind_tcp(addr.as_str())
             .await
             .map_err(|source| ControlError::Bind {
@@ -248,7 +248,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tracing::info!(metrics = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "serving metrics");
         tasks.spawn(metrics::serve(listener, ctx.clone(), shutdown.clone()));
     }
-    if let (Some(addr), Some(keys)) = (&config.checker_listen, keys) {
+    if let (Some(addr), Some(keys)) = (&config.settings.checker_listen, keys) {
         let listener = qdns_listen::bind_tcp(addr.as_str())
             .await
             .map_err(|source| ControlError::Bind {

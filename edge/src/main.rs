@@ -1,8 +1,10 @@
 //! `qdns-edge`: parse the command line, set up logging, run until SIGTERM/SIGINT.
 use std::{io::IsTerminal, process::ExitCode};
 
-use clap::Parser;
-use qdns_edge::{config::Args, Config};
+use qdns_edge::{
+    config::{ConfigError, Settings},
+    Config,
+};
 use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
@@ -22,12 +24,12 @@ fn main() -> ExitCode {
     if let Err(err) = qdns_listen::raise_open_files_limit() {
         tracing::warn!(%err, "cannot raise the open-file limit");
     }
-    let args = Args::parse();
-    let check = args.check_config;
-    let config = match Config::from_args(args) {
+    let config = match Settings::parse_from(std::env::args_os()).and_then(Config::new) {
         Ok(config) => config,
+        Err(ConfigError::Cli(err)) => err.exit(),
         Err(err) => return fatal(&err),
     };
+    let check = config.settings.check_config;
     if check {
         return check_config(&config);
     }

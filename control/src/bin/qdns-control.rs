@@ -2,9 +2,8 @@
 //! `checker`, a remote checker) until SIGTERM/SIGINT.
 use std::{io::IsTerminal, process::ExitCode};
 
-use clap::Parser;
 use qdns_control::{
-    config::{Args, Role},
+    config::{ConfigError, Role, Settings},
     remote::{run_checker, CheckerConfig},
     report, Config,
 };
@@ -24,15 +23,21 @@ fn main() -> ExitCode {
     if let Err(err) = qdns_listen::raise_open_files_limit() {
         tracing::warn!(%err, "cannot raise the open-file limit");
     }
-    let mut args = Args::parse();
-    let role = args.role.take();
-    if args.check_config && role.is_none() {
-        return match Config::from_args(args).and_then(|config| qdns_control::check(&config).map_err(|e| e.to_string()))
-        {
-            Ok(summary) => {
-                println!("qdns-control: {summary}");
-                ExitCode::SUCCESS
-            }
+    let mut settings = match Settings::parse_from(std::env::args_os()) {
+        Ok(settings) => settings,
+        Err(ConfigError::Cli(err)) => err.exit(),
+        Err(err) => return fatal(&err),
+    };
+    let role = settings.role.take();
+    if settings.check_config && role.is_none() {
+        return match Config::new(settings) {
+            Ok(config) => match qdns_control::check(&config) {
+                Ok(summary) => {
+                    println!("qdns-control: {summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(err) => fatal(&err),
+            },
             Err(err) => fatal(&err),
         };
     }
@@ -87,7 +92,7 @@ fn main() -> ExitCode {
             Err(err) => fatal(&err),
         };
     }
-    let config = match Config::from_args(args) {
+    let config = match Config::new(settings) {
         Ok(config) => config,
         Err(err) => return fatal(&err),
     };

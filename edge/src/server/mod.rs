@@ -107,7 +107,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
 
     // Taking over: the running edge's own sockets (see `crate::takeover`); else bind
     // everything before serving anything, so a bad address fails start-up whole.
-    let (takeover, inherited) = match (&config.takeover_socket, config.takeover) {
+    let (takeover, inherited) = match (&config.settings.takeover_socket, config.settings.takeover) {
         (Some(path), true) => {
             let (stream, inherited) = crate::takeover::request(path)?;
             tracing::info!(socket = %path.display(), "taking over from the running edge");
@@ -135,7 +135,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .chain(metrics_listener.iter().map(AsRawFd::as_raw_fd))
             .collect()
     };
-    let xdp = if config.xdp.is_empty() {
+    let xdp = if config.settings.xdp.is_empty() {
         None
     } else {
         let mut ports: Vec<u16> = tcp_listeners
@@ -145,10 +145,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .collect();
         ports.sort_unstable();
         ports.dedup();
-        let mut program = XdpProgram::load(&ports, config.max_udp_payload)?;
+        let mut program = XdpProgram::load(&ports, config.settings.max_udp_payload)?;
         // Without the switch the program would answer NSID requests without the NSID.
         program
-            .set_nsid(config.nsid.is_some())
+            .set_nsid(config.settings.nsid.is_some())
             .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
         if let Some(settings) = &config.rrl {
             program
@@ -158,7 +158,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         // Tables first, then attach: the program never runs without its answers.
         let installed = engine.load_full();
         program
-            .fit_links(&config.xdp)
+            .fit_links(&config.settings.xdp)
             .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP link size: {err}"))))?;
         match program.install(&installed) {
             Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
@@ -166,7 +166,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         }
         // Taking over, the old edge's links are updated to this program once it serves.
         if takeover.is_none() {
-            program.attach(&config.xdp, config.xdp_mode)?;
+            program.attach(&config.settings.xdp, config.settings.xdp_mode)?;
         }
         Some((Arc::new(std::sync::Mutex::new(program)), installed))
     };
@@ -202,13 +202,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     };
     let tcp_stats = worker_stats.last().cloned().unwrap_or_default();
     let limits = tcp::TcpLimits {
-        idle_timeout: config.tcp_idle_timeout,
-        max_connections: config.max_tcp_connections,
-        max_per_source: config.max_tcp_per_source,
+        idle_timeout: config.tcp_idle_timeout(),
+        max_connections: config.settings.max_tcp_connections,
+        max_per_source: config.settings.max_tcp_per_source,
     };
     let readiness = Arc::new(match &config.source {
         Source::Zones(_) => crate::ready::Readiness::standalone(),
-        Source::Control { .. } => crate::ready::Readiness::follower(config.ready_max_stale),
+        Source::Control { .. } => crate::ready::Readiness::follower(config.ready_max_stale()),
     });
     let link_stats = Arc::new(crate::follow::LinkStats::default());
     let mut tcp_tasks = tokio::task::JoinSet::new();
@@ -249,7 +249,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 edge_name: config.edge_id.clone(),
                 xdp: xdp.clone(),
                 readiness: Arc::clone(&readiness),
-                control_timeout: config.control_timeout,
+                control_timeout: config.control_timeout(),
                 stats: Arc::clone(&link_stats),
             },
             shutdown.clone(),
@@ -259,7 +259,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     if let Some(stream) = takeover {
         complete_takeover(&stream, &config, xdp.as_ref())?;
     }
-    if let Some(path) = &config.takeover_socket {
+    if let Some(path) = &config.settings.takeover_socket {
         // Registered before the socket says "may take over": a SIGUSR2 from then on is
         // handled, never the default action (termination).
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2()) {
@@ -276,7 +276,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 listeners: handover,
                 fds: handover_fds,
                 xdp: xdp.clone(),
-                bpffs: config.bpffs.clone(),
+                bpffs: config.settings.bpffs.clone(),
             },
             shutdown.clone(),
         ));
@@ -436,14 +436,14 @@ async fn sockets(config: &Config, inherited: Option<crate::takeover::Inherited>)
     // A configured address is inherited when the old edge had it (port 0: any port
     // on that address, as it bound one).
     let inherited_addr = |a: &SocketAddr| have.iter().any(|h| h == a || (a.port() == 0 && h.ip() == a.ip()));
-    for &addr in config.listen.iter().filter(|a| !inherited_addr(a)) {
+    for &addr in config.settings.listen.iter().filter(|a| !inherited_addr(a)) {
         let (sockets, listener) = bind_address(addr, config.workers)?;
         let bound = listener.local_addr().unwrap_or(addr);
         out.udp_groups.push((bound, sockets.len()));
         out.udp.extend(sockets);
         out.tcp.push(listener);
     }
-    out.metrics = match (inherited.metrics, config.metrics) {
+    out.metrics = match (inherited.metrics, config.settings.metrics) {
         (Some(listener), _) => {
             listener.set_nonblocking(true).map_err(start)?;
             Some(tokio::net::TcpListener::from_std(listener).map_err(start)?)
@@ -476,13 +476,14 @@ fn complete_takeover(
         Some(Ok(mut program)) => {
             program.adopt_links(&pins)?;
             let rest: Vec<String> = config
+                .settings
                 .xdp
                 .iter()
                 .filter(|iface| !pins.iter().any(|(i, _)| i == *iface))
                 .cloned()
                 .collect();
             if !rest.is_empty() {
-                program.attach(&rest, config.xdp_mode)?;
+                program.attach(&rest, config.settings.xdp_mode)?;
             }
         }
         _ => {
