@@ -182,11 +182,47 @@ pub fn control_request(data: &[u8]) {
     match Response::parse_request(line) {
         Ok(request) => {
             let again = serde_json::to_string(&request).expect("a request encodes");
-            assert_eq!(Response::parse_request(&again).ok(), Some(request), "{again}");
+            assert_eq!(Response::parse_request(&again).ok(), Some(request.clone()), "{again}");
+            // Then carried out, against a real State over the example zones: an answer,
+            // never a panic (the connection would close without a reply).
+            let (runtime, ctx) = control_handler();
+            let response = runtime.block_on(qdns_control::handler::handle(ctx, request));
+            assert!(response.ok == response.error.is_none(), "{response:?}");
+            serde_json::to_string(&response).expect("a response encodes");
         }
         Err(refused) => {
             assert!(!refused.ok);
             assert!(refused.error.is_some_and(|e| e.starts_with("bad request: ")));
         }
     }
+}
+
+/// The control handler the `control_request` target drives: the example zones, signed,
+/// with operator state kept in the scratch directory; no checker, no edges.
+fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::handler::Ctx) {
+    static CTX: OnceLock<(tokio::runtime::Runtime, qdns_control::handler::Ctx)> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+        let state_dir = scratch().join("control-state");
+        std::fs::create_dir_all(&state_dir).expect("state directory");
+        let lifetimes = qdns_control::dnssec::Lifetimes::default();
+        let mut snapshot = qdns_zone::load_dir(&zones, 1).expect("the example zones load");
+        let keys = qdns_control::dnssec::KeyStore::new(&state_dir, lifetimes);
+        qdns_control::dnssec::sign_snapshot(&keys, &mut snapshot, qdns_control::dnssec::now()).expect("signed");
+        let operator = qdns_control::persist::load(&state_dir).expect("operator state");
+        let state = qdns_control::state::State::new(zones, snapshot, operator);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let ctx = qdns_control::handler::Ctx {
+            checker: None,
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            state: std::sync::Arc::new(tokio::sync::Mutex::new(state)),
+            updates: tokio::sync::broadcast::channel(16).0,
+            state_dir,
+            lifetimes,
+        };
+        (runtime, ctx)
+    })
 }

@@ -19,9 +19,12 @@ pub const MAX_REQUEST: usize = 64 * 1024;
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Zones, serials, snapshot and health versions, fail-open sets, edges, checkers.
-    Status,
+    // The commands without arguments are empty struct variants, not unit variants:
+    // serde's `deny_unknown_fields` does not reach a unit variant of an internally
+    // tagged enum, so `{"cmd":"reload","dry_run":true}` would reload for real.
+    Status {},
     /// Re-read every zone: validate, then swap atomically; on error change nothing.
-    Reload,
+    Reload {},
     /// Every check, or one.
     Health {
         /// A check id (or `zone/id`).
@@ -90,7 +93,7 @@ pub enum Request {
         az: String,
     },
     /// Every shift, and whether it moves traffic.
-    ShiftList,
+    ShiftList {},
     /// The timeline.
     Events {
         /// Newest N (default 100).
@@ -275,8 +278,8 @@ impl Reply {
     pub fn decode(request: &Request, data: serde_json::Value) -> Result<Reply, serde_json::Error> {
         use serde_json::from_value;
         Ok(match request {
-            Request::Status => Reply::Status(from_value(data)?),
-            Request::Reload => Reply::Reloaded(from_value(data)?),
+            Request::Status {} => Reply::Status(from_value(data)?),
+            Request::Reload {} => Reply::Reloaded(from_value(data)?),
             Request::Health { .. } => Reply::Health(from_value(data)?),
             Request::Explain { .. } => Reply::Explain(from_value(data)?),
             Request::Dump { .. } => Reply::Dump(from_value(data)?),
@@ -286,7 +289,7 @@ impl Reply {
             Request::ShiftStart { .. }
             | Request::ShiftUpdate { .. }
             | Request::ShiftCancel { .. }
-            | Request::ShiftList => Reply::Shifts(from_value(data)?),
+            | Request::ShiftList {} => Reply::Shifts(from_value(data)?),
             Request::Events { .. } => Reply::Events(from_value(data)?),
             Request::DnssecDs { .. } | Request::DnssecRollover { .. } => Reply::DnssecKeys(from_value(data)?),
         })
@@ -711,7 +714,7 @@ mod tests {
             );
         }
         round_trip(
-            &Request::ShiftList,
+            &Request::ShiftList {},
             &Reply::Shifts(vec![ShiftEntry {
                 rrset: "z.example.".into(),
                 az: "az1".into(),
@@ -735,7 +738,7 @@ mod tests {
             }]),
         );
         round_trip(
-            &Request::Reload,
+            &Request::Reload {},
             &Reply::Reloaded(Reloaded {
                 snapshot_version: 7,
                 zones: vec!["example. serial 1".into()],
@@ -775,7 +778,7 @@ mod tests {
         assert_eq!(line, r#"{"ok":false,"error":"no zone x.","code":"not_found"}"#);
         let response: Response = serde_json::from_str(&line).unwrap();
         assert_eq!(
-            response.into_reply(&Request::Status).unwrap_err(),
+            response.into_reply(&Request::Status {}).unwrap_err(),
             ApiError::not_found("no zone x.")
         );
     }

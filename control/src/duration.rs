@@ -7,21 +7,21 @@ pub const MAX_EXPIRY: Duration = Duration::from_secs(72 * 3600);
 /// Parses `30m`, `2h`, `72h`.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("bad duration {text:?}: use a whole number with m or h (30m, 2h)"))?;
-    // Checked: `5124095576030432h` must not wrap into about an hour.
-    let too_long = || format!("bad duration {text:?}: too long");
-    let seconds = match unit {
-        "m" => value.checked_mul(60).ok_or_else(too_long)?,
-        "h" => value.checked_mul(3600).ok_or_else(too_long)?,
-        _ => {
-            return Err(format!(
-                "bad duration {text:?}: use a whole number with m or h (30m, 2h)"
-            ))
-        }
+    let bad = || format!("bad duration {text:?}: use a whole number with m or h (30m, 2h)");
+    // By suffix, not by byte position: `1é` must be an error, not a split inside `é`.
+    let (number, unit_seconds) = match (text.strip_suffix('m'), text.strip_suffix('h')) {
+        (Some(number), _) => (number, 60),
+        (_, Some(number)) => (number, 3600),
+        _ => return Err(bad()),
     };
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let value: u64 = number.parse().map_err(|_| bad())?;
+    // Checked: `5124095576030432h` must not wrap into about an hour.
+    let seconds = value
+        .checked_mul(unit_seconds)
+        .ok_or_else(|| format!("bad duration {text:?}: too long"))?;
     if seconds == 0 {
         return Err("a duration must be above zero".to_owned());
     }
@@ -52,5 +52,9 @@ mod tests {
         assert!(parse("5124095576030432h").unwrap_err().contains("too long"));
         assert!(parse("307445734561825861m").unwrap_err().contains("too long"));
         assert!(parse_expiry("5124095576030432h").is_err());
+        // Not ASCII, or a sign: an error, never a panic or a negative duration.
+        for text in ["1é", "é", "1éh", "ħ", "+1h", "-1h", ""] {
+            assert!(parse(text).is_err(), "{text}");
+        }
     }
 }

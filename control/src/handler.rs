@@ -95,8 +95,8 @@ fn expiry(text: &str) -> Result<std::time::Duration, ApiError> {
 )]
 fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError> {
     match request {
-        Request::Status => Ok(Reply::Status(Box::new(status(state)))),
-        Request::Reload => reload(ctx, state).map(Reply::Reloaded),
+        Request::Status {} => Ok(Reply::Status(Box::new(status(state)))),
+        Request::Reload {} => reload(ctx, state).map(Reply::Reloaded),
         Request::Health { check } => health(state, check.as_deref()).map(Reply::Health),
         Request::Explain { name, rtype } => explain(state, &name, &rtype).map(|e| Reply::Explain(Box::new(e))),
         Request::DnssecDs { zone } => {
@@ -238,7 +238,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
             ctx.push_health(state);
             Ok(Reply::Shifts(shift_list(state)))
         }
-        Request::ShiftList => Ok(Reply::Shifts(shift_list(state))),
+        Request::ShiftList {} => Ok(Reply::Shifts(shift_list(state))),
         Request::Events { limit } => {
             let limit = limit.unwrap_or(100);
             Ok(Reply::Events(state.events.last(limit).cloned().collect()))

@@ -471,6 +471,29 @@ fn the_control_socket_refuses_malformed_requests_precisely() {
             "conflict",
             "has no override",
         ),
+        // A field a command does not have is refused, also on commands without any.
+        (
+            r#"{"cmd":"reload","dry_run":true}"#,
+            "malformed",
+            "unknown field `dry_run`",
+        ),
+        (
+            r#"{"cmd":"status","verbose":1}"#,
+            "malformed",
+            "unknown field `verbose`",
+        ),
+        (r#"{"cmd":"shift_list","all":true}"#, "malformed", "unknown field `all`"),
+        (
+            r#"{"cmd":"health","check":"web-1","x":0}"#,
+            "malformed",
+            "unknown field `x`",
+        ),
+        // Not a panic that closes the connection: an answer.
+        (
+            r#"{"cmd":"override_set","check":"web-1","healthy":true,"expires":"1é"}"#,
+            "bad_argument",
+            "bad duration",
+        ),
     ] {
         let reply = ask(line);
         assert_eq!(reply["ok"], false, "{line}: {reply}");

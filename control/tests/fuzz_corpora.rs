@@ -110,6 +110,13 @@ fn control_request_corpus() {
         r#"{"cmd":"shift_start","rrset":"lb.shop.example","az":"az1","expires":"1h","comment":"x"}"#,
         r#"{"cmd":"events","limit":3}"#,
         r#"{"cmd":"bogus"}"#,
+        // The two a security review found: an unknown field on a command without
+        // arguments (it reloaded), an expiry ending inside a UTF-8 character (a panic).
+        r#"{"cmd":"reload","dry_run":true}"#,
+        r#"{"cmd":"override_set","check":"web-1","healthy":true,"expires":"1é"}"#,
+        r#"{"cmd":"override_set","check":"web-1","healthy":true,"expires":"30m"}"#,
+        r#"{"cmd":"dnssec_ds","zone":"signed.example"}"#,
+        r#"{"cmd":"reload"}"#,
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

@@ -313,8 +313,8 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "qdnsctl", &mut std::io::stdout());
             return ExitCode::SUCCESS;
         }
-        Command::Status => Request::Status,
-        Command::Reload => Request::Reload,
+        Command::Status => Request::Status {},
+        Command::Reload => Request::Reload {},
         Command::Health { check } => Request::Health { check },
         Command::Explain { name, rtype } => Request::Explain { name, rtype },
         Command::Dump { zone } => Request::Dump { zone },
@@ -367,7 +367,7 @@ fn main() -> ExitCode {
         } => Request::ShiftCancel { rrset, az },
         Command::Shift {
             action: ShiftAction::List,
-        } => Request::ShiftList,
+        } => Request::ShiftList {},
         Command::Events { limit } => Request::Events { limit },
     };
     let response = match call(&socket, &request) {
