@@ -148,7 +148,14 @@ fn main() {
         .expect("compile")
         .with_options(&benches::served());
     engine.set_health(vec![u64::MAX; engine.health().len()]);
-    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    // The frames go to 10.0.0.1:53: listened on by address (one lookup of the listen
+    // set per query), or with QDNS_XDP_LISTEN=any on 0.0.0.0 (a miss, then the wildcard).
+    let listen: Vec<std::net::SocketAddr> = if std::env::var_os("QDNS_XDP_LISTEN").is_some_and(|v| v == "any") {
+        qdns_edge::xdp::any_address(53).to_vec()
+    } else {
+        vec![std::net::SocketAddr::from(([10, 0, 0, 1], 53))]
+    };
+    let mut program = XdpProgram::load(&listen, engine.max_udp_payload()).expect("load");
     let installing = std::time::Instant::now();
     let stats = program.install(&engine).expect("install");
     println!(

@@ -113,7 +113,7 @@ fn cases() -> Vec<Case> {
 #[test]
 fn test_run_parses_and_passes_every_packet_with_one_reason() {
     require_root("BPF and network namespaces");
-    let mut program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
     for case in cases() {
         let before = counters(&program);
         let run = program.test_run(&case.packet, 1).unwrap();
@@ -243,7 +243,7 @@ fn nsid_requests_pass_when_the_edge_has_an_nsid() {
     require_root("BPF_PROG_TEST_RUN");
     let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
     let engine = qdns_edge::Engine::compile(&snapshot).unwrap();
-    let mut program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
     program.install(&engine).expect("tables install");
     let nsid = ipv4_udp_frame(
         &query_with_options(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 0, 0]),
@@ -276,7 +276,7 @@ fn installs_alternate_banks_and_answer_from_the_latest_generation() {
         let snapshot = qdns_zone::load_dir(dir, 1).unwrap();
         qdns_edge::Engine::compile(&snapshot).unwrap()
     };
-    let mut program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
     let frame = ipv4_udp_frame(&query_with_options(&[]), 53);
     for round in 1..=4u32 {
         // Odd rounds serve the examples as they are, even rounds with www's A changed.
@@ -312,7 +312,7 @@ fn installs_alternate_banks_and_answer_from_the_latest_generation() {
 #[test]
 fn every_program_leaves_verifier_headroom() {
     require_root("loading the XDP program");
-    let program = XdpProgram::load(&[53], 1232).expect("load the XDP program");
+    let program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
     for (name, count) in program.verified_instructions() {
         let count = count.unwrap_or_else(|| panic!("{name}: the kernel reports no verified instruction count"));
         eprintln!("{name}: {count} instructions verified");

@@ -482,7 +482,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     eprintln!("seed {seed} (QDNS_TEST_SEED replays it)");
     let mut rng = Rng(seed);
     let engine = engine();
-    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     let stats = program.install(&engine).expect("tables install");
     assert!(stats.plain > 10 && stats.policy >= 4 && stats.nodes > 5, "{stats:?}");
     // Both tail classes are in use: tails of 129..=512 octets without pointers to move
@@ -744,7 +744,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
 fn xdp_weighted_distribution_follows_the_weights() {
     require_root("BPF_PROG_TEST_RUN");
     let engine = engine();
-    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     program.install(&engine).expect("tables install");
     let all_healthy = vec![u64::MAX; engine.health().len()];
     engine.set_health(all_healthy.clone());
@@ -804,7 +804,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
     require_root("BPF_PROG_TEST_RUN");
     let mut rng = Rng(0x5eed_0014);
     let engine = engine();
-    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     program.install(&engine).expect("tables install");
     let settings = qdns_abi::rrl::RrlSettings::new(3, 2, 24, 56, 7);
     program.set_rrl(&settings).expect("rrl settings");
@@ -893,7 +893,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
 fn answers_over_the_links_limit_pass() {
     require_root("BPF_PROG_TEST_RUN");
     let engine = engine();
-    let mut program = XdpProgram::load(&[53], engine.max_udp_payload()).expect("load");
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     program.install(&engine).expect("tables install");
     // A plain query (no EDNS) for MX at a name the long wildcard covers.
     let mut query = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];

@@ -151,8 +151,31 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
     let out = dig(SERVER, &["host.sub.example.com", "A"]);
     assert!(out.contains("ns.sub.example.com") && !out.contains(" aa"), "{out}");
 
+    // Another address of the interface, where the edge does not listen: the program
+    // leaves queries to it to the kernel (no socket there: port unreachable), as it
+    // would a firewall's drop; the listen address still gets its answer.
+    pair.in_server(&["ip", "addr", "add", "10.77.0.3/24", "dev", &pair.server_if]);
+    pair.in_server(&["ip", "addr", "add", "fd00:77::3/64", "dev", &pair.server_if, "nodad"]);
+    let replies = in_netns(&pair.client, || {
+        [
+            format!("{SERVER}:{PORT}"),
+            format!("10.77.0.3:{PORT}"),
+            format!("[fd00:77::3]:{PORT}"),
+        ]
+        .map(|server| ask_once(server.parse().unwrap()))
+    })
+    .join()
+    .unwrap();
+    assert!(replies[0].is_some(), "the listen address answers");
+    assert_eq!(
+        replies[1..],
+        [None, None],
+        "no answer from an address nothing listens on"
+    );
+
     let (status, log) = edge.stop_with_log();
     assert_eq!(status.code(), Some(0));
+    assert!(counter(&log, "pass_other_address") >= 2, "{log:?}");
     assert!(counter(&log, "answered_plain") >= 7, "{log:?}");
     // Every answer found room but the 30-record one: a query from a veth peer sits in
     // the sender's small buffer (no tailroom, 256 octets of headroom), so that answer
@@ -167,6 +190,18 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
     let after = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
     assert!(!after.contains("xdp"), "detached on SIGTERM: {after}");
     log
+}
+
+/// One query for www.example.com A from a fresh UDP socket; the reply, if one comes
+/// within a second.
+fn ask_once(server: SocketAddr) -> Option<Vec<u8>> {
+    let socket = UdpSocket::bind(if server.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut query = vec![0x51, 0x52, 0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    query.extend(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
+    socket.send_to(&query, server).unwrap();
+    let mut buf = [0u8; 1500];
+    socket.recv(&mut buf).ok().map(|n| buf[..n].to_vec())
 }
 
 /// Runs `f` on a thread that has entered the network namespace `ns`.

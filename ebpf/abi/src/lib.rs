@@ -25,13 +25,64 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V11";
+pub const STATS_MAP: &str = "QDNS_STATS_V12";
 /// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
 /// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
 /// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
 pub const PORTS_MAP: &str = "QDNS_PORTS_V2";
 /// Words of the service-port bitmap: one bit per UDP port.
 pub const PORT_WORDS: u32 = 65_536 / 64;
+/// Name of the listen-address set: a hash map of [`ListenKey`] → `u8`, written at load.
+/// The program answers a query only when its destination address and port are there,
+/// or the family's wildcard (`0.0.0.0`, `::`) with that port is: the operator's
+/// `--listen` addresses, not every address of the interface.
+pub const LISTEN_MAP: &str = "QDNS_LISTEN_V1";
+/// Most entries of [`LISTEN_MAP`] (listen addresses of one edge).
+pub const LISTEN_MAX: u32 = 256;
+
+/// A listen address as the program looks it up: the destination address's octets as
+/// little-endian words (IPv4 in the first word, the rest zero; all zero for the
+/// wildcard), the UDP port (host order) and the IP version.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ListenKey {
+    /// The address octets, four per word, first octet lowest.
+    pub addr: [u32; 4],
+    /// The port.
+    pub port: u16,
+    /// 4 or 6.
+    pub version: u16,
+}
+
+const _: () = assert!(core::mem::size_of::<ListenKey>() == 20);
+
+impl ListenKey {
+    /// The key of an IPv4 address (`[0; 4]` octets: the wildcard).
+    #[must_use]
+    pub const fn v4(octets: [u8; 4], port: u16) -> ListenKey {
+        ListenKey {
+            addr: [u32::from_le_bytes(octets), 0, 0, 0],
+            port,
+            version: 4,
+        }
+    }
+
+    /// The key of an IPv6 address (all zero: the wildcard).
+    #[must_use]
+    pub const fn v6(octets: [u8; 16], port: u16) -> ListenKey {
+        let o = octets;
+        ListenKey {
+            addr: [
+                u32::from_le_bytes([o[0], o[1], o[2], o[3]]),
+                u32::from_le_bytes([o[4], o[5], o[6], o[7]]),
+                u32::from_le_bytes([o[8], o[9], o[10], o[11]]),
+                u32::from_le_bytes([o[12], o[13], o[14], o[15]]),
+            ],
+            port,
+            version: 6,
+        }
+    }
+}
 
 macro_rules! counters {
     ($($(#[doc = $doc:literal])* $name:ident = $index:literal, $label:literal;)*) => {
@@ -150,6 +201,9 @@ counters! {
     /// Answered: a DO=1 query of a signed zone from the entry's signed variant (the
     /// answer with its RRSIGs).
     AnsweredSigned = 36, "answered_signed";
+    /// Passed: UDP to a service port but to an address the edge does not listen on
+    /// (another address of the interface): the kernel's sockets and firewall decide.
+    PassOtherAddress = 37, "pass_other_address";
 }
 
 impl Counter {
@@ -185,4 +239,5 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::LongName {}
     unsafe impl aya::Pod for crate::slots::Bucket {}
     unsafe impl aya::Pod for crate::rrl::RrlBucket {}
+    unsafe impl aya::Pod for crate::ListenKey {}
 }

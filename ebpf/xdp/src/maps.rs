@@ -3,7 +3,7 @@
 use aya_ebpf::{
     btf_maps::{self, ArrayOfMaps},
     macros::{btf_map, map},
-    maps::{Array, PerCpuArray, ProgramArray},
+    maps::{Array, HashMap, PerCpuArray, ProgramArray},
 };
 use qdns_abi::{
     answer::{
@@ -13,11 +13,11 @@ use qdns_abi::{
     },
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
-    Counter, PORT_WORDS,
+    Counter, ListenKey, LISTEN_MAX, PORT_WORDS,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V11")]
+#[map(name = "QDNS_STATS_V12")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// Per-CPU answers per policy member (`qdns_abi::answer::ANSWERS_MAP`).
@@ -27,6 +27,11 @@ static ANSWERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ANSWER_COUNTERS
 /// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
 #[map(name = "QDNS_PORTS_V2")]
 static PORTS: Array<u64> = Array::with_max_entries(PORT_WORDS, 0);
+
+/// The addresses and ports the edge listens on (`qdns_abi::LISTEN_MAP`), written by
+/// the loader.
+#[map(name = "QDNS_LISTEN_V1")]
+static LISTEN: HashMap<ListenKey, u8> = HashMap::with_max_entries(LISTEN_MAX, 0);
 
 /// `BPF_F_INNER_MAP`: the tables of a bank may differ in size from the template (each
 /// is sized to its snapshot). It also keeps the kernel from inlining their lookups; the
@@ -151,6 +156,18 @@ pub fn is_service_port(port: u16) -> bool {
         Some(&word) => word >> (port & 63) & 1 == 1,
         None => false,
     }
+}
+
+/// True when the edge listens on `key`'s address and port, or on its family's wildcard
+/// with that port. A hash lookup (two for a wildcard listener) only for UDP to a
+/// service port: other traffic left at the port check.
+#[inline(always)]
+pub fn is_listen_address(key: &ListenKey) -> bool {
+    if LISTEN.get_ptr(key).is_some() {
+        return true;
+    }
+    let any = ListenKey { addr: [0; 4], ..*key };
+    LISTEN.get_ptr(&any).is_some()
 }
 
 /// The active word (generation | health buffer << 32), read once per packet.

@@ -3,7 +3,7 @@
 //! the DNS header (RFC 1035 §4.1.1) and the question name (§4.1.2). Every read goes
 //! through [`ptr_at`], checked against the end of the packet; loops run to constants.
 use aya_ebpf::programs::XdpContext;
-use qdns_abi::Counter;
+use qdns_abi::{Counter, ListenKey};
 
 use crate::maps;
 
@@ -171,7 +171,7 @@ pub fn query<const MAX: usize>(ctx: &XdpContext) -> Result<Offsets, Counter> {
         ethertype = u16_at(ctx, 16)?;
         l3 += 4;
     }
-    let (l4, ipv6) = match ethertype {
+    let (l4, ipv6, destination) = match ethertype {
         ETH_P_IP => {
             let ip = Window::<20>::at(ctx, l3)?;
             let version_ihl = ip.get8(0);
@@ -186,7 +186,7 @@ pub fn query<const MAX: usize>(ctx: &XdpContext) -> Result<Offsets, Counter> {
             if ip.get8(9) != IPPROTO_UDP {
                 return Err(Counter::PassNotUdp);
             }
-            (l3 + ihl, false)
+            (l3 + ihl, false, [ip.get32_le(16), 0, 0, 0])
         }
         ETH_P_IPV6 => {
             let ip = Window::<40>::at(ctx, l3)?;
@@ -196,13 +196,23 @@ pub fn query<const MAX: usize>(ctx: &XdpContext) -> Result<Offsets, Counter> {
             if ip.get8(6) != IPPROTO_UDP {
                 return Err(Counter::PassNotUdp);
             }
-            (l3 + 40, true)
+            let destination = [ip.get32_le(24), ip.get32_le(28), ip.get32_le(32), ip.get32_le(36)];
+            (l3 + 40, true, destination)
         }
         _ => return Err(Counter::PassNotIp),
     };
     let udp = Window::<UDP_LEN>::at(ctx, l4)?;
-    if !maps::is_service_port(udp.get16(2)) {
+    let port = udp.get16(2);
+    if !maps::is_service_port(port) {
         return Err(Counter::PassOtherPort);
+    }
+    let listen = ListenKey {
+        addr: destination,
+        port,
+        version: if ipv6 { 6 } else { 4 },
+    };
+    if !maps::is_listen_address(&listen) {
+        return Err(Counter::PassOtherAddress);
     }
     let dns = l4 + UDP_LEN;
     let header = Window::<DNS_HEADER_LEN>::at(ctx, dns)?;

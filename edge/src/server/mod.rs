@@ -138,14 +138,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let xdp = if config.settings.xdp.is_empty() {
         None
     } else {
-        let mut ports: Vec<u16> = tcp_listeners
-            .iter()
-            .filter_map(|l| l.local_addr().ok())
-            .map(|a| a.port())
-            .collect();
-        ports.sort_unstable();
-        ports.dedup();
-        let mut program = XdpProgram::load(&ports, config.settings.max_udp_payload)?;
+        // The bound addresses (port 0 resolved): the program answers only queries to
+        // these, not to every address of the interface.
+        let mut listen: Vec<std::net::SocketAddr> = tcp_listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
+        listen.sort_unstable();
+        listen.dedup();
+        let mut program = XdpProgram::load(&listen, config.settings.max_udp_payload)?;
         // Without the switch the program would answer NSID requests without the NSID.
         program
             .set_nsid(config.settings.nsid.is_some())

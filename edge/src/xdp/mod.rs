@@ -29,10 +29,13 @@ use qdns_abi::{
     },
     name::FRONT_WORDS,
     slots::Bucket,
-    Counter, PORTS_MAP, STATS_MAP,
+    Counter, ListenKey, LISTEN_MAP, PORTS_MAP, STATS_MAP,
 };
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
 
 use crate::engine::Engine;
 pub use table::TableStats;
@@ -141,6 +144,24 @@ struct Installed {
     stats: TableStats,
 }
 
+/// The program's key for a listen address.
+fn listen_key(addr: &SocketAddr) -> ListenKey {
+    match addr {
+        SocketAddr::V4(v4) => ListenKey::v4(v4.ip().octets(), v4.port()),
+        SocketAddr::V6(v6) => ListenKey::v6(v6.ip().octets(), v6.port()),
+    }
+}
+
+/// Every address of both families on `port` (`0.0.0.0` and `::`): for tests and
+/// benchmarks whose frames go to made-up addresses.
+#[must_use]
+pub fn any_address(port: u16) -> [SocketAddr; 2] {
+    [
+        SocketAddr::from(([0, 0, 0, 0], port)),
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+    ]
+}
+
 /// The loaded program and its attachments; dropping it detaches everything.
 pub struct XdpProgram {
     ebpf: Ebpf,
@@ -165,15 +186,19 @@ pub struct TestRunOutcome {
 
 impl XdpProgram {
     /// Loads the embedded object and the program into the kernel (not attached), for the
-    /// DNS service on the UDP `ports` (at most 8), advertising `udp_payload` in EDNS.
-    /// It passes every query until [`XdpProgram::install`] gives it tables.
-    pub fn load(ports: &[u16], udp_payload: u16) -> Result<XdpProgram, XdpLoadError> {
+    /// DNS service on the UDP addresses `listen` (`0.0.0.0` and `::` stand for every
+    /// address of their family; at most [`qdns_abi::LISTEN_MAX`]), advertising
+    /// `udp_payload` in EDNS. Queries to other addresses pass to the kernel
+    /// (`pass_other_address`). It passes every query until [`XdpProgram::install`]
+    /// gives it tables.
+    pub fn load(listen: &[SocketAddr], udp_payload: u16) -> Result<XdpProgram, XdpLoadError> {
         let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(Box::new(e)))?;
         // The `#[map]` names in the program are literals (the macro takes no constant):
         // a rename on one side only must fail here, not leave a counter unread.
         for name in [
             STATS_MAP,
             PORTS_MAP,
+            LISTEN_MAP,
             SLOTS_MAP,
             RECORDS_MAP,
             POLICIES_MAP,
@@ -204,12 +229,24 @@ impl XdpProgram {
                 .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?;
             let mut bitmap = Array::<_, u64>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
             let mut words = std::collections::BTreeMap::<u32, u64>::new();
-            for &port in ports {
+            for port in listen.iter().map(SocketAddr::port) {
                 *words.entry(u32::from(port >> 6)).or_default() |= 1 << (port & 63);
             }
             for (index, word) in words {
                 bitmap
                     .set(index, word, 0)
+                    .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            }
+        }
+        {
+            let map = ebpf
+                .map_mut(LISTEN_MAP)
+                .ok_or(XdpLoadError::MissingMap { name: LISTEN_MAP })?;
+            let mut addresses =
+                aya::maps::HashMap::<_, ListenKey, u8>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
+            for addr in listen {
+                addresses
+                    .insert(listen_key(addr), 1, 0)
                     .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
             }
         }
