@@ -168,7 +168,11 @@ pub async fn serve_edge<R, W>(
     let (full, mut rx) = {
         let mut guard = state.lock().await;
         let rx = updates.subscribe();
-        guard.event("edge", format!("edge {edge} connected (serving {serving:?})"));
+        let serving_text = match serving {
+            Some(version) => format!("serving snapshot {version}"),
+            None => "serving nothing yet".to_owned(),
+        };
+        guard.event("edge", format!("edge {edge} connected ({serving_text})"));
         guard.edges.connect(
             id,
             EdgeInfo {
