@@ -186,7 +186,7 @@ pub fn control_request(data: &[u8]) {
             // Then carried out, against a real State over the example zones: an answer,
             // never a panic (the connection would close without a reply).
             let (runtime, ctx) = control_handler();
-            let response = runtime.block_on(qdns_control::handler::handle(ctx, request));
+            let response = runtime.block_on(qdns_control::handler::handle(ctx, request, Some("fuzz")));
             assert!(response.ok == response.error.is_none(), "{response:?}");
             serde_json::to_string(&response).expect("a response encodes");
         }

@@ -51,9 +51,13 @@ pub struct Settings {
     /// Directory of zone files (`*.toml`). Required.
     #[arg(long, value_name = "DIR")]
     pub zones: Option<PathBuf>,
-    /// Control socket path (mode 0600) for qdnsctl. Required.
+    /// Control socket path for qdnsctl (mode 0600, or 0660 with --socket-group). Required.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// Give the control socket to this group, mode 0660: its members may run qdnsctl
+    /// (the package uses `qdns-admin`). Control must be a member.
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
     /// Where overrides, external statuses and shifts are kept. Required.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
@@ -62,6 +66,10 @@ pub struct Settings {
     /// authenticated). Required.
     #[arg(long, value_name = "PATH|tls://ADDR:PORT|tcp://ADDR:PORT")]
     pub edge_socket: Option<String>,
+    /// A Unix edge socket: give it to this group, mode 0660, so edges running as
+    /// another user may connect (the package uses `qdns-edge`). Control must be a member.
+    #[arg(long, value_name = "GROUP")]
+    pub edge_socket_group: Option<String>,
     /// tls:// edge socket: control's certificate (`qdnsctl pki issue NAME --control`).
     #[arg(long, value_name = "FILE")]
     pub edge_tls_cert: Option<PathBuf>,
@@ -155,6 +163,10 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// Edge endpoint.
     pub edge_socket: String,
+    /// The group of the control socket (`--socket-group`), resolved.
+    pub socket_gid: Option<u32>,
+    /// The group of a Unix edge socket (`--edge-socket-group`), resolved.
+    pub edge_socket_gid: Option<u32>,
     /// Certificate, key and CA of a tls:// edge socket.
     pub edge_tls: Option<qdns_link::tls::TlsFiles>,
     /// The embedded checker's id (`--checker-id` or the host name).
@@ -191,7 +203,17 @@ impl Config {
             settings.edge_tls_key.clone(),
             settings.edge_tls_ca.clone(),
         )?;
+        if settings.edge_socket_group.is_some()
+            && (edge_socket.starts_with("tls://") || edge_socket.starts_with("tcp://"))
+        {
+            return Err(ConfigError::invalid(
+                "--edge-socket-group",
+                format!("applies to a Unix edge socket, not {edge_socket}"),
+            ));
+        }
         Ok(Config {
+            socket_gid: group("--socket-group", settings.socket_group.as_deref())?,
+            edge_socket_gid: group("--edge-socket-group", settings.edge_socket_group.as_deref())?,
             zones: required("--zones", settings.zones.as_ref())?,
             socket: required("--socket", settings.socket.as_ref())?,
             state_dir: required("--state-dir", settings.state_dir.as_ref())?,
@@ -205,6 +227,12 @@ impl Config {
             settings,
         })
     }
+}
+
+/// The id of a socket's group, which must exist.
+fn group(flag: &str, name: Option<&str>) -> Result<Option<u32>, ConfigError> {
+    name.map(|name| qdns_listen::accounts::group_id(name).map_err(|e| ConfigError::invalid(flag, e.to_string())))
+        .transpose()
 }
 
 /// The tls:// edge socket's files: all three with tls://, none otherwise.
@@ -293,6 +321,15 @@ mod tests {
         assert_eq!(
             parse(&["--zones", "/z"]),
             "--edge-socket: required (flag or config file)"
+        );
+        assert_eq!(config(&["--socket-group", "root"]).unwrap().socket_gid, Some(0));
+        let err = config(&["--socket-group", "qdns-no-such-group"]).unwrap_err();
+        assert_eq!(err, "--socket-group: no group named `qdns-no-such-group`");
+        let tcp = ["--edge-socket", "tcp://127.0.0.1:1", "--edge-socket-group", "root"];
+        let err = parse(&[&["--zones", "/z", "--socket", "/c", "--state-dir", "/s"][..], &tcp].concat());
+        assert!(
+            err.starts_with("--edge-socket-group: applies to a Unix edge socket"),
+            "{err}"
         );
     }
 }

@@ -71,11 +71,13 @@ impl Ctx {
     }
 }
 
-/// Handles one request.
-pub async fn handle(ctx: &Ctx, request: Request) -> Response {
+/// Handles one request from `peer` (who sent it, for the timeline).
+pub async fn handle(ctx: &Ctx, request: Request, peer: Option<&str>) -> Response {
     let mut state = ctx.state.lock().await;
     let before = state.operator.clone();
+    state.actor = peer.map(str::to_owned);
     let result = run(ctx, &mut state, request);
+    state.actor = None;
     // A change that could not be persisted is not made: the operator is told, and a
     // restart would not bring back something never in force.
     if result.is_err() && state.operator != before {

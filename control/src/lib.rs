@@ -89,8 +89,8 @@ pub enum ControlError {
 }
 
 /// Binds a Unix socket at `path`, removing a stale file left by a killed predecessor
-/// (but not the socket of a running one), with `mode`.
-async fn bind_unix(path: &Path, what: &'static str, mode: u32) -> Result<UnixListener, ControlError> {
+/// (but not the socket of a running one): mode 0600, or 0660 and given to `group`.
+async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Result<UnixListener, ControlError> {
     let err = |source| ControlError::Bind {
         what,
         at: path.display().to_string(),
@@ -109,6 +109,10 @@ async fn bind_unix(path: &Path, what: &'static str, mode: u32) -> Result<UnixLis
         std::fs::create_dir_all(dir).map_err(err)?;
     }
     let listener = UnixListener::bind(path).map_err(err)?;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(err)?;
+    }
+    let mode = if group.is_some() { 0o660 } else { 0o600 };
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
     Ok(listener)
 }
@@ -134,10 +138,19 @@ pub fn check(config: &Config) -> Result<String, ControlError> {
     ))
 }
 
+/// Makes the state directory, or tightens it, to mode 0700: it holds the DNSSEC keys
+/// and the operator state, for control's user alone (an edge's user on the same host
+/// must not read them; systemd's `StateDirectoryMode=0700` says the same).
+fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 /// Runs control until `shutdown`.
 #[expect(clippy::too_many_lines, reason = "the start-up sequence, step by step in order")]
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ControlError> {
-    std::fs::create_dir_all(&config.state_dir).map_err(|source| ControlError::Bind {
+    private_dir(&config.state_dir).map_err(|source| ControlError::Bind {
         what: "state dir",
         at: config.state_dir.display().to_string(),
         source,
@@ -199,7 +212,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         );
     }
 
-    let control = bind_unix(&config.socket, "control socket", 0o600).await?;
+    let control = bind_unix(&config.socket, "control socket", config.socket_gid).await?;
     let mut tasks = tokio::task::JoinSet::new();
     let tcp = config
         .edge_socket
@@ -229,7 +242,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         }
         tasks.spawn(accept_edges_tcp(listener, tls, ctx.clone(), shutdown.clone()));
     } else {
-        let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", 0o600).await?;
+        let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", config.edge_socket_gid).await?;
         tracing::info!(edge_socket = %config.edge_socket, "serving edges");
         tasks.spawn(accept_edges_unix(listener, ctx.clone(), shutdown.clone()));
     }
@@ -410,6 +423,16 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
             continue;
         };
         let ctx = ctx.clone();
+        // Who is asking, named beside every change in the timeline (the socket's mode
+        // and group decide who may ask at all).
+        let peer = stream.peer_cred().ok().map(|cred| {
+            let user = cred.uid();
+            let name = qdns_listen::accounts::user_name(user).unwrap_or_else(|| format!("uid {user}"));
+            match cred.pid() {
+                Some(pid) => format!("{name} (pid {pid})"),
+                None => name,
+            }
+        });
         tokio::spawn(async move {
             let (r, mut w) = stream.into_split();
             let mut lines = BufReader::new(r);
@@ -434,7 +457,7 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
                 let complete = line.ends_with('\n') || line.len() < MAX_REQUEST;
                 let response = if complete {
                     match Response::parse_request(&line) {
-                        Ok(request) => handle(&ctx, request).await,
+                        Ok(request) => handle(&ctx, request, peer.as_deref()).await,
                         Err(refused) => refused,
                     }
                 } else {

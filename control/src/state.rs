@@ -250,6 +250,9 @@ pub struct State {
     pub operator: OperatorState,
     /// Timeline, newest last.
     pub events: Timeline,
+    /// Who the request being handled came from (the control socket's peer), named
+    /// beside the events it causes; `None` outside a request.
+    pub actor: Option<String>,
     /// Connected edges, and edge connections refused.
     pub edges: EdgeRegistry,
     /// Global slot → check key (`zone/name`).
@@ -289,6 +292,7 @@ impl State {
             seq: 0,
             operator,
             events: Timeline::default(),
+            actor: None,
             edges: EdgeRegistry::default(),
             slot_keys: Vec::new(),
             slot_by_key: HashMap::new(),
@@ -316,6 +320,10 @@ impl State {
 
     /// Adds an event.
     pub fn event(&mut self, kind: &str, message: String) {
+        let message = match &self.actor {
+            Some(actor) => format!("{message} (by {actor})"),
+            None => message,
+        };
         self.events.push(now(), kind, message);
     }
 

@@ -1,7 +1,10 @@
 //! The Debian package (`scripts/package`), built from this build's binaries, installed
 //! with `dpkg -i` on this machine (needs root, as CI has): the binaries run, the shipped
 //! settings pass `--check-config`, `systemd-analyze verify` accepts the units, the
-//! `qdns` user exists; then the package is purged again.
+//! daemons' users exist and are kept apart (control and the edge run from the installed
+//! settings as their users: the edge's user reads nothing of control's and cannot use
+//! its socket, a `qdns-admin` member can, and is named in the timeline); then the
+//! package is purged again.
 mod common;
 
 use std::{path::PathBuf, process::Command};
@@ -70,8 +73,6 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
     let (installed, text) = run("dpkg", &["-i", &deb]);
     assert!(installed, "dpkg -i:\n{text}");
     let result = std::panic::catch_unwind(|| {
-        let (user, text) = run("getent", &["passwd", "qdns"]);
-        assert!(user, "the qdns system user: {text}");
         for bin in ["/usr/bin/qdns-edge", "/usr/bin/qdns-control", "/usr/bin/qdnsctl"] {
             let (ran, text) = run(bin, &["--help"]);
             assert!(ran && text.contains("Usage:"), "{bin} --help:\n{text}");
@@ -86,6 +87,7 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
             &["--config", "/etc/qdns/edge.toml", "--check-config"],
         );
         assert!(ok && text.contains("configuration ok"), "{text}");
+        users_are_kept_apart();
         // bash completes qdnsctl's commands from the installed script.
         let (ok, text) = run(
             "bash",
@@ -119,12 +121,128 @@ fn the_debian_package_installs_runs_and_its_units_verify() {
         let (verified, text) = run("systemd-analyze", &["verify", broken.to_str().unwrap()]);
         assert!(!verified || !text.trim().is_empty(), "a broken unit passed:\n{text}");
     });
+    // What systemd's RuntimeDirectory= would have made for the daemons run above.
+    let _ = std::fs::remove_dir_all("/run/qdns");
+    let _ = std::fs::remove_dir_all("/run/qdns-edge");
     let (purged, text) = run("dpkg", &["--purge", "qdns"]);
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
     assert!(purged, "dpkg --purge:\n{text}");
     assert!(!std::path::Path::new("/usr/bin/qdns-edge").exists());
-    let (user, _) = run("getent", &["passwd", "qdns"]);
-    assert!(!user, "the qdns user is removed on purge");
+    for user in ["qdns-control", "qdns-edge", "qdns-anycast"] {
+        let (exists, _) = run("getent", &["passwd", user]);
+        assert!(!exists, "the {user} user is removed on purge");
+    }
+}
+
+/// `args` run as `user` (group: the user's own, `nogroup` for `nobody`; `groups` as
+/// supplementary groups, else the user's), the way a unit's `User=`, `Group=` and
+/// `SupplementaryGroups=` run it.
+fn as_user(user: &str, groups: &str, args: &[&str]) -> Command {
+    let mut command = Command::new("setpriv");
+    let group = if user == "nobody" { "nogroup" } else { user };
+    command.args(["--reuid", user, "--regid", group]);
+    if groups.is_empty() {
+        command.arg("--init-groups");
+    } else {
+        command.args(["--groups", groups]);
+    }
+    command.arg("--").args(args);
+    command
+}
+
+fn output(mut command: Command) -> (bool, String) {
+    let out = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Control and the edge from the installed settings, each as its own user; the edge's
+/// user cannot read control's state nor use its socket; an admin can, and is named.
+fn users_are_kept_apart() {
+    for user in ["qdns-control", "qdns-edge", "qdns-anycast"] {
+        let (exists, text) = run("getent", &["passwd", user]);
+        assert!(exists, "the {user} system user: {text}");
+    }
+    let (exists, text) = run("getent", &["group", "qdns-admin"]);
+    assert!(exists, "the qdns-admin group: {text}");
+    let (_, text) = run("stat", &["-c", "%a %U", "/var/lib/qdns/control", "/var/lib/qdns/edge"]);
+    assert_eq!(text, "700 qdns-control\n700 qdns-edge\n", "state directories");
+    // The runtime directories as the units' RuntimeDirectory= make them.
+    for (dir, owner, mode) in [
+        ("/run/qdns", "qdns-control", "0711"),
+        ("/run/qdns-edge", "qdns-edge", "0700"),
+    ] {
+        let (made, text) = run("install", &["-d", "-o", owner, "-g", owner, "-m", mode, dir]);
+        assert!(made, "{dir}: {text}");
+    }
+    // No embedded checker: the example zone's checks would probe addresses off this host.
+    let control = qdns_testkit::daemon::Daemon::spawn(
+        "control",
+        as_user(
+            "qdns-control",
+            "qdns-admin,qdns-edge",
+            &[
+                "/usr/bin/qdns-control",
+                "--config",
+                "/etc/qdns/control.toml",
+                "--no-embedded-checker",
+            ],
+        ),
+    );
+    control.wait_for("control socket ready");
+    let (_, text) = run(
+        "stat",
+        &["-c", "%a %G", "/run/qdns/control.sock", "/run/qdns/edge.sock"],
+    );
+    assert_eq!(text, "660 qdns-admin\n660 qdns-edge\n", "socket modes and groups");
+    let edge = qdns_testkit::daemon::Daemon::spawn(
+        "edge",
+        as_user(
+            "qdns-edge",
+            "",
+            &[
+                "/usr/bin/qdns-edge",
+                "--config",
+                "/etc/qdns/edge.toml",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        ),
+    );
+    edge.wait_for("snapshot applied");
+
+    let (listed, text) = output(as_user("qdns-edge", "", &["ls", "/var/lib/qdns/control"]));
+    assert!(
+        !listed && text.contains("Permission denied"),
+        "the edge's user lists control's state: {text}"
+    );
+    let (asked, text) = output(as_user(
+        "qdns-edge",
+        "",
+        &["/usr/bin/qdnsctl", "--socket", "/run/qdns/control.sock", "status"],
+    ));
+    assert!(
+        !asked && text.contains("ermission denied"),
+        "the edge's user uses the control socket: {text}"
+    );
+    // The anycast watchdog's user is no admin either.
+    let (asked, _) = output(as_user("qdns-anycast", "", &["/usr/bin/qdnsctl", "status"]));
+    assert!(!asked, "the watchdog's user uses the control socket");
+
+    // A qdns-admin member may, and a change is logged with who made it.
+    let (reloaded, text) = output(as_user("nobody", "qdns-admin", &["/usr/bin/qdnsctl", "reload"]));
+    assert!(reloaded, "qdnsctl reload as a qdns-admin member: {text}");
+    let (listed, text) = output(as_user("nobody", "qdns-admin", &["/usr/bin/qdnsctl", "events"]));
+    assert!(
+        listed && text.contains("(by nobody (pid "),
+        "the timeline names the operator: {text}"
+    );
+    drop(edge);
+    drop(control);
 }

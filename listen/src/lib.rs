@@ -4,6 +4,7 @@
 //! of idle or slow connections cannot lock out the real clients; [`metrics`] serves
 //! `/metrics` under such a pool with bounded request heads; [`notify`] tells systemd
 //! when a daemon is ready.
+pub mod accounts;
 pub mod metrics;
 pub mod notify;
 pub mod pool;
