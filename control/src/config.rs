@@ -14,6 +14,7 @@ pub const CLI_ONLY: &[&str] = &["config", "check_config"];
 /// Every setting of `qdns-control`: the flag, its type, default, range and doc. The
 /// `--config` file takes the same names with `_` for `-`.
 #[derive(Debug, Clone, clap::Parser)]
+#[expect(clippy::struct_excessive_bools, reason = "each is a command-line switch")]
 #[command(name = "qdns-control", version, about = "qdns control plane of one edge location")]
 pub struct Settings {
     /// Run as a remote checker instead of a location.
@@ -70,6 +71,10 @@ pub struct Settings {
     /// another user may connect (the package uses `qdns-edge`). Control must be a member.
     #[arg(long, value_name = "GROUP")]
     pub edge_socket_group: Option<String>,
+    /// Accept a tcp:// --edge-socket beyond loopback: neither encrypted nor
+    /// authenticated (refused without this; each edge needs the same flag).
+    #[arg(long)]
+    pub insecure_plaintext_link: bool,
     /// tls:// edge socket: control's certificate (`qdnsctl pki issue NAME --control`).
     #[arg(long, value_name = "FILE")]
     pub edge_tls_cert: Option<PathBuf>,
@@ -197,6 +202,8 @@ impl Config {
             .edge_socket
             .clone()
             .ok_or_else(|| ConfigError::invalid("--edge-socket", "required (flag or config file)"))?;
+        qdns_link::check_plaintext(&edge_socket, settings.insecure_plaintext_link)
+            .map_err(|reason| ConfigError::invalid("--edge-socket", reason))?;
         let edge_tls = edge_tls(
             &edge_socket,
             settings.edge_tls_cert.clone(),
@@ -301,35 +308,29 @@ mod tests {
         assert!(err.contains("--quorum") && err.contains("outside 0.0..1.0"), "{err}");
         let err = config(&["--checker-listen", "127.0.0.1:1"]).unwrap_err();
         assert!(err.contains("go together"), "{err}");
-        let parse = |args: &[&str]| {
-            Settings::parse_from([&["qdns-control"][..], args].concat())
+        // Every required setting but the edge socket, which each case gives.
+        let without_edge_socket = ["--zones", "/z", "--socket", "/c", "--state-dir", "/s"];
+        let parse = |edge_socket: &[&str]| {
+            Settings::parse_from([&["qdns-control"][..], &without_edge_socket, edge_socket].concat())
                 .and_then(Config::new)
-                .unwrap_err()
-                .to_string()
+                .map_err(|e| e.to_string())
         };
-        let err = parse(&[
-            "--zones",
-            "/z",
-            "--socket",
-            "/c",
-            "--state-dir",
-            "/s",
-            "--edge-socket",
-            "tls://[::1]:1",
-        ]);
+        let err = parse(&["--edge-socket", "tls://[::1]:1"]).unwrap_err();
         assert!(err.contains("--edge-tls-ca"), "{err}");
-        assert_eq!(
-            parse(&["--zones", "/z"]),
-            "--edge-socket: required (flag or config file)"
-        );
+        assert_eq!(parse(&[]).unwrap_err(), "--edge-socket: required (flag or config file)");
         assert_eq!(config(&["--socket-group", "root"]).unwrap().socket_gid, Some(0));
         let err = config(&["--socket-group", "qdns-no-such-group"]).unwrap_err();
         assert_eq!(err, "--socket-group: no group named `qdns-no-such-group`");
-        let tcp = ["--edge-socket", "tcp://127.0.0.1:1", "--edge-socket-group", "root"];
-        let err = parse(&[&["--zones", "/z", "--socket", "/c", "--state-dir", "/s"][..], &tcp].concat());
+        let err = parse(&["--edge-socket", "tcp://127.0.0.1:1", "--edge-socket-group", "root"]).unwrap_err();
         assert!(
             err.starts_with("--edge-socket-group: applies to a Unix edge socket"),
             "{err}"
         );
+        let err = parse(&["--edge-socket", "tcp://0.0.0.0:5300"]).unwrap_err();
+        assert!(
+            err.starts_with("--edge-socket: tcp://0.0.0.0:5300 leaves this host"),
+            "{err}"
+        );
+        assert!(parse(&["--edge-socket", "tcp://0.0.0.0:5300", "--insecure-plaintext-link"]).is_ok());
     }
 }

@@ -225,14 +225,20 @@ fn a_silent_path_to_control_is_noticed_by_both_ends_of_a_quiet_link() {
     .arg(loc.socket())
     .arg("--state-dir")
     .arg(d.join("control-state"))
-    .args(["--edge-socket", "tcp://10.77.0.1:5400", "--no-embedded-checker"]);
+    .args(["--edge-socket", "tcp://10.77.0.1:5400", "--no-embedded-checker"])
+    .arg("--insecure-plaintext-link");
     let control = common::Proc::spawn("control", cmd);
     control.wait_for("control socket ready");
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &pair.client])
         .arg(common::edge_bin())
         .args(["--listen", "127.0.0.1:0", "--workers", "1", "--edge-id", "far"])
-        .args(["--control", "tcp://10.77.0.1:5400", "--state-dir"])
+        .args([
+            "--control",
+            "tcp://10.77.0.1:5400",
+            "--insecure-plaintext-link",
+            "--state-dir",
+        ])
         .arg(d.join("edge-state"))
         .args(["--metrics", "127.0.0.1:9155", "--ready-max-stale", "5"]);
     let edge = common::Proc::spawn("edge", cmd);

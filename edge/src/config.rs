@@ -33,6 +33,10 @@ pub struct Settings {
     /// authenticated).
     #[arg(long, value_name = "PATH|tls://HOST:PORT|tcp://ADDR:PORT")]
     pub control: Option<String>,
+    /// Accept a tcp:// --control beyond loopback: neither encrypted nor authenticated
+    /// (refused without this; control needs the same flag).
+    #[arg(long)]
+    pub insecure_plaintext_link: bool,
     /// tls:// control: this edge's certificate (`qdnsctl pki issue EDGE_ID`).
     #[arg(long, value_name = "FILE")]
     pub control_tls_cert: Option<PathBuf>,
@@ -206,6 +210,10 @@ impl Config {
             ca: settings.control_tls_ca.clone(),
             name: settings.control_tls_name.clone(),
         };
+        if let Some(control) = &settings.control {
+            qdns_link::check_plaintext(control, settings.insecure_plaintext_link)
+                .map_err(|reason| ConfigError::invalid("--control", reason))?;
+        }
         let source = match (&settings.zones, &settings.control) {
             (Some(zones), None) => {
                 tls.none_for("--zones")?;
@@ -374,6 +382,19 @@ mod tests {
             qdns_settings::in_config_md::<Settings>(CLI_ONLY, "Edge settings"),
             Ok(())
         );
+    }
+
+    #[test]
+    fn plaintext_beyond_loopback_needs_the_flag() {
+        let far = ["--control", "tcp://10.77.0.1:5400", "--state-dir", "/tmp/x"];
+        let err = config(&far).unwrap_err();
+        assert!(
+            err.starts_with("--control: tcp://10.77.0.1:5400 leaves this host"),
+            "{err}"
+        );
+        assert!(err.contains("--insecure-plaintext-link"), "{err}");
+        assert!(config(&[&far[..], &["--insecure-plaintext-link"]].concat()).is_ok());
+        assert!(config(&["--control", "tcp://127.0.0.1:5400", "--state-dir", "/tmp/x"]).is_ok());
     }
 
     #[test]

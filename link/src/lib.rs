@@ -19,6 +19,52 @@ pub mod liveness;
 pub mod pki;
 pub mod tls;
 
+/// The flag that accepts a `tcp://` link beyond loopback (SPEC §10), named in the
+/// refusal so the operator knows what accepting it takes.
+pub const INSECURE_PLAINTEXT_FLAG: &str = "--insecure-plaintext-link";
+
+/// True when a plaintext `tcp://` link to or on `addr` (`ADDR:PORT`) stays on this host:
+/// a loopback address, or `localhost`. Anything else crosses a network where the link
+/// is neither encrypted nor authenticated.
+#[must_use]
+pub fn stays_on_host(addr: &str) -> bool {
+    if let Ok(socket) = addr.parse::<std::net::SocketAddr>() {
+        return socket.ip().is_loopback();
+    }
+    addr.rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+}
+
+/// Refuses a `tcp://` link beyond loopback unless the operator accepted it with
+/// [`INSECURE_PLAINTEXT_FLAG`]; the error is the reason, for the flag that set the link.
+pub fn check_plaintext(endpoint: &str, accepted: bool) -> Result<(), String> {
+    match endpoint.strip_prefix("tcp://") {
+        Some(addr) if !accepted && !stays_on_host(addr) => Err(format!(
+            "{endpoint} leaves this host neither encrypted nor authenticated (anyone on the path reads \
+             every zone, and can pose as control): use tls:// (OPERATIONS.md), or accept it with \
+             {INSECURE_PLAINTEXT_FLAG} on both ends"
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod plaintext_tests {
+    use super::{check_plaintext, stays_on_host};
+
+    #[test]
+    fn only_loopback_is_plaintext_without_the_flag() {
+        assert!(stays_on_host("127.0.0.1:5300") && stays_on_host("[::1]:5300") && stays_on_host("localhost:1"));
+        assert!(!stays_on_host("0.0.0.0:5300") && !stays_on_host("10.0.0.1:1") && !stays_on_host("ctl.example:1"));
+        assert!(check_plaintext("tcp://127.0.0.2:1", false).is_ok());
+        assert!(check_plaintext("/run/qdns/edge.sock", false).is_ok());
+        assert!(check_plaintext("tls://10.0.0.1:1", false).is_ok());
+        let err = check_plaintext("tcp://10.0.0.1:1", false).unwrap_err();
+        assert!(err.contains("--insecure-plaintext-link"), "{err}");
+        assert!(check_plaintext("tcp://10.0.0.1:1", true).is_ok());
+    }
+}
+
 /// A link-security failure: which file, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
