@@ -44,7 +44,7 @@ pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
 pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
 /// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
-pub const CONFIG_MAP: &str = "QDNS_CONFIG_V4";
+pub const CONFIG_MAP: &str = "QDNS_CONFIG_V5";
 
 /// CONFIG index of the active word: generation in the low 32 bits (0 = no table: pass
 /// everything), health buffer index in bit 32.
@@ -65,8 +65,10 @@ pub const CONFIG_RRL: u32 = 5;
 /// at most [`RESPONSE_MAX`] (0 = [`RESPONSE_MAX`]). Larger answers pass (`pass_large`):
 /// XDP cannot fragment.
 pub const CONFIG_MAX_MESSAGE: u32 = 10;
+/// CONFIG entry: the seed of the listen-address table (`crate::ListenKey::slot`).
+pub const CONFIG_LISTEN_SEED: u32 = 11;
 /// Entries of CONFIG.
-pub const CONFIG_ENTRIES: u32 = 11;
+pub const CONFIG_ENTRIES: u32 = 12;
 /// The bank bit of the active word.
 pub const ACTIVE_BANK_SHIFT: u32 = 33;
 

@@ -26,23 +26,38 @@ pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
 pub const STATS_MAP: &str = "QDNS_STATS_V12";
-/// Name of the service-port bitmap: an array of [`PORT_WORDS`] `u64`; port `p` (host
-/// order) is a DNS service port when bit `p % 64` of word `p / 64` is set. An array
-/// lookup the JIT inlines, where a hash set cost a hash and a compare per packet.
-pub const PORTS_MAP: &str = "QDNS_PORTS_V2";
-/// Words of the service-port bitmap: one bit per UDP port.
+/// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
+/// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
+/// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
+/// edge listens on at every address of a family (`0.0.0.0:p`, `[::]:p`). Array lookups
+/// the JIT inlines, where a hash set cost a hash and a compare per packet.
+pub const PORTS_MAP: &str = "QDNS_PORTS_V3";
+/// Words of one port bitmap: one bit per UDP port.
 pub const PORT_WORDS: u32 = 65_536 / 64;
-/// Name of the listen-address set: a hash map of [`ListenKey`] → `u8`, written at load.
-/// The program answers a query only when its destination address and port are there,
-/// or the family's wildcard (`0.0.0.0`, `::`) with that port is: the operator's
-/// `--listen` addresses, not every address of the interface.
-pub const LISTEN_MAP: &str = "QDNS_LISTEN_V1";
-/// Most entries of [`LISTEN_MAP`] (listen addresses of one edge).
-pub const LISTEN_MAX: u32 = 256;
+/// First word of the bitmap of ports listened on at every IPv4 address.
+pub const PORTS_ANY_V4: u32 = PORT_WORDS;
+/// First word of the bitmap of ports listened on at every IPv6 address.
+pub const PORTS_ANY_V6: u32 = 2 * PORT_WORDS;
+/// Entries of [`PORTS_MAP`].
+pub const PORTS_ENTRIES: u32 = 3 * PORT_WORDS;
+/// Name of the listen-address table: an array of [`LISTEN_SLOTS`] [`ListenKey`]s, open
+/// addressing from [`ListenKey::slot`] over at most [`LISTEN_PROBES`] slots, an empty
+/// slot (version 0) ending the search. Written at load. The program answers a query
+/// only when its destination address and port are there, or its port is in the
+/// family's wildcard bitmap: the operator's `--listen` addresses, not every address of
+/// the interface. An array, not a hash map: the lookups are inlined (the hash map's
+/// cost 20 ns a query, measured).
+pub const LISTEN_MAP: &str = "QDNS_LISTEN_V2";
+/// Slots of [`LISTEN_MAP`] (a power of two).
+pub const LISTEN_SLOTS: u32 = 256;
+/// Slots a lookup visits at most.
+pub const LISTEN_PROBES: u32 = 8;
+/// Most addresses (not wildcards) the table takes.
+pub const LISTEN_MAX: usize = 64;
 
 /// A listen address as the program looks it up: the destination address's octets as
-/// little-endian words (IPv4 in the first word, the rest zero; all zero for the
-/// wildcard), the UDP port (host order) and the IP version.
+/// little-endian words (IPv4 in the first word, the rest zero), the UDP port (host
+/// order) and the IP version (0: an empty slot).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ListenKey {
@@ -50,13 +65,33 @@ pub struct ListenKey {
     pub addr: [u32; 4],
     /// The port.
     pub port: u16,
-    /// 4 or 6.
+    /// 4 or 6; 0 in an empty slot.
     pub version: u16,
 }
 
 const _: () = assert!(core::mem::size_of::<ListenKey>() == 20);
 
 impl ListenKey {
+    /// The first slot of this key's search in [`LISTEN_MAP`] under `seed` (the loader
+    /// picks a seed that places every address within [`LISTEN_PROBES`] slots).
+    #[must_use]
+    #[inline(always)]
+    pub const fn slot(&self, seed: u32) -> u32 {
+        const MIX: u32 = 0x9e37_79b1;
+        let mut h = seed ^ ((self.port as u32) << 16 | self.version as u32);
+        h = (h ^ self.addr[0]).wrapping_mul(MIX);
+        h = (h ^ self.addr[1]).wrapping_mul(MIX);
+        h = (h ^ self.addr[2]).wrapping_mul(MIX);
+        h = (h ^ self.addr[3]).wrapping_mul(MIX);
+        (h ^ h >> 16) & (LISTEN_SLOTS - 1)
+    }
+
+    /// True for `0.0.0.0` and `::`.
+    #[must_use]
+    pub const fn is_wildcard(&self) -> bool {
+        self.addr[0] | self.addr[1] | self.addr[2] | self.addr[3] == 0
+    }
+
     /// The key of an IPv4 address (`[0; 4]` octets: the wildcard).
     #[must_use]
     pub const fn v4(octets: [u8; 4], port: u16) -> ListenKey {

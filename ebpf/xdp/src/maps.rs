@@ -3,17 +3,17 @@
 use aya_ebpf::{
     btf_maps::{self, ArrayOfMaps},
     macros::{btf_map, map},
-    maps::{Array, HashMap, PerCpuArray, ProgramArray},
+    maps::{Array, PerCpuArray, ProgramArray},
 };
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
-        CONFIG_ENTRIES, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD,
-        NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
+        CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL,
+        CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
     },
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
-    Counter, ListenKey, LISTEN_MAX, PORT_WORDS,
+    Counter, ListenKey, LISTEN_PROBES, LISTEN_SLOTS, PORTS_ANY_V4, PORTS_ANY_V6, PORTS_ENTRIES,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
@@ -24,14 +24,15 @@ static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0
 #[map(name = "QDNS_ANSWERS_V1")]
 static ANSWERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ANSWER_COUNTERS, 0);
 
-/// The UDP ports the edge serves DNS on (a bitmap), written by the loader.
-#[map(name = "QDNS_PORTS_V2")]
-static PORTS: Array<u64> = Array::with_max_entries(PORT_WORDS, 0);
+/// The UDP ports the edge serves DNS on, and those it serves at every address of a
+/// family (bitmaps, `qdns_abi::PORTS_MAP`), written by the loader.
+#[map(name = "QDNS_PORTS_V3")]
+static PORTS: Array<u64> = Array::with_max_entries(PORTS_ENTRIES, 0);
 
 /// The addresses and ports the edge listens on (`qdns_abi::LISTEN_MAP`), written by
 /// the loader.
-#[map(name = "QDNS_LISTEN_V1")]
-static LISTEN: HashMap<ListenKey, u8> = HashMap::with_max_entries(LISTEN_MAX, 0);
+#[map(name = "QDNS_LISTEN_V2")]
+static LISTEN: Array<ListenKey> = Array::with_max_entries(LISTEN_SLOTS, 0);
 
 /// `BPF_F_INNER_MAP`: the tables of a bank may differ in size from the template (each
 /// is sized to its snapshot). It also keeps the kernel from inlining their lookups; the
@@ -81,7 +82,7 @@ pub static LONG_NAMES: ArrayOfMaps<LongNames, { BANKS as usize }> = ArrayOfMaps:
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
 
 /// The active generation and health buffer, and our EDNS payload size.
-#[map(name = "QDNS_CONFIG_V4")]
+#[map(name = "QDNS_CONFIG_V5")]
 static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
 /// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
@@ -152,22 +153,39 @@ pub fn count_answers(base: u32, mask: u64) {
 /// True when `port` (host order) is a DNS service port.
 #[inline(always)]
 pub fn is_service_port(port: u16) -> bool {
-    match PORTS.get(u32::from(port >> 6)) {
+    port_bit(0, port)
+}
+
+/// Bit `port` of the port bitmap starting at word `base`.
+#[inline(always)]
+fn port_bit(base: u32, port: u16) -> bool {
+    match PORTS.get(base + u32::from(port >> 6)) {
         Some(&word) => word >> (port & 63) & 1 == 1,
         None => false,
     }
 }
 
-/// True when the edge listens on `key`'s address and port, or on its family's wildcard
-/// with that port. A hash lookup (two for a wildcard listener) only for UDP to a
-/// service port: other traffic left at the port check.
+/// True when the edge listens on `key`'s address and port, or at every address of its
+/// family on that port. Two inlined array lookups for an address listened on (the
+/// wildcard bitmap's word, then the key's slot), one for a wildcard listener; only for
+/// UDP to a service port: other traffic was left at the port check.
 #[inline(always)]
 pub fn is_listen_address(key: &ListenKey) -> bool {
-    if LISTEN.get_ptr(key).is_some() {
+    let any = if key.version == 6 { PORTS_ANY_V6 } else { PORTS_ANY_V4 };
+    if port_bit(any, key.port) {
         return true;
     }
-    let any = ListenKey { addr: [0; 4], ..*key };
-    LISTEN.get_ptr(&any).is_some()
+    let seed = CONFIG.get(CONFIG_LISTEN_SEED).map_or(0, |&seed| seed as u32);
+    let first = key.slot(seed);
+    for probe in 0..LISTEN_PROBES {
+        match LISTEN.get(first.wrapping_add(probe) & (LISTEN_SLOTS - 1)) {
+            Some(slot) if slot.version == 0 => return false,
+            Some(slot) if slot == key => return true,
+            Some(_) => {}
+            None => return false,
+        }
+    }
+    false
 }
 
 /// The active word (generation | health buffer << 32), read once per packet.

@@ -10,6 +10,7 @@
 //! active word, then swap the old bank's arrays for empty ones; health updates
 //! ([`XdpProgram::set_health`]) write the inactive health buffer and flip. A query reads
 //! the active word once, so it sees one generation and one buffer whole.
+pub mod listen;
 pub mod pack;
 pub mod peer;
 pub mod sync;
@@ -95,6 +96,9 @@ pub enum XdpLoadError {
         /// What to try next.
         hint: &'static str,
     },
+    /// The listen addresses do not fit the program's table.
+    #[error("XDP listen addresses: {0}")]
+    Listen(String),
     /// Handing an attachment to a new edge, or taking one over, failed.
     #[error("XDP handover on {iface}: {reason}")]
     Handover {
@@ -142,14 +146,6 @@ struct Installed {
     /// The bank of the map-of-maps the active generation is in.
     bank: u32,
     stats: TableStats,
-}
-
-/// The program's key for a listen address.
-fn listen_key(addr: &SocketAddr) -> ListenKey {
-    match addr {
-        SocketAddr::V4(v4) => ListenKey::v4(v4.ip().octets(), v4.port()),
-        SocketAddr::V6(v6) => ListenKey::v6(v6.ip().octets(), v6.port()),
-    }
 }
 
 /// Every address of both families on `port` (`0.0.0.0` and `::`): for tests and
@@ -223,33 +219,7 @@ impl XdpProgram {
                 .set(CONFIG_UDP_PAYLOAD, u64::from(udp_payload), 0)
                 .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
         }
-        {
-            let map = ebpf
-                .map_mut(PORTS_MAP)
-                .ok_or_else(|| XdpLoadError::Program(Box::new(aya::programs::ProgramError::NotLoaded)))?;
-            let mut bitmap = Array::<_, u64>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
-            let mut words = std::collections::BTreeMap::<u32, u64>::new();
-            for port in listen.iter().map(SocketAddr::port) {
-                *words.entry(u32::from(port >> 6)).or_default() |= 1 << (port & 63);
-            }
-            for (index, word) in words {
-                bitmap
-                    .set(index, word, 0)
-                    .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
-            }
-        }
-        {
-            let map = ebpf
-                .map_mut(LISTEN_MAP)
-                .ok_or(XdpLoadError::MissingMap { name: LISTEN_MAP })?;
-            let mut addresses =
-                aya::maps::HashMap::<_, ListenKey, u8>::try_from(map).map_err(|e| XdpLoadError::Config(Box::new(e)))?;
-            for addr in listen {
-                addresses
-                    .insert(listen_key(addr), 1, 0)
-                    .map_err(|e| XdpLoadError::Config(Box::new(e)))?;
-            }
-        }
+        Self::write_listen(&mut ebpf, listen)?;
         Self::program(&mut ebpf)?
             .load()
             .map_err(|e| XdpLoadError::Program(Box::new(e)))?;
@@ -261,6 +231,34 @@ impl XdpProgram {
             installed: Installed::default(),
             max_message: qdns_abi::answer::RESPONSE_MAX,
         })
+    }
+
+    /// Writes which destinations the program answers (`listen::table`): the port
+    /// bitmaps, the address slots and their seed.
+    fn write_listen(ebpf: &mut Ebpf, listen: &[SocketAddr]) -> Result<(), XdpLoadError> {
+        let table = listen::table(listen).map_err(XdpLoadError::Listen)?;
+        let config_error = |e| XdpLoadError::Config(Box::new(e));
+        let map = ebpf
+            .map_mut(PORTS_MAP)
+            .ok_or(XdpLoadError::MissingMap { name: PORTS_MAP })?;
+        let mut ports = Array::<_, u64>::try_from(map).map_err(config_error)?;
+        for (&index, &word) in &table.port_words {
+            ports.set(index, word, 0).map_err(config_error)?;
+        }
+        let map = ebpf
+            .map_mut(LISTEN_MAP)
+            .ok_or(XdpLoadError::MissingMap { name: LISTEN_MAP })?;
+        let mut slots = Array::<_, ListenKey>::try_from(map).map_err(config_error)?;
+        for (&index, key) in &table.slots {
+            slots.set(index, key, 0).map_err(config_error)?;
+        }
+        let map = ebpf
+            .map_mut(CONFIG_MAP)
+            .ok_or(XdpLoadError::MissingMap { name: CONFIG_MAP })?;
+        let mut config = Array::<_, u64>::try_from(map).map_err(config_error)?;
+        config
+            .set(qdns_abi::answer::CONFIG_LISTEN_SEED, u64::from(table.seed), 0)
+            .map_err(config_error)
     }
 
     /// Loads the stages (rate limiting, long names) and puts each where the program
