@@ -229,7 +229,7 @@ impl Config {
             checker_id: settings
                 .checker_id
                 .clone()
-                .unwrap_or_else(|| qdns_settings::host_name("control")),
+                .unwrap_or_else(|| qdns_listen::accounts::host_name("control")),
             dnssec,
             settings,
         })

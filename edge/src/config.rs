@@ -259,7 +259,7 @@ impl Config {
             edge_id: settings
                 .edge_id
                 .clone()
-                .unwrap_or_else(|| qdns_settings::host_name("edge")),
+                .unwrap_or_else(|| qdns_listen::accounts::host_name("edge")),
             workers: settings
                 .workers
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from).min(256)),

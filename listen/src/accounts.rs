@@ -1,6 +1,8 @@
-//! Users and groups by name and id (`getgrnam_r`, `getpwuid_r`): the group a daemon gives
-//! its Unix sockets (`--socket-group`), and the user named beside a change in the
-//! timeline. Through libc so NSS (LDAP, sssd) answers as it does for `ls -l`.
+//! Who and where: users and groups by name and id (`getgrnam_r`, `getpwuid_r`) — the
+//! group a daemon gives its Unix sockets (`--socket-group`), the user named beside a
+//! change in the timeline — through libc so NSS (LDAP, sssd) answers as it does for
+//! `ls -l`; and the host's name (`gethostname`), which needs no `/proc/sys` (the units
+//! hide it with `ProcSubset=pid`).
 use std::ffi::{CStr, CString};
 
 /// Scratch for one lookup: group lists can be long; past this the lookup fails.
@@ -54,9 +56,22 @@ pub fn user_name(uid: u32) -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
+/// This host's name (the name a daemon shows itself by unless told one), or `fallback`.
+#[must_use]
+pub fn host_name(fallback: &str) -> String {
+    let mut buffer = [0u8; 256];
+    // SAFETY: gethostname writes at most `buffer.len()` octets into the local buffer.
+    let rc = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) };
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    match std::str::from_utf8(&buffer[..end]) {
+        Ok(name) if rc == 0 && !name.is_empty() => name.to_owned(),
+        _ => fallback.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{group_id, user_name};
+    use super::{group_id, host_name, user_name};
 
     #[test]
     fn root_is_known_and_nonsense_is_not() {
@@ -65,5 +80,7 @@ mod tests {
         let err = group_id("qdns-no-such-group").unwrap_err();
         assert!(err.to_string().contains("no group named `qdns-no-such-group`"), "{err}");
         assert!(group_id("a\0b").is_err());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(host_name("x"), kernel.trim());
     }
 }

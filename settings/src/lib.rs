@@ -367,15 +367,5 @@ pub fn in_config_md<S: clap::CommandFactory>(cli_only: &[&str], section: &str) -
     documented(&S::command(), cli_only, &doc, section)
 }
 
-/// This host's name (the default name a daemon shows itself by), or `fallback`.
-#[must_use]
-pub fn host_name(fallback: &str) -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| fallback.to_owned())
-}
-
 #[cfg(test)]
 mod tests;
