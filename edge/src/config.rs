@@ -79,10 +79,17 @@ pub struct Settings {
     /// a query).
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = at_least(1usize))]
     pub max_tcp_connections: usize,
-    /// TCP connections from one address at once (past it a new one replaces that
-    /// address's oldest idle one, or is closed).
+    /// TCP connections from one source at once (an IPv4 address, an IPv6 /64; past it
+    /// a new one replaces that source's oldest idle one, or is closed).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = at_least(1usize))]
     pub max_tcp_per_source: usize,
+    /// IPv4 prefix length one TCP source covers for --max-tcp-per-source.
+    #[arg(long, value_name = "BITS", default_value_t = 32, value_parser = within(1u8, 32))]
+    pub tcp_source_ipv4_prefix: u8,
+    /// IPv6 prefix length one TCP source covers for --max-tcp-per-source (a host is
+    /// given a whole /64, so a cap per address would be none).
+    #[arg(long, value_name = "BITS", default_value_t = 64, value_parser = within(1u8, 128))]
+    pub tcp_source_ipv6_prefix: u8,
     /// Response rate limiting: UDP responses per second per client prefix, in both the
     /// XDP and the user-space path (0: off).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = within(0u32, 1_000_000))]

@@ -1,5 +1,7 @@
 //! Connection admission for a TCP (or Unix) listener: at most [`Limits::total`]
-//! connections, at most [`Limits::per_source`] from one address.
+//! connections, at most [`Limits::per_source`] from one source — an IPv4 address or an
+//! IPv6 /64 by default ([`Pool::with_source_prefixes`]): one host holds a whole /64, so
+//! a cap per exact IPv6 address would be no cap.
 //!
 //! A cap alone lets whoever opens connections first keep them: 2,000 idle or
 //! slowloris connections from a few hundred addresses would hold every slot until
@@ -29,7 +31,8 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 pub struct Limits {
     /// Connections at once.
     pub total: usize,
-    /// Connections at once from one address.
+    /// Connections at once from one source (address, or prefix: see
+    /// [`Pool::with_source_prefixes`]).
     pub per_source: usize,
 }
 
@@ -63,7 +66,13 @@ pub struct Pool {
     inner: Arc<Mutex<Inner>>,
     limits: Limits,
     evictions: Arc<AtomicU64>,
+    /// The prefix lengths one source covers: IPv4, IPv6.
+    prefixes: (u8, u8),
 }
+
+/// The prefix lengths a source covers unless told otherwise: an IPv4 address, an IPv6
+/// /64 (what one host, or one customer, is given).
+pub const SOURCE_PREFIXES: (u8, u8) = (32, 64);
 
 #[derive(Default)]
 struct Inner {
@@ -117,6 +126,30 @@ impl Pool {
                 per_source: limits.per_source.max(1),
             },
             evictions: Arc::default(),
+            prefixes: SOURCE_PREFIXES,
+        }
+    }
+
+    /// The same pool with each source covering an IPv4 /`v4` and an IPv6 /`v6`
+    /// (clamped to 1..=32 and 1..=128).
+    #[must_use]
+    pub fn with_source_prefixes(mut self, v4: u8, v6: u8) -> Pool {
+        self.prefixes = (v4.clamp(1, 32), v6.clamp(1, 128));
+        self
+    }
+
+    /// The source `address` counts under: the address with its host bits cleared.
+    #[must_use]
+    pub fn source_of(&self, address: IpAddr) -> IpAddr {
+        match address {
+            IpAddr::V4(v4) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefixes.0)).unwrap_or(0);
+                IpAddr::V4((u32::from(v4) & mask).into())
+            }
+            IpAddr::V6(v6) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefixes.1)).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
         }
     }
 
@@ -133,7 +166,8 @@ impl Pool {
 
     /// A place for a new connection from `source`, evictable from the start (it has
     /// done nothing yet); evicts the oldest evictable connection when the pool is full.
-    pub fn admit(&self, source: IpAddr) -> Result<Ticket, Refusal> {
+    pub fn admit(&self, address: IpAddr) -> Result<Ticket, Refusal> {
+        let source = self.source_of(address);
         let mut inner = self.lock();
         let from_source = inner.by_source.get(&source).copied().unwrap_or(0);
         if from_source >= self.limits.per_source {
@@ -159,7 +193,8 @@ impl Pool {
         let key = inner.enlist(source, &close);
         Ok(Ticket {
             pool: self.clone(),
-            source,
+            address,
+            counted_as: source,
             close,
             key: Some(key),
         })
@@ -191,7 +226,10 @@ impl Pool {
 /// One admitted connection's place; given back when dropped.
 pub struct Ticket {
     pool: Pool,
-    source: IpAddr,
+    /// The connection's address.
+    address: IpAddr,
+    /// The source it counts under.
+    counted_as: IpAddr,
     close: CancellationToken,
     /// Its key among the evictable, while it is evictable.
     key: Option<u64>,
@@ -212,7 +250,7 @@ impl Ticket {
             inner.evictable.remove(&key);
         }
         if evictable {
-            self.key = Some(inner.enlist(self.source, &self.close));
+            self.key = Some(inner.enlist(self.counted_as, &self.close));
         }
     }
 
@@ -230,7 +268,7 @@ impl Ticket {
     /// The connection's address.
     #[must_use]
     pub fn source(&self) -> IpAddr {
-        self.source
+        self.address
     }
 }
 
@@ -244,7 +282,7 @@ impl Drop for Ticket {
         if let Some(key) = self.key.take() {
             inner.evictable.remove(&key);
         }
-        inner.release(self.source);
+        inner.release(self.counted_as);
     }
 }
 
@@ -338,5 +376,40 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), held.evicted())
             .await
             .unwrap();
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_source_and_the_prefixes_are_settable() {
+        let limits = Limits {
+            total: 100,
+            per_source: 2,
+        };
+        let pool = Pool::new(limits);
+        let v6 = |text: &str| text.parse::<IpAddr>().unwrap();
+        let held = [
+            pool.admit(v6("2001:db8:1:1::1")),
+            pool.admit(v6("2001:db8:1:1:ffff::2")),
+        ];
+        assert!(held.iter().all(Result::is_ok));
+        // A third address of the same /64 counts as the same source (it may only take
+        // the place of one of that /64's evictable connections).
+        let third = pool.admit(v6("2001:db8:1:1::3")).unwrap();
+        assert_eq!(pool.open(), 2, "the /64's oldest evictable place was taken");
+        assert!(
+            pool.admit(v6("2001:db8:1:2::1")).is_ok(),
+            "another /64 is another source"
+        );
+        assert_eq!(third.source(), v6("2001:db8:1:1::3"), "the ticket keeps the address");
+        // IPv4: one address is one source, unless the pool says a /24.
+        let wide = Pool::new(limits).with_source_prefixes(24, 64);
+        assert_eq!(wide.source_of(ip(7)), ip(0));
+        assert_eq!(pool.source_of(ip(7)), ip(7));
+        let _a = wide.admit(ip(1)).unwrap();
+        let mut b = wide.admit(ip(2)).unwrap();
+        b.set_evictable(false);
+        let mut c = wide.admit(ip(3)).unwrap();
+        c.set_evictable(false);
+        assert_eq!(wide.admit(ip(4)).err(), Some(Refusal::PerSource));
+        assert_eq!(Pool::new(limits).with_source_prefixes(0, 200).prefixes, (1, 128));
     }
 }

@@ -203,6 +203,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         idle_timeout: config.tcp_idle_timeout(),
         max_connections: config.settings.max_tcp_connections,
         max_per_source: config.settings.max_tcp_per_source,
+        source_prefixes: (
+            config.settings.tcp_source_ipv4_prefix,
+            config.settings.tcp_source_ipv6_prefix,
+        ),
     };
     let readiness = Arc::new(match &config.source {
         Source::Zones(_) => crate::ready::Readiness::standalone(),

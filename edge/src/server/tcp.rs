@@ -25,9 +25,11 @@ pub struct TcpLimits {
     /// Connections served at once; past it a new connection replaces the oldest idle
     /// one, or is closed at once (counted as dropped) when none is idle.
     pub max_connections: usize,
-    /// Connections from one address at once; more are closed at once (counted as
+    /// Connections from one source at once; more are closed at once (counted as
     /// dropped), so one source cannot take every slot.
     pub max_per_source: usize,
+    /// The prefix lengths one source covers: IPv4, IPv6.
+    pub source_prefixes: (u8, u8),
 }
 
 /// Accepts connections on `listener` until `shutdown`.
@@ -41,7 +43,8 @@ pub async fn serve(
     let pool = Pool::new(Limits {
         total: limits.max_connections,
         per_source: limits.max_per_source,
-    });
+    })
+    .with_source_prefixes(limits.source_prefixes.0, limits.source_prefixes.1);
     let mut connections = JoinSet::new();
     loop {
         let Some((stream, peer)) = qdns_listen::accept_tcp(&listener, &shutdown).await else {
