@@ -132,9 +132,10 @@ pub fn report_frames(data: &[u8]) {
         let Ok(signed) = report::seal("c1", body.to_vec(), &CHECKER_KEY) else {
             return;
         };
-        if let Ok(accepted) = report::verify(&signed, keys, &mut seqs, 1_000) {
+        if let Ok(accepted) = report::verify(&signed, keys, "fra", &mut seqs, 1_000) {
             assert_eq!(accepted.checker, "c1");
             assert_eq!(accepted.region, "eu");
+            assert_eq!(accepted.location, "fra");
         }
         return;
     }
@@ -144,7 +145,7 @@ pub fn report_frames(data: &[u8]) {
             match report_listener::read_frame(&mut reader, keys).await {
                 Ok(Some(signed)) => {
                     assert!(signed.body.len() <= report::MAX_REPORT);
-                    if let Ok(accepted) = report::verify(&signed, keys, &mut seqs, 1_000) {
+                    if let Ok(accepted) = report::verify(&signed, keys, "fra", &mut seqs, 1_000) {
                         // Only a MAC under the known key gets here.
                         assert_eq!(accepted.checker, "c1");
                     }

@@ -163,6 +163,8 @@ fn main() {
             .arg("--edge-socket")
             .arg(d.join("e.sock"))
             .args([
+                "--location",
+                "bench",
                 "--no-embedded-checker",
                 "--checker-listen",
                 &format!("127.0.0.1:{listen}"),
@@ -181,7 +183,7 @@ fn main() {
             .arg(d.join("zones"))
             .arg("--key-file")
             .arg(d.join("bench.key"))
-            .args(["--report-to", &format!("127.0.0.1:{listen}")])
+            .args(["--report-to", &format!("bench=127.0.0.1:{listen}")])
             .env("RUST_LOG", "warn")
             .stderr(Stdio::null())
             .spawn()

@@ -20,6 +20,11 @@ pub struct Settings {
     /// Run as a remote checker instead of a location.
     #[command(subcommand)]
     pub role: Option<Role>,
+    /// This location's name (default: the host name). Remote checkers name it in each
+    /// report (`--report-to NAME=HOST:PORT`), so a report cannot be replayed to another
+    /// location.
+    #[arg(long, value_name = "NAME")]
+    pub location: Option<String>,
     /// Accept signed checker reports on this TCP address.
     #[arg(long, value_name = "ADDR:PORT")]
     pub checker_listen: Option<String>,
@@ -145,9 +150,10 @@ pub enum Role {
         /// File holding this checker's key (base64).
         #[arg(long, value_name = "FILE")]
         key_file: PathBuf,
-        /// A location's --checker-listen address; repeat for each location.
-        #[arg(long, value_name = "ADDR:PORT", required = true)]
-        report_to: Vec<String>,
+        /// A location to report to: its --location name and its --checker-listen
+        /// address; repeat for each location. The name is signed into every report.
+        #[arg(long, value_name = "LOCATION=HOST:PORT", required = true, value_parser = report_target)]
+        report_to: Vec<(String, String)>,
         /// Local address to send probes from.
         #[arg(long, value_name = "IP")]
         source_ip: Option<std::net::IpAddr>,
@@ -176,6 +182,8 @@ pub struct Config {
     pub edge_tls: Option<qdns_link::tls::TlsFiles>,
     /// The embedded checker's id (`--checker-id` or the host name).
     pub checker_id: String,
+    /// This location's name (`--location` or the host name).
+    pub location: String,
     /// DNSSEC signature validity and refresh window.
     pub dnssec: crate::dnssec::Lifetimes,
     /// The settings as given.
@@ -226,6 +234,10 @@ impl Config {
             state_dir: required("--state-dir", settings.state_dir.as_ref())?,
             edge_socket,
             edge_tls,
+            location: settings
+                .location
+                .clone()
+                .unwrap_or_else(|| qdns_listen::accounts::host_name("control")),
             checker_id: settings
                 .checker_id
                 .clone()
@@ -233,6 +245,18 @@ impl Config {
             dnssec,
             settings,
         })
+    }
+}
+
+/// `--report-to LOCATION=HOST:PORT`.
+fn report_target(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((location, addr)) if !location.is_empty() && addr.contains(':') => {
+            Ok((location.to_owned(), addr.to_owned()))
+        }
+        _ => Err(format!(
+            "{text}: expected LOCATION=HOST:PORT (the location's --location name, then its --checker-listen address)"
+        )),
     }
 }
 

@@ -270,7 +270,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
                 source,
             })?;
         tracing::info!(checker_listen = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "accepting checker reports");
-        tasks.spawn(accept_reports(listener, keys, ctx.clone(), shutdown.clone()));
+        let sequences =
+            report_listener::Sequences::load(config.state_dir.join("checker-seq.json")).map_err(ControlError::State)?;
+        let reports = (listener, keys, config.location.clone(), sequences);
+        tasks.spawn(accept_reports(reports, ctx.clone(), shutdown.clone()));
     }
     // Every listener bound, the zones compiled and edges served: ready for systemd.
     let version = ctx.state.lock().await.snapshot.version;
@@ -481,7 +484,10 @@ async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: Cancellation
 /// (`report_listener`): an accepted report's observations go into the state under the
 /// authenticated identity; a dropped frame or connection is counted by reason and
 /// logged.
-async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx, shutdown: CancellationToken) {
+/// The report listener, its keys, this location's name and the sequences kept.
+type Reports = (TcpListener, Arc<report::Keys>, String, report_listener::Sequences);
+
+async fn accept_reports((listener, keys, location, sequences): Reports, ctx: Ctx, shutdown: CancellationToken) {
     let sink = move |verdict: Result<report::Report, report::Reject>, peer: String, octets: u64| {
         let ctx = ctx.clone();
         async move {
@@ -517,7 +523,7 @@ async fn accept_reports(listener: TcpListener, keys: Arc<report::Keys>, ctx: Ctx
             }
         }
     };
-    report_listener::serve(listener, keys, sink, shutdown).await;
+    report_listener::serve(listener, keys, location, sequences, sink, shutdown).await;
 }
 
 /// Feeds checker observations into the state, in batches, and pushes health changes.

@@ -46,8 +46,8 @@ pub struct CheckerConfig {
     pub zones: PathBuf,
     /// This checker's key.
     pub key: Vec<u8>,
-    /// Locations' report listeners.
-    pub report_to: Vec<String>,
+    /// Locations to report to: name (signed into each report) and listener address.
+    pub report_to: Vec<(String, String)>,
     /// Local address to probe from.
     pub source: Option<IpAddr>,
     /// Extra trusted roots for `tls_verify` checks (PEM).
@@ -120,7 +120,7 @@ fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapsh
 }
 
 async fn send_loop(
-    target: String,
+    (location, target): (String, String),
     queue: Arc<Mutex<VecDeque<Observation>>>,
     config: CheckerConfig,
     seq: Arc<AtomicU64>,
@@ -175,6 +175,7 @@ async fn send_loop(
             let report = Report {
                 checker: config.id.clone(),
                 region: config.region.clone(),
+                location: location.clone(),
                 seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
                 sent_at: now(),
                 observations: batch.clone(),

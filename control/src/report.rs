@@ -5,8 +5,11 @@
 //! (it starts at the checker's start time in milliseconds × 1000, so a restarted
 //! checker keeps growing), and the time it was sent. A location accepts it only when
 //! the id is known, the region matches the key file, the MAC verifies (constant time),
-//! the send time is within ±30 s of its clock, and the sequence is above the last one
-//! accepted from that checker. Anything else is dropped, counted and logged.
+//! the report names this location (its `--location`: a report to one location cannot
+//! be replayed to another), the send time is within ±30 s of its clock, and the
+//! sequence is above the last one accepted from that checker — kept across restarts in
+//! the state directory, so a report cannot be replayed to a restarted location either.
+//! Anything else is dropped, counted and logged.
 //!
 //! On the wire (after a 4-octet big-endian length of the rest): the checker id's length
 //! (one octet, at most [`MAX_ID`]) and the id in clear, the 32-octet HMAC-SHA256 of the
@@ -39,6 +42,8 @@ pub struct Report {
     pub checker: String,
     /// Checker region.
     pub region: String,
+    /// The location it is for (that location's `--location`).
+    pub location: String,
     /// Grows with every report.
     pub seq: u64,
     /// Unix seconds when sent.
@@ -101,6 +106,8 @@ pub enum Reject {
     BadSignature,
     /// Region differs from the key file's.
     WrongRegion,
+    /// For another location (a report replayed from one location to another).
+    WrongLocation,
     /// Sent too long ago or in the future.
     OutsideTimeWindow,
     /// Sequence not above the last accepted one.
@@ -120,6 +127,7 @@ impl Reject {
             Reject::UnknownChecker => "unknown_checker",
             Reject::BadSignature => "bad_signature",
             Reject::WrongRegion => "wrong_region",
+            Reject::WrongLocation => "wrong_location",
             Reject::OutsideTimeWindow => "outside_time_window",
             Reject::Replayed => "replayed",
         }
@@ -202,12 +210,14 @@ impl Keys {
     }
 }
 
-/// Checks a report: identity, then the MAC (constant time) before a byte of the body
-/// is parsed, then the body's own id, region, time window and sequence (`last_seq` is
-/// the last accepted sequence of each checker; updated on success).
+/// Checks a report for `location`: identity, then the MAC (constant time) before a
+/// byte of the body is parsed, then the body's own id, region, location, time window
+/// and sequence (`last_seq` is the last accepted sequence of each checker; updated on
+/// success).
 pub fn verify<S: std::hash::BuildHasher>(
     signed: &Signed,
     keys: &Keys,
+    location: &str,
     last_seq: &mut HashMap<String, u64, S>,
     now: u64,
 ) -> Result<Report, Reject> {
@@ -221,6 +231,9 @@ pub fn verify<S: std::hash::BuildHasher>(
     }
     if &report.region != region {
         return Err(Reject::WrongRegion);
+    }
+    if report.location != location {
+        return Err(Reject::WrongLocation);
     }
     if report.sent_at.abs_diff(now) > MAX_SKEW_SECS {
         return Err(Reject::OutsideTimeWindow);
@@ -283,6 +296,7 @@ mod tests {
         Report {
             checker: "c1".to_owned(),
             region: "eu".to_owned(),
+            location: "fra".to_owned(),
             seq,
             sent_at,
             observations: Vec::new(),
@@ -293,26 +307,46 @@ mod tests {
     fn accepts_then_rejects_replay_forgery_and_skew() {
         let mut last = HashMap::new();
         let signed = sign(&report(10, 1000), &[7u8; 32]).unwrap();
-        assert!(verify(&signed, &keys(), &mut last, 1000).is_ok());
-        assert_eq!(verify(&signed, &keys(), &mut last, 1000), Err(Reject::Replayed));
+        assert!(verify(&signed, &keys(), "fra", &mut last, 1000).is_ok());
+        assert_eq!(verify(&signed, &keys(), "fra", &mut last, 1000), Err(Reject::Replayed));
         let mut forged = sign(&report(11, 1000), &[7u8; 32]).unwrap();
         forged.mac[0] ^= 1;
-        assert_eq!(verify(&forged, &keys(), &mut last, 1000), Err(Reject::BadSignature));
+        assert_eq!(
+            verify(&forged, &keys(), "fra", &mut last, 1000),
+            Err(Reject::BadSignature)
+        );
         let wrong_key = sign(&report(12, 1000), &[8u8; 32]).unwrap();
-        assert_eq!(verify(&wrong_key, &keys(), &mut last, 1000), Err(Reject::BadSignature));
+        assert_eq!(
+            verify(&wrong_key, &keys(), "fra", &mut last, 1000),
+            Err(Reject::BadSignature)
+        );
         let old = sign(&report(13, 900), &[7u8; 32]).unwrap();
-        assert_eq!(verify(&old, &keys(), &mut last, 1000), Err(Reject::OutsideTimeWindow));
+        assert_eq!(
+            verify(&old, &keys(), "fra", &mut last, 1000),
+            Err(Reject::OutsideTimeWindow)
+        );
         let mut stranger = report(14, 1000);
         stranger.checker = "c9".to_owned();
         assert_eq!(
-            verify(&sign(&stranger, &[7u8; 32]).unwrap(), &keys(), &mut last, 1000),
+            verify(&sign(&stranger, &[7u8; 32]).unwrap(), &keys(), "fra", &mut last, 1000),
             Err(Reject::UnknownChecker)
         );
         let mut moved = report(15, 1000);
         moved.region = "us".to_owned();
         assert_eq!(
-            verify(&sign(&moved, &[7u8; 32]).unwrap(), &keys(), &mut last, 1000),
+            verify(&sign(&moved, &[7u8; 32]).unwrap(), &keys(), "fra", &mut last, 1000),
             Err(Reject::WrongRegion)
+        );
+        // A genuine report for another location: refused here.
+        assert_eq!(
+            verify(
+                &sign(&report(17, 1000), &[7u8; 32]).unwrap(),
+                &keys(),
+                "ams",
+                &mut last,
+                1000
+            ),
+            Err(Reject::WrongLocation)
         );
         assert_eq!(
             verify(
@@ -322,6 +356,7 @@ mod tests {
                     mac: vec![]
                 },
                 &keys(),
+                "fra",
                 &mut last,
                 1000
             ),
@@ -333,15 +368,25 @@ mod tests {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&[7u8; 32]).unwrap();
         mac.update(&garbage.body);
         garbage.mac = mac.finalize().into_bytes().to_vec();
-        assert_eq!(verify(&garbage, &keys(), &mut last, 1000), Err(Reject::Malformed));
+        assert_eq!(
+            verify(&garbage, &keys(), "fra", &mut last, 1000),
+            Err(Reject::Malformed)
+        );
         // The clear id must be the body's.
         let mut relabelled = sign(&report(21, 1000), &[7u8; 32]).unwrap();
         relabelled.checker = "c2".to_owned();
         assert_eq!(
-            verify(&relabelled, &keys(), &mut last, 1000),
+            verify(&relabelled, &keys(), "fra", &mut last, 1000),
             Err(Reject::UnknownChecker)
         );
-        assert!(verify(&sign(&report(16, 1010), &[7u8; 32]).unwrap(), &keys(), &mut last, 1000).is_ok());
+        assert!(verify(
+            &sign(&report(16, 1010), &[7u8; 32]).unwrap(),
+            &keys(),
+            "fra",
+            &mut last,
+            1000
+        )
+        .is_ok());
     }
 
     #[test]

@@ -16,10 +16,11 @@
 //!   grows only with the octets that actually arrive, and the MAC is checked before a
 //!   byte of it is parsed (`report::verify`).
 //!
-//! A rejected frame closes the connection unless it was authentic and only stale or
-//! replayed (the checker then simply sends newer ones).
+//! A rejected frame closes the connection unless it was authentic and only stale,
+//! replayed or for another location (the checker then simply sends newer ones).
 use std::{
     collections::HashMap,
+    path::PathBuf,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -43,15 +44,52 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a frame may take to arrive once it has begun.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accepts report connections until `shutdown`, verifying each frame against `keys`
-/// and handing the outcome — the authenticated report, or why a frame or connection
-/// was dropped — the peer's address and the frame's octets to `sink`.
-pub async fn serve<F, Fut>(listener: TcpListener, keys: Arc<report::Keys>, sink: F, shutdown: CancellationToken)
-where
+/// The last sequence accepted from each checker, kept in a file (written before the
+/// report is acted on) so a restarted location still refuses a report it accepted.
+#[derive(Debug, Default)]
+pub struct Sequences {
+    last: HashMap<String, u64>,
+    file: Option<PathBuf>,
+}
+
+impl Sequences {
+    /// The sequences kept in `file` (none yet when it does not exist).
+    pub fn load(file: PathBuf) -> Result<Sequences, String> {
+        let last = match std::fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", file.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(e) => return Err(format!("{}: {e}", file.display())),
+        };
+        Ok(Sequences { last, file: Some(file) })
+    }
+
+    /// Writes the file whole (a temporary file renamed over it).
+    fn save(&self) -> std::io::Result<()> {
+        let Some(file) = &self.file else { return Ok(()) };
+        let text = serde_json::to_vec(&self.last).map_err(std::io::Error::other)?;
+        let temporary = file.with_extension("json.tmp");
+        std::fs::write(&temporary, text)?;
+        std::fs::rename(&temporary, file)
+    }
+}
+
+/// Accepts report connections for `location` until `shutdown`, verifying each frame
+/// against `keys` and `sequences` and handing the outcome — the authenticated report,
+/// or why a frame or connection was dropped — the peer's address and the frame's
+/// octets to `sink`.
+pub async fn serve<F, Fut>(
+    listener: TcpListener,
+    keys: Arc<report::Keys>,
+    location: String,
+    sequences: Sequences,
+    sink: F,
+    shutdown: CancellationToken,
+) where
     F: Fn(Result<report::Report, Reject>, String, u64) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
-    let last_seq: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let last_seq = Arc::new(Mutex::new(sequences));
+    let location: Arc<str> = location.into();
     let pool = Pool::new(Limits {
         total: MAX_CONNECTIONS,
         per_source: MAX_PER_SOURCE,
@@ -65,8 +103,13 @@ where
             drop(stream);
             continue;
         };
-        let (keys, sink, last_seq, shutdown) =
-            (Arc::clone(&keys), sink.clone(), Arc::clone(&last_seq), shutdown.clone());
+        let (keys, sink, last_seq, shutdown, location) = (
+            Arc::clone(&keys),
+            sink.clone(),
+            Arc::clone(&last_seq),
+            shutdown.clone(),
+            Arc::clone(&location),
+        );
         tokio::spawn(async move {
             let peer = peer.to_string();
             loop {
@@ -84,7 +127,17 @@ where
                     Ok(Some(signed)) => match last_seq.lock() {
                         Ok(mut seqs) => {
                             octets = (4 + 1 + signed.checker.len() + MAC_LEN + signed.body.len()) as u64;
-                            report::verify(&signed, &keys, &mut seqs, crate::state::now())
+                            let verdict =
+                                report::verify(&signed, &keys, &location, &mut seqs.last, crate::state::now());
+                            if verdict.is_ok() {
+                                if let Err(err) = seqs.save() {
+                                    static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
+                                    if LOG.allow() {
+                                        tracing::warn!(%err, "checker sequences not kept: a restart would forget them");
+                                    }
+                                }
+                            }
+                            verdict
                         }
                         Err(_) => return,
                     },
@@ -181,6 +234,7 @@ mod tests {
         let report = report::Report {
             checker: "c1".to_owned(),
             region: "eu".to_owned(),
+            location: "fra".to_owned(),
             seq: 1,
             sent_at: 1000,
             observations: Vec::new(),
@@ -216,5 +270,22 @@ mod tests {
             .unwrap();
         assert_eq!(read_frame(&mut server, &keys()).await, Err(Reject::Timeout));
         drop(client);
+    }
+
+    #[test]
+    fn sequences_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("checker-seq.json");
+        let mut first = Sequences::load(file.clone()).unwrap();
+        let signed = signed();
+        assert!(report::verify(&signed, &keys(), "fra", &mut first.last, 1000).is_ok());
+        first.save().unwrap();
+        let mut again = Sequences::load(file.clone()).unwrap();
+        assert_eq!(
+            report::verify(&signed, &keys(), "fra", &mut again.last, 1000),
+            Err(Reject::Replayed)
+        );
+        std::fs::write(&file, "{").unwrap();
+        assert!(Sequences::load(file).unwrap_err().contains("checker-seq.json"));
     }
 }

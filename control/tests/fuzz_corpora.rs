@@ -69,6 +69,7 @@ fn report_frames_corpus() {
     let report = report::Report {
         checker: "c1".to_owned(),
         region: "eu".to_owned(),
+        location: "fra".to_owned(),
         seq: 1,
         sent_at: 1_000,
         observations: Vec::new(),

@@ -262,6 +262,8 @@ impl World {
         cmd.arg("--state-dir").arg(d.join(format!("{name}-state")));
         cmd.arg("--edge-socket").arg(&edge_socket);
         cmd.args([
+            "--location",
+            name,
             "--no-embedded-checker",
             "--checker-listen",
             &format!("0.0.0.0:{REPORT_PORT}"),
@@ -302,8 +304,8 @@ impl World {
             .arg(d.join("zones"))
             .arg("--key-file")
             .arg(d.join(format!("{id}.key")));
-        for l in 0..LOCATIONS.len() {
-            cmd.args(["--report-to", &format!("10.{}.{r}.1:{REPORT_PORT}", 92 + l)]);
+        for (l, location) in LOCATIONS.iter().enumerate() {
+            cmd.args(["--report-to", &format!("{location}=10.{}.{r}.1:{REPORT_PORT}", 92 + l)]);
         }
         let checker = Proc::spawn("checker", cmd);
         checker.wait_for("checker running");

@@ -118,6 +118,8 @@ impl World {
             .arg(edge_socket.map_or_else(|| d.join(format!("{name}-edge.sock")), std::path::PathBuf::from));
         cmd.args(extra);
         cmd.args([
+            "--location",
+            name,
             "--no-embedded-checker",
             "--checker-listen",
             &format!("127.0.0.1:{port}"),
@@ -129,7 +131,7 @@ impl World {
         (proc, port)
     }
 
-    fn checker(&self, i: u8, locations: &[u16]) -> Proc {
+    fn checker(&self, i: u8, locations: &[(&str, u16)]) -> Proc {
         let d = self.dir.path();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
         cmd.args([
@@ -144,8 +146,8 @@ impl World {
         cmd.arg("--key-file")
             .arg(d.join(format!("c{i}.key")))
             .args(["--source-ip", &format!("127.0.0.{}", 10 + i)]);
-        for port in locations {
-            cmd.args(["--report-to", &format!("127.0.0.1:{port}")]);
+        for (location, port) in locations {
+            cmd.args(["--report-to", &format!("{location}=127.0.0.1:{port}")]);
         }
         let proc = Proc::spawn("checker", cmd);
         proc.wait_for("checker running");
@@ -187,9 +189,11 @@ fn decisions_follow_the_share_of_reachable_checkers() {
     let (_a, port_a) = world.location("a");
     let (_b, port_b) = world.location("b");
     // c1, c2 see the target healthy; c3..c5 see 503. A hears all five; B only c3..c5.
-    let mut c1 = world.checker(1, &[port_a]);
-    let mut c2 = world.checker(2, &[port_a]);
-    let mut rest: Vec<Proc> = (3..=5).map(|i| world.checker(i, &[port_a, port_b])).collect();
+    let mut c1 = world.checker(1, &[("a", port_a)]);
+    let mut c2 = world.checker(2, &[("a", port_a)]);
+    let mut rest: Vec<Proc> = (3..=5)
+        .map(|i| world.checker(i, &[("a", port_a), ("b", port_b)]))
+        .collect();
     // A: 2 of 5 healthy = 0.4 > 0.18 → healthy. B: 0 of 3 → unhealthy. They disagree.
     world.wait(
         "a",
@@ -240,10 +244,8 @@ fn decisions_follow_the_share_of_reachable_checkers() {
     }
 }
 
-#[test]
-fn forged_replayed_and_unknown_reports_are_dropped_and_counted() {
-    let world = World::new();
-    let (_a, port) = world.location("a");
+/// A report for location `a`, sent now, of check `t` failing (`status 503`).
+fn unhealthy_report(seq: u64, checker: &str) -> Report {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -252,13 +254,21 @@ fn forged_replayed_and_unknown_reports_are_dropped_and_counted() {
         "check": "q.example./t", "healthy": false, "success": false, "reason": "status 503",
         "at": now, "checker": "c1", "region": "r1"
     });
-    let report = |seq: u64, checker: &str| Report {
+    Report {
         checker: checker.to_owned(),
         region: "r1".to_owned(),
+        location: "a".to_owned(),
         seq,
         sent_at: now,
-        observations: vec![serde_json::from_value(observation.clone()).unwrap()],
-    };
+        observations: vec![serde_json::from_value(observation).unwrap()],
+    }
+}
+
+#[test]
+fn forged_replayed_and_unknown_reports_are_dropped_and_counted() {
+    let world = World::new();
+    let (_a, port) = world.location("a");
+    let report = unhealthy_report;
     let send = |signed: &Signed| {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
         stream.write_all(&signed.frame().unwrap()).unwrap();
@@ -303,6 +313,41 @@ fn forged_replayed_and_unknown_reports_are_dropped_and_counted() {
     assert_eq!(status["checkers"]["reports_accepted"], 1, "{status}");
 }
 
+/// A report names its location and its sequence outlives a restart: captured on its
+/// way to one location, it is refused by another, and by the same one restarted.
+#[test]
+fn a_report_is_refused_by_another_location_and_after_a_restart() {
+    let world = World::new();
+    let (a, port_a) = world.location("a");
+    let (_b, port_b) = world.location("b");
+    let frame = sign(&unhealthy_report(5, "c1"), &key(1)).unwrap().frame().unwrap();
+    let send = |port: u16| {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.write_all(&frame).unwrap();
+    };
+    let rejected = |name: &str, reason: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = world.status(name);
+            if status["checkers"]["reports_rejected"][reason].as_u64() == Some(1) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no {reason} at {name}: {status}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    send(port_a);
+    world.wait("a", false, "0 of 1 reachable checkers", Duration::from_secs(5));
+    send(port_b);
+    let status = rejected("b", "wrong_location");
+    assert_eq!(status["checkers"]["reports_accepted"], 0, "{status}");
+    drop(a);
+    let (_a, port_a) = world.location("a");
+    send(port_a);
+    let status = rejected("a", "replayed");
+    assert_eq!(status["checkers"]["reports_accepted"], 0, "{status}");
+}
+
 #[test]
 fn special_use_targets_are_rejected_when_denied() {
     let world = World::new();
@@ -331,7 +376,7 @@ fn special_use_targets_are_rejected_when_denied() {
 fn a_checker_reloads_its_zones_on_sighup() {
     let world = World::new();
     let (_a, port) = world.location("a");
-    let checker = world.checker(1, &[port]);
+    let checker = world.checker(1, &[("a", port)]);
     world.wait(
         "a",
         true,
@@ -447,6 +492,7 @@ fn hostile_report(noise: &mut Rng, i: u64) -> Vec<u8> {
         let report = Report {
             checker: "c1".to_owned(),
             region: "r1".to_owned(),
+            location: "a".to_owned(),
             seq: i + 1,
             sent_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -664,7 +710,7 @@ fn idle_and_slowloris_crowds_lock_out_no_checker_edge_operator_or_scraper() {
         let text = common::scrape_from("127.0.0.4", &format!("127.0.0.1:{metrics}"));
         assert!(text.contains("qdns_snapshot_version"), "{text:.300}");
     };
-    let mut checker = world.checker(1, &[port]);
+    let mut checker = world.checker(1, &[("a", port)]);
     for round in 0..16 {
         reports.trickle(1);
         links.trickle(1);
@@ -744,6 +790,7 @@ fn a_checker_with_a_slow_clock_stays_reachable() {
     let report = Report {
         checker: "c1".to_owned(),
         region: "r1".to_owned(),
+        location: "a".to_owned(),
         seq: 1,
         sent_at: behind,
         observations: vec![qdns_control::checker::Observation {
