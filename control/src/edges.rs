@@ -6,7 +6,7 @@ use std::sync::{
     Arc,
 };
 
-use qdns_zone::sync::{self, ToControl, ToEdge};
+use qdns_zone::sync::{self, ToControl};
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     sync::{broadcast, Mutex},
@@ -21,6 +21,11 @@ pub type Frame = Arc<Vec<u8>>;
 /// Largest message an edge sends control (its XDP report is a few KiB).
 pub const MAX_FROM_EDGE: usize = 1 << 20;
 
+/// Most connections at once that name one edge: enough for a reconnect while control
+/// has not yet noticed the old connection is dead, not enough for the holder of one
+/// edge's certificate to take every place.
+pub const MAX_PER_EDGE: usize = 4;
+
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The edges connected now (by connection id) and the connections refused before a
@@ -29,6 +34,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub struct EdgeRegistry {
     connected: std::collections::BTreeMap<u64, EdgeInfo>,
     refused: std::collections::BTreeMap<&'static str, u64>,
+    /// The snapshot frame last sent, with the version and delta it holds: every edge
+    /// connecting until either moves gets these octets, encoded once.
+    snapshot_frame: Option<(u64, u64, Frame)>,
 }
 
 impl EdgeRegistry {
@@ -50,6 +58,28 @@ impl EdgeRegistry {
     /// The connected edges, oldest connection first.
     pub fn connected(&self) -> impl Iterator<Item = &EdgeInfo> {
         self.connected.values()
+    }
+
+    /// Connections open now that name edge `name`.
+    #[must_use]
+    pub fn named(&self, name: &str) -> usize {
+        self.connected.values().filter(|info| info.name == name).count()
+    }
+
+    /// The full-snapshot frame for `snapshot` at delta `seq`: encoded once per version
+    /// and delta, however many edges connect (a thousand edges reconnecting after a
+    /// restart cost one encoding and one frame's memory, not a thousand).
+    pub fn snapshot_frame(&mut self, snapshot: &qdns_zone::Snapshot, seq: u64) -> Result<Frame, sync::SyncError> {
+        if let Some((version, at, frame)) = &self.snapshot_frame {
+            if *version == snapshot.version && *at == seq {
+                return Ok(Arc::clone(frame));
+            }
+        }
+        // The old frame goes first: at most one is held.
+        self.snapshot_frame = None;
+        let frame: Frame = Arc::new(sync::encode_snapshot(snapshot, seq)?);
+        self.snapshot_frame = Some((snapshot.version, seq, Arc::clone(&frame)));
+        Ok(frame)
     }
 
     /// Counts a connection refused for `reason`.
@@ -121,6 +151,52 @@ pub async fn count_refusal(state: &Mutex<State>, reason: &'static str) {
     state.lock().await.edges.refuse(reason);
 }
 
+/// Registers connection `id` as edge `edge` and returns the snapshot frame to send
+/// first and the subscription to what follows it; `None` (counted, logged) when the
+/// edge already has [`MAX_PER_EDGE`] connections or the snapshot cannot be encoded.
+/// Under the state's lock: counting and adding cannot interleave, and no delta falls
+/// between the snapshot and the subscription.
+fn enlist(
+    state: &mut State,
+    id: u64,
+    edge: String,
+    serving: Option<u64>,
+    updates: &broadcast::Sender<Frame>,
+) -> Option<(Frame, broadcast::Receiver<Frame>)> {
+    static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
+    if state.edges.named(&edge) >= MAX_PER_EDGE {
+        state.edges.refuse("per_edge");
+        if LOG.allow() {
+            tracing::warn!(%edge, "edge connection refused: it already has {MAX_PER_EDGE}");
+        }
+        return None;
+    }
+    let rx = updates.subscribe();
+    let serving_text = match serving {
+        Some(version) => format!("serving snapshot {version}"),
+        None => "serving nothing yet".to_owned(),
+    };
+    state.event("edge", format!("edge {edge} connected ({serving_text})"));
+    state.edges.connect(
+        id,
+        EdgeInfo {
+            name: edge,
+            snapshot: serving,
+            seq: 0,
+            connected_at: now(),
+            xdp: None,
+        },
+    );
+    match state.edges.snapshot_frame(&state.snapshot, state.seq) {
+        Ok(frame) => Some((frame, rx)),
+        Err(err) => {
+            tracing::error!(%err, "cannot encode the snapshot");
+            state.edges.disconnect(id);
+            None
+        }
+    }
+}
+
 /// Serves one edge connection until it closes or `shutdown`. The edge speaks first: a
 /// hello (within [`HELLO_TIMEOUT`]) naming it, checked against its certificate on
 /// tls://; only then does it get the snapshot. A peer that says nothing, or something
@@ -165,36 +241,8 @@ pub async fn serve_edge<R, W>(
     // An edge that named itself (and on tls:// proved it) keeps its place.
     ticket.set_evictable(false);
     // Subscribe and take the snapshot under one lock, so no delta falls between them.
-    let (full, mut rx) = {
-        let mut guard = state.lock().await;
-        let rx = updates.subscribe();
-        let serving_text = match serving {
-            Some(version) => format!("serving snapshot {version}"),
-            None => "serving nothing yet".to_owned(),
-        };
-        guard.event("edge", format!("edge {edge} connected ({serving_text})"));
-        guard.edges.connect(
-            id,
-            EdgeInfo {
-                name: edge,
-                snapshot: serving,
-                seq: 0,
-                connected_at: now(),
-                xdp: None,
-            },
-        );
-        match sync::encode(&ToEdge::Snapshot {
-            snapshot: Box::new((*guard.snapshot).clone()),
-            seq: guard.seq,
-        }) {
-            Ok(frame) => (frame, rx),
-            Err(err) => {
-                tracing::error!(%err, "cannot encode the snapshot");
-                guard.edges.disconnect(id);
-                return;
-            }
-        }
-    };
+    let enlisted = enlist(&mut *state.lock().await, id, edge, serving, &updates);
+    let Some((full, mut rx)) = enlisted else { return };
     if !write_frame(&mut writer, &full).await {
         state.lock().await.edges.disconnect(id);
         return;
@@ -236,5 +284,32 @@ pub async fn serve_edge<R, W>(
     let mut guard = state.lock().await;
     if let Some(info) = guard.edges.disconnect(id) {
         guard.event("edge", format!("edge {} disconnected", info.name));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::EdgeRegistry;
+
+    #[test]
+    fn the_snapshot_frame_is_encoded_once_per_version_and_delta() {
+        let mut registry = EdgeRegistry::default();
+        let snapshot = qdns_zone::Snapshot {
+            version: 7,
+            zones: Vec::new(),
+            bitmap: vec![u64::MAX],
+        };
+        let first = registry.snapshot_frame(&snapshot, 0).unwrap();
+        let again = registry.snapshot_frame(&snapshot, 0).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the same octets, not a second encoding");
+        let later = registry.snapshot_frame(&snapshot, 1).unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &later) && first != later,
+            "a delta later: a new frame"
+        );
+        drop((first, again));
+        assert_eq!(Arc::strong_count(&later), 2, "the registry holds only the newest");
     }
 }

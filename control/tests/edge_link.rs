@@ -317,3 +317,35 @@ fn tls_settings_are_checked_at_start() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to replace a CA key"));
 }
+
+/// One edge name holds at most `MAX_PER_EDGE` (4) connections: a fifth naming it gets
+/// no snapshot and is counted; another name still gets in.
+#[test]
+fn one_edge_name_holds_at_most_four_connections() {
+    let mut location = common::Location::prepared();
+    let metrics = free_port();
+    location.start_control_with(&["--metrics", &format!("127.0.0.1:{metrics}")]);
+    let hello = |name: &str| {
+        qdns_zone::sync::encode(&qdns_zone::sync::ToControl::Hello {
+            edge: name.to_owned(),
+            serving: None,
+        })
+        .unwrap()
+    };
+    // Connects as `name`; true when a snapshot frame comes back.
+    let connect = |name: &str| {
+        let mut stream = std::os::unix::net::UnixStream::connect(location.edge_socket()).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        stream.write_all(&hello(name)).unwrap();
+        let mut prefix = [0u8; 4];
+        let got = stream.read_exact(&mut prefix).is_ok() && u32::from_be_bytes(prefix) > 100;
+        (stream, got)
+    };
+    let held: Vec<_> = (0..4).map(|_| connect("edge-x")).collect();
+    assert!(held.iter().all(|(_, got)| *got), "the first four get the snapshot");
+    let (_fifth, got) = connect("edge-x");
+    assert!(!got, "a fifth connection naming edge-x gets nothing");
+    wait_refused(metrics, "per_edge", 1);
+    let (_other, got) = connect("edge-y");
+    assert!(got, "another edge still gets in");
+}
