@@ -122,11 +122,23 @@ pub fn why(state: &State, slot: u32) -> String {
 fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> String {
     let a = state.aggregate(key, p.interval);
     let target = format!("{} {}:{}", format!("{:?}", p.kind).to_lowercase(), p.ip, p.port);
-    let last = state
-        .observations
-        .newest(key)
-        .map(|o| format!("; last: {} from {} ({})", o.reason, o.checker, o.region))
-        .unwrap_or_default();
+    // A probe result that disagrees with its checker's status is held by the threshold:
+    // say so, rather than leave "healthy … last: connection refused" to be puzzled over.
+    let threshold = p.failure_threshold;
+    let last = match state.observations.newest(key) {
+        Some(o) if !o.success && o.healthy => format!(
+            "; the last probe failed ({}, from {} ({})) but {} still reports healthy until {threshold} \
+             failures in a row (failure_threshold)",
+            o.reason, o.checker, o.region, o.checker
+        ),
+        Some(o) if o.success && !o.healthy => format!(
+            "; the last probe succeeded (from {} ({})) but {} still reports unhealthy until {threshold} \
+             successes in a row (failure_threshold)",
+            o.checker, o.region, o.checker
+        ),
+        Some(o) => format!("; last: {} from {} ({})", o.reason, o.checker, o.region),
+        None => String::new(),
+    };
     if a.stale {
         format!("{target}: no checker reachable — keeping the last status (stale){last}")
     } else if a.reachable == 0 {

@@ -321,12 +321,22 @@ fn probes_give_status_and_reason_for_each_kind_of_target() {
     two.set(503, "down", Duration::ZERO);
     let first = setup.wait("two", true, "status 503");
     assert_eq!(first["observations"][0]["success"], false, "{first}");
+    let why = first["why"].as_str().unwrap();
+    assert!(
+        why.contains("the last probe failed (status 503, from embedded-1 (test-region)) but embedded-1 still reports healthy until 2 failures in a row"),
+        "{why}"
+    );
     setup.wait("flip", false, "status 503");
     setup.wait("two", false, "status 503");
     flip.set(200, "up", Duration::ZERO);
     two.set(200, "up", Duration::ZERO);
     let first = setup.wait("two", false, "ok");
     assert_eq!(first["observations"][0]["success"], true, "{first}");
+    let why = first["why"].as_str().unwrap();
+    assert!(
+        why.contains("still reports unhealthy until 2 successes in a row"),
+        "{why}"
+    );
     setup.wait("flip", true, "ok");
     setup.wait("two", true, "ok");
 }
