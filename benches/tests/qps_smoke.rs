@@ -33,8 +33,9 @@ fn harness_smoke_run_produces_the_table() {
     // The veth and kxdpgun stages need root; without it the harness would skip them, so
     // the test fails instead of passing on half the harness.
     // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
     assert!(
-        unsafe { libc::geteuid() } == 0,
+        euid == 0,
         "the qps smoke test needs root (network namespaces, XDP); run it as root, as .ci/run does"
     );
     let out = tempfile::tempdir().unwrap();

@@ -13,6 +13,7 @@
 //! [`checker`] is the embedded checker: it probes every HTTP/HTTPS/TCP check and feeds
 //! observations into the state, which decides each check by the quorum of reachable
 //! checkers (SPEC §4). Remote checkers in other regions are a later piece.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 

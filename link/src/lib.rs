@@ -15,6 +15,7 @@
 //! - [`pki`]: the CA behind `qdnsctl pki init` and `qdnsctl pki issue`.
 //! - [`liveness`]: TCP keepalive and an unacknowledged-data bound, so a dead path is
 //!   noticed by both ends of a quiet link.
+#![forbid(unsafe_code)]
 pub mod liveness;
 pub mod pki;
 pub mod tls;

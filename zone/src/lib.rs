@@ -10,6 +10,7 @@
 //! [`snapshot`] module is the model the edge consumes; it holds names and RDATA in
 //! uncompressed wire format so the edge can precompute answers without parsing text.
 //! Every rejection names the file, the line or key, and the reason ([`ZoneError`]).
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 

@@ -1,5 +1,6 @@
 //! `qdns-control`: parse the command line, set up logging, run the location (or, with
 //! `checker`, a remote checker) until SIGTERM/SIGINT.
+#![forbid(unsafe_code)]
 use std::{io::IsTerminal, process::ExitCode};
 
 use qdns_control::{

@@ -1,6 +1,7 @@
 //! `qdnsctl`: the operator's CLI for the control socket (SPEC §6). Human-readable
 //! output by default, the raw JSON `data` with `--json`. Exits non-zero when the
 //! request fails, printing control's error.
+#![forbid(unsafe_code)]
 use std::{
     io::{BufRead, BufReader, Write},
     os::unix::net::UnixStream,

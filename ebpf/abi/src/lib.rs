@@ -265,14 +265,24 @@ impl Counter {
 mod pod {
     // SAFETY (each line): the type is `#[repr(C)]`, `Copy`, has no padding (asserted by
     // the size checks beside it) and every bit pattern is a valid value.
+    // SAFETY: as said above, for `AnswerKey`.
     unsafe impl aya::Pod for crate::answer::AnswerKey {}
+    // SAFETY: as said above, for `AnswerValue`.
     unsafe impl aya::Pod for crate::answer::AnswerValue {}
+    // SAFETY: as said above, for `PolicyKey`.
     unsafe impl aya::Pod for crate::answer::PolicyKey {}
+    // SAFETY: as said above, for `PolicyValue`.
     unsafe impl aya::Pod for crate::answer::PolicyValue {}
+    // SAFETY: as said above, for `LargeTail`.
     unsafe impl aya::Pod for crate::answer::LargeTail {}
+    // SAFETY: as said above, for `MediumTail`.
     unsafe impl aya::Pod for crate::answer::MediumTail {}
+    // SAFETY: as said above, for `LongName`.
     unsafe impl aya::Pod for crate::answer::LongName {}
+    // SAFETY: as said above, for `Bucket`.
     unsafe impl aya::Pod for crate::slots::Bucket {}
+    // SAFETY: as said above, for `RrlBucket`.
     unsafe impl aya::Pod for crate::rrl::RrlBucket {}
+    // SAFETY: as said above, for `ListenKey` (20 octets, asserted).
     unsafe impl aya::Pod for crate::ListenKey {}
 }
