@@ -54,6 +54,33 @@ fn dig_gets_authoritative_answers_over_udp_and_tcp_v4_and_v6() {
     }
 }
 
+/// dig's `+subnet` (EDNS Client Subnet, RFC 7871) comes back with scope 0: the answer
+/// holds for every client.
+#[test]
+fn dig_sees_its_client_subnet_echoed_with_scope_zero() {
+    let edge = Edge::start();
+    for addr in edge.addrs() {
+        for (subnet, echoed) in [
+            ("198.51.100.0/24", "198.51.100.0/24/0"),
+            ("2001:db8:12::/56", "2001:db8:12::/56/0"),
+        ] {
+            let out = run(
+                "dig",
+                &[
+                    format!("@{}", addr.ip()),
+                    "-p".into(),
+                    addr.port().to_string(),
+                    format!("+subnet={subnet}"),
+                    "www.example.com".into(),
+                    "A".into(),
+                ],
+            );
+            assert!(out.contains("status: NOERROR") && out.contains("192.0.2.10"), "{out}");
+            assert!(out.contains(&format!("CLIENT-SUBNET: {echoed}")), "{out}");
+        }
+    }
+}
+
 #[test]
 fn kdig_sees_nxdomain_refused_and_edns() {
     let edge = Edge::start();

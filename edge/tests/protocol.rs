@@ -803,3 +803,49 @@ fn nsid_answers_only_when_set_and_asked() {
         assert!(raw.ends_with(&[0, 0]), "{via:?}: no NSID set, no option: {raw:02x?}");
     }
 }
+
+/// EDNS Client Subnet (RFC 7871): a valid option comes back with FAMILY, SOURCE and
+/// ADDRESS copied and SCOPE 0 (no answer depends on the client yet), beside NSID when
+/// both are asked; a malformed one is FORMERR; a query without one gets none.
+#[test]
+fn client_subnet_is_echoed_with_scope_zero_and_checked() {
+    let edge = Edge::start_with(&common::example_zones(), &["--nsid", "edge-test-1"]);
+    let ask_raw = |addr, via: Via, options: &[u8]| {
+        let mut q = query("www.example.com.", RecordType::A, Ask::default());
+        let rdlen_at = q.len() - 2;
+        q[rdlen_at..].copy_from_slice(&(options.len() as u16).to_be_bytes());
+        q.extend_from_slice(options);
+        match via {
+            Via::Udp => udp_raw(addr, &q),
+            Via::Tcp => tcp_raw(addr, &q),
+        }
+    };
+    let v4 = [0u8, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100];
+    let v6 = [0u8, 8, 0, 11, 0, 2, 56, 0, 0x20, 1, 0x0d, 0xb8, 0, 0x12, 0x34];
+    for (addr, via) in every_path(&edge) {
+        for ecs in [&v4[..], &v6[..]] {
+            let raw = ask_raw(addr, via, ecs);
+            assert_eq!(raw[3] & 0x0f, 0, "{via:?}: NOERROR");
+            assert!(raw.ends_with(ecs), "{via:?}: echoed with scope 0: {raw:02x?}");
+            let rdlen = (ecs.len() as u16).to_be_bytes();
+            assert_eq!(raw[raw.len() - ecs.len() - 2..raw.len() - ecs.len()], rdlen, "{via:?}");
+        }
+        // With an NSID request too: NSID, then ECS.
+        let both = [&[0u8, 3, 0, 0][..], &v4].concat();
+        let raw = ask_raw(addr, via, &both);
+        let expected = [&[0u8, 3, 0, 11][..], b"edge-test-1", &v4].concat();
+        assert!(raw.ends_with(&expected), "{via:?}: {raw:02x?}");
+        // Malformed: SCOPE set in a query, bits past SOURCE, unknown family, two options.
+        for bad in [
+            vec![0u8, 8, 0, 7, 0, 1, 24, 8, 198, 51, 100],
+            vec![0u8, 8, 0, 7, 0, 1, 22, 0, 10, 0, 5],
+            vec![0u8, 8, 0, 7, 0, 3, 24, 0, 198, 51, 100],
+            [&v4[..], &v4[..]].concat(),
+        ] {
+            let raw = ask_raw(addr, via, &bad);
+            assert_eq!(raw[3] & 0x0f, 1, "{via:?}: FORMERR for {bad:02x?}: {raw:02x?}");
+        }
+        let raw = ask_raw(addr, via, &[]);
+        assert!(raw.ends_with(&[0, 0]), "{via:?}: no ECS asked, none given: {raw:02x?}");
+    }
+}

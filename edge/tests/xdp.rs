@@ -264,6 +264,29 @@ fn nsid_requests_pass_when_the_edge_has_an_nsid() {
     }
 }
 
+/// EDNS Client Subnet (RFC 7871): the program passes queries carrying it (user space
+/// checks the option and echoes it), counted; the same query without it is answered.
+#[test]
+fn client_subnet_queries_pass_to_user_space() {
+    require_root("BPF_PROG_TEST_RUN");
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let engine = qdns_edge::Engine::compile(&snapshot).unwrap();
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
+    program.install(&engine).expect("tables install");
+    let ecs = ipv4_udp_frame(
+        &query_with_options(&[
+            0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100,
+        ]),
+        53,
+    );
+    let cookie = ipv4_udp_frame(&query_with_options(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]), 53);
+    let before = counters(&program);
+    assert_eq!(program.test_run(&ecs, 1).unwrap().action, XDP_PASS);
+    assert_eq!(program.test_run(&cookie, 1).unwrap().action, XDP_TX);
+    let after = counters(&program);
+    assert_eq!(after["pass_client_subnet"] - before["pass_client_subnet"], 1);
+}
+
 /// Every install fills the bank queries do not read and flips to it; health flips keep
 /// the bank. Across installs and health changes the program keeps answering from the
 /// latest generation, and a zone that changed answers with the new bytes.

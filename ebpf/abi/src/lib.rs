@@ -25,7 +25,7 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V12";
+pub const STATS_MAP: &str = "QDNS_STATS_V13";
 /// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
 /// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
 /// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
@@ -239,6 +239,9 @@ counters! {
     /// Passed: UDP to a service port but to an address the edge does not listen on
     /// (another address of the interface): the kernel's sockets and firewall decide.
     PassOtherAddress = 37, "pass_other_address";
+    /// Passed: the query carries EDNS Client Subnet (RFC 7871): user space checks the
+    /// option and echoes it with its scope.
+    PassClientSubnet = 38, "pass_client_subnet";
 }
 
 impl Counter {

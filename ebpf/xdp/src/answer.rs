@@ -425,9 +425,10 @@ struct Opt {
 
 /// The additional section: nothing, or exactly one OPT record (root owner, version 0,
 /// well-formed options) ending the message — what user space answers the same way.
-/// DO is echoed and every option is ignored, as user space does (COOKIE, ECS, NSID,
-/// padding and unknown codes alike; docs/OPERATIONS.md says what a client gets).
-/// Anything else goes to user space.
+/// DO is echoed and every option is ignored, as user space does (COOKIE, padding and
+/// unknown codes alike; docs/OPERATIONS.md says what a client gets), but for Client
+/// Subnet (user space checks it and echoes it, RFC 7871) and an NSID request the edge
+/// answers. Anything else goes to user space.
 #[inline(always)]
 fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt, Counter> {
     if u16_at(ctx, dns + 10)? == 0 {
@@ -455,33 +456,39 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
         return Err(Counter::PassBadLength);
     }
     let mut pos = end + OPT_LEN;
-    // 1 once an option is NSID (code 3), computed without a branch: (code ^ 3) is below
-    // 2^16, so subtracting one borrows into bit 63 only when it is 0.
-    let mut nsid = 0u64;
+    // 1 once an option is NSID (code 3) or Client Subnet (code 8), computed without a
+    // branch: (code ^ 3) is below 2^16, so subtracting one borrows into bit 63 only when
+    // it is 0.
+    let (mut nsid, mut ecs) = (0u64, 0u64);
     for _ in 0..MAX_OPTIONS {
         if pos == opt_end {
-            return answerable(found, nsid);
+            return answerable(found, nsid, ecs);
         }
         if pos + 4 > opt_end || pos > QUERY_MAX {
             return Err(Counter::PassEdns);
         }
-        nsid |= (u64::from(u16_at(ctx, pos)? ^ 3).wrapping_sub(1)) >> 63;
+        let code = u64::from(u16_at(ctx, pos)?);
+        nsid |= (code ^ 3).wrapping_sub(1) >> 63;
+        ecs |= (code ^ 8).wrapping_sub(1) >> 63;
         pos += 4 + usize::from(u16_at(ctx, pos + 2)?);
         if pos > opt_end {
             return Err(Counter::PassEdns);
         }
     }
     if pos == opt_end {
-        answerable(found, nsid)
+        answerable(found, nsid, ecs)
     } else {
         Err(Counter::PassEdns)
     }
 }
 
-/// The OPT as read, unless it asks for an NSID the edge has (user space adds it).
+/// The OPT as read, unless it asks for an NSID the edge has (user space adds it) or
+/// carries Client Subnet (user space checks it and echoes it).
 #[inline(always)]
-fn answerable(found: Opt, nsid: u64) -> Result<Opt, Counter> {
-    if nsid & maps::nsid_passes() != 0 {
+fn answerable(found: Opt, nsid: u64, ecs: u64) -> Result<Opt, Counter> {
+    if ecs != 0 {
+        Err(Counter::PassClientSubnet)
+    } else if nsid & maps::nsid_passes() != 0 {
         Err(Counter::PassNsid)
     } else {
         Ok(found)

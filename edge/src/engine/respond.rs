@@ -757,27 +757,30 @@ struct Opt<'a> {
 impl Opt<'_> {
     /// Octets it takes.
     fn len(self) -> usize {
-        match (self.edns, self.nsid) {
-            (None, _) => 0,
-            (Some(_), None) => OPT_LEN,
-            (Some(_), Some(id)) => OPT_LEN + 4 + id.len(),
-        }
+        let Some(edns) = self.edns else { return 0 };
+        OPT_LEN + self.nsid.map_or(0, |id| 4 + id.len()) + edns.ecs.map_or(0, |ecs| ecs.option_len())
     }
 }
+
+/// SCOPE PREFIX-LENGTH of the Client Subnet option echoed in our responses: 0, the
+/// answer is the same wherever the client is (RFC 7871 §7.2.1) — no name answers by
+/// client location yet.
+const ECS_SCOPE: u8 = 0;
 
 /// Writes the OPT record, the flags, RCODE and section counts.
 fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt<'_>) -> Option<Outcome> {
     let mut additional = counts.additional;
     if let Some(edns) = opt.edns {
         let mut record = opt_record(opt.payload, rcode.extended_bits(), edns.dnssec_ok);
+        let rdlen = (opt.len() - OPT_LEN) as u16;
+        record[9..11].copy_from_slice(&rdlen.to_be_bytes());
+        b.put(&record).ok()?;
         if let Some(id) = opt.nsid {
-            let rdlen = (4 + id.len()) as u16;
-            record[9..11].copy_from_slice(&rdlen.to_be_bytes());
-            b.put(&record).ok()?;
             b.put(&nsid_option_header(id)).ok()?;
             b.put(id).ok()?;
-        } else {
-            b.put(&record).ok()?;
+        }
+        if let Some(ecs) = edns.ecs {
+            b.put(&ecs.echo(ECS_SCOPE)[..ecs.option_len()]).ok()?;
         }
         additional += 1;
     }

@@ -1,7 +1,7 @@
 //! Reading a query: header, the one question, and the OPT record (RFC 1035 §4.1.2,
 //! RFC 6891 §6.1.1, RFC 9619 for QDCOUNT = 1). Allocation-free; the result is `Copy`.
 use super::{
-    edns::{Edns, MIN_UDP_PAYLOAD, OPTION_NSID},
+    edns::{ClientSubnet, Edns, MIN_UDP_PAYLOAD, OPTION_ECS, OPTION_NSID},
     header::{Header, HEADER_LEN},
     name::{self, NameBuf},
     rcode::Rcode,
@@ -123,7 +123,7 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             continue;
         }
         // One OPT, owned by the root (RFC 6891 §6.1.1), with well-formed options.
-        let Some(nsid) = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0)) else {
+        let Some((nsid, ecs)) = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0)) else {
             return Err(edns);
         };
         edns = Some(Edns {
@@ -131,21 +131,30 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             version: (ttl >> 16) as u8,
             dnssec_ok: ttl & 0x8000 != 0,
             nsid,
+            ecs,
         });
     }
     Ok((edns, pos))
 }
 
 /// When the OPT RDATA is a sequence of complete {code, length, data} options: whether
-/// one of them is NSID. `None` when malformed.
-fn options(mut rdata: &[u8]) -> Option<bool> {
-    let mut nsid = false;
+/// one of them is NSID, and the Client Subnet option. `None` when malformed, including
+/// an ECS option that breaks RFC 7871 §6 or a second one (§7.1.2: FORMERR).
+fn options(mut rdata: &[u8]) -> Option<(bool, Option<ClientSubnet>)> {
+    let (mut nsid, mut ecs) = (false, None);
     while !rdata.is_empty() {
-        nsid |= read_u16(rdata, 0)? == OPTION_NSID;
-        let len = read_u16(rdata, 2)?;
-        rdata = rdata.get(4 + usize::from(len)..)?;
+        let code = read_u16(rdata, 0)?;
+        let len = usize::from(read_u16(rdata, 2)?);
+        nsid |= code == OPTION_NSID;
+        if code == OPTION_ECS {
+            if ecs.is_some() {
+                return None;
+            }
+            ecs = Some(ClientSubnet::parse(rdata.get(4..4 + len)?)?);
+        }
+        rdata = rdata.get(4 + len..)?;
     }
-    Some(nsid)
+    Some((nsid, ecs))
 }
 
 fn read_u16(msg: &[u8], at: usize) -> Option<u16> {
@@ -184,6 +193,7 @@ mod tests {
                 version: 0,
                 dnssec_ok: true,
                 nsid: false,
+                ecs: None,
             })
         );
         // With a COOKIE and an NSID request.
