@@ -8,9 +8,6 @@ use qdns_settings::within;
 /// A setting that cannot be used: the file, line and key, or the flag, and why.
 pub type ConfigError = qdns_settings::Error;
 
-/// Flags that are not keys of the `--config` file.
-pub const CLI_ONLY: &[&str] = &["config", "check_config"];
-
 /// Every setting of `qdns-control`: the flag, its type, default, range and doc. The
 /// `--config` file takes the same names with `_` for `-`.
 #[derive(Debug, Clone, clap::Parser)]
@@ -112,15 +109,8 @@ pub struct Settings {
     pub check_config: bool,
 }
 
-impl Settings {
-    /// The settings of `argv` (program name first) over its `--config` file.
-    pub fn parse_from<I, T>(argv: I) -> Result<Settings, ConfigError>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString>,
-    {
-        qdns_settings::parse(argv, CLI_ONLY)
-    }
+impl qdns_settings::Declared for Settings {
+    const CLI_ONLY: &'static [&'static str] = &["config", "check_config"];
 }
 
 /// `--quorum`: a share in `0.0..1.0` (1.0 would make nothing healthy, ever).
@@ -293,7 +283,8 @@ fn edge_tls(
 
 #[cfg(test)]
 mod tests {
-    use super::{Config, Settings, CLI_ONLY};
+    use super::{Config, Settings};
+    use qdns_settings::Declared;
 
     fn config(args: &[&str]) -> Result<Config, String> {
         let mut all = vec![
@@ -308,17 +299,14 @@ mod tests {
             "/e.sock",
         ];
         all.extend_from_slice(args);
-        Settings::parse_from(all)
+        Settings::from_argv(all)
             .and_then(Config::new)
             .map_err(|e| e.to_string())
     }
 
     #[test]
     fn every_setting_is_in_config_md_and_only_those() {
-        assert_eq!(
-            qdns_settings::in_config_md::<Settings>(CLI_ONLY, "Control settings"),
-            Ok(())
-        );
+        assert_eq!(Settings::in_config_md("Control settings"), Ok(()));
     }
 
     #[test]
@@ -335,7 +323,7 @@ mod tests {
         // Every required setting but the edge socket, which each case gives.
         let without_edge_socket = ["--zones", "/z", "--socket", "/c", "--state-dir", "/s"];
         let parse = |edge_socket: &[&str]| {
-            Settings::parse_from([&["qdns-control"][..], &without_edge_socket, edge_socket].concat())
+            Settings::from_argv([&["qdns-control"][..], &without_edge_socket, edge_socket].concat())
                 .and_then(Config::new)
                 .map_err(|e| e.to_string())
         };

@@ -10,9 +10,6 @@ use crate::{wire::edns::DEFAULT_UDP_PAYLOAD, xdp::XdpMode};
 /// A setting that cannot be used: the file, line and key, or the flag, and why.
 pub type ConfigError = qdns_settings::Error;
 
-/// Flags that are not keys of the `--config` file.
-pub const CLI_ONLY: &[&str] = &["config", "check_config", "takeover"];
-
 /// Every setting of `qdns-edge`: the flag, its type, default, range and doc. The
 /// `--config` file takes the same names with `_` for `-`.
 #[derive(Debug, Clone, clap::Parser)]
@@ -134,15 +131,8 @@ pub struct Settings {
     pub bpffs: PathBuf,
 }
 
-impl Settings {
-    /// The settings of `argv` (program name first) over its `--config` file.
-    pub fn parse_from<I, T>(argv: I) -> Result<Settings, ConfigError>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString>,
-    {
-        qdns_settings::parse(argv, CLI_ONLY)
-    }
+impl qdns_settings::Declared for Settings {
+    const CLI_ONLY: &'static [&'static str] = &["config", "check_config", "takeover"];
 }
 
 /// The settings checked together, with what follows from them.
@@ -373,22 +363,20 @@ fn parse_nsid(text: &str) -> Result<std::sync::Arc<[u8]>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_nsid, Config, Settings, CLI_ONLY};
+    use super::{parse_nsid, Config, Settings};
+    use qdns_settings::Declared;
 
     fn config(args: &[&str]) -> Result<Config, String> {
         let mut all = vec!["qdns-edge", "--listen", "127.0.0.1:53"];
         all.extend_from_slice(args);
-        Settings::parse_from(all)
+        Settings::from_argv(all)
             .and_then(Config::new)
             .map_err(|e| e.to_string())
     }
 
     #[test]
     fn every_setting_is_in_config_md_and_only_those() {
-        assert_eq!(
-            qdns_settings::in_config_md::<Settings>(CLI_ONLY, "Edge settings"),
-            Ok(())
-        );
+        assert_eq!(Settings::in_config_md("Edge settings"), Ok(()));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use qdns_edge::{
     config::{ConfigError, Settings},
     Config,
 };
+use qdns_settings::Declared as _;
 use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
@@ -24,7 +25,7 @@ fn main() -> ExitCode {
     if let Err(err) = qdns_listen::raise_open_files_limit() {
         tracing::warn!(%err, "cannot raise the open-file limit");
     }
-    let config = match Settings::parse_from(std::env::args_os()).and_then(Config::new) {
+    let config = match Settings::from_argv(std::env::args_os()).and_then(Config::new) {
         Ok(config) => config,
         Err(ConfigError::Cli(err)) => err.exit(),
         Err(err) => return fatal(&err),

@@ -65,6 +65,29 @@ fn first_line(err: &clap::Error) -> String {
     line.strip_prefix("error: ").unwrap_or(line).to_owned()
 }
 
+/// A daemon's settings struct: its flags (clap), and which of them are not file keys.
+/// What each daemon would otherwise write again — reading the command line over the
+/// file, and the CONFIG.md check — comes with it.
+pub trait Declared: clap::Parser {
+    /// Ids of the flags that are not keys of the `--config` file (`config` itself never
+    /// is one).
+    const CLI_ONLY: &'static [&'static str];
+
+    /// The settings of `argv` (program name first) over its `--config` file.
+    fn from_argv<I, T>(argv: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        parse(argv, Self::CLI_ONLY)
+    }
+
+    /// [`documented`] against `section` of the workspace's `docs/CONFIG.md`.
+    fn in_config_md(section: &str) -> Result<(), Vec<String>> {
+        in_config_md::<Self>(Self::CLI_ONLY, section)
+    }
+}
+
 /// The id of the flag naming the settings file.
 const CONFIG: &str = "config";
 

@@ -8,6 +8,7 @@ use qdns_control::{
     remote::{run_checker, CheckerConfig},
     report, Config,
 };
+use qdns_settings::Declared as _;
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -24,7 +25,7 @@ fn main() -> ExitCode {
     if let Err(err) = qdns_listen::raise_open_files_limit() {
         tracing::warn!(%err, "cannot raise the open-file limit");
     }
-    let mut settings = match Settings::parse_from(std::env::args_os()) {
+    let mut settings = match Settings::from_argv(std::env::args_os()) {
         Ok(settings) => settings,
         Err(ConfigError::Cli(err)) => err.exit(),
         Err(err) => return fatal(&err),
