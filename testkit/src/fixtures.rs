@@ -12,6 +12,24 @@ pub fn example_zones() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones")
 }
 
+/// The `[zone]` head of a small test zone `t.example.` (TTL 60, SOA, one NS): a test
+/// appends its own tables (`format!("{ZONE_HEAD}{body}")`).
+pub const ZONE_HEAD: &str = r#"
+[zone]
+origin = "t.example."
+ttl = 60
+[zone.soa]
+mname = "ns.t.example."
+rname = "h.t.example."
+serial = 1
+refresh = 1
+retry = 1
+expire = 1
+minimum = 5
+[zone.ns]
+names = ["ns.t.example."]
+"#;
+
 /// Copies the example zones into `dir` (for tests that change them).
 pub fn copy_examples(dir: &Path) {
     for entry in std::fs::read_dir(example_zones()).expect("examples/zones") {

@@ -15,6 +15,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod checks;
+pub mod client;
 pub mod dnssec;
 pub mod error;
 pub mod evaluate;

@@ -206,6 +206,8 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) aliases: Vec<crate::policy::PendingAlias>,
     /// `zone.dnssec`: the algorithm to sign with, when asked.
     pub(crate) dnssec: Option<crate::dnssec::Algorithm>,
+    /// `[[cidr_collection]]` id → its locations.
+    pub(crate) collections: BTreeMap<String, collections::Collection>,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -223,6 +225,7 @@ impl<'a> ZoneBuilder<'a> {
             checks: BTreeMap::new(),
             aliases: Vec::new(),
             dnssec: None,
+            collections: BTreeMap::new(),
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -331,7 +334,8 @@ impl<'a> ZoneBuilder<'a> {
         }
         self.soa(file)?;
         self.apex_ns(file)?;
-        self.health_checks(&file.health_check)
+        self.health_checks(&file.health_check)?;
+        self.cidr_collections(&file.cidr_collection)
     }
 
     /// The `index`th `[[rrset]]` table.
@@ -722,6 +726,7 @@ fn ancestors(wire: &[u8]) -> impl Iterator<Item = &[u8]> {
 use crate::master::type_name;
 
 mod chunks;
+mod collections;
 mod sets;
 
 #[cfg(test)]

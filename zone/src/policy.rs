@@ -48,11 +48,12 @@ impl ZoneBuilder<'_> {
             "failover" => PolicyKind::Failover,
             "multivalue" => PolicyKind::Multivalue,
             "zonal" => PolicyKind::Zonal,
+            "ip" => PolicyKind::Ip,
             other => {
                 return Err(self.err(
                     policy_text,
                     &key("policy"),
-                    format!("unknown policy {other:?}: use weighted, failover, multivalue or zonal"),
+                    format!("unknown policy {other:?}: use weighted, failover, multivalue, zonal or ip"),
                 ))
             }
         };
@@ -82,19 +83,9 @@ impl ZoneBuilder<'_> {
             .as_ref()
             .map(|t| self.ttl_value(t, &key("degraded_ttl")))
             .transpose()?;
-        let fail_open_below_permille = match &entry.fail_open_below {
-            #[expect(clippy::cast_sign_loss, reason = "checked to be within 0.0..=1.0 first")]
-            Some(f) if (0.0..=1.0).contains(f.get_ref()) => (f.get_ref() * 1000.0).round() as u32,
-            Some(f) => {
-                return Err(self.err(
-                    f,
-                    &key("fail_open_below"),
-                    format!("{} is outside 0.0..=1.0", f.get_ref()),
-                ))
-            }
-            None => 0,
-        };
+        let fail_open_below_permille = self.fail_open_below(entry, kind, &key("fail_open_below"))?;
         let set_key = (owner_wire.clone(), u16::from(rtype));
+        let mut client = None;
         let members = if kind == PolicyKind::Zonal {
             if let Some(m) = &entry.members {
                 return Err(self.err(m, &key("members"), "a zonal set takes zones, not members"));
@@ -119,6 +110,9 @@ impl ZoneBuilder<'_> {
                 .members
                 .as_ref()
                 .ok_or_else(|| self.err(policy_text, &key("members"), "a policy set needs members"))?;
+            if kind == PolicyKind::Ip {
+                client = Some(self.ip_rules(members, index)?);
+            }
             self.members(&owner, rtype, kind, members, index, &set_key)?
         };
         let set = RecordSet {
@@ -131,6 +125,7 @@ impl ZoneBuilder<'_> {
                 members,
                 fail_open_below_permille,
                 degraded_ttl,
+                client,
             })),
         };
         let origin = self.here(
@@ -138,6 +133,24 @@ impl ZoneBuilder<'_> {
             Some(format!("rrset[{index}]")),
         );
         self.insert(set, origin)
+    }
+
+    /// `fail_open_below` in thousandths (0 when absent).
+    fn fail_open_below(&self, entry: &RrsetEntry, kind: PolicyKind, key: &str) -> Result<u32, ZoneError> {
+        if let (Some(f), PolicyKind::Ip) = (&entry.fail_open_below, kind) {
+            return Err(self.err(
+                f,
+                key,
+                "an ip set falls back to broader matches, then fails open over the most specific: fail_open_below does not apply",
+            ));
+        }
+        let permille = match &entry.fail_open_below {
+            #[expect(clippy::cast_sign_loss, reason = "checked to be within 0.0..=1.0 first")]
+            Some(f) if (0.0..=1.0).contains(f.get_ref()) => (f.get_ref() * 1000.0).round() as u32,
+            Some(f) => return Err(self.err(f, key, format!("{} is outside 0.0..=1.0", f.get_ref()))),
+            None => 0,
+        };
+        Ok(permille)
     }
 
     #[expect(
@@ -216,6 +229,9 @@ impl ZoneBuilder<'_> {
                 (Some(r), _) => return Err(self.err(r, &key(m, "role"), "role belongs to failover sets")),
                 (None, _) => false,
             };
+            if let (Some(cidr), false) = (&entry.cidr, kind == PolicyKind::Ip) {
+                return Err(self.err(cidr, &key(m, "cidr"), "cidr belongs to ip sets"));
+            }
             let (slot, check) = match &entry.health_check {
                 Some(id) => {
                     let slot = *self.checks.get(id.get_ref()).ok_or_else(|| {

@@ -20,6 +20,23 @@ pub struct ZoneFile {
     /// The `[[rrset]]` tables.
     #[serde(default)]
     pub rrset: Vec<RrsetEntry>,
+    /// The `[[cidr_collection]]` tables (SPEC §10).
+    #[serde(default)]
+    pub cidr_collection: Vec<CidrCollectionEntry>,
+}
+
+/// One `[[cidr_collection]]` table: named locations, each a list of prefixes, for
+/// `policy = "ip"` members (`cidr = "COLLECTION/LOCATION"`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CidrCollectionEntry {
+    /// Unique id within the zone file.
+    pub id: Spanned<String>,
+    /// Location name → prefixes (`ADDRESS/LEN`).
+    pub locations: Option<Spanned<std::collections::BTreeMap<String, Vec<Spanned<String>>>>>,
+    /// A file of `PREFIX LOCATION` lines, relative to the zone file (`#` starts a
+    /// comment), for large lists.
+    pub file: Option<Spanned<String>>,
 }
 
 /// One `[[health_check]]` table (SPEC §2, §4).
@@ -78,6 +95,8 @@ pub struct MemberEntry {
     /// Alias healthy iff its target has a healthy member.
     #[serde(default)]
     pub evaluate_target_health: bool,
+    /// `COLLECTION/LOCATION` or `*` (ip sets).
+    pub cidr: Option<Spanned<String>>,
 }
 
 /// One availability zone of a zonal record set.
@@ -153,7 +172,7 @@ pub struct RrsetEntry {
     pub ttl: Option<Spanned<i64>>,
     /// RDATA of each record, in presentation format for the type (plain sets).
     pub values: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `weighted`, `failover`, `multivalue` or `zonal`; none = plain.
+    /// `weighted`, `failover`, `multivalue`, `zonal` or `ip`; none = plain.
     pub policy: Option<Spanned<String>>,
     /// Members of a weighted, failover or multivalue set.
     pub members: Option<Spanned<Vec<Spanned<MemberEntry>>>>,

@@ -165,6 +165,8 @@ pub struct Policy {
     pub fail_open_below_permille: u32,
     /// TTL while degraded or failing open.
     pub degraded_ttl: Option<u32>,
+    /// Client-aware sets (`ip`): which members a client's address selects.
+    pub client: Option<Box<crate::client::ClientRules>>,
 }
 
 /// Routing policy kinds.
@@ -178,6 +180,9 @@ pub enum PolicyKind {
     Multivalue,
     /// Every healthy AZ.
     Zonal,
+    /// By the client's address: the member of the longest matching prefix, falling
+    /// back to broader matches, then `*` (SPEC §10).
+    Ip,
 }
 
 /// One candidate of a policy set.

@@ -180,33 +180,45 @@ pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, Sy
         .map_err(|e| SyncError::Corrupt(format!("{}: undecodable: {e}", path.display())))
 }
 
-/// Reads a [`Snapshot`] written by [`persist`] — by this version, or by one before
-/// DNSSEC (whose zones lack [`crate::Zone::dnssec`]): an upgraded edge serves the
-/// snapshot its predecessor persisted.
+/// Reads a [`Snapshot`] written by [`persist`] — by this version, by one before
+/// client-aware sets (policies without [`crate::Policy::client`]) or by one before
+/// DNSSEC (zones without [`crate::Zone::dnssec`]): an upgraded edge serves the snapshot
+/// its predecessor persisted.
 pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, SyncError> {
     let Some(body) = load_body(path)? else {
         return Ok(None);
     };
-    postcard::from_bytes(&body)
+    whole(&body)
         .or_else(|e| {
-            postcard::from_bytes::<legacy::SnapshotV1>(&body)
+            whole::<legacy::SnapshotV2>(&body)
                 .map(Snapshot::from)
+                .or_else(|_| whole::<legacy::SnapshotV1>(&body).map(Snapshot::from))
                 .map_err(|_| e)
         })
         .map(Some)
         .map_err(|e| SyncError::Corrupt(format!("{}: undecodable: {e}", path.display())))
 }
 
-/// Decodes a control → edge frame body, from this version's control or from one before
-/// DNSSEC (upgrade edges first: they read both).
+/// Decodes a control → edge frame body, from this version's control or from an older
+/// one (see [`load_snapshot`]; upgrade edges first: they read every form).
 pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, SyncError> {
-    postcard::from_bytes(body)
+    whole(body)
         .or_else(|e| {
-            postcard::from_bytes::<legacy::ToEdgeV1>(body)
+            whole::<legacy::ToEdgeV2>(body)
                 .map(ToEdge::from)
+                .or_else(|_| whole::<legacy::ToEdgeV1>(body).map(ToEdge::from))
                 .map_err(|_| e)
         })
         .map_err(SyncError::from)
+}
+
+/// `body` decoded as a `T` that spans it exactly: an older form read as a newer one
+/// (or the reverse) fails rather than leaving octets over.
+fn whole<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, postcard::Error> {
+    match postcard::take_from_bytes(body)? {
+        (value, []) => Ok(value),
+        _ => Err(postcard::Error::DeserializeBadEncoding),
+    }
 }
 
 /// The body of a file written by [`persist`], checked; `Ok(None)` when there is none.
@@ -232,11 +244,109 @@ fn load_body(path: &Path) -> Result<Option<Vec<u8>>, SyncError> {
     Ok(Some(body.to_vec()))
 }
 
-/// The wire forms before DNSSEC (zones without `dnssec`), read for upgrades only.
+/// The wire forms of earlier versions, read for upgrades only: V2 before client-aware
+/// sets (policies without `client`), V1 also before DNSSEC (zones without `dnssec`).
 mod legacy {
     use serde::Deserialize;
 
-    use crate::{RecordSet, Slot, Snapshot, Zone};
+    use crate::{Member, Policy, PolicyKind, RecordSet, Slot, Snapshot, Zone};
+
+    #[derive(Deserialize)]
+    pub(super) struct PolicyV2 {
+        kind: PolicyKind,
+        members: Vec<Member>,
+        fail_open_below_permille: u32,
+        degraded_ttl: Option<u32>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct RecordSetV2 {
+        name: Vec<u8>,
+        rtype: u16,
+        ttl: u32,
+        rdata: Vec<Vec<u8>>,
+        policy: Option<Box<PolicyV2>>,
+    }
+
+    impl From<RecordSetV2> for RecordSet {
+        fn from(old: RecordSetV2) -> RecordSet {
+            RecordSet {
+                name: old.name,
+                rtype: old.rtype,
+                ttl: old.ttl,
+                rdata: old.rdata,
+                policy: old.policy.map(|p| {
+                    Box::new(Policy {
+                        kind: p.kind,
+                        members: p.members,
+                        fail_open_below_permille: p.fail_open_below_permille,
+                        degraded_ttl: p.degraded_ttl,
+                        client: None,
+                    })
+                }),
+            }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ZoneV2 {
+        origin: Vec<u8>,
+        source: String,
+        serial: u32,
+        negative_ttl: u32,
+        rrsets: Vec<RecordSetV2>,
+        slot_base: u32,
+        slots: Vec<Slot>,
+        dnssec: Option<Box<crate::dnssec::Signatures>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct SnapshotV2 {
+        version: u64,
+        zones: Vec<ZoneV2>,
+        bitmap: Vec<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) enum ToEdgeV2 {
+        Snapshot { snapshot: Box<SnapshotV2>, seq: u64 },
+        Health(super::HealthDelta),
+    }
+
+    impl From<SnapshotV2> for Snapshot {
+        fn from(old: SnapshotV2) -> Snapshot {
+            Snapshot {
+                version: old.version,
+                zones: old
+                    .zones
+                    .into_iter()
+                    .map(|z| Zone {
+                        origin: z.origin,
+                        source: z.source,
+                        serial: z.serial,
+                        negative_ttl: z.negative_ttl,
+                        rrsets: z.rrsets.into_iter().map(RecordSet::from).collect(),
+                        slot_base: z.slot_base,
+                        slots: z.slots,
+                        dnssec: z.dnssec,
+                    })
+                    .collect(),
+                bitmap: old.bitmap,
+            }
+        }
+    }
+
+    impl From<ToEdgeV2> for super::ToEdge {
+        fn from(old: ToEdgeV2) -> super::ToEdge {
+            match old {
+                ToEdgeV2::Snapshot { snapshot, seq } => super::ToEdge::Snapshot {
+                    snapshot: Box::new(Snapshot::from(*snapshot)),
+                    seq,
+                },
+                ToEdgeV2::Health(delta) => super::ToEdge::Health(delta),
+            }
+        }
+    }
 
     #[derive(Deserialize)]
     pub(super) struct ZoneV1 {
@@ -244,7 +354,7 @@ mod legacy {
         source: String,
         serial: u32,
         negative_ttl: u32,
-        rrsets: Vec<RecordSet>,
+        rrsets: Vec<RecordSetV2>,
         slot_base: u32,
         slots: Vec<Slot>,
     }
@@ -264,12 +374,18 @@ mod legacy {
 
     impl From<SnapshotV1> for Snapshot {
         fn from(old: SnapshotV1) -> Snapshot {
-            Snapshot {
+            Snapshot::from(SnapshotV2::from(old))
+        }
+    }
+
+    impl From<SnapshotV1> for SnapshotV2 {
+        fn from(old: SnapshotV1) -> SnapshotV2 {
+            SnapshotV2 {
                 version: old.version,
                 zones: old
                     .zones
                     .into_iter()
-                    .map(|z| Zone {
+                    .map(|z| ZoneV2 {
                         origin: z.origin,
                         source: z.source,
                         serial: z.serial,
@@ -287,22 +403,58 @@ mod legacy {
 
     impl From<ToEdgeV1> for super::ToEdge {
         fn from(old: ToEdgeV1) -> super::ToEdge {
-            match old {
-                ToEdgeV1::Snapshot { snapshot, seq } => super::ToEdge::Snapshot {
-                    snapshot: Box::new(Snapshot::from(*snapshot)),
+            super::ToEdge::from(match old {
+                ToEdgeV1::Snapshot { snapshot, seq } => ToEdgeV2::Snapshot {
+                    snapshot: Box::new(SnapshotV2::from(*snapshot)),
                     seq,
                 },
-                ToEdgeV1::Health(delta) => super::ToEdge::Health(delta),
-            }
+                ToEdgeV1::Health(delta) => ToEdgeV2::Health(delta),
+            })
         }
     }
 
     #[cfg(test)]
     pub(super) mod write {
-        //! The old forms, written as the version before DNSSEC wrote them.
+        //! The old forms, written as the versions before them wrote them.
         use serde::Serialize;
 
-        use crate::{RecordSet, Slot};
+        use crate::{Member, PolicyKind, Slot};
+
+        #[derive(Serialize)]
+        pub struct PolicyV2 {
+            pub kind: PolicyKind,
+            pub members: Vec<Member>,
+            pub fail_open_below_permille: u32,
+            pub degraded_ttl: Option<u32>,
+        }
+
+        #[derive(Serialize)]
+        pub struct RecordSetV2 {
+            pub name: Vec<u8>,
+            pub rtype: u16,
+            pub ttl: u32,
+            pub rdata: Vec<Vec<u8>>,
+            pub policy: Option<Box<PolicyV2>>,
+        }
+
+        #[derive(Serialize)]
+        pub struct ZoneV2 {
+            pub origin: Vec<u8>,
+            pub source: String,
+            pub serial: u32,
+            pub negative_ttl: u32,
+            pub rrsets: Vec<RecordSetV2>,
+            pub slot_base: u32,
+            pub slots: Vec<Slot>,
+            pub dnssec: Option<Box<crate::dnssec::Signatures>>,
+        }
+
+        #[derive(Serialize)]
+        pub struct SnapshotV2 {
+            pub version: u64,
+            pub zones: Vec<ZoneV2>,
+            pub bitmap: Vec<u64>,
+        }
 
         #[derive(Serialize)]
         pub struct ZoneV1 {
@@ -310,7 +462,7 @@ mod legacy {
             pub source: String,
             pub serial: u32,
             pub negative_ttl: u32,
-            pub rrsets: Vec<RecordSet>,
+            pub rrsets: Vec<RecordSetV2>,
             pub slot_base: u32,
             pub slots: Vec<Slot>,
         }
@@ -325,6 +477,12 @@ mod legacy {
         #[derive(Serialize)]
         pub enum ToEdgeV1 {
             Snapshot { snapshot: Box<SnapshotV1>, seq: u64 },
+        }
+
+        /// The same variant index as `ToEdge::Snapshot`.
+        #[derive(Serialize)]
+        pub enum ToEdgeV2 {
+            Snapshot { snapshot: Box<SnapshotV2>, seq: u64 },
         }
     }
 }
@@ -372,7 +530,7 @@ mod tests {
 
     #[test]
     fn snapshots_and_frames_from_before_dnssec_still_read() {
-        use super::legacy::write::{SnapshotV1, ToEdgeV1, ZoneV1};
+        use super::legacy::write::{RecordSetV2, SnapshotV1, ToEdgeV1, ZoneV1};
         let old = SnapshotV1 {
             version: 9,
             zones: vec![ZoneV1 {
@@ -380,7 +538,7 @@ mod tests {
                 source: "example.toml".into(),
                 serial: 3,
                 negative_ttl: 60,
-                rrsets: vec![crate::RecordSet {
+                rrsets: vec![RecordSetV2 {
                     name: b"\x07example\x00".to_vec(),
                     rtype: 1,
                     ttl: 60,
@@ -413,6 +571,66 @@ mod tests {
         // This version's own forms read as they are.
         persist(&path, &read).unwrap();
         assert_eq!(load_snapshot(&path).unwrap(), Some(read));
+    }
+
+    #[test]
+    fn snapshots_and_frames_from_before_client_aware_sets_still_read() {
+        use super::legacy::write::{PolicyV2, RecordSetV2, SnapshotV2, ToEdgeV2, ZoneV2};
+        let member = |id: &str, rdata: u8| crate::Member {
+            id: id.into(),
+            weight: 1,
+            slot: qdns_abi::health::ALWAYS_HEALTHY,
+            check: None,
+            answer: crate::Answer::Values(vec![vec![192, 0, 2, rdata]]),
+        };
+        let old = || SnapshotV2 {
+            version: 11,
+            zones: vec![ZoneV2 {
+                origin: b"\x07example\x00".to_vec(),
+                source: "example.toml".into(),
+                serial: 3,
+                negative_ttl: 60,
+                rrsets: vec![RecordSetV2 {
+                    name: b"\x03www\x07example\x00".to_vec(),
+                    rtype: 1,
+                    ttl: 60,
+                    rdata: Vec::new(),
+                    policy: Some(Box::new(PolicyV2 {
+                        kind: crate::PolicyKind::Weighted,
+                        members: vec![member("a", 1), member("b", 2)],
+                        fail_open_below_permille: 250,
+                        degraded_ttl: Some(5),
+                    })),
+                }],
+                slot_base: 0,
+                slots: Vec::new(),
+                dnssec: None,
+            }],
+            bitmap: vec![1],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snapshot.bin");
+        persist(&path, &old()).unwrap();
+        let read = load_snapshot(&path).unwrap().unwrap();
+        let policy = read.zones[0].rrsets[0].policy.as_deref().unwrap();
+        assert_eq!(policy.members, vec![member("a", 1), member("b", 2)]);
+        assert_eq!(
+            (
+                policy.fail_open_below_permille,
+                policy.degraded_ttl,
+                policy.client.is_none()
+            ),
+            (250, Some(5), true)
+        );
+        let frame = encode(&ToEdgeV2::Snapshot {
+            snapshot: Box::new(old()),
+            seq: 5,
+        })
+        .unwrap();
+        match decode_to_edge(&frame[4..]).unwrap() {
+            ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 5)),
+            ToEdge::Health(other) => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -12,21 +12,7 @@ fn example() -> Zone {
     load_zone_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones/shop.example.toml")).unwrap()
 }
 
-const HEAD: &str = r#"
-[zone]
-origin = "t.example."
-ttl = 60
-[zone.soa]
-mname = "ns.t.example."
-rname = "h.t.example."
-serial = 1
-refresh = 1
-retry = 1
-expire = 1
-minimum = 5
-[zone.ns]
-names = ["ns.t.example."]
-"#;
+use qdns_testkit::fixtures::ZONE_HEAD as HEAD;
 
 fn error(body: &str) -> String {
     let dir = tempfile::tempdir().unwrap();

@@ -9,21 +9,7 @@ use hickory_proto::{
 
 use super::{Engine, Outcome, Transport};
 
-const HEAD: &str = r#"
-[zone]
-origin = "t.example."
-ttl = 60
-[zone.soa]
-mname = "ns.t.example."
-rname = "h.t.example."
-serial = 1
-refresh = 1
-retry = 1
-expire = 1
-minimum = 5
-[zone.ns]
-names = ["ns.t.example."]
-"#;
+use qdns_testkit::fixtures::ZONE_HEAD as HEAD;
 
 fn engine(rrsets: &str) -> Engine {
     let dir = tempfile::tempdir().unwrap();
