@@ -37,6 +37,10 @@ pub enum Request {
         name: String,
         /// RR type mnemonic.
         rtype: String,
+        /// A client address, or an ECS prefix `ADDR/LEN`: what client-aware sets answer
+        /// it, and over which scope.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<String>,
     },
     /// A zone's record sets in master-file form (policy sets as comments).
     Dump {
@@ -459,6 +463,30 @@ pub struct PolicyExplanation {
     pub shifts: Vec<SetShift>,
     /// Who answers.
     pub distribution: Distribution,
+    /// The decision for the client asked about (`explain --client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientExplanation>,
+}
+
+/// `explain --client`: what a client's address decides (SPEC §10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientExplanation {
+    /// The client as asked (`ADDR` or `ADDR/LEN`).
+    pub client: String,
+    /// The address the set decides by (an ECS prefix's bits past /24 or /56 cleared).
+    pub decided_by: String,
+    /// The rule that matched: `COLLECTION/LOCATION`, or `*`.
+    pub matched: String,
+    /// The prefix around the client over which the answer holds: the ECS scope.
+    pub scope_prefix: String,
+    /// Its length (the SCOPE PREFIX-LENGTH echoed to an ECS query).
+    pub scope: u8,
+    /// Members tried in order: the match, each broader match, then `*`.
+    pub chain: Vec<String>,
+    /// The member that answers now (`None`: the set answers nothing).
+    pub answered_by: Option<String>,
+    /// Answered by fail-open (no member of the chain healthy).
+    pub fail_open: bool,
 }
 
 /// A member in `explain`.
@@ -472,6 +500,9 @@ pub struct Candidate {
     pub role: Option<String>,
     /// Its health check.
     pub check: Option<String>,
+    /// What it matches (client-aware sets): `COLLECTION/LOCATION` or `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
     /// Its status.
     pub healthy: bool,
     /// Why.
@@ -530,6 +561,27 @@ pub enum Distribution {
         /// AZ names.
         answered_azs: Vec<String>,
     },
+    /// Client-aware sets: who answers the clients of each rule now.
+    ByClient {
+        /// One line per distinct chain of matches (at most [`BY_CLIENT_MAX`]).
+        by_client: Vec<ClientOutcome>,
+    },
+}
+
+/// Most chains `explain` lists for a client-aware set.
+pub const BY_CLIENT_MAX: usize = 64;
+
+/// Who answers the clients whose most specific match is `matched`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOutcome {
+    /// The most specific rule (`COLLECTION/LOCATION` or `*`).
+    pub matched: String,
+    /// Members tried in order.
+    pub chain: Vec<String>,
+    /// The member answering now.
+    pub answered_by: Option<String>,
+    /// Chosen by fail-open.
+    pub fail_open: bool,
 }
 
 /// A member's share of answers.
@@ -637,6 +689,7 @@ mod tests {
             &Request::Explain {
                 name: "www.example.".into(),
                 rtype: "A".into(),
+                client: Some("192.0.2.1/24".into()),
             },
             &Reply::Explain(Box::new(Explanation {
                 name: "www.example.".into(),
@@ -661,11 +714,20 @@ mod tests {
             Distribution::Zonal {
                 answered_azs: vec!["az1".into()],
             },
+            Distribution::ByClient {
+                by_client: vec![ClientOutcome {
+                    matched: "edges/eu".into(),
+                    chain: vec!["eu".into(), "rest".into()],
+                    answered_by: Some("rest".into()),
+                    fail_open: false,
+                }],
+            },
         ] {
             round_trip(
                 &Request::Explain {
                     name: "api.example.".into(),
                     rtype: "A".into(),
+                    client: None,
                 },
                 &Reply::Explain(Box::new(Explanation {
                     name: "api.example.".into(),
@@ -683,6 +745,7 @@ mod tests {
                                 weight: Some(3),
                                 role: None,
                                 check: Some("a-http".into()),
+                                cidr: Some("edges/eu".into()),
                                 healthy: true,
                                 why: "ok".into(),
                                 answers: MemberAnswer::Records {
@@ -695,6 +758,7 @@ mod tests {
                                 weight: None,
                                 role: Some("secondary".into()),
                                 check: None,
+                                cidr: None,
                                 healthy: false,
                                 why: "down".into(),
                                 answers: MemberAnswer::Alias {
@@ -709,6 +773,16 @@ mod tests {
                             moves_traffic: true,
                         }],
                         distribution,
+                        client: Some(ClientExplanation {
+                            client: "192.0.2.77/32".into(),
+                            decided_by: "192.0.2.0".into(),
+                            matched: "edges/eu".into(),
+                            scope_prefix: "192.0.2.0/24".into(),
+                            scope: 24,
+                            chain: vec!["a".into(), "b".into()],
+                            answered_by: Some("a".into()),
+                            fail_open: false,
+                        }),
                     })),
                 })),
             );

@@ -17,6 +17,8 @@ use qdns_zone::{
     name, Answer, PolicyKind, RecordSet, SlotRule, Zone,
 };
 
+mod client;
+
 /// Why slot `slot` (global) has its status.
 #[must_use]
 pub fn why(state: &State, slot: u32) -> String {
@@ -151,8 +153,8 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
     }
 }
 
-/// The `explain NAME TYPE` result.
-pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Explanation, ApiError> {
+/// The `explain NAME TYPE [--client ADDR[/LEN]]` result.
+pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>) -> Result<Explanation, ApiError> {
     let code = type_code(rtype).ok_or_else(|| ApiError::bad_argument(format!("unknown type {rtype:?}")))?;
     let wire = owner_wire(owner).map_err(ApiError::bad_argument)?;
     let (zone, set) = find_set(state, &wire, code).ok_or_else(|| {
@@ -189,6 +191,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Explanation, A
             role: (policy.kind == PolicyKind::Failover)
                 .then(|| if i == 0 { "primary" } else { "secondary" }.to_owned()),
             check: m.check.clone(),
+            cidr: policy.client.as_ref().and_then(|r| r.labels.get(i)).cloned(),
             healthy: slot_healthy(bitmap, slot),
             why: why(state, slot),
             answers: match &m.answer {
@@ -202,13 +205,20 @@ pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Explanation, A
             },
         })
         .collect();
-    let distribution = distribution(
-        policy.kind,
-        &policy.members,
-        &slots,
-        bitmap,
-        policy.fail_open_below_permille,
-    );
+    let distribution = match policy.client.as_deref() {
+        Some(rules) => client::by_client(rules, &policy.members, &slots, bitmap),
+        None => distribution(
+            policy.kind,
+            &policy.members,
+            &slots,
+            bitmap,
+            policy.fail_open_below_permille,
+        ),
+    };
+    let client = match (asked_for, policy.client.as_deref()) {
+        (Some(asked), Some(rules)) => Some(client::for_client(asked, rules, &policy.members, &slots, bitmap)?),
+        _ => None,
+    };
     let label = set_label(set);
     let shifts: Vec<SetShift> = state
         .operator
@@ -242,6 +252,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str) -> Result<Explanation, A
             candidates,
             shifts,
             distribution,
+            client,
         })),
     })
 }
@@ -306,6 +317,8 @@ fn distribution(
                 per_answer,
             }
         }
+        // Client-aware sets are explained by `client::by_client`.
+        PolicyKind::Ip => Distribution::ByClient { by_client: Vec::new() },
         PolicyKind::Zonal => {
             let c = select_zonal(slots, bitmap);
             Distribution::Zonal {

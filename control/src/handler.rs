@@ -100,7 +100,9 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
         Request::Status {} => Ok(Reply::Status(Box::new(status(state)))),
         Request::Reload {} => reload(ctx, state).map(Reply::Reloaded),
         Request::Health { check } => health(state, check.as_deref()).map(Reply::Health),
-        Request::Explain { name, rtype } => explain(state, &name, &rtype).map(|e| Reply::Explain(Box::new(e))),
+        Request::Explain { name, rtype, client } => {
+            explain(state, &name, &rtype, client.as_deref()).map(|e| Reply::Explain(Box::new(e)))
+        }
         Request::DnssecDs { zone } => {
             let found = zone_of(state, &zone)?;
             crate::dnssec::key_info(&ctx.key_store(), found)

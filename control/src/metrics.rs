@@ -217,8 +217,12 @@ pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken)
                 match get.path.as_str() {
                     "/metrics" => Page::metrics(render(&*ctx.state.lock().await)),
                     "/" | "/status" => {
-                        let (name, rtype) = (get.param("name"), get.param("type"));
-                        let query = name.as_deref().map(|n| (n, rtype.as_deref().unwrap_or("A")));
+                        let (name, rtype, client) = (get.param("name"), get.param("type"), get.param("client"));
+                        let query = name.as_deref().map(|name| crate::status_page::ExplainQuery {
+                            name,
+                            rtype: rtype.as_deref().unwrap_or("A"),
+                            client: client.as_deref().filter(|c| !c.is_empty()),
+                        });
                         Page::html(crate::status_page::render(&*ctx.state.lock().await, query))
                     }
                     _ => Page::text(404, "see /status or /metrics\n"),

@@ -11,7 +11,7 @@ use std::{
 
 use qdns_abi::{
     health::slot_healthy,
-    select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember},
+    select::{select_chain, select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember},
 };
 use qdns_zone::{
     evaluate::{evaluate, global, Inputs},
@@ -638,6 +638,13 @@ pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
         }
         PolicyKind::Multivalue => select_multivalue(&slots, bitmap, policy.fail_open_below_permille, 0).fail_open,
         PolicyKind::Zonal => select_zonal(&slots, bitmap).fail_open,
+        // Some clients get a fail-open answer: a chain with no healthy member.
+        PolicyKind::Ip => policy.client.as_deref().is_some_and(|rules| {
+            rules
+                .chains
+                .iter()
+                .any(|chain| select_chain(chain, &slots, bitmap).is_some_and(|c| c.fail_open))
+        }),
     }
 }
 

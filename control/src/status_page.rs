@@ -17,9 +17,20 @@ use crate::{
 /// Events shown, newest first.
 const EVENTS_SHOWN: usize = 50;
 
-/// The page for `state`; `query` is the `explain` form's (name, type), if given.
+/// What the `explain` form asks.
+#[derive(Clone, Copy, Debug)]
+pub struct ExplainQuery<'q> {
+    /// Owner name.
+    pub name: &'q str,
+    /// RR type.
+    pub rtype: &'q str,
+    /// A client address or ECS prefix (client-aware sets).
+    pub client: Option<&'q str>,
+}
+
+/// The page for `state`; `query` is the `explain` form's, if given.
 #[must_use]
-pub fn render(state: &State, query: Option<(&str, &str)>) -> String {
+pub fn render(state: &State, query: Option<ExplainQuery<'_>>) -> String {
     let report = status(state);
     let mut page = String::with_capacity(16 * 1024);
     head(&mut page, &report);
@@ -329,20 +340,27 @@ fn edges(page: &mut String, report: &StatusReport) {
 }
 
 /// The `explain` form and, for a query, its answer.
-fn explain_section(page: &mut String, state: &State, query: Option<(&str, &str)>) {
-    let (name, rtype) = query.unwrap_or(("", "A"));
+fn explain_section(page: &mut String, state: &State, query: Option<ExplainQuery<'_>>) {
+    let ExplainQuery { name, rtype, client } = query.unwrap_or(ExplainQuery {
+        name: "",
+        rtype: "A",
+        client: None,
+    });
     let _ = writeln!(
         page,
         "<h2 id=\"explain\">Explain an answer</h2>\n<form method=\"get\" action=\"/status\">\
          <input name=\"name\" size=\"40\" placeholder=\"www.example.com.\" value=\"{}\">\
-         <input name=\"type\" size=\"6\" value=\"{}\"><input type=\"submit\" value=\"explain\"></form>",
+         <input name=\"type\" size=\"6\" value=\"{}\">\
+         <input name=\"client\" size=\"20\" placeholder=\"client 192.0.2.1/24\" value=\"{}\">\
+         <input type=\"submit\" value=\"explain\"></form>",
         esc(name),
-        esc(rtype)
+        esc(rtype),
+        esc(client.unwrap_or_default())
     );
     if query.is_none() || name.is_empty() {
         return;
     }
-    match explain(state, name, rtype) {
+    match explain(state, name, rtype, client) {
         Ok(e) => explanation(page, &e),
         Err(err) => {
             let _ = writeln!(page, "<p class=\"warn\" id=\"explain-error\">{}</p>", esc(&err.message));
@@ -380,6 +398,20 @@ fn explanation(page: &mut String, e: &Explanation) {
                 candidate(page, c);
             }
             page.push_str("</table>\n");
+            if let Some(c) = &p.client {
+                let _ = writeln!(
+                    page,
+                    "<p id=\"client\">Client <code>{}</code> (decided by {}): matches <code>{}</code>, \
+                     scope <code>{}</code>; tries {}; answered by <b>{}</b>{}</p>",
+                    esc(&c.client),
+                    esc(&c.decided_by),
+                    esc(&c.matched),
+                    esc(&c.scope_prefix),
+                    esc(&c.chain.join(" → ")),
+                    esc(c.answered_by.as_deref().unwrap_or("(nothing)")),
+                    if c.fail_open { " (fail-open)" } else { "" }
+                );
+            }
             distribution(page, &p.distribution);
             for s in &p.shifts {
                 let _ = writeln!(
@@ -451,6 +483,22 @@ fn distribution(page: &mut String, d: &Distribution) {
                 "<p id=\"distribution\">AZs answered: {}</p>",
                 esc(&answered_azs.join(", "))
             );
+        }
+        Distribution::ByClient { by_client } => {
+            page.push_str(
+                "<table id=\"distribution\"><tr><th>clients matching</th><th>tries</th><th>answered by</th></tr>\n",
+            );
+            for o in by_client {
+                let _ = writeln!(
+                    page,
+                    "<tr><td><code>{}</code></td><td>{}</td><td>{}{}</td></tr>",
+                    esc(&o.matched),
+                    esc(&o.chain.join(" → ")),
+                    esc(o.answered_by.as_deref().unwrap_or("(nothing)")),
+                    if o.fail_open { " (fail-open)" } else { "" }
+                );
+            }
+            page.push_str("</table>\n");
         }
     }
 }

@@ -373,6 +373,61 @@ fn control_socket_is_private_and_stale_files_are_replaced() {
     );
 }
 
+/// `explain --client` (SPEC §10): the rule a client matches, the scope its answer holds
+/// for, the chain of matches and who answers now, following health.
+#[test]
+fn explain_for_a_client_names_the_rule_the_scope_and_the_answer() {
+    let loc = Location::new();
+    loc.ctl_json(&["override", "set", "web-1", "healthy", "--expires", "30m"]);
+    let e = loc.ctl_json(&["explain", "near.shop.example", "A", "--client", "198.51.100.77/32"]);
+    assert_eq!(e["policy"], "ip", "{e}");
+    let client = &e["client"];
+    assert_eq!(client["decided_by"], "198.51.100.0", "/32 is used as /24: {e}");
+    assert_eq!(client["matched"], "clients/eu", "{e}");
+    assert_eq!(client["scope_prefix"], "198.51.100.0/24", "{e}");
+    assert_eq!(client["scope"], 24, "{e}");
+    assert_eq!(client["chain"], serde_json::json!(["eu", "rest"]), "{e}");
+    assert_eq!(client["answered_by"], "eu", "{e}");
+    assert_eq!(e["candidates"][0]["cidr"], "clients/eu", "{e}");
+    // Who answers each rule's clients.
+    let by_client = e["distribution"]["by_client"].as_array().unwrap();
+    assert!(
+        by_client
+            .iter()
+            .any(|o| o["matched"] == "clients/us" && o["answered_by"] == "us"),
+        "{e}"
+    );
+    // The eu member unhealthy: its clients fall back to `*`.
+    loc.ctl_json(&["override", "set", "web-1", "unhealthy", "--expires", "30m"]);
+    let e = loc.ctl_json(&["explain", "near.shop.example", "A", "--client", "198.51.100.7"]);
+    assert_eq!(
+        e["client"]["decided_by"], "198.51.100.7",
+        "a bare address is a packet source"
+    );
+    assert_eq!(e["client"]["answered_by"], "rest", "{e}");
+    assert_eq!(e["client"]["fail_open"], false, "{e}");
+    // Outside every rule: `*`, with the largest prefix that meets no rule.
+    let e = loc.ctl_json(&["explain", "near.shop.example", "A", "--client", "192.0.2.0/24"]);
+    assert_eq!(
+        (e["client"]["matched"].as_str(), e["client"]["scope"].as_u64()),
+        (Some("*"), Some(6)),
+        "{e}"
+    );
+    let human = loc.ctl(&["explain", "near.shop.example", "A", "--client", "203.0.113.0/24"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("matches clients/us, scope 203.0.113.0/24 (ECS scope /24)"),
+        "{text}"
+    );
+    let out = loc.ctl(&["explain", "near.shop.example", "A", "--client", "eu"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("use an address or ADDRESS/LEN"),
+        "{out:?}"
+    );
+    loc.ctl_json(&["override", "clear", "web-1"]);
+}
+
 #[test]
 fn explain_and_health_tell_why() {
     let loc = Location::new();

@@ -10,11 +10,10 @@ use std::{
     fmt::Write as _,
     net::{SocketAddr, UdpSocket},
     path::Path,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use common::{read_framed, write_framed, Edge, Rng};
+use common::{knot::Knot, read_framed, write_framed, Edge, Rng};
 use hickory_proto::{
     op::Message,
     rr::{Record, RecordType},
@@ -349,66 +348,25 @@ fn probes(names: &[String], seed: u64) -> Vec<Probe> {
         .collect()
 }
 
-/// A running knotd, stopped (by its PID) on drop.
-struct Knot {
-    child: Child,
-    addr: SocketAddr,
+/// knotd serving the generated zone `zone`.
+fn start_knot(dir: &Path, zone: &Path) -> Knot {
+    let rest = format!(
+        "zone:\n  - domain: {ORIGIN}\n    file: {}\n    journal-content: none\n    zonefile-sync: -1\n",
+        zone.display()
+    );
+    let soa = Probe {
+        qname: wire(ORIGIN),
+        qtype: 6,
+        edns: None,
+        dnssec_ok: false,
+        tcp: false,
+    };
+    Knot::start(dir, "", &rest, |addr| {
+        // RCODE NOERROR: the zone is loaded.
+        udp_once(addr, &soa.bytes(1), Duration::from_millis(200))
+            .is_some_and(|reply| reply.get(3).is_some_and(|flags| flags.trailing_zeros() >= 4))
+    })
 }
-
-impl Knot {
-    fn start(dir: &Path, zone: &Path) -> Knot {
-        let port = free_port();
-        let d = dir.display();
-        let conf = format!(
-            "server:\n    listen: 127.0.0.1@{port}\n    rundir: {d}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
-             database:\n    storage: {d}/db\nlog:\n  - target: stderr\n    any: warning\n\
-             zone:\n  - domain: {ORIGIN}\n    file: {}\n    journal-content: none\n    zonefile-sync: -1\n",
-            zone.display()
-        );
-        std::fs::write(dir.join("knot.conf"), conf).unwrap();
-        let child = Command::new("knotd")
-            .arg("-c")
-            .arg(dir.join("knot.conf"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("knotd (Debian package knot, installed by scripts/setup-peers) must be on PATH");
-        let mut knot = Knot {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        };
-        let soa = Probe {
-            qname: wire(ORIGIN),
-            qtype: 6,
-            edns: None,
-            dnssec_ok: false,
-            tcp: false,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(reply) = udp_once(knot.addr, &soa.bytes(1), Duration::from_millis(200)) {
-                // RCODE NOERROR: the zone is loaded.
-                if reply.get(3).is_some_and(|flags| flags.trailing_zeros() >= 4) {
-                    return knot;
-                }
-            }
-            assert!(Instant::now() < deadline, "knotd did not serve {ORIGIN} within 20 s");
-            if let Ok(Some(status)) = knot.child.try_wait() {
-                panic!("knotd exited ({status}) before serving {ORIGIN}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Knot {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-use qdns_testkit::fixtures::free_port;
 
 fn udp_once(addr: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
     let socket = UdpSocket::bind("127.0.0.1:0").ok()?;
@@ -656,7 +614,7 @@ fn run_seed(seed: u64) -> (usize, Vec<String>, std::collections::BTreeMap<&'stat
     .unwrap();
     let knot_dir = dir.path().join("knot");
     std::fs::create_dir(&knot_dir).unwrap();
-    let knot = Knot::start(&knot_dir, &zone);
+    let knot = start_knot(&knot_dir, &zone);
     let edge = Edge::start_with(&zones, &[]);
     let mut failures = Vec::new();
     let mut reasons = std::collections::BTreeMap::new();

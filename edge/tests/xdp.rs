@@ -287,6 +287,37 @@ fn client_subnet_queries_pass_to_user_space() {
     assert_eq!(after["pass_client_subnet"] - before["pass_client_subnet"], 1);
 }
 
+/// Client-aware sets (`policy = "ip"`, the example's `near.shop.example`): the answer
+/// depends on the client's address, so the program passes them to user space, counted
+/// as `pass_client_aware` (plain and DO=1 queries alike); other names still answer.
+#[test]
+fn client_aware_names_pass_to_user_space() {
+    require_root("BPF_PROG_TEST_RUN");
+    let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
+    let engine = qdns_edge::Engine::compile(&snapshot).unwrap();
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
+    program.install(&engine).expect("tables install");
+    let near = ipv4_udp_frame(&query("near.shop.example.", RecordType::A, Ask::default()), 53);
+    let near_do = ipv4_udp_frame(
+        &query(
+            "near.shop.example.",
+            RecordType::A,
+            Ask {
+                dnssec_ok: true,
+                ..Ask::default()
+            },
+        ),
+        53,
+    );
+    let www = ipv4_udp_frame(&query("www.shop.example.", RecordType::A, Ask::default()), 53);
+    let before = counters(&program);
+    assert_eq!(program.test_run(&near, 1).unwrap().action, XDP_PASS);
+    assert_eq!(program.test_run(&near_do, 1).unwrap().action, XDP_PASS);
+    assert_eq!(program.test_run(&www, 1).unwrap().action, XDP_TX);
+    let after = counters(&program);
+    assert_eq!(after["pass_client_aware"] - before["pass_client_aware"], 2);
+}
+
 /// Every install fills the bank queries do not read and flips to it; health flips keep
 /// the bank. Across installs and health changes the program keeps answering from the
 /// latest generation, and a zone that changed answers with the new bytes.

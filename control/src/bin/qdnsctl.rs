@@ -39,7 +39,14 @@ enum Command {
     /// Health of every check, or of one.
     Health { check: Option<String> },
     /// Why NAME answers TYPE as it does.
-    Explain { name: String, rtype: String },
+    Explain {
+        name: String,
+        rtype: String,
+        /// For client-aware sets: the answer, matched rule and scope for this client
+        /// address, or ECS prefix ADDR/LEN.
+        #[arg(long, value_name = "ADDR[/LEN]")]
+        client: Option<String>,
+    },
     /// ZONE's record sets as a master file (RFC 1035 §5; policy sets as comments).
     Dump { zone: String },
     /// Force a check's status for a while.
@@ -317,7 +324,7 @@ fn main() -> ExitCode {
         Command::Status => Request::Status {},
         Command::Reload => Request::Reload {},
         Command::Health { check } => Request::Health { check },
-        Command::Explain { name, rtype } => Request::Explain { name, rtype },
+        Command::Explain { name, rtype, client } => Request::Explain { name, rtype, client },
         Command::Dump { zone } => Request::Dump { zone },
         Command::Dnssec {
             action: DnssecAction::Ds { zone },
@@ -621,6 +628,31 @@ fn print_explain(e: &Explanation) {
             answered_from.join(", ")
         ),
         Distribution::Zonal { answered_azs } => println!("answers: AZs {}", answered_azs.join(", ")),
+        Distribution::ByClient { by_client } => {
+            println!("{:<24} {:<28} ANSWERED BY", "CLIENTS MATCHING", "TRIES");
+            for o in by_client {
+                println!(
+                    "{:<24} {:<28} {}{}",
+                    o.matched,
+                    o.chain.join(" > "),
+                    or_dash(o.answered_by.as_deref()),
+                    if o.fail_open { " (fail-open)" } else { "" }
+                );
+            }
+        }
+    }
+    if let Some(c) = &policy.client {
+        println!(
+            "client {} (decided by {}): matches {}, scope {} (ECS scope /{}); tries {}; answered by {}{}",
+            c.client,
+            c.decided_by,
+            c.matched,
+            c.scope_prefix,
+            c.scope,
+            c.chain.join(" > "),
+            or_dash(c.answered_by.as_deref()),
+            if c.fail_open { " (fail-open)" } else { "" }
+        );
     }
 }
 

@@ -25,7 +25,7 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V13";
+pub const STATS_MAP: &str = "QDNS_STATS_V14";
 /// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
 /// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
 /// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
@@ -242,6 +242,9 @@ counters! {
     /// Passed: the query carries EDNS Client Subnet (RFC 7871): user space checks the
     /// option and echoes it with its scope.
     PassClientSubnet = 38, "pass_client_subnet";
+    /// Passed: the name's answer depends on the client's address (`policy = "ip"`):
+    /// user space decides it (SPEC §10).
+    PassClientAware = 39, "pass_client_aware";
 }
 
 impl Counter {

@@ -205,6 +205,38 @@ pub fn select_failover(primary: u32, secondary: Option<u32>, bitmap: &[u64]) -> 
     }
 }
 
+/// SPEC §10 client-aware sets (`ip`, `geo`): the first healthy member of `chain` (the
+/// member indices a client's address selects, most specific match first, then each
+/// broader match, then `*`); none healthy → the first, failing open. `slots` holds each
+/// member's health slot by index. `None` for an empty chain.
+#[inline(always)]
+#[must_use]
+pub fn select_chain(chain: &[u8], slots: &[u32], bitmap: &[u64]) -> Option<Choice> {
+    let first = *chain.first()?;
+    let n = if chain.len() < MAX_MEMBERS {
+        chain.len()
+    } else {
+        MAX_MEMBERS
+    };
+    let mut i = 0;
+    while i < n {
+        let member = chain[i];
+        if let Some(&slot) = slots.get(member as usize) {
+            if slot_healthy(bitmap, slot) {
+                return Some(Choice {
+                    index: u32::from(member),
+                    fail_open: false,
+                });
+            }
+        }
+        i += 1;
+    }
+    Some(Choice {
+        index: u32::from(first),
+        fail_open: true,
+    })
+}
+
 /// xorshift32: the multivalue subset needs several draws from one.
 #[inline(always)]
 const fn next(state: u32) -> u32 {

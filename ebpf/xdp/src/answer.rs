@@ -12,7 +12,7 @@ use qdns_abi::{
         DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN,
         KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
         PLAIN_MEDIUM, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
-        QTYPE_NODE, REASON_LARGE, REASON_REFERRAL, SIGNED,
+        QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED,
     },
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
@@ -686,6 +686,7 @@ fn pass_reason(entry: &AnswerValue) -> Counter {
     match entry.reason {
         REASON_REFERRAL => Counter::PassReferral,
         REASON_LARGE => Counter::PassLarge,
+        REASON_CLIENT_AWARE => Counter::PassClientAware,
         _ => Counter::PassNotCached,
     }
 }

@@ -25,7 +25,7 @@ mod respond;
 use std::collections::HashMap;
 
 pub use compile::EngineError;
-pub use respond::{Outcome, Transport, MAX_MESSAGE};
+pub use respond::{Asked, Outcome, Transport, MAX_MESSAGE};
 
 use crate::wire::edns::DEFAULT_UDP_PAYLOAD;
 

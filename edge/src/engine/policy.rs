@@ -3,11 +3,15 @@
 //!
 //! Each member's records are stored twice, with the set's TTL and with its
 //! `degraded_ttl`, so choosing the TTL costs nothing at query time.
+use std::net::IpAddr;
+
 use qdns_abi::{
     health::slot_healthy,
-    select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember, MAX_MEMBERS},
+    select::{
+        select_chain, select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember, MAX_MEMBERS,
+    },
 };
-use qdns_zone::{evaluate::global, Answer, Policy, PolicyKind, RecordSet};
+use qdns_zone::{client::ClientRules, evaluate::global, Answer, Policy, PolicyKind, RecordSet};
 
 use super::{compile::record_bytes, NodeId};
 
@@ -26,6 +30,8 @@ pub(super) struct PolicySet {
     /// Index of member 0's answer counter (`qdns_abi::answer::NO_ANSWER_COUNTER`: not
     /// counted), assigned by [`super::Engine::with_options`].
     counter: u32,
+    /// Client-aware sets: the prefix table.
+    client: Option<Box<ClientRules>>,
 }
 
 /// What a chosen member writes.
@@ -45,6 +51,9 @@ pub(super) struct Picked {
     pub degraded: bool,
     /// Chosen by fail-open.
     pub fail_open: bool,
+    /// Client-aware sets: the prefix length around the client over which this choice
+    /// holds (the ECS scope); 0 for the others.
+    pub scope: u8,
 }
 
 /// Compiles `policy` of `set`; `None` when an alias target is missing or RDATA is too
@@ -94,12 +103,17 @@ pub(super) fn compile(policy: &Policy, set: &RecordSet, base: u32, names: &super
             .map(|m| m.id.as_str().into())
             .collect(),
         counter: qdns_abi::answer::NO_ANSWER_COUNTER,
+        client: policy.client.clone(),
     })
 }
 
 impl PolicySet {
-    /// Chooses the answering members for `bitmap` and the draw `rand`.
-    pub(super) fn pick(&self, bitmap: &[u64], rand: u32) -> Picked {
+    /// Chooses the answering members for `bitmap`, the draw `rand` and the `client`
+    /// address (client-aware sets; `None`: the `*` answer).
+    pub(super) fn pick(&self, bitmap: &[u64], rand: u32, client: Option<IpAddr>) -> Picked {
+        if self.kind == PolicyKind::Ip {
+            return self.pick_for_client(bitmap, client);
+        }
         let (mask, fail_open) = match self.kind {
             PolicyKind::Weighted => {
                 match select_weighted(&self.weighted, bitmap, self.fail_open_below_permille, rand) {
@@ -123,12 +137,43 @@ impl PolicySet {
                 let c = select_zonal(&self.slots, bitmap);
                 (c.mask, c.fail_open)
             }
+            PolicyKind::Ip => (0, true),
         };
         let any_unhealthy = self.slots.iter().any(|&slot| !slot_healthy(bitmap, slot));
         Picked {
             mask,
             degraded: self.has_degraded_ttl && (any_unhealthy || fail_open),
             fail_open,
+            scope: 0,
+        }
+    }
+
+    /// SPEC §10: the client's chain of matches, its first healthy member (fail-open:
+    /// the most specific); degraded while any member of the chain is unhealthy.
+    fn pick_for_client(&self, bitmap: &[u64], client: Option<IpAddr>) -> Picked {
+        let Some(rules) = self.client.as_deref() else {
+            return Picked {
+                mask: 0,
+                degraded: false,
+                fail_open: true,
+                scope: 0,
+            };
+        };
+        let decision = client.map_or_else(|| rules.default_decision(), |addr| rules.decide(addr));
+        let (mask, fail_open) = match select_chain(decision.chain, &self.slots, bitmap) {
+            Some(choice) => (1u64 << (choice.index & 63), choice.fail_open),
+            None => (0, true),
+        };
+        let any_unhealthy = decision.chain.iter().any(|&m| {
+            self.slots
+                .get(usize::from(m))
+                .is_some_and(|&slot| !slot_healthy(bitmap, slot))
+        });
+        Picked {
+            mask,
+            degraded: self.has_degraded_ttl && (any_unhealthy || fail_open),
+            fail_open,
+            scope: decision.scope,
         }
     }
 

@@ -1,8 +1,8 @@
 //! Building the response (RFC 1034 §4.3.2, RFC 1035 §4.1, RFC 2308 negative answers,
 //! RFC 6604 CNAME chains, RFC 8482 ANY, RFC 6891 EDNS, RFC 2181 §9 truncation).
-use std::cell::Cell;
+use std::{cell::Cell, net::IpAddr};
 
-use qdns_zone::dnssec::AnswerKey;
+use qdns_zone::{client::client_prefix, dnssec::AnswerKey};
 
 use super::{
     dnssec::{self, Signed},
@@ -50,6 +50,21 @@ pub struct Outcome {
     /// The policy members the answer came from (the first counted policy set
     /// written), for the answer counters.
     pub members: Option<crate::answers::AnsweredMembers>,
+    /// The ECS SCOPE PREFIX-LENGTH echoed (0 without ECS, or when the answer does not
+    /// depend on the client).
+    pub scope: u8,
+}
+
+/// How a query is answered besides its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asked {
+    /// How it arrived.
+    pub transport: Transport,
+    /// The random draw for weighted and multivalue picks.
+    pub draw: u32,
+    /// The packet's source address: the client of client-aware sets when the query
+    /// carries no ECS (or ECS with SOURCE 0). `None`: the `*` answer.
+    pub source: Option<IpAddr>,
 }
 
 /// Sections written so far.
@@ -108,20 +123,45 @@ impl Engine {
     /// [`Engine::respond`] with the random draw given (the XDP program's
     /// `bpf_get_prandom_u32`), so both paths can be compared for the same draw.
     pub fn respond_with_draw(&self, msg: &[u8], out: &mut [u8], transport: Transport, draw: u32) -> Option<Outcome> {
+        self.respond_with(
+            msg,
+            out,
+            Asked {
+                transport,
+                draw,
+                source: None,
+            },
+        )
+    }
+
+    /// [`Engine::respond`] for a query from `source` (what the servers call: the
+    /// client-aware sets decide by it when the query has no ECS).
+    pub fn respond_to(&self, msg: &[u8], out: &mut [u8], transport: Transport, source: IpAddr) -> Option<Outcome> {
+        self.respond_with(
+            msg,
+            out,
+            Asked {
+                transport,
+                draw: next_draw(),
+                source: Some(source),
+            },
+        )
+    }
+
+    /// Answers as `asked` under the engine's health.
+    pub fn respond_with(&self, msg: &[u8], out: &mut [u8], asked: Asked) -> Option<Outcome> {
         let health = self.health.load();
-        self.respond_under(msg, out, transport, draw, &health)
+        self.respond_under(msg, out, asked, &health)
     }
 
     /// [`Engine::respond_with_draw`] under the health `bitmap` given rather than the
     /// engine's: the XDP table compiler asks it for each outcome of a signed policy set.
-    pub(crate) fn respond_under(
-        &self,
-        msg: &[u8],
-        out: &mut [u8],
-        transport: Transport,
-        draw: u32,
-        bitmap: &[u64],
-    ) -> Option<Outcome> {
+    pub(crate) fn respond_under(&self, msg: &[u8], out: &mut [u8], asked: Asked, bitmap: &[u64]) -> Option<Outcome> {
+        let Asked {
+            transport,
+            draw,
+            source,
+        } = asked;
         let query = match parse_query(msg) {
             Ok(query) => query,
             Err(Reject::Drop) => return None,
@@ -144,7 +184,7 @@ impl Engine {
         let opt = self.opt(query.edns);
         if let Some(edns) = query.edns {
             if edns.version > 0 {
-                return finish(b, base, Rcode::BadVers, Counts::default(), opt).map(|o| Outcome {
+                return finish(b, base, Rcode::BadVers, Counts::default(), opt, 0).map(|o| Outcome {
                     qtype: query.qtype,
                     ..o
                 });
@@ -152,12 +192,19 @@ impl Engine {
             b.reserve(opt.len());
         }
         let members = std::cell::Cell::new(None);
+        let ecs = query.edns.and_then(|e| e.ecs);
+        let scope = Cell::new(0);
         let ctx = Ctx {
             bitmap,
             draw,
             question: NameRef::literal(HEADER_LEN, query.qname.as_wire()),
             members: &members,
             sign: false,
+            client: match ecs {
+                Some(ecs) if ecs.source > 0 => Some(client_prefix(Some((ecs.ip(), ecs.source)), ecs.ip())),
+                _ => source,
+            },
+            scope: &scope,
         };
         let resolved = self.resolve(&query, &mut b, &ctx);
         let fitted = resolved.is_ok();
@@ -178,7 +225,13 @@ impl Engine {
         b.release(opt.len());
         // A truncated response carries no member's records.
         let members = if fitted { members.get() } else { None };
-        finish(b, flags, rcode, counts, opt).map(|o| Outcome {
+        // RFC 7871 §7.1.2: SOURCE 0 asked that no client address be used: scope 0.
+        let scope = if ecs.is_some_and(|e| e.source > 0) {
+            scope.get()
+        } else {
+            0
+        };
+        finish(b, flags, rcode, counts, opt, scope).map(|o| Outcome {
             qtype: query.qtype,
             members,
             ..o
@@ -196,7 +249,7 @@ impl Engine {
         // The header and question are already in place: keep them.
         b.advance(query.question_end);
         let opt = self.opt(query.edns);
-        finish(b, flags, response.rcode, Counts::default(), opt).map(|o| Outcome {
+        finish(b, flags, response.rcode, Counts::default(), opt, response.scope).map(|o| Outcome {
             qtype: query.qtype,
             ..o
         })
@@ -245,7 +298,7 @@ impl Engine {
         } else {
             0
         };
-        finish(b, flags, rcode, Counts::default(), self.opt(edns)).map(|o| Outcome { qtype, ..o })
+        finish(b, flags, rcode, Counts::default(), self.opt(edns), 0).map(|o| Outcome { qtype, ..o })
     }
 
     /// True when the answer for the question comes from our authority: a zone holds the
@@ -298,11 +351,9 @@ impl Engine {
         // What RDATA names are compressed against: the question, or for an answer
         // synthesised from a wildcard its closest encloser (see below).
         let mut here = Ctx {
-            bitmap: ctx.bitmap,
-            draw: ctx.draw,
             question: ctx.question,
-            members: ctx.members,
             sign: signed.is_some(),
+            ..*ctx
         };
         // The nodes the chain has answered from: a CNAME back to one of them is a loop,
         // answered with the records so far (RFC 1034 §3.6.2, RFC 2181 §5).
@@ -535,6 +586,11 @@ struct Ctx<'h> {
     members: &'h std::cell::Cell<Option<crate::answers::AnsweredMembers>>,
     /// Signing: keep the [`AnswerKey`] of what is written.
     sign: bool,
+    /// The client address client-aware sets decide by (`None`: their `*` answer).
+    client: Option<IpAddr>,
+    /// The longest scope of the client-aware decisions written (the answer holds for
+    /// the intersection of their prefixes around the client: the longest).
+    scope: &'h Cell<u8>,
 }
 
 /// Longest alias chain followed (the zone loader rejects loops).
@@ -573,7 +629,8 @@ fn put_set<'z>(
             key,
         });
     };
-    let picked = policy.pick(ctx.bitmap, ctx.draw.rotate_left(depth * 11));
+    let picked = policy.pick(ctx.bitmap, ctx.draw.rotate_left(depth * 11), ctx.client);
+    ctx.scope.set(ctx.scope.get().max(picked.scope));
     if ctx.members.get().is_none() && policy.counter() != qdns_abi::answer::NO_ANSWER_COUNTER {
         ctx.members.set(Some(crate::answers::AnsweredMembers {
             counter: policy.counter(),
@@ -762,13 +819,10 @@ impl Opt<'_> {
     }
 }
 
-/// SCOPE PREFIX-LENGTH of the Client Subnet option echoed in our responses: 0, the
-/// answer is the same wherever the client is (RFC 7871 §7.2.1) — no name answers by
-/// client location yet.
-const ECS_SCOPE: u8 = 0;
-
-/// Writes the OPT record, the flags, RCODE and section counts.
-fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt<'_>) -> Option<Outcome> {
+/// Writes the OPT record (a Client Subnet option echoed with SCOPE PREFIX-LENGTH `scope`,
+/// RFC 7871 §7.2.1: 0 when the answer does not depend on the client), the flags, RCODE
+/// and section counts.
+fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt<'_>, scope: u8) -> Option<Outcome> {
     let mut additional = counts.additional;
     if let Some(edns) = opt.edns {
         let mut record = opt_record(opt.payload, rcode.extended_bits(), edns.dnssec_ok);
@@ -780,7 +834,7 @@ fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt
             b.put(id).ok()?;
         }
         if let Some(ecs) = edns.ecs {
-            b.put(&ecs.echo(ECS_SCOPE)[..ecs.option_len()]).ok()?;
+            b.put(&ecs.echo(scope)[..ecs.option_len()]).ok()?;
         }
         additional += 1;
     }
@@ -794,5 +848,6 @@ fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt
         truncated: flags & header::TC != 0,
         qtype: 0,
         members: None,
+        scope,
     })
 }

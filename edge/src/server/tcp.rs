@@ -69,7 +69,7 @@ pub async fn serve(
             let mut ticket = ticket;
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                () = connection(stream, &engine, &stats, limits.idle_timeout, &mut ticket) => {}
+                () = connection(stream, peer.ip(), &engine, &stats, limits.idle_timeout, &mut ticket) => {}
             }
         });
         while connections.try_join_next().is_some() {}
@@ -80,6 +80,7 @@ pub async fn serve(
 /// Serves one connection: reads framed queries, writes framed responses in order.
 async fn connection(
     stream: TcpStream,
+    client: std::net::IpAddr,
     engine: &ArcSwap<Engine>,
     stats: &WorkerStats,
     idle: Duration,
@@ -116,7 +117,7 @@ async fn connection(
         }
         let engine = engine.load();
         let (framed, body) = response.split_at_mut(2);
-        let outcome = engine.respond(query.get(..len).unwrap_or_default(), body, Transport::Tcp);
+        let outcome = engine.respond_to(query.get(..len).unwrap_or_default(), body, Transport::Tcp, client);
         stats.count(outcome);
         let Some(outcome) = outcome else { continue };
         framed.copy_from_slice(&(outcome.len as u16).to_be_bytes());

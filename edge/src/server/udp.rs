@@ -240,7 +240,11 @@ impl Batch {
                 stats.count(None);
                 continue;
             }
-            let outcome = engine.respond(&self.queries[i][..len], &mut self.responses[i], Transport::Udp);
+            let query = &self.queries[i][..len];
+            let outcome = match client_of(&self.io.addrs[i]) {
+                Some(source) => engine.respond_to(query, &mut self.responses[i], Transport::Udp, source),
+                None => engine.respond(query, &mut self.responses[i], Transport::Udp),
+            };
             stats.count(outcome);
             let Some(mut outcome) = outcome else { continue };
             let io = &mut *self.io;

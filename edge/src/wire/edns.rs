@@ -62,6 +62,17 @@ impl ClientSubnet {
         })
     }
 
+    /// The address as an [`IpAddr`] (bits past SOURCE are zero).
+    #[must_use]
+    pub fn ip(&self) -> std::net::IpAddr {
+        if self.family == 1 {
+            let [a, b, c, d, ..] = self.address;
+            std::net::IpAddr::from([a, b, c, d])
+        } else {
+            std::net::IpAddr::from(self.address)
+        }
+    }
+
     /// Octets of the address as sent: SOURCE bits, rounded up to whole octets.
     #[must_use]
     pub fn address_len(&self) -> usize {

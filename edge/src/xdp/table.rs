@@ -17,7 +17,8 @@ use qdns_abi::{
         KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEDIUM_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB,
         NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM,
         POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
-        REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
+        REASON_CLIENT_AWARE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX,
+        WIRE_NAME_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
@@ -205,7 +206,7 @@ fn node_entries(
             Some(policy) => {
                 let id = table.policies.len() as u32;
                 let Some(p) = policy_value(policy, node.name.len()) else {
-                    push(set_key, pass(KIND_PASS));
+                    push(set_key, pass_because(KIND_PASS, unfit_reason(policy.kind)));
                     continue;
                 };
                 if signed {
@@ -591,6 +592,16 @@ pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, NameW
         front
     });
     Some((key, NameWords { window, front }))
+}
+
+/// Why a policy set has no table entry: client-aware sets are decided per client in
+/// user space (`pass_client_aware`); the others did not fit (`pass_not_cached`).
+fn unfit_reason(kind: PolicyKind) -> u8 {
+    if kind == PolicyKind::Ip {
+        REASON_CLIENT_AWARE
+    } else {
+        REASON_OTHER
+    }
 }
 
 fn pass_because(kind: u8, reason: u8) -> AnswerValue {
@@ -1038,7 +1049,16 @@ fn engine_answer_signed(
 ) -> Option<Answer> {
     let msg = query(name, rtype, Edns::DnssecOk);
     let dnssec_ok = match under {
-        Some((bitmap, draw)) => engine.respond_under(&msg, out, Transport::Udp, draw, bitmap)?,
+        Some((bitmap, draw)) => engine.respond_under(
+            &msg,
+            out,
+            crate::engine::Asked {
+                transport: Transport::Udp,
+                draw,
+                source: None,
+            },
+            bitmap,
+        )?,
         None => engine.respond_with_draw(&msg, out, Transport::Udp, 0)?,
     };
     if dnssec_ok.truncated {
@@ -1133,6 +1153,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
             PolicyKind::Failover => POLICY_FAILOVER,
             PolicyKind::Multivalue => POLICY_MULTIVALUE,
             PolicyKind::Zonal => POLICY_ZONAL,
+            PolicyKind::Ip => return None,
         },
         members: n as u8,
         always: 0,
@@ -1181,6 +1202,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
     let answer = match policy.kind {
         PolicyKind::Weighted | PolicyKind::Failover => largest,
         PolicyKind::Multivalue | PolicyKind::Zonal => total,
+        PolicyKind::Ip => return None,
     };
     if HEADER_LEN + qlen + 4 + answer + OPT_LEN > RESPONSE_MAX {
         return None;
@@ -1211,6 +1233,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
                 let choices = select_zonal(&slots, &bitmap);
                 (choices.mask, choices.fail_open, 0, false)
             }
+            PolicyKind::Ip => return None,
         };
         let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
         let degraded = policy.has_degraded_ttl && (any_unhealthy || fail_open);

@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod frames;
+pub mod knot;
 pub mod netns;
 
 use std::{

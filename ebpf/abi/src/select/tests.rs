@@ -282,3 +282,49 @@ fn fail_open_below_triggers_early() {
         }
     );
 }
+
+#[test]
+fn a_chain_answers_its_first_healthy_member_and_fails_open_over_the_most_specific() {
+    // Members 0..3 in slots 0..3; the chain for a client: member 2, then 0, then `*` = 3.
+    let slots = [0, 1, 2, 3];
+    let chain = [2u8, 0, 3];
+    let pick = |healthy: &[bool]| select_chain(&chain, &slots, &bitmap_from(healthy)).unwrap();
+    assert_eq!(
+        pick(&[true, true, true, true]),
+        Choice {
+            index: 2,
+            fail_open: false
+        }
+    );
+    assert_eq!(
+        pick(&[true, true, false, true]),
+        Choice {
+            index: 0,
+            fail_open: false
+        }
+    );
+    assert_eq!(
+        pick(&[false, true, false, true]),
+        Choice {
+            index: 3,
+            fail_open: false
+        }
+    );
+    // Member 1 is healthy but not in the chain: not a candidate.
+    assert_eq!(
+        pick(&[false, true, false, false]),
+        Choice {
+            index: 2,
+            fail_open: true
+        }
+    );
+    assert_eq!(select_chain(&[], &slots, &bitmap_from(&[true])), None);
+    // A member without a check is always healthy.
+    assert_eq!(
+        select_chain(&[1, 0], &[0, ALWAYS_HEALTHY], &bitmap_from(&[false])),
+        Some(Choice {
+            index: 1,
+            fail_open: false
+        })
+    );
+}
