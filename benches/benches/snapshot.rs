@@ -12,38 +12,19 @@
 //! `cargo bench -p benches --bench snapshot`; `QDNS_SNAPSHOT_SCALE=10` multiplies every
 //! count (1,000,000 record sets, 400,000 health checks).
 use std::{
-    alloc::{GlobalAlloc, Layout, System},
     fmt::Write as _,
     hint::black_box,
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
+use benches::{CURRENT, PEAK};
 use criterion::Criterion;
 use qdns_edge::{follow::apply_words, Engine};
 use qdns_zone::sync::{self, ToEdge};
 
-struct Peak;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; tracks live and peak bytes on the side.
-unsafe impl GlobalAlloc for Peak {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Peak = Peak;
+static GLOBAL: benches::Peak = benches::Peak;
 
 /// Record sets of each kind at scale 1.
 const PLAIN_1: usize = 80_000;

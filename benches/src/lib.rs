@@ -97,3 +97,29 @@ pub fn query(name: &str, qtype: u16, edns: Option<u16>) -> Vec<u8> {
     }
     msg
 }
+
+/// A global allocator that forwards to the system's and tracks the bytes live now and
+/// their peak, for benchmarks that report memory: declare it in the bench binary with
+/// `#[global_allocator] static GLOBAL: benches::Peak = benches::Peak;`.
+pub struct Peak;
+
+/// Bytes allocated now (through [`Peak`]).
+pub static CURRENT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Most bytes allocated at once since it was last reset.
+pub static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; tracks live and peak bytes on the side.
+unsafe impl std::alloc::GlobalAlloc for Peak {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = CURRENT.fetch_add(layout.size(), Relaxed) + layout.size();
+        PEAK.fetch_max(now, Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        CURRENT.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
