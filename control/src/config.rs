@@ -54,6 +54,11 @@ pub struct Settings {
     /// Directory of zone files (`*.toml`). Required.
     #[arg(long, value_name = "DIR")]
     pub zones: Option<PathBuf>,
+    /// The MaxMind DB file (GeoLite2, GeoIP2, DB-IP; country or city) that
+    /// `policy = "geo"` sets are compiled from; re-read by `qdnsctl reload`. Edges get
+    /// the compiled prefix tables, never the database.
+    #[arg(long, value_name = "FILE")]
+    pub geoip_db: Option<PathBuf>,
     /// Control socket path for qdnsctl (mode 0600, or 0660 with --socket-group). Required.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,

@@ -318,7 +318,7 @@ fn distribution(
             }
         }
         // Client-aware sets are explained by `client::by_client`.
-        PolicyKind::Ip => Distribution::ByClient { by_client: Vec::new() },
+        PolicyKind::Ip | PolicyKind::Geo => Distribution::ByClient { by_client: Vec::new() },
         PolicyKind::Zonal => {
             let c = select_zonal(slots, bitmap);
             Distribution::Zonal {

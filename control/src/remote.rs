@@ -115,7 +115,9 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
 
 /// The probed checks of the zones in `dir`.
 fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapshot::Probe)>, String> {
-    let snapshot = qdns_zone::load_dir(dir, 1).map_err(|e| e.to_string())?;
+    // Checks only: geo sets need no database here.
+    let snapshot =
+        qdns_zone::load_dir_with(dir, 1, Some(&qdns_zone::geo::GeoDb::empty())).map_err(|e| e.to_string())?;
     Ok(crate::state::State::new(dir.to_path_buf(), snapshot, crate::state::OperatorState::default()).probed_checks())
 }
 

@@ -242,6 +242,8 @@ pub struct State {
     pub observations: Observations,
     /// Zone directory.
     pub zones_dir: PathBuf,
+    /// The geolocation database geo sets are compiled from (`--geoip-db`).
+    pub geoip_db: Option<PathBuf>,
     /// The current snapshot (its `bitmap` is kept current).
     pub snapshot: Arc<Snapshot>,
     /// Deltas sent since the snapshot.
@@ -288,6 +290,7 @@ impl State {
             persist_error: None,
             observations: Observations::default(),
             zones_dir,
+            geoip_db: None,
             snapshot: Arc::new(snapshot),
             seq: 0,
             operator,
@@ -639,7 +642,7 @@ pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
         PolicyKind::Multivalue => select_multivalue(&slots, bitmap, policy.fail_open_below_permille, 0).fail_open,
         PolicyKind::Zonal => select_zonal(&slots, bitmap).fail_open,
         // Some clients get a fail-open answer: a chain with no healthy member.
-        PolicyKind::Ip => policy.client.as_deref().is_some_and(|rules| {
+        PolicyKind::Ip | PolicyKind::Geo => policy.client.as_deref().is_some_and(|rules| {
             rules
                 .chains
                 .iter()

@@ -822,3 +822,88 @@ fn dump_round_trips_a_master_file() {
     assert!(text.contains("; www.shop.example. A: Weighted policy set"), "{text}");
     loc.control.take();
 }
+
+/// `policy = "geo"` (SPEC §10): control reads the MaxMind DB (`--geoip-db`), compiles
+/// the zone's geo set into a prefix table and ships it; the edge, which never sees the
+/// database, answers ECS queries by location with the scope of the network; explain
+/// names the location; `qdnsctl reload` re-reads a refreshed database.
+#[test]
+fn geo_sets_compiled_by_control_answer_by_location_on_the_edge() {
+    use qdns_testkit::mmdb::{write, GeoNet};
+    let mut loc = Location::prepared();
+    let db = loc.zones().parent().unwrap().join("geo.mmdb");
+    let geo = |net, continent, country, subdivisions| GeoNet {
+        net,
+        continent,
+        country,
+        subdivisions,
+    };
+    write(
+        &db,
+        &[
+            geo("198.51.100.0/24", "EU", "DE", &["BY"]),
+            geo("203.0.113.0/24", "EU", "FR", &[]),
+        ],
+    );
+    let zone = format!(
+        "{}\n[[rrset]]\nname = \"geo\"\ntype = \"A\"\npolicy = \"geo\"\nmembers = [\n\
+         {{ id = \"bavaria\", location = \"DE-BY\", values = [\"10.0.0.1\"] }},\n\
+         {{ id = \"europe\", location = \"EU\", values = [\"10.0.0.2\"] }},\n\
+         {{ id = \"rest\", location = \"*\", values = [\"10.0.0.9\"] }},\n]\n",
+        qdns_testkit::fixtures::ZONE_HEAD
+    );
+    std::fs::write(loc.zones().join("t.toml"), zone).unwrap();
+    loc.start_control_with(&["--no-embedded-checker", "--geoip-db", db.to_str().unwrap()]);
+    loc.start_edge();
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    let dns = loc.dns.unwrap();
+    let dig = |subnet: &str| {
+        let out = std::process::Command::new("dig")
+            .args([
+                &format!("@{}", dns.ip()),
+                "-p",
+                &dns.port().to_string(),
+                &format!("+subnet={subnet}"),
+                "geo.t.example",
+                "A",
+            ])
+            .output()
+            .expect("dig");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (subnet, answer, echoed) in [
+        ("198.51.100.0/24", "10.0.0.1", "198.51.100.0/24/24"),
+        ("203.0.113.0/24", "10.0.0.2", "203.0.113.0/24/24"),
+        ("192.0.2.0/24", "10.0.0.9", "192.0.2.0/24/6"),
+    ] {
+        let out = dig(subnet);
+        assert!(
+            out.contains(answer) && out.contains(&format!("CLIENT-SUBNET: {echoed}")),
+            "{subnet}:\n{out}"
+        );
+    }
+    let e = loc.ctl_json(&["explain", "geo.t.example", "A", "--client", "198.51.100.9/24"]);
+    assert_eq!(
+        (e["policy"].as_str(), e["client"]["matched"].as_str()),
+        (Some("geo"), Some("DE-BY")),
+        "{e}"
+    );
+    assert_eq!(
+        e["client"]["chain"],
+        serde_json::json!(["bavaria", "europe", "rest"]),
+        "{e}"
+    );
+    // A refreshed database: that network is now in France (Europe).
+    write(&db, &[geo("198.51.100.0/24", "EU", "FR", &[])]);
+    loc.ctl_json(&["reload"]);
+    loc.wait_edges_current();
+    assert!(dig("198.51.100.0/24").contains("10.0.0.2"));
+    let e = loc.ctl_json(&["explain", "geo.t.example", "A", "--client", "198.51.100.9/24"]);
+    assert_eq!(e["client"]["matched"], "EU", "{e}");
+    // A database that cannot be read: the reload is refused and the zones stay.
+    std::fs::write(&db, b"not a database").unwrap();
+    let out = loc.ctl(&["reload"]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("geo.mmdb"), "{out:?}");
+    assert!(dig("198.51.100.0/24").contains("10.0.0.2"));
+}

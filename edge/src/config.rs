@@ -25,6 +25,11 @@ pub struct Settings {
     /// Standalone mode: load the zone files of this directory (no control plane).
     #[arg(long, value_name = "DIR", conflicts_with = "control")]
     pub zones: Option<PathBuf>,
+    /// Standalone: the MaxMind DB file (GeoLite2, GeoIP2, DB-IP; country or city) that
+    /// `policy = "geo"` sets are compiled from; re-read on SIGHUP. An edge that follows
+    /// control gets compiled tables and never reads it.
+    #[arg(long, value_name = "FILE", requires = "zones")]
+    pub geoip_db: Option<PathBuf>,
     /// Follow qdns-control at this endpoint: a Unix socket path, tls://HOST:PORT (mutual
     /// TLS: needs the --control-tls-* files) or tcp://ADDR:PORT (neither encrypted nor
     /// authenticated).

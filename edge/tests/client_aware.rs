@@ -258,3 +258,49 @@ fn dig_and_kdig_get_each_locations_answer_and_scope_from_the_example_zone() {
         assert!(out.contains("CLIENT-SUBNET: 198.51.100.0/24/24"), "{out}");
     }
 }
+
+/// A standalone edge compiles `policy = "geo"` sets from `--geoip-db` itself and
+/// re-reads the database on SIGHUP; a database that cannot be read leaves the running
+/// zones serving.
+#[test]
+fn a_standalone_edge_reads_its_geoip_db_and_rereads_it_on_sighup() {
+    use qdns_testkit::mmdb::{write, GeoNet};
+    let dir = tempfile::tempdir().unwrap();
+    let zones = dir.path().join("zones");
+    fs::create_dir(&zones).unwrap();
+    let db = dir.path().join("geo.mmdb");
+    let net = |net, country| GeoNet {
+        net,
+        continent: "EU",
+        country,
+        subdivisions: &[],
+    };
+    write(&db, &[net("127.0.2.0/24", "DE")]);
+    let body = r#"
+[[rrset]]
+name = "geo"
+type = "A"
+policy = "geo"
+members = [
+  { id = "de", location = "DE", values = ["10.0.0.1"] },
+  { id = "rest", location = "*", values = ["10.0.0.9"] },
+]
+"#;
+    fs::write(zones.join("t.toml"), format!("{ZONE_HEAD}{body}")).unwrap();
+    let edge = Edge::start_with(&zones, &["--geoip-db", db.to_str().unwrap()]);
+    let q = with_options("geo.t.example.", &[]);
+    let from = |source: &str| addresses(&q, &udp_from(source.parse().unwrap(), edge.v4, &q));
+    assert_eq!(from("127.0.2.9"), ["10.0.0.1"]);
+    assert_eq!(from("127.0.3.9"), ["10.0.0.9"]);
+    // The database moves the network elsewhere: after SIGHUP, `*`.
+    write(&db, &[net("127.0.3.0/24", "DE")]);
+    edge.signal("HUP");
+    edge.wait_for_log("zones reloaded", Duration::from_secs(20));
+    assert_eq!(from("127.0.2.9"), ["10.0.0.9"]);
+    assert_eq!(from("127.0.3.9"), ["10.0.0.1"]);
+    fs::write(&db, b"not a database").unwrap();
+    edge.signal("HUP");
+    let line = edge.wait_for_log("reload rejected", Duration::from_secs(20));
+    assert!(line.contains("geo.mmdb"), "{line}");
+    assert_eq!(from("127.0.3.9"), ["10.0.0.1"]);
+}

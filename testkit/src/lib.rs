@@ -16,6 +16,7 @@
 
 pub mod daemon;
 pub mod fixtures;
+pub mod mmdb;
 pub mod netns;
 
 use std::{

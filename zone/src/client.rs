@@ -191,6 +191,63 @@ pub fn compile(
     })
 }
 
+/// Builds the table from disjoint prefixes that each carry their whole chain (a
+/// geolocation database's networks): prefixes whose chain is `*`'s alone are left to
+/// the gaps, and aligned neighbours with one chain are merged into their parent.
+#[must_use]
+pub fn compile_disjoint(
+    labels: Vec<String>,
+    v4: Vec<(u32, u8, Vec<u8>)>,
+    v6: Vec<(u128, u8, Vec<u8>)>,
+    star: Option<u8>,
+) -> ClientRules {
+    let root: Vec<u8> = star.into_iter().collect();
+    let mut chains = Chains::new(root.clone());
+    let v4 = merge_disjoint(v4, &root, &mut chains);
+    let v6 = merge_disjoint(v6, &root, &mut chains);
+    ClientRules {
+        labels,
+        v4,
+        v6,
+        chains: chains.list,
+    }
+}
+
+/// Sorted, merged blocks of one family's disjoint prefixes.
+fn merge_disjoint<A: Bits>(mut prefixes: Vec<(A, u8, Vec<u8>)>, root: &[u8], chains: &mut Chains) -> Vec<Block<A>> {
+    prefixes.sort_unstable_by_key(|p| (p.0, p.1));
+    prefixes.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    let mut out: Vec<Block<A>> = Vec::with_capacity(prefixes.len());
+    for (start, len, chain) in prefixes {
+        if chain == root {
+            continue;
+        }
+        let mut block = Block {
+            start,
+            len,
+            chain: chains.id(&chain),
+        };
+        // While the block is the right half of a sibling pair whose left half is the
+        // last block out, with one chain: the two are their parent.
+        while block.len > 0 {
+            let parent = block.len - 1;
+            let left = block.start.clear(A::host_mask(parent));
+            let Some(last) = out.last().copied() else { break };
+            if left == block.start || last.start != left || last.len != block.len || last.chain != block.chain {
+                break;
+            }
+            out.pop();
+            block = Block {
+                start: left,
+                len: parent,
+                chain: block.chain,
+            };
+        }
+        out.push(block);
+    }
+    out
+}
+
 /// Chains, each stored once.
 struct Chains {
     list: Vec<Vec<u8>>,

@@ -19,6 +19,7 @@ pub mod client;
 pub mod dnssec;
 pub mod error;
 pub mod evaluate;
+pub mod geo;
 pub mod load;
 pub mod master;
 pub mod name;
@@ -28,5 +29,5 @@ pub mod snapshot;
 pub mod sync;
 
 pub use error::ZoneError;
-pub use load::{load_dir, load_zone_file, parse_zone_text};
+pub use load::{load_dir, load_dir_geoip, load_dir_with, load_zone_file, parse_zone_text, parse_zone_text_with};
 pub use snapshot::{Answer, Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone};

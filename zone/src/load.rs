@@ -30,7 +30,25 @@ const TYPE_A: u16 = 1;
 const TYPE_AAAA: u16 = 28;
 
 /// Loads every `*.toml` file of `dir` (one zone each) into a snapshot of `version`.
+/// Zones with `policy = "geo"` sets need [`load_dir_with`] and a database.
 pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
+    load_dir_with(dir, version, None)
+}
+
+/// [`load_dir`] with the geolocation database at `geoip_db` (read now: a reload reads a
+/// refreshed file) for `policy = "geo"` sets.
+pub fn load_dir_geoip(dir: &Path, version: u64, geoip_db: Option<&Path>) -> Result<Snapshot, ZoneError> {
+    let geo = geoip_db
+        .map(|path| {
+            crate::geo::GeoDb::open(path)
+                .map_err(|why| ZoneError::invalid(path, None, Some("geoip_db".to_owned()), why))
+        })
+        .transpose()?;
+    load_dir_with(dir, version, geo.as_ref())
+}
+
+/// [`load_dir`] with the geolocation database `geo` for `policy = "geo"` sets.
+pub fn load_dir_with(dir: &Path, version: u64, geo: Option<&crate::geo::GeoDb>) -> Result<Snapshot, ZoneError> {
     let io = |source| ZoneError::Io {
         path: dir.to_path_buf(),
         source,
@@ -52,7 +70,7 @@ pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
     }
     let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
     for path in &files {
-        let zone = load_zone_file(path)?;
+        let zone = load_zone_file_with(path, geo)?;
         if let Some(other) = zones.iter().find(|z| z.origin == zone.origin) {
             return Err(ZoneError::invalid(
                 path,
@@ -79,6 +97,11 @@ pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
 
 /// Loads and validates one zone file.
 pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
+    load_zone_file_with(path, None)
+}
+
+/// [`load_zone_file`] with the geolocation database `geo`.
+pub fn load_zone_file_with(path: &Path, geo: Option<&crate::geo::GeoDb>) -> Result<Zone, ZoneError> {
     let bytes = master::read_bounded(path).map_err(|source| ZoneError::Io {
         path: path.to_path_buf(),
         source,
@@ -91,22 +114,27 @@ pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
             format!("not UTF-8 (octet {})", e.utf8_error().valid_up_to()),
         )
     })?;
-    parse_zone_text(path, &text)
+    parse_zone_text_with(path, &text, geo)
 }
 
 /// Validates the text of one zone file read from `path` (`path` names it in errors and
 /// anchors its `include`).
 pub fn parse_zone_text(path: &Path, text: &str) -> Result<Zone, ZoneError> {
+    parse_zone_text_with(path, text, None)
+}
+
+/// [`parse_zone_text`] with the geolocation database `geo`.
+pub fn parse_zone_text_with(path: &Path, text: &str, geo: Option<&crate::geo::GeoDb>) -> Result<Zone, ZoneError> {
     match chunks::split(text) {
-        Some(split) => parse_in_chunks(path, text, &split),
-        None => parse_whole(path, text),
+        Some(split) => parse_in_chunks(path, text, &split, geo),
+        None => parse_whole(path, text, geo),
     }
 }
 
 /// The file as one TOML document (every layout TOML allows).
-fn parse_whole(path: &Path, text: &str) -> Result<Zone, ZoneError> {
+fn parse_whole(path: &Path, text: &str, geo: Option<&crate::geo::GeoDb>) -> Result<Zone, ZoneError> {
     let file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
-    let mut builder = ZoneBuilder::new(path, text, &file)?;
+    let mut builder = ZoneBuilder::new(path, text, &file, geo)?;
     builder.head(&file)?;
     for (index, entry) in file.rrset.iter().enumerate() {
         builder.any_rrset(index, entry)?;
@@ -116,9 +144,14 @@ fn parse_whole(path: &Path, text: &str) -> Result<Zone, ZoneError> {
 
 /// The head, then one `[[rrset]]` table at a time ([`chunks`]): what is parsed of a
 /// record set lives only while it is compiled into the builder.
-fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split) -> Result<Zone, ZoneError> {
+fn parse_in_chunks(
+    path: &Path,
+    text: &str,
+    split: &chunks::Split,
+    geo: Option<&crate::geo::GeoDb>,
+) -> Result<Zone, ZoneError> {
     let file: ZoneFile = toml::from_str(&split.head).map_err(|err| toml_error(path, text, 0, &err))?;
-    let mut builder = ZoneBuilder::new(path, text, &file)?;
+    let mut builder = ZoneBuilder::new(path, text, &file, geo)?;
     builder.head(&file)?;
     for (index, body) in split.rrsets.iter().enumerate() {
         let chunk = text.get(body.clone()).unwrap_or_default();
@@ -208,10 +241,17 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) dnssec: Option<crate::dnssec::Algorithm>,
     /// `[[cidr_collection]]` id → its locations.
     pub(crate) collections: BTreeMap<String, collections::Collection>,
+    /// The geolocation database, for `policy = "geo"` sets.
+    pub(crate) geo: Option<&'a crate::geo::GeoDb>,
 }
 
 impl<'a> ZoneBuilder<'a> {
-    fn new(path: &'a Path, text: &'a str, file: &ZoneFile) -> Result<Self, ZoneError> {
+    fn new(
+        path: &'a Path,
+        text: &'a str,
+        file: &ZoneFile,
+        geo: Option<&'a crate::geo::GeoDb>,
+    ) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
             shared_path: Arc::from(path),
@@ -226,6 +266,7 @@ impl<'a> ZoneBuilder<'a> {
             aliases: Vec::new(),
             dnssec: None,
             collections: BTreeMap::new(),
+            geo,
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {

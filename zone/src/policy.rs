@@ -49,11 +49,12 @@ impl ZoneBuilder<'_> {
             "multivalue" => PolicyKind::Multivalue,
             "zonal" => PolicyKind::Zonal,
             "ip" => PolicyKind::Ip,
+            "geo" => PolicyKind::Geo,
             other => {
                 return Err(self.err(
                     policy_text,
                     &key("policy"),
-                    format!("unknown policy {other:?}: use weighted, failover, multivalue, zonal or ip"),
+                    format!("unknown policy {other:?}: use weighted, failover, multivalue, zonal, ip or geo"),
                 ))
             }
         };
@@ -110,8 +111,10 @@ impl ZoneBuilder<'_> {
                 .members
                 .as_ref()
                 .ok_or_else(|| self.err(policy_text, &key("members"), "a policy set needs members"))?;
-            if kind == PolicyKind::Ip {
-                client = Some(self.ip_rules(members, index)?);
+            match kind {
+                PolicyKind::Ip => client = Some(self.ip_rules(members, index)?),
+                PolicyKind::Geo => client = Some(self.geo_rules(members, index)?),
+                _ => {}
             }
             self.members(&owner, rtype, kind, members, index, &set_key)?
         };
@@ -137,11 +140,11 @@ impl ZoneBuilder<'_> {
 
     /// `fail_open_below` in thousandths (0 when absent).
     fn fail_open_below(&self, entry: &RrsetEntry, kind: PolicyKind, key: &str) -> Result<u32, ZoneError> {
-        if let (Some(f), PolicyKind::Ip) = (&entry.fail_open_below, kind) {
+        if let (Some(f), true) = (&entry.fail_open_below, kind.is_client_aware()) {
             return Err(self.err(
                 f,
                 key,
-                "an ip set falls back to broader matches, then fails open over the most specific: fail_open_below does not apply",
+                "a client-aware set falls back to broader matches, then fails open over the most specific: fail_open_below does not apply",
             ));
         }
         let permille = match &entry.fail_open_below {
@@ -231,6 +234,9 @@ impl ZoneBuilder<'_> {
             };
             if let (Some(cidr), false) = (&entry.cidr, kind == PolicyKind::Ip) {
                 return Err(self.err(cidr, &key(m, "cidr"), "cidr belongs to ip sets"));
+            }
+            if let (Some(location), false) = (&entry.location, kind == PolicyKind::Geo) {
+                return Err(self.err(location, &key(m, "location"), "location belongs to geo sets"));
             }
             let (slot, check) = match &entry.health_check {
                 Some(id) => {

@@ -97,6 +97,8 @@ pub struct MemberEntry {
     pub evaluate_target_health: bool,
     /// `COLLECTION/LOCATION` or `*` (ip sets).
     pub cidr: Option<Spanned<String>>,
+    /// A continent, country or subdivision code, or `*` (geo sets).
+    pub location: Option<Spanned<String>>,
 }
 
 /// One availability zone of a zonal record set.
@@ -172,7 +174,7 @@ pub struct RrsetEntry {
     pub ttl: Option<Spanned<i64>>,
     /// RDATA of each record, in presentation format for the type (plain sets).
     pub values: Option<Spanned<Vec<Spanned<String>>>>,
-    /// `weighted`, `failover`, `multivalue`, `zonal` or `ip`; none = plain.
+    /// `weighted`, `failover`, `multivalue`, `zonal`, `ip` or `geo`; none = plain.
     pub policy: Option<Spanned<String>>,
     /// Members of a weighted, failover or multivalue set.
     pub members: Option<Spanned<Vec<Spanned<MemberEntry>>>>,

@@ -165,7 +165,7 @@ pub struct Policy {
     pub fail_open_below_permille: u32,
     /// TTL while degraded or failing open.
     pub degraded_ttl: Option<u32>,
-    /// Client-aware sets (`ip`): which members a client's address selects.
+    /// Client-aware sets (`ip`, `geo`): which members a client's address selects.
     pub client: Option<Box<crate::client::ClientRules>>,
 }
 
@@ -183,6 +183,17 @@ pub enum PolicyKind {
     /// By the client's address: the member of the longest matching prefix, falling
     /// back to broader matches, then `*` (SPEC §10).
     Ip,
+    /// By the client's location in a geolocation database: subdivision, country,
+    /// continent, then `*` (SPEC §10); compiled to the same prefix table as `Ip`.
+    Geo,
+}
+
+impl PolicyKind {
+    /// `Ip` and `Geo`: the answer depends on the client's address.
+    #[must_use]
+    pub fn is_client_aware(self) -> bool {
+        matches!(self, PolicyKind::Ip | PolicyKind::Geo)
+    }
 }
 
 /// One candidate of a policy set.

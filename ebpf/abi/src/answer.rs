@@ -196,7 +196,7 @@ pub const REASON_OTHER: u8 = 0;
 pub const REASON_REFERRAL: u8 = 1;
 /// The answer is over [`RESPONSE_MAX`] octets, or truncated even at our own limit.
 pub const REASON_LARGE: u8 = 2;
-/// A client-aware set (`policy = "ip"`): the answer depends on the client's address.
+/// A client-aware set (`policy = "ip"` or `"geo"`): the answer depends on the client's address.
 pub const REASON_CLIENT_AWARE: u8 = 3;
 /// `node_flags` of every entry of a DNSSEC-signed zone: a DO=1 query for the name and
 /// type takes the entry's signed variant — the key with [`DO_SALT`] mixed into its hash,

@@ -242,7 +242,7 @@ counters! {
     /// Passed: the query carries EDNS Client Subnet (RFC 7871): user space checks the
     /// option and echoes it with its scope.
     PassClientSubnet = 38, "pass_client_subnet";
-    /// Passed: the name's answer depends on the client's address (`policy = "ip"`):
+    /// Passed: the name's answer depends on the client's address (`ip`, `geo` sets):
     /// user space decides it (SPEC §10).
     PassClientAware = 39, "pass_client_aware";
 }

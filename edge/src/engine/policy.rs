@@ -111,7 +111,7 @@ impl PolicySet {
     /// Chooses the answering members for `bitmap`, the draw `rand` and the `client`
     /// address (client-aware sets; `None`: the `*` answer).
     pub(super) fn pick(&self, bitmap: &[u64], rand: u32, client: Option<IpAddr>) -> Picked {
-        if self.kind == PolicyKind::Ip {
+        if self.kind.is_client_aware() {
             return self.pick_for_client(bitmap, client);
         }
         let (mask, fail_open) = match self.kind {
@@ -137,7 +137,7 @@ impl PolicySet {
                 let c = select_zonal(&self.slots, bitmap);
                 (c.mask, c.fail_open)
             }
-            PolicyKind::Ip => (0, true),
+            PolicyKind::Ip | PolicyKind::Geo => (0, true),
         };
         let any_unhealthy = self.slots.iter().any(|&slot| !slot_healthy(bitmap, slot));
         Picked {

@@ -60,10 +60,16 @@ pub enum ServerError {
     Takeover(#[from] crate::takeover::TakeoverError),
 }
 
-/// Loads `dir` into an engine of snapshot `version`.
-pub fn load_engine(dir: &Path, version: u64, options: &ServeOptions) -> Result<Engine, ServerError> {
+/// Loads `dir` (its geo sets from the database at `geoip_db`) into an engine of snapshot
+/// `version`.
+pub fn load_engine(
+    dir: &Path,
+    geoip_db: Option<&Path>,
+    version: u64,
+    options: &ServeOptions,
+) -> Result<Engine, ServerError> {
     let engine = {
-        let snapshot = qdns_zone::load_dir(dir, version)?;
+        let snapshot = qdns_zone::load_dir_geoip(dir, version, geoip_db)?;
         Engine::compile(&snapshot)?.with_options(options)
     };
     // The snapshot and the parse behind it are gone: give their pages back.
@@ -78,7 +84,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let version = AtomicU64::new(1);
     let engine = match &config.source {
-        Source::Zones(dir) => load_engine(dir, version.load(Ordering::Relaxed), &config.serve_options())?,
+        Source::Zones(dir) => load_engine(
+            dir,
+            config.settings.geoip_db.as_deref(),
+            version.load(Ordering::Relaxed),
+            &config.serve_options(),
+        )?,
         Source::Control { state_dir, .. } => {
             std::fs::create_dir_all(state_dir).map_err(ServerError::Start)?;
             match crate::follow::load_persisted(state_dir).map(|s| Engine::compile(&s)) {
@@ -385,7 +396,7 @@ async fn reload_on_hup(
             continue;
         };
         let next = version.load(Ordering::Relaxed) + 1;
-        match load_engine(dir, next, &config.serve_options()) {
+        match load_engine(dir, config.settings.geoip_db.as_deref(), next, &config.serve_options()) {
             Ok(new) => {
                 version.store(next, Ordering::Relaxed);
                 engine.store(Arc::new(new));

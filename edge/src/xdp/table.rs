@@ -597,7 +597,7 @@ pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, NameW
 /// Why a policy set has no table entry: client-aware sets are decided per client in
 /// user space (`pass_client_aware`); the others did not fit (`pass_not_cached`).
 fn unfit_reason(kind: PolicyKind) -> u8 {
-    if kind == PolicyKind::Ip {
+    if kind.is_client_aware() {
         REASON_CLIENT_AWARE
     } else {
         REASON_OTHER
@@ -1153,7 +1153,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
             PolicyKind::Failover => POLICY_FAILOVER,
             PolicyKind::Multivalue => POLICY_MULTIVALUE,
             PolicyKind::Zonal => POLICY_ZONAL,
-            PolicyKind::Ip => return None,
+            PolicyKind::Ip | PolicyKind::Geo => return None,
         },
         members: n as u8,
         always: 0,
@@ -1202,7 +1202,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
     let answer = match policy.kind {
         PolicyKind::Weighted | PolicyKind::Failover => largest,
         PolicyKind::Multivalue | PolicyKind::Zonal => total,
-        PolicyKind::Ip => return None,
+        PolicyKind::Ip | PolicyKind::Geo => return None,
     };
     if HEADER_LEN + qlen + 4 + answer + OPT_LEN > RESPONSE_MAX {
         return None;
@@ -1233,7 +1233,7 @@ fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
                 let choices = select_zonal(&slots, &bitmap);
                 (choices.mask, choices.fail_open, 0, false)
             }
-            PolicyKind::Ip => return None,
+            PolicyKind::Ip | PolicyKind::Geo => return None,
         };
         let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
         let degraded = policy.has_degraded_ttl && (any_unhealthy || fail_open);

@@ -11,6 +11,7 @@ use toml::Spanned;
 use super::ZoneBuilder;
 use crate::{
     client::{self, parse_prefix, ClientRules, Rule, RulesError},
+    geo::GeoKey,
     master,
     schema::{CidrCollectionEntry, MemberEntry},
     ZoneError,
@@ -218,5 +219,54 @@ impl ZoneBuilder<'_> {
             ),
         })?;
         Ok(Box::new(rules))
+    }
+}
+
+impl ZoneBuilder<'_> {
+    /// The rule table of a `geo` set from its members' `location` keys and the
+    /// database.
+    pub(crate) fn geo_rules(
+        &self,
+        entries: &Spanned<Vec<Spanned<MemberEntry>>>,
+        index: usize,
+    ) -> Result<Box<ClientRules>, ZoneError> {
+        let key = |m: usize| format!("rrset[{index}].members[{m}].location");
+        let (mut labels, mut keys) = (Vec::new(), Vec::new());
+        let mut used: BTreeMap<GeoKey, usize> = BTreeMap::new();
+        for (m, spanned) in entries.get_ref().iter().enumerate() {
+            let entry = spanned.get_ref();
+            let Some(location) = &entry.location else {
+                return Err(self.err(
+                    &entry.id,
+                    &key(m),
+                    "a geo member needs location = \"EU\", \"DE\", \"US-CA\" or \"*\"",
+                ));
+            };
+            let parsed = GeoKey::parse(location.get_ref()).map_err(|why| self.err(location, &key(m), why))?;
+            if let Some(other) = used.insert(parsed.clone(), m) {
+                return Err(self.err(
+                    location,
+                    &key(m),
+                    format!("{:?} is already the location of members[{other}]", location.get_ref()),
+                ));
+            }
+            labels.push(location.get_ref().clone());
+            keys.push(parsed);
+        }
+        if !keys.contains(&GeoKey::Star) {
+            return Err(self.err(
+                entries,
+                &format!("rrset[{index}].members"),
+                "a geo set needs a member with location = \"*\" (the answer for every other client)",
+            ));
+        }
+        let Some(geo) = self.geo else {
+            return Err(self.err(
+                entries,
+                &format!("rrset[{index}].policy"),
+                "a geo set needs a geolocation database: give --geoip-db (file key geoip_db)",
+            ));
+        };
+        Ok(Box::new(geo.compile(labels, &keys)))
     }
 }
