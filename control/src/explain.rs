@@ -205,19 +205,18 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
             },
         })
         .collect();
-    let distribution = match policy.client.as_deref() {
-        Some(rules) => client::by_client(rules, &policy.members, &slots, bitmap),
-        None => distribution(
-            policy.kind,
-            &policy.members,
-            &slots,
-            bitmap,
-            policy.fail_open_below_permille,
+    let (distribution, client) = match policy.client.as_deref() {
+        Some(rules) => client::explain(rules, zone.geo.as_deref(), asked_for, &policy.members, &slots, bitmap)?,
+        None => (
+            distribution(
+                policy.kind,
+                &policy.members,
+                &slots,
+                bitmap,
+                policy.fail_open_below_permille,
+            ),
+            None,
         ),
-    };
-    let client = match (asked_for, policy.client.as_deref()) {
-        (Some(asked), Some(rules)) => Some(client::for_client(asked, rules, &policy.members, &slots, bitmap)?),
-        _ => None,
     };
     let label = set_label(set);
     let shifts: Vec<SetShift> = state

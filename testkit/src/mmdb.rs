@@ -51,12 +51,15 @@ pub fn write(path: &Path, networks: &[GeoNet<'_>]) {
         script,
         "open my $fh, '>:raw', $ARGV[0] or die \"$ARGV[0]: $!\"; $tree->write_tree($fh); close $fh or die;"
     );
+    // The script goes through a file: a large database's would overflow an argument.
+    let script_path = path.with_extension("pl");
+    std::fs::write(&script_path, &script).expect("write the writer script");
     let out = Command::new("perl")
-        .arg("-e")
-        .arg(&script)
+        .arg(&script_path)
         .arg(path)
         .output()
         .expect("perl is required");
+    let _ = std::fs::remove_file(&script_path);
     assert!(
         out.status.success(),
         "the MaxMind DB writer failed (scripts/setup installs libmaxmind-db-writer-perl): {}",

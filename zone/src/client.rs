@@ -38,6 +38,24 @@ pub struct ClientRules {
     /// Member chains, most specific match first; `chains[0]` is for addresses no rule
     /// covers (the `*` member alone, or nothing).
     pub chains: Vec<Vec<u8>>,
+    /// Geo sets: the chain (index into `chains`) of each class of the zone's
+    /// [`GeoTable`], whose blocks stand in for `v4` and `v6` (empty then). Empty for
+    /// `ip` sets.
+    pub classes: Vec<u32>,
+}
+
+/// The geolocation classes of a zone (SPEC §10): the database's networks reduced to the
+/// locations the zone's geo sets name, aligned neighbours of one class merged. Each
+/// block's `chain` is a class index; addresses in no block have no named location.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeoTable {
+    /// IPv4 blocks, sorted, non-overlapping; `chain` = class.
+    pub v4: Vec<Block<u32>>,
+    /// IPv6 blocks, sorted, non-overlapping; `chain` = class.
+    pub v6: Vec<Block<u128>>,
+    /// Each class: the named locations its networks are in, most specific first
+    /// (`DE-BY`, `DE`, `EU`).
+    pub classes: Vec<Vec<String>>,
 }
 
 /// An aligned prefix and the chain every address in it gets.
@@ -188,47 +206,21 @@ pub fn compile(
         v4,
         v6,
         chains: chains.list,
+        classes: Vec::new(),
     })
 }
 
-/// Builds the table from disjoint prefixes that each carry their whole chain (a
-/// geolocation database's networks): prefixes whose chain is `*`'s alone are left to
-/// the gaps, and aligned neighbours with one chain are merged into their parent.
+/// Sorted blocks from disjoint prefixes that each carry an id (a geolocation class),
+/// aligned neighbours with one id merged into their parent.
 #[must_use]
-pub fn compile_disjoint(
-    labels: Vec<String>,
-    v4: Vec<(u32, u8, Vec<u8>)>,
-    v6: Vec<(u128, u8, Vec<u8>)>,
-    star: Option<u8>,
-) -> ClientRules {
-    let root: Vec<u8> = star.into_iter().collect();
-    let mut chains = Chains::new(root.clone());
-    let v4 = merge_disjoint(v4, &root, &mut chains);
-    let v6 = merge_disjoint(v6, &root, &mut chains);
-    ClientRules {
-        labels,
-        v4,
-        v6,
-        chains: chains.list,
-    }
-}
-
-/// Sorted, merged blocks of one family's disjoint prefixes.
-fn merge_disjoint<A: Bits>(mut prefixes: Vec<(A, u8, Vec<u8>)>, root: &[u8], chains: &mut Chains) -> Vec<Block<A>> {
+pub fn merge_blocks<A: Bits>(mut prefixes: Vec<(A, u8, u32)>) -> Vec<Block<A>> {
     prefixes.sort_unstable_by_key(|p| (p.0, p.1));
     prefixes.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
     let mut out: Vec<Block<A>> = Vec::with_capacity(prefixes.len());
     for (start, len, chain) in prefixes {
-        if chain == root {
-            continue;
-        }
-        let mut block = Block {
-            start,
-            len,
-            chain: chains.id(&chain),
-        };
+        let mut block = Block { start, len, chain };
         // While the block is the right half of a sibling pair whose left half is the
-        // last block out, with one chain: the two are their parent.
+        // last block out, with one id: the two are their parent.
         while block.len > 0 {
             let parent = block.len - 1;
             let left = block.start.clear(A::host_mask(parent));
@@ -246,6 +238,43 @@ fn merge_disjoint<A: Bits>(mut prefixes: Vec<(A, u8, Vec<u8>)>, root: &[u8], cha
         out.push(block);
     }
     out
+}
+
+/// The rules of a geo set whose member `i` is named by `keys[i]` (a location text, or
+/// `None` for `*`), over the zone's `table`: one chain per class.
+#[must_use]
+pub fn compile_classes(labels: Vec<String>, keys: &[Option<&str>], table: &GeoTable) -> ClientRules {
+    let star = keys.iter().position(Option::is_none).and_then(|i| u8::try_from(i).ok());
+    let root: Vec<u8> = star.into_iter().collect();
+    let mut chains = Chains::new(root.clone());
+    let classes = table
+        .classes
+        .iter()
+        .map(|locations| {
+            let mut chain: Vec<u8> = Vec::with_capacity(4);
+            for location in locations {
+                if let Some(m) = keys.iter().position(|k| *k == Some(location.as_str())) {
+                    let m = u8::try_from(m).unwrap_or(u8::MAX);
+                    if !chain.contains(&m) {
+                        chain.push(m);
+                    }
+                }
+            }
+            if let Some(s) = star {
+                if !chain.contains(&s) {
+                    chain.push(s);
+                }
+            }
+            chains.id(&chain)
+        })
+        .collect();
+    ClientRules {
+        labels,
+        v4: Vec::new(),
+        v6: Vec::new(),
+        chains: chains.list,
+        classes,
+    }
 }
 
 /// Chains, each stored once.
@@ -372,16 +401,58 @@ fn split<A: Bits>(
 
 impl ClientRules {
     /// The decision for the client prefix `addr/source` (the ECS address with zero bits
-    /// past SOURCE, or a packet's source address with its full length).
+    /// past SOURCE, or a packet's source address with its full length), for a set of a
+    /// zone whose geo classes are `geo` (see [`crate::Zone::geo`]).
+    #[must_use]
+    pub fn decide_in_zone(&self, geo: Option<&GeoTable>, addr: IpAddr) -> Decision<'_> {
+        match geo.filter(|_| !self.classes.is_empty()) {
+            Some(table) => self.decide_by_class(table, addr),
+            None => self.decide(addr),
+        }
+    }
+
+    /// The decision of an `ip` set (its own blocks) for `addr`.
     #[must_use]
     pub fn decide(&self, addr: IpAddr) -> Decision<'_> {
-        match addr {
-            IpAddr::V4(a) => self.decide_in(&self.v4, u32::from(a)),
+        let (found, scope) = match addr {
+            IpAddr::V4(a) => find(&self.v4, u32::from(a)),
             IpAddr::V6(a) => match a.to_ipv4_mapped() {
                 // An IPv4-mapped source (a dual-stack socket) is the IPv4 client.
-                Some(v4) => self.decide_in(&self.v4, u32::from(v4)),
-                None => self.decide_in(&self.v6, u128::from(a)),
+                Some(v4) => find(&self.v4, u32::from(v4)),
+                None => find(&self.v6, u128::from(a)),
             },
+        };
+        self.chain_decision(found, scope)
+    }
+
+    /// A geo set's decision: the class of the zone's block around `addr`, then this
+    /// set's chain for the class.
+    fn decide_by_class(&self, table: &GeoTable, addr: IpAddr) -> Decision<'_> {
+        let (class, scope) = match addr {
+            IpAddr::V4(a) => find(&table.v4, u32::from(a)),
+            IpAddr::V6(a) => match a.to_ipv4_mapped() {
+                Some(v4) => find(&table.v4, u32::from(v4)),
+                None => find(&table.v6, u128::from(a)),
+            },
+        };
+        let chain = class.and_then(|c| self.classes.get(c as usize).copied());
+        let decision = self.chain_decision(chain, scope);
+        // A class whose chain is `*` alone answers as no location does.
+        Decision {
+            matched: decision.matched && chain != Some(0),
+            ..decision
+        }
+    }
+
+    /// The decision for chain `chain` (`None`: no block, the `*` chain) over `scope`.
+    fn chain_decision(&self, chain: Option<u32>, scope: u8) -> Decision<'_> {
+        Decision {
+            chain: self
+                .chains
+                .get(chain.unwrap_or(0) as usize)
+                .map_or(&[][..], Vec::as_slice),
+            scope,
+            matched: chain.is_some(),
         }
     }
 
@@ -396,37 +467,31 @@ impl ClientRules {
         }
     }
 
-    fn decide_in<A: Bits>(&self, blocks: &[Block<A>], addr: A) -> Decision<'_> {
-        let at = blocks.partition_point(|b| b.start <= addr);
-        let prev = at.checked_sub(1).and_then(|i| blocks.get(i));
-        if let Some(block) = prev.filter(|b| addr.clear(A::host_mask(b.len)) == b.start) {
-            return Decision {
-                chain: self.chains.get(block.chain as usize).map_or(&[][..], Vec::as_slice),
-                scope: block.len,
-                matched: true,
-            };
-        }
-        // The largest aligned prefix around `addr` that excludes the nearest block on
-        // each side excludes every block (they are aligned and do not overlap).
-        let mut scope = 0;
-        if let Some(prev) = prev {
-            let last = prev.start.or(A::host_mask(prev.len));
-            scope = scope.max(addr.common_prefix(last) + 1);
-        }
-        if let Some(next) = blocks.get(at) {
-            scope = scope.max(addr.common_prefix(next.start) + 1);
-        }
-        Decision {
-            scope: scope.min(A::WIDTH),
-            ..self.default_decision()
-        }
-    }
-
     /// Blocks over both families (for sizing and metrics).
     #[must_use]
     pub fn block_count(&self) -> usize {
         self.v4.len() + self.v6.len()
     }
+}
+
+/// The block around `addr` (its `chain` field) and its length; or, in no block, `None`
+/// and the largest aligned prefix around `addr` that meets no block — found from the
+/// nearest block on each side (blocks are aligned and do not overlap).
+fn find<A: Bits>(blocks: &[Block<A>], addr: A) -> (Option<u32>, u8) {
+    let at = blocks.partition_point(|b| b.start <= addr);
+    let prev = at.checked_sub(1).and_then(|i| blocks.get(i));
+    if let Some(block) = prev.filter(|b| addr.clear(A::host_mask(b.len)) == b.start) {
+        return (Some(block.chain), block.len);
+    }
+    let mut scope = 0;
+    if let Some(prev) = prev {
+        let last = prev.start.or(A::host_mask(prev.len));
+        scope = scope.max(addr.common_prefix(last) + 1);
+    }
+    if let Some(next) = blocks.get(at) {
+        scope = scope.max(addr.common_prefix(next.start) + 1);
+    }
+    (None, scope.min(A::WIDTH))
 }
 
 /// The client address a query is decided by, and whether a SCOPE is echoed: the ECS

@@ -12,7 +12,7 @@ use std::{
 use maxminddb::Reader;
 use serde::Deserialize;
 
-use crate::client::{compile_disjoint, ClientRules};
+use crate::client::{merge_blocks, GeoTable};
 
 /// Continent codes as MaxMind DBs write them (`continent.code`).
 pub const CONTINENTS: [&str; 7] = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"];
@@ -32,6 +32,17 @@ pub enum GeoKey {
 }
 
 impl GeoKey {
+    /// The text a class names it by: `continent:EU`, `country:DE`, `DE-BY`, `*`.
+    #[must_use]
+    pub fn canonical(&self) -> String {
+        match self {
+            GeoKey::Continent(t) => format!("continent:{t}"),
+            GeoKey::Country(t) => format!("country:{t}"),
+            GeoKey::Subdivision(t) => t.clone(),
+            GeoKey::Star => "*".to_owned(),
+        }
+    }
+
     /// Parses a member's `location`.
     pub fn parse(text: &str) -> Result<GeoKey, String> {
         let upper = text.to_ascii_uppercase();
@@ -211,56 +222,59 @@ impl GeoDb {
         self.networks.len()
     }
 
-    /// The table of a set whose member `i` matches `keys[i]`, labelled `labels`.
+    /// The zone's class table for the locations its geo sets name (`used`): each
+    /// network's class is the named locations it is in, most specific first; networks
+    /// in none are left out, and aligned neighbours of one class merge.
     #[must_use]
-    pub fn compile(&self, labels: Vec<String>, keys: &[GeoKey]) -> ClientRules {
-        let mut member_of: HashMap<u32, u8> = HashMap::new();
-        let mut star = None;
-        for (i, key) in keys.iter().enumerate() {
-            let Ok(member) = u8::try_from(i) else { break };
+    pub fn classify(&self, used: &std::collections::BTreeSet<GeoKey>) -> GeoTable {
+        // Interned id (tagged with its level) → the key's canonical text.
+        let mut named: HashMap<u32, String> = HashMap::new();
+        for key in used {
             let text = match key {
-                GeoKey::Star => {
-                    star = Some(member);
-                    continue;
-                }
+                GeoKey::Star => continue,
                 GeoKey::Continent(t) | GeoKey::Country(t) | GeoKey::Subdivision(t) => t,
             };
-            // Continent and country ids live in one table; tell them apart by level.
             if let Some(id) = self.names.iter().position(|n| n == text) {
-                member_of.insert(level_key(key, id as u32), member);
+                named.insert(level_key(key, id as u32), key.canonical());
             }
         }
+        let mut class_ids: HashMap<Vec<String>, u32> = HashMap::new();
+        let mut classes: Vec<Vec<String>> = Vec::new();
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
         for n in &self.networks {
-            let mut chain: Vec<u8> = Vec::with_capacity(4);
-            let mut push = |key: u32| {
-                if let Some(&m) = member_of.get(&key) {
-                    if !chain.contains(&m) {
-                        chain.push(m);
-                    }
-                }
-            };
-            for &sub in n.subdivisions.iter().rev().filter(|&&s| s != 0) {
-                push(sub | SUBDIVISION);
-            }
-            if n.country != 0 {
-                push(n.country | COUNTRY);
-            }
-            if n.continent != 0 {
-                push(n.continent | CONTINENT);
-            }
-            if let Some(s) = star {
-                if !chain.contains(&s) {
-                    chain.push(s);
+            let mut class: Vec<String> = Vec::new();
+            let levels = n
+                .subdivisions
+                .iter()
+                .rev()
+                .filter(|&&s| s != 0)
+                .map(|&s| s | SUBDIVISION)
+                .chain((n.country != 0).then_some(n.country | COUNTRY))
+                .chain((n.continent != 0).then_some(n.continent | CONTINENT));
+            for key in levels {
+                if let Some(text) = named.get(&key) {
+                    class.push(text.clone());
                 }
             }
+            if class.is_empty() {
+                continue;
+            }
+            let next = classes.len() as u32;
+            let id = *class_ids.entry(class.clone()).or_insert_with(|| {
+                classes.push(class);
+                next
+            });
             if n.v4 {
-                v4.push((n.start as u32, n.len, chain));
+                v4.push((n.start as u32, n.len, id));
             } else {
-                v6.push((n.start, n.len, chain));
+                v6.push((n.start, n.len, id));
             }
         }
-        compile_disjoint(labels, v4, v6, star)
+        GeoTable {
+            v4: merge_blocks(v4),
+            v6: merge_blocks(v6),
+            classes,
+        }
     }
 
     /// What the database says of `addr`: (continent, country, subdivisions), for

@@ -243,6 +243,8 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) collections: BTreeMap<String, collections::Collection>,
     /// The geolocation database, for `policy = "geo"` sets.
     pub(crate) geo: Option<&'a crate::geo::GeoDb>,
+    /// Geo sets read, compiled at the end over the zone's class table.
+    pub(crate) pending_geo: Vec<collections::PendingGeo>,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -267,6 +269,7 @@ impl<'a> ZoneBuilder<'a> {
             dnssec: None,
             collections: BTreeMap::new(),
             geo,
+            pending_geo: Vec::new(),
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -391,6 +394,7 @@ impl<'a> ZoneBuilder<'a> {
     /// Aliases resolved, the zone validated, and built.
     fn finish(mut self) -> Result<Zone, ZoneError> {
         self.resolve_aliases()?;
+        let geo_table = self.compile_geo();
         // Sorted once: validation walks each owner's sets together, and the snapshot
         // lists sets by (owner, type).
         let order = self.sets.sorted();
@@ -421,6 +425,7 @@ impl<'a> ZoneBuilder<'a> {
             slot_base: 0,
             slots: self.slots,
             dnssec: self.dnssec.map(|a| Box::new(crate::dnssec::Signatures::requested(a))),
+            geo: geo_table,
         })
     }
 

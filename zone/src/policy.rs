@@ -113,7 +113,7 @@ impl ZoneBuilder<'_> {
                 .ok_or_else(|| self.err(policy_text, &key("members"), "a policy set needs members"))?;
             match kind {
                 PolicyKind::Ip => client = Some(self.ip_rules(members, index)?),
-                PolicyKind::Geo => client = Some(self.geo_rules(members, index)?),
+                PolicyKind::Geo => self.geo_members(members, index, set_key.clone())?,
                 _ => {}
             }
             self.members(&owner, rtype, kind, members, index, &set_key)?

@@ -47,6 +47,9 @@ pub struct Zone {
     /// The zone's signatures when control signed it (`dnssec = true`); the DNSKEY and
     /// NSEC sets are in `rrsets`. Edges get signatures, never keys.
     pub dnssec: Option<Box<crate::dnssec::Signatures>>,
+    /// The geolocation classes of the zone's `geo` sets, shared by all of them: one
+    /// prefix table however many sets there are.
+    pub geo: Option<Box<crate::client::GeoTable>>,
 }
 
 /// One bit of health: a check, or a status derived from others.

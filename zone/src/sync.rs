@@ -329,6 +329,7 @@ mod legacy {
                         slot_base: z.slot_base,
                         slots: z.slots,
                         dnssec: z.dnssec,
+                        geo: None,
                     })
                     .collect(),
                 bitmap: old.bitmap,

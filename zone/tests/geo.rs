@@ -1,7 +1,7 @@
 //! `policy = "geo"` (SPEC §10) from a real MaxMind DB (written by MaxMind's Perl
 //! writer): most specific location wins (subdivision, country, continent, `*`), the
-//! table keeps only networks whose answer is not `*`, merges neighbours, and every
-//! mistake names its file, line and key.
+//! zone's class table keeps only networks in a named location and is shared by its geo
+//! sets, and every mistake names its file, line and key.
 use std::{fs, net::IpAddr, path::Path};
 
 use qdns_testkit::{
@@ -55,7 +55,7 @@ fn decide(zone: &Zone, client: &str) -> (String, u8) {
         .client
         .as_deref()
         .unwrap()
-        .decide(client.parse::<IpAddr>().unwrap());
+        .decide_in_zone(zone.geo.as_deref(), client.parse::<IpAddr>().unwrap());
     (policy.members[d.chain[0] as usize].id.clone(), d.scope)
 }
 
@@ -87,15 +87,16 @@ fn the_most_specific_location_answers_over_the_databases_networks() {
     let policy = zone.rrsets.iter().find_map(|s| s.policy.as_deref()).unwrap();
     let rules = policy.client.as_deref().unwrap();
     let chain: Vec<&str> = rules
-        .decide("198.51.100.7".parse().unwrap())
+        .decide_in_zone(zone.geo.as_deref(), "198.51.100.7".parse().unwrap())
         .chain
         .iter()
         .map(|&m| policy.members[m as usize].id.as_str())
         .collect();
     assert_eq!(chain, ["bavaria", "germany", "europe", "rest"]);
     assert_eq!(rules.labels[4], "country:NA");
-    // Only networks whose answer is not `*` are kept.
-    assert_eq!(rules.block_count(), 6, "{:?} {:?}", rules.v4, rules.v6);
+    // The zone's class table keeps only the networks in a named location.
+    let table = zone.geo.as_deref().unwrap();
+    assert_eq!(table.v4.len() + table.v6.len(), 6, "{table:?}");
 }
 
 #[test]
@@ -147,4 +148,39 @@ fn geo_sets_need_a_database_and_valid_locations() {
         let err = load_dir_with(dir.path(), 1, Some(&empty)).unwrap_err().to_string();
         assert!(err.contains(want) && err.contains("t.toml"), "want {want:?} in {err}");
     }
+}
+
+#[test]
+fn the_zones_geo_sets_share_one_class_table() {
+    let dir = tempfile::tempdir().unwrap();
+    database(&dir.path().join("geo.mmdb"));
+    let zones = dir.path().join("zones");
+    fs::create_dir(&zones).unwrap();
+    let second = GEO_SET.replace("name = \"www\"", "name = \"api\"").replace(
+        "members = [",
+        "members = [\n  { id = \"japan\", location = \"JP\", values = [\"10.0.1.1\"] },",
+    );
+    fs::write(zones.join("t.toml"), format!("{ZONE_HEAD}{GEO_SET}{second}")).unwrap();
+    let snapshot = load_dir_geoip(&zones, 1, Some(&dir.path().join("geo.mmdb"))).unwrap();
+    let zone = &snapshot.zones[0];
+    let table = zone.geo.as_deref().unwrap();
+    // One more network (Japan) than the first set alone needs; each set keeps only its
+    // chain per class.
+    assert_eq!(table.v4.len() + table.v6.len(), 7, "{table:?}");
+    let decide = |owner: &str, client: &str| {
+        let set = zone
+            .rrsets
+            .iter()
+            .find(|s| qdns_zone::name::to_text(&s.name) == owner)
+            .unwrap();
+        let policy = set.policy.as_deref().unwrap();
+        let rules = policy.client.as_deref().unwrap();
+        assert!(rules.v4.is_empty() && rules.v6.is_empty() && rules.classes.len() == table.classes.len());
+        let d = rules.decide_in_zone(Some(table), client.parse().unwrap());
+        (policy.members[d.chain[0] as usize].id.clone(), d.scope, d.matched)
+    };
+    assert_eq!(decide("api.t.example.", "2001:db8:a::1"), ("japan".into(), 48, true));
+    // For www, Japan's network is `*`: scope that network (exact, if not the largest).
+    assert_eq!(decide("www.t.example.", "2001:db8:a::1"), ("rest".into(), 48, false));
+    assert_eq!(decide("www.t.example.", "198.51.100.7"), ("bavaria".into(), 25, true));
 }

@@ -5,14 +5,29 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use qdns_abi::select::select_chain;
 use qdns_zone::{
-    client::{client_prefix, ClientRules},
+    client::{client_prefix, ClientRules, GeoTable},
     Member,
 };
 
 use crate::api::{ApiError, ClientExplanation, ClientOutcome, Distribution, BY_CLIENT_MAX};
 
+/// A client-aware set's distribution and, when `asked_for` names a client, its decision.
+pub(super) fn explain(
+    rules: &ClientRules,
+    geo: Option<&GeoTable>,
+    asked_for: Option<&str>,
+    members: &[Member],
+    slots: &[u32],
+    bitmap: &[u64],
+) -> Result<(Distribution, Option<ClientExplanation>), ApiError> {
+    let client = asked_for
+        .map(|asked| for_client(asked, rules, geo, members, slots, bitmap))
+        .transpose()?;
+    Ok((by_client(rules, members, slots, bitmap), client))
+}
+
 /// Who answers the clients of each distinct chain.
-pub(super) fn by_client(rules: &ClientRules, members: &[Member], slots: &[u32], bitmap: &[u64]) -> Distribution {
+fn by_client(rules: &ClientRules, members: &[Member], slots: &[u32], bitmap: &[u64]) -> Distribution {
     let by_client = rules
         .chains
         .iter()
@@ -36,9 +51,10 @@ pub(super) fn by_client(rules: &ClientRules, members: &[Member], slots: &[u32], 
 }
 
 /// The decision for `client` (`ADDR`: a packet's source; `ADDR/LEN`: an ECS prefix).
-pub(super) fn for_client(
+fn for_client(
     client: &str,
     rules: &ClientRules,
+    geo: Option<&GeoTable>,
     members: &[Member],
     slots: &[u32],
     bitmap: &[u64],
@@ -48,7 +64,7 @@ pub(super) fn for_client(
         Some(len) => client_prefix(Some((addr, len)), addr),
         None => addr,
     };
-    let decision = rules.decide(decided_by);
+    let decision = rules.decide_in_zone(geo, decided_by);
     let choice = select_chain(decision.chain, slots, bitmap);
     Ok(ClientExplanation {
         client: client.to_owned(),

@@ -193,9 +193,11 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
     // 3. Zone cuts (NS below the apex), wildcards, additional-section targets, policies.
     link_cuts_and_wildcards(&mut data);
     link_targets(&mut data);
+    // One copy of the zone's geo classes, shared by its geo sets.
+    let geo = zone.geo.as_deref().map(|table| std::sync::Arc::new(table.clone()));
     for (at, set) in policies {
         let Some(policy) = &set.policy else { continue };
-        let compiled = super::policy::compile(policy, set, zone.slot_base, &data.names)
+        let compiled = super::policy::compile(policy, set, zone.slot_base, &data.names, geo.as_ref())
             .ok_or_else(|| bad(set, "alias target missing or RDATA too long"))?;
         let index = u32::try_from(data.policies.len()).map_err(|_| full(set))?;
         data.policies.push(compiled);

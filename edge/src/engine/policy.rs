@@ -3,7 +3,7 @@
 //!
 //! Each member's records are stored twice, with the set's TTL and with its
 //! `degraded_ttl`, so choosing the TTL costs nothing at query time.
-use std::net::IpAddr;
+use std::{net::IpAddr, sync::Arc};
 
 use qdns_abi::{
     health::slot_healthy,
@@ -11,7 +11,11 @@ use qdns_abi::{
         select_chain, select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember, MAX_MEMBERS,
     },
 };
-use qdns_zone::{client::ClientRules, evaluate::global, Answer, Policy, PolicyKind, RecordSet};
+use qdns_zone::{
+    client::{ClientRules, GeoTable},
+    evaluate::global,
+    Answer, Policy, PolicyKind, RecordSet,
+};
 
 use super::{compile::record_bytes, NodeId};
 
@@ -30,8 +34,10 @@ pub(super) struct PolicySet {
     /// Index of member 0's answer counter (`qdns_abi::answer::NO_ANSWER_COUNTER`: not
     /// counted), assigned by [`super::Engine::with_options`].
     counter: u32,
-    /// Client-aware sets: the prefix table.
+    /// Client-aware sets: the prefix table (geo sets: their chain per class).
     client: Option<Box<ClientRules>>,
+    /// Geo sets: the zone's class table.
+    geo: Option<Arc<GeoTable>>,
 }
 
 /// What a chosen member writes.
@@ -58,7 +64,13 @@ pub(super) struct Picked {
 
 /// Compiles `policy` of `set`; `None` when an alias target is missing or RDATA is too
 /// long (the zone loader rules both out).
-pub(super) fn compile(policy: &Policy, set: &RecordSet, base: u32, names: &super::names::Names) -> Option<PolicySet> {
+pub(super) fn compile(
+    policy: &Policy,
+    set: &RecordSet,
+    base: u32,
+    names: &super::names::Names,
+    geo: Option<&Arc<GeoTable>>,
+) -> Option<PolicySet> {
     let mut members = Vec::with_capacity(policy.members.len());
     for member in policy.members.iter().take(MAX_MEMBERS) {
         members.push(match &member.answer {
@@ -104,6 +116,7 @@ pub(super) fn compile(policy: &Policy, set: &RecordSet, base: u32, names: &super
             .collect(),
         counter: qdns_abi::answer::NO_ANSWER_COUNTER,
         client: policy.client.clone(),
+        geo: (policy.kind == PolicyKind::Geo).then(|| geo.cloned()).flatten(),
     })
 }
 
@@ -159,7 +172,10 @@ impl PolicySet {
                 scope: 0,
             };
         };
-        let decision = client.map_or_else(|| rules.default_decision(), |addr| rules.decide(addr));
+        let decision = client.map_or_else(
+            || rules.default_decision(),
+            |addr| rules.decide_in_zone(self.geo.as_deref(), addr),
+        );
         let (mask, fail_open) = match select_chain(decision.chain, &self.slots, bitmap) {
             Some(choice) => (1u64 << (choice.index & 63), choice.fail_open),
             None => (0, true),

@@ -1,7 +1,7 @@
 //! `[[cidr_collection]]` tables (SPEC §10): named locations, each a list of prefixes,
 //! inline or from a file of `PREFIX LOCATION` lines.
 use std::{
-    collections::{btree_map::Entry, BTreeMap},
+    collections::{btree_map::Entry, BTreeMap, BTreeSet},
     net::IpAddr,
     path::Path,
 };
@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::ZoneBuilder;
 use crate::{
-    client::{self, parse_prefix, ClientRules, Rule, RulesError},
+    client::{self, parse_prefix, ClientRules, GeoTable, Rule, RulesError},
     geo::GeoKey,
     master,
     schema::{CidrCollectionEntry, MemberEntry},
@@ -222,14 +222,25 @@ impl ZoneBuilder<'_> {
     }
 }
 
+/// A geo set waiting for the zone's class table.
+pub(crate) struct PendingGeo {
+    /// The set (owner wire, type).
+    set: (Vec<u8>, u16),
+    /// Member labels (`location` as written).
+    labels: Vec<String>,
+    /// Member keys.
+    keys: Vec<GeoKey>,
+}
+
 impl ZoneBuilder<'_> {
-    /// The rule table of a `geo` set from its members' `location` keys and the
-    /// database.
-    pub(crate) fn geo_rules(
-        &self,
+    /// Checks a `geo` set's members' `location` keys; its rules are compiled with the
+    /// zone's class table once every set is read ([`ZoneBuilder::compile_geo`]).
+    pub(crate) fn geo_members(
+        &mut self,
         entries: &Spanned<Vec<Spanned<MemberEntry>>>,
         index: usize,
-    ) -> Result<Box<ClientRules>, ZoneError> {
+        set: (Vec<u8>, u16),
+    ) -> Result<(), ZoneError> {
         let key = |m: usize| format!("rrset[{index}].members[{m}].location");
         let (mut labels, mut keys) = (Vec::new(), Vec::new());
         let mut used: BTreeMap<GeoKey, usize> = BTreeMap::new();
@@ -260,13 +271,45 @@ impl ZoneBuilder<'_> {
                 "a geo set needs a member with location = \"*\" (the answer for every other client)",
             ));
         }
-        let Some(geo) = self.geo else {
+        if self.geo.is_none() {
             return Err(self.err(
                 entries,
                 &format!("rrset[{index}].policy"),
                 "a geo set needs a geolocation database: give --geoip-db (file key geoip_db)",
             ));
-        };
-        Ok(Box::new(geo.compile(labels, &keys)))
+        }
+        self.pending_geo.push(PendingGeo { set, labels, keys });
+        Ok(())
+    }
+
+    /// The zone's class table over every location its geo sets name, and each geo
+    /// set's rules over it.
+    pub(crate) fn compile_geo(&mut self) -> Option<Box<GeoTable>> {
+        let pending = std::mem::take(&mut self.pending_geo);
+        let geo = self.geo?;
+        if pending.is_empty() {
+            return None;
+        }
+        let used: BTreeSet<GeoKey> = pending.iter().flat_map(|p| p.keys.iter().cloned()).collect();
+        let table = geo.classify(&used);
+        for p in pending {
+            let canonical: Vec<String> = p.keys.iter().map(GeoKey::canonical).collect();
+            let keys: Vec<Option<&str>> = p
+                .keys
+                .iter()
+                .zip(&canonical)
+                .map(|(k, c)| (*k != GeoKey::Star).then_some(c.as_str()))
+                .collect();
+            let rules = client::compile_classes(p.labels, &keys, &table);
+            let hash = self.sets.key_hash(&p.set.0, p.set.1);
+            if let Some(policy) = self
+                .sets
+                .get_mut_hashed(hash, &p.set.0, p.set.1)
+                .and_then(|(s, _)| s.policy.as_mut())
+            {
+                policy.client = Some(Box::new(rules));
+            }
+        }
+        Some(Box::new(table))
     }
 }
