@@ -274,6 +274,7 @@ impl GeoDb {
             v4: merge_blocks(v4),
             v6: merge_blocks(v6),
             classes,
+            index: None,
         }
     }
 

@@ -194,7 +194,11 @@ fn compile_zone(zone: &qdns_zone::Zone) -> Result<ZoneData, EngineError> {
     link_cuts_and_wildcards(&mut data);
     link_targets(&mut data);
     // One copy of the zone's geo classes, shared by its geo sets.
-    let geo = zone.geo.as_deref().map(|table| std::sync::Arc::new(table.clone()));
+    let geo = zone.geo.as_deref().map(|table| {
+        let mut table = table.clone();
+        table.build_index();
+        std::sync::Arc::new(table)
+    });
     for (at, set) in policies {
         let Some(policy) = &set.policy else { continue };
         let compiled = super::policy::compile(policy, set, zone.slot_base, &data.names, geo.as_ref())

@@ -115,7 +115,10 @@ pub(super) fn compile(
             .map(|m| m.id.as_str().into())
             .collect(),
         counter: qdns_abi::answer::NO_ANSWER_COUNTER,
-        client: policy.client.clone(),
+        client: policy.client.clone().map(|mut rules| {
+            rules.build_index();
+            rules
+        }),
         geo: (policy.kind == PolicyKind::Geo).then(|| geo.cloned()).flatten(),
     })
 }

@@ -236,3 +236,49 @@ fn disjoint_prefixes_merge_with_their_siblings() {
         ]
     );
 }
+
+#[test]
+fn the_first_level_index_finds_what_the_whole_search_finds() {
+    // 20,000 random prefixes, nested and not, in both families.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut v4 = Vec::new();
+    let mut v6 = Vec::new();
+    for i in 0..20_000u32 {
+        let len = 8 + (next() % 25) as u8;
+        let start = (next() as u32) & !u32::host_mask(len);
+        v4.push(Rule {
+            start,
+            len,
+            member: (i % 7) as u8,
+        });
+        let len6 = 16 + (next() % 49) as u8;
+        let start6 = (u128::from(next()) << 64) & !u128::host_mask(len6);
+        v6.push(Rule {
+            start: start6,
+            len: len6,
+            member: (i % 5) as u8,
+        });
+    }
+    // Drop prefixes given to two members (a load error).
+    v4.sort_by_key(|r| (r.start, r.len));
+    v4.dedup_by_key(|r| (r.start, r.len));
+    v6.sort_by_key(|r| (r.start, r.len));
+    v6.dedup_by_key(|r| (r.start, r.len));
+    let plain = compile(Vec::new(), v4, v6, Some(9)).unwrap();
+    let mut indexed = plain.clone();
+    indexed.build_index();
+    assert!(indexed.index.is_some());
+    for _ in 0..50_000 {
+        let a4 = IpAddr::V4(Ipv4Addr::from(next() as u32));
+        let a6 = IpAddr::V6(std::net::Ipv6Addr::from(u128::from(next()) << 64 | u128::from(next())));
+        for addr in [a4, a6] {
+            assert_eq!(indexed.decide(addr), plain.decide(addr), "{addr}");
+        }
+    }
+}
