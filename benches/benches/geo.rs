@@ -168,7 +168,15 @@ fn main() {
         let base = CURRENT.load(Ordering::Relaxed);
         PEAK.store(base, Ordering::Relaxed);
         let started = Instant::now();
-        let loaded = qdns_zone::load_dir_geoip(&zones, 1, Some(&db)).unwrap();
+        let loaded = qdns_zone::load_dir_from(
+            &zones,
+            1,
+            qdns_zone::Sources {
+                geoip_db: Some(&db),
+                location: None,
+            },
+        )
+        .unwrap();
         runs.push((
             started.elapsed(),
             PEAK.load(Ordering::Relaxed) - base,

@@ -186,6 +186,18 @@ pub struct Config {
 }
 
 impl Config {
+    /// What the zones are loaded with: the geolocation database and this location (for
+    /// members' `sites`).
+    #[must_use]
+    pub fn zone_sources(&self) -> qdns_zone::Sources<'_> {
+        qdns_zone::Sources {
+            geoip_db: self.settings.geoip_db.as_deref(),
+            location: Some(&self.location),
+        }
+    }
+}
+
+impl Config {
     /// Checks the settings that go together (each one's own range is checked as it
     /// is parsed).
     pub fn new(settings: Settings) -> Result<Config, ConfigError> {

@@ -468,12 +468,19 @@ fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapsho
 
 fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
     let version = next_version(state.snapshot.version);
-    let mut snapshot =
-        qdns_zone::load_dir_geoip(&state.zones_dir, version, state.geoip_db.as_deref()).map_err(|e| {
-            let message = e.to_string();
-            state.event("reload", format!("reload rejected: {message}"));
-            ApiError::new(ErrorCode::InvalidZone, message)
-        })?;
+    let mut snapshot = qdns_zone::load_dir_from(
+        &state.zones_dir,
+        version,
+        qdns_zone::Sources {
+            geoip_db: state.geoip_db.as_deref(),
+            location: Some(&state.location),
+        },
+    )
+    .map_err(|e| {
+        let message = e.to_string();
+        state.event("reload", format!("reload rejected: {message}"));
+        ApiError::new(ErrorCode::InvalidZone, message)
+    })?;
     crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now()).map_err(|message| {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)

@@ -122,7 +122,7 @@ async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Resul
 /// special-use check when on), the checker keys, the persisted operator state — without
 /// binding anything. Returns a one-line summary.
 pub fn check(config: &Config) -> Result<String, ControlError> {
-    let snapshot = qdns_zone::load_dir_geoip(&config.zones, 1, config.settings.geoip_db.as_deref())?;
+    let snapshot = qdns_zone::load_dir_from(&config.zones, 1, config.zone_sources())?;
     if config.settings.deny_special_use_targets {
         special_use::check(&snapshot).map_err(ControlError::State)?;
     }
@@ -157,7 +157,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
-    let mut snapshot = qdns_zone::load_dir_geoip(&config.zones, next_version(0), config.settings.geoip_db.as_deref())?;
+    let mut snapshot = qdns_zone::load_dir_from(&config.zones, next_version(0), config.zone_sources())?;
     dnssec::sign_snapshot(
         &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
         &mut snapshot,
@@ -175,6 +175,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.quorum = config.settings.quorum;
     state.deny_special_use_targets = config.settings.deny_special_use_targets;
     state.geoip_db.clone_from(&config.settings.geoip_db);
+    state.location.clone_from(&config.location);
     state.expire();
     let _ = state.recompute();
     for zone in &state.snapshot.zones {

@@ -116,8 +116,15 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
 /// The probed checks of the zones in `dir`.
 fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapshot::Probe)>, String> {
     // Checks only: geo sets need no database here.
-    let snapshot =
-        qdns_zone::load_dir_with(dir, 1, Some(&qdns_zone::geo::GeoDb::empty())).map_err(|e| e.to_string())?;
+    let snapshot = qdns_zone::load_dir_with(
+        dir,
+        1,
+        &qdns_zone::LoadContext {
+            geo: Some(&qdns_zone::geo::GeoDb::empty()),
+            location: None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
     Ok(crate::state::State::new(dir.to_path_buf(), snapshot, crate::state::OperatorState::default()).probed_checks())
 }
 

@@ -244,6 +244,8 @@ pub struct State {
     pub zones_dir: PathBuf,
     /// The geolocation database geo sets are compiled from (`--geoip-db`).
     pub geoip_db: Option<PathBuf>,
+    /// This location (`--location`): members whose `sites` do not name it are absent.
+    pub location: String,
     /// The current snapshot (its `bitmap` is kept current).
     pub snapshot: Arc<Snapshot>,
     /// Deltas sent since the snapshot.
@@ -291,6 +293,7 @@ impl State {
             observations: Observations::default(),
             zones_dir,
             geoip_db: None,
+            location: String::new(),
             snapshot: Arc::new(snapshot),
             seq: 0,
             operator,

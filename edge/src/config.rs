@@ -30,6 +30,11 @@ pub struct Settings {
     /// control gets compiled tables and never reads it.
     #[arg(long, value_name = "FILE", requires = "zones")]
     pub geoip_db: Option<PathBuf>,
+    /// Standalone: this edge's location, for members' `sites` (members whose `sites` do
+    /// not name it are left out). Without it every member is kept. An edge that follows
+    /// control gets sets already reduced to control's `--location`.
+    #[arg(long, value_name = "NAME", requires = "zones")]
+    pub location: Option<String>,
     /// Follow qdns-control at this endpoint: a Unix socket path, tls://HOST:PORT (mutual
     /// TLS: needs the --control-tls-* files) or tcp://ADDR:PORT (neither encrypted nor
     /// authenticated).
@@ -172,6 +177,15 @@ pub enum Source {
 }
 
 impl Config {
+    /// What standalone zones are loaded with: `--geoip-db` and `--location`.
+    #[must_use]
+    pub fn zone_sources(&self) -> qdns_zone::Sources<'_> {
+        qdns_zone::Sources {
+            geoip_db: self.settings.geoip_db.as_deref(),
+            location: self.settings.location.as_deref(),
+        }
+    }
+
     /// The response settings every engine this server compiles gets.
     #[must_use]
     pub fn serve_options(&self) -> crate::engine::ServeOptions {

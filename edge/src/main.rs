@@ -58,7 +58,7 @@ fn main() -> ExitCode {
 fn check_config(config: &Config) -> ExitCode {
     match &config.source {
         qdns_edge::config::Source::Zones(dir) => {
-            match qdns_edge::server::load_engine(dir, config.settings.geoip_db.as_deref(), 1, &config.serve_options()) {
+            match qdns_edge::server::load_engine(dir, config.zone_sources(), 1, &config.serve_options()) {
                 Ok(engine) => {
                     println!(
                         "qdns-edge: configuration ok; {} zones load from {}",

@@ -25,9 +25,12 @@ pub mod master;
 pub mod name;
 pub mod policy;
 pub mod schema;
+pub mod sites;
 pub mod snapshot;
 pub mod sync;
 
 pub use error::ZoneError;
-pub use load::{load_dir, load_dir_geoip, load_dir_with, load_zone_file, parse_zone_text, parse_zone_text_with};
+pub use load::{
+    load_dir, load_dir_from, load_dir_with, load_zone_file, parse_zone_text, parse_zone_text_with, LoadContext, Sources,
+};
 pub use snapshot::{Answer, Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone};

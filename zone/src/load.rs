@@ -32,23 +32,50 @@ const TYPE_AAAA: u16 = 28;
 /// Loads every `*.toml` file of `dir` (one zone each) into a snapshot of `version`.
 /// Zones with `policy = "geo"` sets need [`load_dir_with`] and a database.
 pub fn load_dir(dir: &Path, version: u64) -> Result<Snapshot, ZoneError> {
-    load_dir_with(dir, version, None)
+    load_dir_with(dir, version, &LoadContext::default())
 }
 
-/// [`load_dir`] with the geolocation database at `geoip_db` (read now: a reload reads a
-/// refreshed file) for `policy = "geo"` sets.
-pub fn load_dir_geoip(dir: &Path, version: u64, geoip_db: Option<&Path>) -> Result<Snapshot, ZoneError> {
-    let geo = geoip_db
+/// What a load reads besides the zone files, and where it is for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sources<'a> {
+    /// The MaxMind DB that `policy = "geo"` sets are compiled from (read by the load:
+    /// a reload reads a refreshed file).
+    pub geoip_db: Option<&'a Path>,
+    /// This location (control's `--location`): members whose `sites` do not name it are
+    /// left out. `None`: every member is kept (checkers, tools).
+    pub location: Option<&'a str>,
+}
+
+/// What the zone builder is given: the database opened, the location.
+#[derive(Clone, Copy, Default)]
+pub struct LoadContext<'a> {
+    /// The geolocation database, for `policy = "geo"` sets.
+    pub geo: Option<&'a crate::geo::GeoDb>,
+    /// See [`Sources::location`].
+    pub location: Option<&'a str>,
+}
+
+/// [`load_dir`] with `sources`.
+pub fn load_dir_from(dir: &Path, version: u64, sources: Sources<'_>) -> Result<Snapshot, ZoneError> {
+    let geo = sources
+        .geoip_db
         .map(|path| {
             crate::geo::GeoDb::open(path)
                 .map_err(|why| ZoneError::invalid(path, None, Some("geoip_db".to_owned()), why))
         })
         .transpose()?;
-    load_dir_with(dir, version, geo.as_ref())
+    load_dir_with(
+        dir,
+        version,
+        &LoadContext {
+            geo: geo.as_ref(),
+            location: sources.location,
+        },
+    )
 }
 
-/// [`load_dir`] with the geolocation database `geo` for `policy = "geo"` sets.
-pub fn load_dir_with(dir: &Path, version: u64, geo: Option<&crate::geo::GeoDb>) -> Result<Snapshot, ZoneError> {
+/// [`load_dir`] with the database opened and the location given in `ctx`.
+pub fn load_dir_with(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<Snapshot, ZoneError> {
     let io = |source| ZoneError::Io {
         path: dir.to_path_buf(),
         source,
@@ -70,7 +97,7 @@ pub fn load_dir_with(dir: &Path, version: u64, geo: Option<&crate::geo::GeoDb>) 
     }
     let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
     for path in &files {
-        let zone = load_zone_file_with(path, geo)?;
+        let zone = load_zone_file_with(path, ctx)?;
         if let Some(other) = zones.iter().find(|z| z.origin == zone.origin) {
             return Err(ZoneError::invalid(
                 path,
@@ -97,11 +124,11 @@ pub fn load_dir_with(dir: &Path, version: u64, geo: Option<&crate::geo::GeoDb>) 
 
 /// Loads and validates one zone file.
 pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
-    load_zone_file_with(path, None)
+    load_zone_file_with(path, &LoadContext::default())
 }
 
-/// [`load_zone_file`] with the geolocation database `geo`.
-pub fn load_zone_file_with(path: &Path, geo: Option<&crate::geo::GeoDb>) -> Result<Zone, ZoneError> {
+/// [`load_zone_file`] with `ctx`.
+pub fn load_zone_file_with(path: &Path, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     let bytes = master::read_bounded(path).map_err(|source| ZoneError::Io {
         path: path.to_path_buf(),
         source,
@@ -114,27 +141,27 @@ pub fn load_zone_file_with(path: &Path, geo: Option<&crate::geo::GeoDb>) -> Resu
             format!("not UTF-8 (octet {})", e.utf8_error().valid_up_to()),
         )
     })?;
-    parse_zone_text_with(path, &text, geo)
+    parse_zone_text_with(path, &text, ctx)
 }
 
 /// Validates the text of one zone file read from `path` (`path` names it in errors and
 /// anchors its `include`).
 pub fn parse_zone_text(path: &Path, text: &str) -> Result<Zone, ZoneError> {
-    parse_zone_text_with(path, text, None)
+    parse_zone_text_with(path, text, &LoadContext::default())
 }
 
-/// [`parse_zone_text`] with the geolocation database `geo`.
-pub fn parse_zone_text_with(path: &Path, text: &str, geo: Option<&crate::geo::GeoDb>) -> Result<Zone, ZoneError> {
+/// [`parse_zone_text`] with `ctx`.
+pub fn parse_zone_text_with(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     match chunks::split(text) {
-        Some(split) => parse_in_chunks(path, text, &split, geo),
-        None => parse_whole(path, text, geo),
+        Some(split) => parse_in_chunks(path, text, &split, ctx),
+        None => parse_whole(path, text, ctx),
     }
 }
 
 /// The file as one TOML document (every layout TOML allows).
-fn parse_whole(path: &Path, text: &str, geo: Option<&crate::geo::GeoDb>) -> Result<Zone, ZoneError> {
+fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     let file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
-    let mut builder = ZoneBuilder::new(path, text, &file, geo)?;
+    let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
     builder.head(&file)?;
     for (index, entry) in file.rrset.iter().enumerate() {
         builder.any_rrset(index, entry)?;
@@ -144,14 +171,9 @@ fn parse_whole(path: &Path, text: &str, geo: Option<&crate::geo::GeoDb>) -> Resu
 
 /// The head, then one `[[rrset]]` table at a time ([`chunks`]): what is parsed of a
 /// record set lives only while it is compiled into the builder.
-fn parse_in_chunks(
-    path: &Path,
-    text: &str,
-    split: &chunks::Split,
-    geo: Option<&crate::geo::GeoDb>,
-) -> Result<Zone, ZoneError> {
+fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     let file: ZoneFile = toml::from_str(&split.head).map_err(|err| toml_error(path, text, 0, &err))?;
-    let mut builder = ZoneBuilder::new(path, text, &file, geo)?;
+    let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
     builder.head(&file)?;
     for (index, body) in split.rrsets.iter().enumerate() {
         let chunk = text.get(body.clone()).unwrap_or_default();
@@ -245,15 +267,14 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) geo: Option<&'a crate::geo::GeoDb>,
     /// Geo sets read, compiled at the end over the zone's class table.
     pub(crate) pending_geo: Vec<collections::PendingGeo>,
+    /// This location, for members' `sites` (`None`: keep every member).
+    pub(crate) location: Option<&'a str>,
+    /// Members with `sites`, applied once every set is read.
+    pub(crate) sites: Vec<crate::sites::SiteRule>,
 }
 
 impl<'a> ZoneBuilder<'a> {
-    fn new(
-        path: &'a Path,
-        text: &'a str,
-        file: &ZoneFile,
-        geo: Option<&'a crate::geo::GeoDb>,
-    ) -> Result<Self, ZoneError> {
+    fn new(path: &'a Path, text: &'a str, file: &ZoneFile, ctx: &LoadContext<'a>) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
             shared_path: Arc::from(path),
@@ -268,8 +289,10 @@ impl<'a> ZoneBuilder<'a> {
             aliases: Vec::new(),
             dnssec: None,
             collections: BTreeMap::new(),
-            geo,
+            geo: ctx.geo,
             pending_geo: Vec::new(),
+            location: ctx.location,
+            sites: Vec::new(),
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -394,6 +417,7 @@ impl<'a> ZoneBuilder<'a> {
     /// Aliases resolved, the zone validated, and built.
     fn finish(mut self) -> Result<Zone, ZoneError> {
         self.resolve_aliases()?;
+        self.apply_sites()?;
         let geo_table = self.compile_geo();
         // Sorted once: validation walks each owner's sets together, and the snapshot
         // lists sets by (owner, type).

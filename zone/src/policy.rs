@@ -238,6 +238,7 @@ impl ZoneBuilder<'_> {
             if let (Some(location), false) = (&entry.location, kind == PolicyKind::Geo) {
                 return Err(self.err(location, &key(m, "location"), "location belongs to geo sets"));
             }
+            self.note_sites(entry, set_key, key(m, "sites"))?;
             let (slot, check) = match &entry.health_check {
                 Some(id) => {
                     let slot = *self.checks.get(id.get_ref()).ok_or_else(|| {

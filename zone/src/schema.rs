@@ -99,6 +99,9 @@ pub struct MemberEntry {
     pub cidr: Option<Spanned<String>>,
     /// A continent, country or subdivision code, or `*` (geo sets).
     pub location: Option<Spanned<String>>,
+    /// The locations (control's `--location`) where the member exists; elsewhere it is
+    /// left out of the set (absent, not unhealthy).
+    pub sites: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// One availability zone of a zonal record set.

@@ -8,7 +8,7 @@ use qdns_testkit::{
     fixtures::ZONE_HEAD,
     mmdb::{write, GeoNet},
 };
-use qdns_zone::{geo::GeoDb, load_dir_geoip, load_dir_with, PolicyKind, Zone};
+use qdns_zone::{geo::GeoDb, load_dir_from, load_dir_with, LoadContext, PolicyKind, Sources, Zone};
 
 fn database(path: &Path) {
     let net = |net, continent, country, subdivisions| GeoNet {
@@ -66,7 +66,15 @@ fn the_most_specific_location_answers_over_the_databases_networks() {
     let zones = dir.path().join("zones");
     fs::create_dir(&zones).unwrap();
     fs::write(zones.join("t.toml"), format!("{ZONE_HEAD}{GEO_SET}")).unwrap();
-    let snapshot = load_dir_geoip(&zones, 1, Some(&dir.path().join("geo.mmdb"))).unwrap();
+    let snapshot = load_dir_from(
+        &zones,
+        1,
+        Sources {
+            geoip_db: Some(&dir.path().join("geo.mmdb")),
+            location: None,
+        },
+    )
+    .unwrap();
     let zone = &snapshot.zones[0];
     for (client, member, scope) in [
         ("198.51.100.7", "bavaria", 25),
@@ -112,14 +120,28 @@ fn geo_sets_need_a_database_and_valid_locations() {
             && err.contains("rrset[0].policy: a geo set needs a geolocation database: give --geoip-db"),
         "{err}"
     );
-    let err = load_dir_geoip(dir.path(), 1, Some(&dir.path().join("missing.mmdb")))
-        .unwrap_err()
-        .to_string();
+    let err = load_dir_from(
+        dir.path(),
+        1,
+        Sources {
+            geoip_db: Some(&dir.path().join("missing.mmdb")),
+            location: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("missing.mmdb") && err.contains("geoip_db"), "{err}");
     fs::write(dir.path().join("junk.mmdb"), b"not a database").unwrap();
-    let err = load_dir_geoip(dir.path(), 1, Some(&dir.path().join("junk.mmdb")))
-        .unwrap_err()
-        .to_string();
+    let err = load_dir_from(
+        dir.path(),
+        1,
+        Sources {
+            geoip_db: Some(&dir.path().join("junk.mmdb")),
+            location: None,
+        },
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("junk.mmdb"), "{err}");
     let empty = GeoDb::empty();
     for (body, want) in [
@@ -145,7 +167,16 @@ fn geo_sets_need_a_database_and_valid_locations() {
         ),
     ] {
         write_zone(&body);
-        let err = load_dir_with(dir.path(), 1, Some(&empty)).unwrap_err().to_string();
+        let err = load_dir_with(
+            dir.path(),
+            1,
+            &LoadContext {
+                geo: Some(&empty),
+                location: None,
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains(want) && err.contains("t.toml"), "want {want:?} in {err}");
     }
 }
@@ -161,7 +192,15 @@ fn the_zones_geo_sets_share_one_class_table() {
         "members = [\n  { id = \"japan\", location = \"JP\", values = [\"10.0.1.1\"] },",
     );
     fs::write(zones.join("t.toml"), format!("{ZONE_HEAD}{GEO_SET}{second}")).unwrap();
-    let snapshot = load_dir_geoip(&zones, 1, Some(&dir.path().join("geo.mmdb"))).unwrap();
+    let snapshot = load_dir_from(
+        &zones,
+        1,
+        Sources {
+            geoip_db: Some(&dir.path().join("geo.mmdb")),
+            location: None,
+        },
+    )
+    .unwrap();
     let zone = &snapshot.zones[0];
     let table = zone.geo.as_deref().unwrap();
     // One more network (Japan) than the first set alone needs; each set keeps only its

@@ -60,16 +60,16 @@ pub enum ServerError {
     Takeover(#[from] crate::takeover::TakeoverError),
 }
 
-/// Loads `dir` (its geo sets from the database at `geoip_db`) into an engine of snapshot
-/// `version`.
+/// Loads `dir` (with `sources`: the geolocation database, the location) into an engine
+/// of snapshot `version`.
 pub fn load_engine(
     dir: &Path,
-    geoip_db: Option<&Path>,
+    sources: qdns_zone::Sources<'_>,
     version: u64,
     options: &ServeOptions,
 ) -> Result<Engine, ServerError> {
     let engine = {
-        let snapshot = qdns_zone::load_dir_geoip(dir, version, geoip_db)?;
+        let snapshot = qdns_zone::load_dir_from(dir, version, sources)?;
         Engine::compile(&snapshot)?.with_options(options)
     };
     // The snapshot and the parse behind it are gone: give their pages back.
@@ -86,7 +86,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let engine = match &config.source {
         Source::Zones(dir) => load_engine(
             dir,
-            config.settings.geoip_db.as_deref(),
+            config.zone_sources(),
             version.load(Ordering::Relaxed),
             &config.serve_options(),
         )?,
@@ -396,7 +396,7 @@ async fn reload_on_hup(
             continue;
         };
         let next = version.load(Ordering::Relaxed) + 1;
-        match load_engine(dir, config.settings.geoip_db.as_deref(), next, &config.serve_options()) {
+        match load_engine(dir, config.zone_sources(), next, &config.serve_options()) {
             Ok(new) => {
                 version.store(next, Ordering::Relaxed);
                 engine.store(Arc::new(new));

@@ -225,11 +225,19 @@ impl ZoneBuilder<'_> {
 /// A geo set waiting for the zone's class table.
 pub(crate) struct PendingGeo {
     /// The set (owner wire, type).
-    set: (Vec<u8>, u16),
+    pub(crate) set: (Vec<u8>, u16),
     /// Member labels (`location` as written).
     labels: Vec<String>,
     /// Member keys.
     keys: Vec<GeoKey>,
+}
+
+impl PendingGeo {
+    /// Keeps the members at `keep` (old indices, in order): the others are absent here.
+    pub(crate) fn keep(&mut self, keep: &[usize]) {
+        self.labels = keep.iter().filter_map(|&k| self.labels.get(k).cloned()).collect();
+        self.keys = keep.iter().filter_map(|&k| self.keys.get(k).cloned()).collect();
+    }
 }
 
 impl ZoneBuilder<'_> {

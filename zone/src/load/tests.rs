@@ -226,8 +226,8 @@ fn reading_record_sets_one_at_a_time_gives_the_whole_documents_zone() {
             let split = chunks::split(&text).expect("the examples use the plain layout");
             assert!(!split.rrsets.is_empty());
             assert_eq!(
-                parse_in_chunks(&path, &text, &split, None).unwrap(),
-                parse_whole(&path, &text, None).unwrap(),
+                parse_in_chunks(&path, &text, &split, &LoadContext::default()).unwrap(),
+                parse_whole(&path, &text, &LoadContext::default()).unwrap(),
                 "{}",
                 path.display()
             );
@@ -250,8 +250,12 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     let split = chunks::split(&body).unwrap();
     assert_eq!(split.rrsets.len(), 3);
     let (a, b) = (
-        parse_in_chunks(path, &body, &split, None).unwrap_err().to_string(),
-        parse_whole(path, &body, None).unwrap_err().to_string(),
+        parse_in_chunks(path, &body, &split, &LoadContext::default())
+            .unwrap_err()
+            .to_string(),
+        parse_whole(path, &body, &LoadContext::default())
+            .unwrap_err()
+            .to_string(),
     );
     assert_eq!(a, b);
     let line = body.lines().position(|l| l.contains("192.0.2.300")).unwrap() + 1;
@@ -259,7 +263,9 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     // A TOML syntax error inside a record set: the line of the mistake, too.
     let broken = body.replace("name = \"b\"", "name = \"b");
     let split = chunks::split(&broken).unwrap();
-    let err = parse_in_chunks(path, &broken, &split, None).unwrap_err().to_string();
+    let err = parse_in_chunks(path, &broken, &split, &LoadContext::default())
+        .unwrap_err()
+        .to_string();
     let line = broken.lines().position(|l| l.contains("name = \"b")).unwrap() + 1;
     assert!(err.contains(&format!(":{line}")), "{err}");
 }

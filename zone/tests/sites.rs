@@ -1,0 +1,147 @@
+//! `sites` (SPEC §10): a member exists only at the locations it names; loaded for
+//! another location it is absent (not unhealthy) — the set answers from the others —
+//! and every mistake names its file, line and key.
+use std::fs;
+
+use qdns_testkit::fixtures::ZONE_HEAD;
+use qdns_zone::{load_dir_from, Sources, Zone};
+
+fn load(body: &str, location: Option<&str>) -> Result<Zone, String> {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("t.toml"), format!("{ZONE_HEAD}{body}")).unwrap();
+    load_dir_from(
+        dir.path(),
+        1,
+        Sources {
+            geoip_db: None,
+            location,
+        },
+    )
+    .map(|mut s| s.zones.remove(0))
+    .map_err(|e| e.to_string())
+}
+
+fn ids(zone: &Zone, owner: &str) -> Vec<String> {
+    let set = zone
+        .rrsets
+        .iter()
+        .find(|s| qdns_zone::name::to_text(&s.name) == owner)
+        .unwrap();
+    set.policy
+        .as_ref()
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.id.clone())
+        .collect()
+}
+
+const SETS: &str = r#"
+[[cidr_collection]]
+id = "c"
+[cidr_collection.locations]
+eu = ["198.51.100.0/24"]
+us = ["203.0.113.0/24"]
+
+[[rrset]]
+name = "w"
+type = "A"
+policy = "weighted"
+members = [
+  { id = "fra", weight = 1, values = ["10.0.0.1"], sites = ["fra"] },
+  { id = "ams", weight = 1, values = ["10.0.0.2"], sites = ["ams", "lhr"] },
+  { id = "all", weight = 1, values = ["10.0.0.3"] },
+]
+
+[[rrset]]
+name = "f"
+type = "A"
+policy = "failover"
+members = [
+  { id = "p", role = "primary", values = ["10.0.1.1"], sites = ["fra"] },
+  { id = "s", role = "secondary", values = ["10.0.1.2"] },
+]
+
+[[rrset]]
+name = "near"
+type = "A"
+policy = "ip"
+members = [
+  { id = "eu", cidr = "c/eu", values = ["10.0.2.1"], sites = ["fra", "ams"] },
+  { id = "us", cidr = "c/us", values = ["10.0.2.2"] },
+  { id = "rest", cidr = "*", values = ["10.0.2.9"] },
+]
+"#;
+
+#[test]
+fn members_exist_only_at_their_sites() {
+    let fra = load(SETS, Some("fra")).unwrap();
+    assert_eq!(ids(&fra, "w.t.example."), ["fra", "all"]);
+    assert_eq!(ids(&fra, "f.t.example."), ["p", "s"]);
+    assert_eq!(ids(&fra, "near.t.example."), ["eu", "us", "rest"]);
+    let lhr = load(SETS, Some("lhr")).unwrap();
+    assert_eq!(ids(&lhr, "w.t.example."), ["ams", "all"]);
+    // The primary is absent: the secondary is the set's first member, so it answers.
+    assert_eq!(ids(&lhr, "f.t.example."), ["s"]);
+    // The eu member is absent: its clients get `*`; the chains follow the new indices.
+    assert_eq!(ids(&lhr, "near.t.example."), ["us", "rest"]);
+    let near = lhr
+        .rrsets
+        .iter()
+        .find_map(|s| s.policy.as_deref().filter(|p| p.client.is_some()))
+        .unwrap();
+    let rules = near.client.as_deref().unwrap();
+    assert_eq!(rules.labels, ["c/us", "*"]);
+    let chain_of = |client: &str| -> Vec<String> {
+        rules
+            .decide(client.parse().unwrap())
+            .chain
+            .iter()
+            .map(|&m| near.members[m as usize].id.clone())
+            .collect()
+    };
+    assert_eq!(chain_of("198.51.100.7"), ["rest"]);
+    assert_eq!(chain_of("203.0.113.7"), ["us", "rest"]);
+    // No location (a checker, a standalone edge without --location): every member.
+    let anywhere = load(SETS, None).unwrap();
+    assert_eq!(ids(&anywhere, "w.t.example."), ["fra", "ams", "all"]);
+}
+
+#[test]
+fn sites_mistakes_name_the_file_line_and_key() {
+    let all_absent = SETS.replace(
+        r#"{ id = "s", role = "secondary", values = ["10.0.1.2"] }"#,
+        r#"{ id = "s", role = "secondary", values = ["10.0.1.2"], sites = ["fra"] }"#,
+    );
+    let star_absent = SETS.replace(
+        r#"{ id = "rest", cidr = "*", values = ["10.0.2.9"] }"#,
+        r#"{ id = "rest", cidr = "*", values = ["10.0.2.9"], sites = ["fra"] }"#,
+    );
+    for (body, location, want) in [
+        (
+            all_absent.as_str(),
+            "lhr",
+            "every member of f.t.example. is absent at location \"lhr\" (sites)",
+        ),
+        (
+            star_absent.as_str(),
+            "lhr",
+            "the \"*\" member of near.t.example. must exist at every location",
+        ),
+        (
+            &SETS.replace("[\"ams\", \"lhr\"]", "[]"),
+            "fra",
+            "rrset[0].members[1].sites: sites names at least one location",
+        ),
+        (
+            &SETS.replace("[\"ams\", \"lhr\"]", "[\"ams lhr\"]"),
+            "fra",
+            "rrset[0].members[1].sites: site \"ams lhr\": use a location name",
+        ),
+    ] {
+        let err = load(body, Some(location)).unwrap_err();
+        assert!(err.contains(want) && err.contains("t.toml:"), "want {want:?} in {err}");
+    }
+    // The same file is fine where every set keeps a member.
+    assert!(load(&all_absent, Some("fra")).is_ok());
+}
