@@ -304,3 +304,67 @@ members = [
     assert!(line.contains("geo.mmdb"), "{line}");
     assert_eq!(from("127.0.3.9"), ["10.0.0.1"]);
 }
+
+/// The scope property through the real edge (issue 29): for random nested rules and
+/// random clients, every address inside the echoed scope — its first, its last and
+/// random ones, each asked as its own /24 — gets the same answer and the same scope.
+#[test]
+fn every_address_inside_the_echoed_scope_gets_the_same_answer() {
+    let mut rng = qdns_testkit::Rng(0x5c0_9e29);
+    let mut locations = String::new();
+    let mut members = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..40 {
+        let len = [8u32, 10, 12, 14, 16, 18, 20, 22, 24][rng.below(9)];
+        let raw = 0x0a00_0000u32 | ((rng.next() as u32) & 0x00ff_ffff);
+        let net = raw & (u32::MAX << (32 - len));
+        if !seen.insert((net, len)) {
+            continue;
+        }
+        locations.push_str(&format!("r{i} = [\"{}/{len}\"]\n", std::net::Ipv4Addr::from(net)));
+        members.push_str(&format!(
+            "  {{ id = \"r{i}\", cidr = \"g/r{i}\", values = [\"10.255.{i}.1\"] }},\n"
+        ));
+    }
+    let body = format!(
+        "\n[[cidr_collection]]\nid = \"g\"\n[cidr_collection.locations]\n{locations}\n\
+         [[rrset]]\nname = \"geo\"\ntype = \"A\"\npolicy = \"ip\"\nmembers = [\n{members}  \
+         {{ id = \"rest\", cidr = \"*\", values = [\"192.0.2.99\"] }},\n]\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("t.toml"), format!("{ZONE_HEAD}{body}")).unwrap();
+    let edge = Edge::start_with(dir.path(), &[]);
+    let ask = |net: u32| {
+        let addr = std::net::Ipv4Addr::from(net & 0xffff_ff00).to_string();
+        let option = ecs(&addr, 24);
+        let q = with_options("geo.t.example.", &option);
+        let raw = udp_from("127.0.0.1".parse().unwrap(), edge.v4, &q);
+        (addresses(&q, &raw), echoed_scope(&raw, &option).expect("a scope"))
+    };
+    for _ in 0..150 {
+        let client = if rng.chance(80) {
+            0x0a00_0000 | (rng.next() as u32 & 0x00ff_ffff)
+        } else {
+            rng.next() as u32
+        };
+        let (answer, scope) = ask(client);
+        assert!(scope <= 24, "rules are /24 or shorter: {scope}");
+        let mask = u32::MAX.checked_shl(32 - u32::from(scope)).unwrap_or(0);
+        let (first, last) = (client & mask, client | !mask);
+        for inside in [
+            first,
+            last,
+            first | (rng.next() as u32 & !mask),
+            first | (rng.next() as u32 & !mask),
+        ] {
+            assert_eq!(
+                ask(inside),
+                (answer.clone(), scope),
+                "{} is inside {}/{scope} around {}",
+                std::net::Ipv4Addr::from(inside),
+                std::net::Ipv4Addr::from(first),
+                std::net::Ipv4Addr::from(client)
+            );
+        }
+    }
+}
