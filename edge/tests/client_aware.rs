@@ -5,6 +5,7 @@
 mod common;
 
 use std::{
+    fmt::Write as _,
     fs,
     net::{IpAddr, SocketAddr, TcpStream, UdpSocket},
     process::Command,
@@ -321,10 +322,11 @@ fn every_address_inside_the_echoed_scope_gets_the_same_answer() {
         if !seen.insert((net, len)) {
             continue;
         }
-        locations.push_str(&format!("r{i} = [\"{}/{len}\"]\n", std::net::Ipv4Addr::from(net)));
-        members.push_str(&format!(
-            "  {{ id = \"r{i}\", cidr = \"g/r{i}\", values = [\"10.255.{i}.1\"] }},\n"
-        ));
+        let _ = writeln!(locations, "r{i} = [\"{}/{len}\"]", std::net::Ipv4Addr::from(net));
+        let _ = writeln!(
+            members,
+            "  {{ id = \"r{i}\", cidr = \"g/r{i}\", values = [\"10.255.{i}.1\"] }},"
+        );
     }
     let body = format!(
         "\n[[cidr_collection]]\nid = \"g\"\n[cidr_collection.locations]\n{locations}\n\
