@@ -907,3 +907,33 @@ fn geo_sets_compiled_by_control_answer_by_location_on_the_edge() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("geo.mmdb"), "{out:?}");
     assert!(dig("198.51.100.0/24").contains("10.0.0.2"));
 }
+
+/// The link's frame cap is checked before a body is read: an edge whose
+/// `--max-snapshot-frame` is below the snapshot refuses it and says which flag to raise,
+/// and takes it once the cap allows (issue 28 §3).
+#[test]
+fn a_snapshot_over_the_edges_frame_cap_is_refused_naming_the_flag() {
+    use std::fmt::Write as _;
+    let mut loc = Location::prepared();
+    let mut zone = String::from(qdns_testkit::fixtures::ZONE_HEAD);
+    // About 1.5 MiB of records: over a 1 MiB cap.
+    for i in 0..12_000 {
+        let _ = write!(
+            zone,
+            "\n[[rrset]]\nname = \"h{i}\"\ntype = \"TXT\"\nvalues = ['\"{}\"']\n",
+            "x".repeat(100)
+        );
+    }
+    std::fs::write(loc.zones().join("t.toml"), zone).unwrap();
+    loc.start_control();
+    loc.start_edge_with(&[], &["--max-snapshot-frame", "1048576"]);
+    let line = loc
+        .edge
+        .as_ref()
+        .unwrap()
+        .wait_for("over the limit of 1048576 (--max-snapshot-frame)");
+    assert!(line.contains("raise it"), "{line}");
+    loc.edge.as_mut().unwrap().term();
+    loc.start_edge_with(&[], &["--max-snapshot-frame", "16777216"]);
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+}

@@ -133,6 +133,11 @@ pub struct Settings {
     /// send its snapshot within this many seconds, and retry.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = within(1u64, 3600).unit("s"))]
     pub control_timeout: u64,
+    /// With --control: the largest frame accepted from control, in octets, checked
+    /// before its body is read (a snapshot of 1,000,000 record sets is about 51 MiB; the
+    /// ceiling is 1 GiB). A larger snapshot is refused with a log naming this flag.
+    #[arg(long, value_name = "OCTETS", default_value_t = 256 << 20, value_parser = within(1u64 << 20, 1 << 30))]
+    pub max_snapshot_frame: u64,
     /// Take over from the edge listening on --takeover-socket instead of binding.
     #[arg(long)]
     pub takeover: bool,
@@ -200,6 +205,12 @@ impl Config {
     #[must_use]
     pub fn tcp_idle_timeout(&self) -> Duration {
         Duration::from_secs(self.settings.tcp_idle_timeout)
+    }
+
+    /// `--max-snapshot-frame`.
+    #[must_use]
+    pub fn max_snapshot_frame(&self) -> usize {
+        usize::try_from(self.settings.max_snapshot_frame).unwrap_or(qdns_zone::sync::MAX_FRAME)
     }
 
     /// Longest wait for control to connect and send its snapshot.

@@ -117,6 +117,8 @@ pub struct Follower {
     pub readiness: Arc<Readiness>,
     /// Longest wait for control to connect and send its snapshot.
     pub control_timeout: Duration,
+    /// Largest frame accepted from control (`--max-snapshot-frame`).
+    pub max_frame: usize,
     /// What went wrong with the link and the state directory, for the metrics.
     pub stats: Arc<LinkStats>,
 }
@@ -247,7 +249,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     .await?;
     // Frames are read on their own task, so the XDP report tick never cuts a read short.
     let (frames, mut incoming) = tokio::sync::mpsc::channel(4);
-    let _reading = AbortOnDrop(tokio::spawn(read_frames(reader, frames)));
+    let _reading = AbortOnDrop(tokio::spawn(read_frames(reader, frames, follower.max_frame)));
     let mut report = tokio::time::interval(XDP_REPORT_EVERY);
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut link: Option<Link> = None;
@@ -369,11 +371,15 @@ async fn apply_snapshot(
 }
 
 /// Reads frames until the connection ends (`None` to the receiver) or fails.
-async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, frames: tokio::sync::mpsc::Sender<std::io::Result<ToEdge>>) {
+async fn read_frames<R: AsyncRead + Unpin>(
+    mut reader: R,
+    frames: tokio::sync::mpsc::Sender<std::io::Result<ToEdge>>,
+    max_frame: usize,
+) {
     loop {
         let mut prefix = [0u8; 4];
         let msg = match reader.read_exact(&mut prefix).await {
-            Ok(_) => read_body(&mut reader, prefix).await,
+            Ok(_) => read_body(&mut reader, prefix, max_frame).await,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
             Err(e) => Err(e),
         };
@@ -386,8 +392,9 @@ async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, frames: tokio::sync::m
 
 /// A frame's body: the buffer grows only with octets that arrive (a snapshot may be
 /// large, but a peer announcing one and sending nothing costs nothing).
-async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4]) -> std::io::Result<ToEdge> {
-    let len = sync::frame_len(prefix).map_err(std::io::Error::other)?;
+async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4], max_frame: usize) -> std::io::Result<ToEdge> {
+    let len = sync::frame_len_within(prefix, max_frame)
+        .map_err(|e| std::io::Error::other(format!("{e} (--max-snapshot-frame): raise it for snapshots this large")))?;
     let mut body = Vec::new();
     let got = reader.take(len as u64).read_to_end(&mut body).await?;
     if got != len {

@@ -81,9 +81,14 @@ pub enum SyncError {
     /// I/O failed.
     #[error("{0}")]
     Io(#[from] io::Error),
-    /// The length prefix is above [`MAX_FRAME`].
-    #[error("frame of {0} octets is over the limit")]
-    TooLarge(usize),
+    /// The length prefix is above the limit (at most [`MAX_FRAME`]).
+    #[error("frame of {len} octets is over the limit of {max}")]
+    TooLarge {
+        /// The announced length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The body does not decode.
     #[error("undecodable frame: {0}")]
     Decode(#[from] postcard::Error),
@@ -96,7 +101,10 @@ pub enum SyncError {
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, SyncError> {
     let mut frame = vec![0u8; 4];
     frame = postcard::to_extend(msg, frame)?;
-    let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge(frame.len()))?;
+    let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge {
+        len: frame.len(),
+        max: MAX_FRAME,
+    })?;
     frame[..4].copy_from_slice(&len.to_be_bytes());
     Ok(frame)
 }
@@ -114,9 +122,15 @@ pub fn encode_snapshot(snapshot: &Snapshot, seq: u64) -> Result<Vec<u8>, SyncErr
 
 /// Length of the frame body announced by a 4-octet prefix.
 pub fn frame_len(prefix: [u8; 4]) -> Result<usize, SyncError> {
+    frame_len_within(prefix, MAX_FRAME)
+}
+
+/// Length of the frame body announced by a 4-octet prefix, refused over `max` octets
+/// (checked before a byte of the body is read or allocated).
+pub fn frame_len_within(prefix: [u8; 4], max: usize) -> Result<usize, SyncError> {
     let len = u32::from_be_bytes(prefix) as usize;
-    if len > MAX_FRAME {
-        return Err(SyncError::TooLarge(len));
+    if len > max {
+        return Err(SyncError::TooLarge { len, max });
     }
     Ok(len)
 }
@@ -527,6 +541,11 @@ mod tests {
         assert_eq!(len, frame.len() - 4);
         assert_eq!(decode::<ToEdge>(&frame[4..]).unwrap(), msg);
         assert!(frame_len(u32::MAX.to_be_bytes()).is_err());
+        assert_eq!(frame_len_within(1024u32.to_be_bytes(), 1024).unwrap(), 1024);
+        assert_eq!(
+            frame_len_within(1025u32.to_be_bytes(), 1024).unwrap_err().to_string(),
+            "frame of 1025 octets is over the limit of 1024"
+        );
     }
 
     #[test]
