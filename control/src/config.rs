@@ -91,6 +91,11 @@ pub struct Settings {
     /// tls:// edge socket: the CA (PEM, one or more) every edge's certificate must chain to.
     #[arg(long, value_name = "FILE")]
     pub edge_tls_ca: Option<PathBuf>,
+    /// tls:// edge socket: a certificate revocation list (`qdnsctl pki revoke` writes
+    /// DIR/crl.pem). A revoked edge is refused, and a linked one is dropped within
+    /// seconds of the file changing; re-read like the certificates.
+    #[arg(long, value_name = "FILE", requires = "edge_tls_ca")]
+    pub edge_tls_crl: Option<PathBuf>,
     /// Healthy iff more than this share of reachable checkers say so (0.0 up to, not
     /// including, 1.0).
     #[arg(long, value_name = "SHARE", default_value_t = crate::state::DEFAULT_QUORUM, value_parser = quorum)]
@@ -224,7 +229,11 @@ impl Config {
             settings.edge_tls_cert.clone(),
             settings.edge_tls_key.clone(),
             settings.edge_tls_ca.clone(),
-        )?;
+        )?
+        .map(|files| qdns_link::tls::TlsFiles {
+            crl: settings.edge_tls_crl.clone(),
+            ..files
+        });
         if settings.edge_socket_group.is_some()
             && (edge_socket.starts_with("tls://") || edge_socket.starts_with("tcp://"))
         {
@@ -282,7 +291,12 @@ fn edge_tls(
 ) -> Result<Option<qdns_link::tls::TlsFiles>, ConfigError> {
     let tls = edge_socket.starts_with("tls://");
     match (cert, key, ca) {
-        (Some(cert), Some(key), Some(ca)) if tls => Ok(Some(qdns_link::tls::TlsFiles { cert, key, ca })),
+        (Some(cert), Some(key), Some(ca)) if tls => Ok(Some(qdns_link::tls::TlsFiles {
+            cert,
+            key,
+            ca,
+            crl: None,
+        })),
         (None, None, None) if !tls => Ok(None),
         _ if tls => Err(ConfigError::invalid(
             "--edge-socket",

@@ -102,9 +102,16 @@ pub enum Peer {
     /// A Unix socket (file permissions) or plain `tcp://`: whatever it names itself.
     Unchecked,
     /// A tls:// edge whose certificate the handshake verified: its hello must name
-    /// what the certificate names.
-    Certified(rustls::pki_types::CertificateDer<'static>),
+    /// what the certificate names, and the link ends when the revocation list (read
+    /// through the socket's TLS files) revokes it.
+    Certified(
+        rustls::pki_types::CertificateDer<'static>,
+        Arc<qdns_link::tls::ServerTls>,
+    ),
 }
+
+/// How often a linked edge's certificate is checked against the revocation list.
+pub const REVOCATION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reads one message of at most [`MAX_FROM_EDGE`] octets (the buffer grows only with
 /// octets that arrive); `None` on a close, an oversized length or an undecodable body.
@@ -232,7 +239,7 @@ pub async fn serve_edge<R, W>(
         }
         Err(_) => return refuse(&state, "timeout", "no hello within the timeout").await,
     };
-    if let Peer::Certified(cert) = &peer {
+    if let Peer::Certified(cert, _) = &peer {
         if !qdns_link::tls::certifies(cert, &edge) {
             let detail = format!("hello names edge {edge:?} but its certificate does not");
             return refuse(&state, "wrong_name", &detail).await;
@@ -264,10 +271,25 @@ pub async fn serve_edge<R, W>(
             }
         }
     });
+    let mut revocation = tokio::time::interval(REVOCATION_CHECK);
+    revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
             _ = &mut reader_task => break, // the edge went away
+            _ = revocation.tick() => {
+                if let Peer::Certified(cert, tls) = &peer {
+                    if tls.revokes(cert) {
+                        let mut guard = state.lock().await;
+                        let name = guard.edges.get_mut(id).map(|info| info.name.clone()).unwrap_or_default();
+                        guard.event("edge", format!("edge {name}'s certificate is revoked: link dropped"));
+                        drop(guard);
+                        tracing::warn!(edge = %name, "edge certificate revoked: link dropped");
+                        break;
+                    }
+                }
+                continue;
+            }
             frame = rx.recv() => frame,
         };
         match frame {

@@ -411,7 +411,16 @@ async fn accept_edges_tcp(
                 return; // the verifier requires one; nothing to serve without it
             };
             let (r, w) = tokio::io::split(stream);
-            edges::serve_edge(r, w, edges::Peer::Certified(cert), ticket, state, updates, shutdown).await;
+            edges::serve_edge(
+                r,
+                w,
+                edges::Peer::Certified(cert, tls),
+                ticket,
+                state,
+                updates,
+                shutdown,
+            )
+            .await;
         });
     }
 }

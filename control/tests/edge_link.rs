@@ -76,6 +76,11 @@ fn ca(dir: &Path, sans: &[&str], edges: &[&str]) {
 
 /// Control on `tls://127.0.0.1:PORT` with `pki`'s certificates, serving `zones`.
 fn control(root: &Path, name: &str, zones: &Path, pki: &Path, port: u16, metrics: u16) -> Proc {
+    control_with(root, name, zones, pki, port, metrics, &[])
+}
+
+/// [`control`] with `extra` arguments.
+fn control_with(root: &Path, name: &str, zones: &Path, pki: &Path, port: u16, metrics: u16, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_qdns-control"));
     cmd.arg("--zones").arg(zones);
     cmd.arg("--socket").arg(root.join(format!("{name}.sock")));
@@ -85,6 +90,7 @@ fn control(root: &Path, name: &str, zones: &Path, pki: &Path, port: u16, metrics
     cmd.arg("--edge-tls-key").arg(pki.join("control.key"));
     cmd.arg("--edge-tls-ca").arg(pki.join("ca.pem"));
     cmd.args(["--metrics", &format!("127.0.0.1:{metrics}"), "--no-embedded-checker"]);
+    cmd.args(extra);
     let proc = Proc::spawn("control", cmd);
     proc.wait_for("control socket ready");
     proc
@@ -348,4 +354,49 @@ fn one_edge_name_holds_at_most_four_connections() {
     wait_refused(metrics, "per_edge", 1);
     let (_other, got) = connect("edge-y");
     assert!(got, "another edge still gets in");
+}
+
+/// Revocation (issue 28 §10): `qdnsctl pki revoke` writes the CRL control reads with
+/// `--edge-tls-crl`; the revoked edge's live link is dropped within seconds and its
+/// reconnections are refused in the handshake, while the other edge keeps its link.
+#[test]
+fn a_revoked_edge_is_dropped_at_once_and_refused_while_the_others_stay() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    let dir = root.join("pki");
+    ca(&dir, &[], &["edge-1", "edge-2", "retired"]);
+    // Start with a list that revokes another certificate only.
+    pki(&["revoke", "retired", "--dir", dir.to_str().unwrap()]);
+    fs::create_dir(root.join("zones")).unwrap();
+    fs::write(root.join("zones").join("t.toml"), ZONE.replace("PRIMARY", "192.0.2.1")).unwrap();
+    let (port, metrics) = (free_port(), free_port());
+    let crl = dir.join("crl.pem");
+    let control = control_with(
+        root,
+        "control",
+        &root.join("zones"),
+        &dir,
+        port,
+        metrics,
+        &["--edge-tls-crl", crl.to_str().unwrap()],
+    );
+    let (edge1, _) = edge(root, "edge-1-state", "edge-1", "edge-1", &dir, port, &[]);
+    edge1.wait_for("snapshot applied");
+    let (edge2, dns2) = edge(root, "edge-2-state", "edge-2", "edge-2", &dir, port, &[]);
+    edge2.wait_for("snapshot applied");
+    assert_eq!(edge_names(root, "control"), ["edge-1", "edge-2"]);
+    let before = refused(metrics, "tls");
+
+    let out = pki(&["revoke", "edge-1", "--dir", dir.to_str().unwrap()]);
+    assert!(out.contains("crl.pem"), "{out}");
+    control.wait_for("edge certificate revoked: link dropped");
+    // edge-1 retries and is refused in the handshake; edge-2 stays linked and served.
+    wait_refused(metrics, "tls", before + 1);
+    assert_eq!(edge_names(root, "control"), ["edge-2"]);
+    ctl(
+        root,
+        "control",
+        &["override", "set", "p", "unhealthy", "--expires", "10m"],
+    );
+    answers(dns2, "192.0.2.2");
 }

@@ -359,8 +359,16 @@ fn endpoint(control: &str, tls: TlsSettings) -> Result<crate::follow::Endpoint, 
         }
     };
     let name = tls.name.unwrap_or_else(|| host.to_owned());
-    let client = qdns_link::tls::ClientTls::new(qdns_link::tls::TlsFiles { cert, key, ca }, &name)
-        .map_err(|e| ConfigError::invalid("--control-tls-cert", e.to_string()))?;
+    let client = qdns_link::tls::ClientTls::new(
+        qdns_link::tls::TlsFiles {
+            cert,
+            key,
+            ca,
+            crl: None,
+        },
+        &name,
+    )
+    .map_err(|e| ConfigError::invalid("--control-tls-cert", e.to_string()))?;
     Ok(Endpoint::Tls {
         addr: addr.to_owned(),
         tls: std::sync::Arc::new(client),

@@ -159,18 +159,7 @@ pub fn issue(dir: &Path, name: &str, role: Role, also: &[String], days: u32) -> 
             names.push(san);
         }
     }
-    let ca_key_path = dir.join(CA_KEY);
-    let ca_cert_path = dir.join(CA_CERT);
-    let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
-    let ca_cert_pem = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| LinkError::Pem {
-        path: ca_key_path.display().to_string(),
-        reason: format!("not a CA key: {e}"),
-    })?;
-    let issuer = Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(|e| LinkError::Pem {
-        path: ca_cert_path.display().to_string(),
-        reason: format!("not a CA certificate: {e}"),
-    })?;
+    let issuer = ca_issuer(dir)?;
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
     params.distinguished_name.push(DnType::CommonName, name);
@@ -195,6 +184,99 @@ pub fn issue(dir: &Path, name: &str, role: Role, also: &[String], days: u32) -> 
     })
 }
 
+/// The CA in `dir`, to sign with.
+fn ca_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, LinkError> {
+    let ca_key_path = dir.join(CA_KEY);
+    let ca_cert_path = dir.join(CA_CERT);
+    let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
+    let ca_cert_pem = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| LinkError::Pem {
+        path: ca_key_path.display().to_string(),
+        reason: format!("not a CA key: {e}"),
+    })?;
+    Issuer::from_ca_cert_pem(&ca_cert_pem, ca_key).map_err(|e| LinkError::Pem {
+        path: ca_cert_path.display().to_string(),
+        reason: format!("not a CA certificate: {e}"),
+    })
+}
+
+/// The revocation list's file name in the PKI directory (control's `--edge-tls-crl`).
+pub const CRL: &str = "crl.pem";
+/// The certificates revoked so far, `SERIAL-HEX NAME UNIX-SECONDS` a line.
+pub const REVOKED: &str = "revoked.txt";
+
+/// Revokes `dir/NAME.pem` (an edge's leaked or retired certificate): adds its serial to
+/// `dir/revoked.txt` and writes `dir/crl.pem`, signed by the CA, listing every revoked
+/// serial. Control refuses revoked edges from then on and drops their links (it reads
+/// the file again when it changes). Issuing `NAME` again gives a new serial.
+///
+/// # Errors
+/// No CA or no `NAME.pem` in `dir`, or a file that cannot be written.
+pub fn revoke(dir: &Path, name: &str) -> Result<PathBuf, LinkError> {
+    use rcgen::{CertificateRevocationListParams, KeyIdMethod, RevocationReason, RevokedCertParams, SerialNumber};
+    use rustls::pki_types::pem::PemObject as _;
+    use std::fmt::Write as _;
+    let cert_path = dir.join(format!("{name}.pem"));
+    let pem = std::fs::read(&cert_path).map_err(io(&cert_path))?;
+    let pem_error = |reason: String| LinkError::Pem {
+        path: cert_path.display().to_string(),
+        reason,
+    };
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(&pem)
+        .map_err(|e| pem_error(format!("not a PEM certificate: {e}")))?;
+    let serial = crate::tls::serial(&der).ok_or_else(|| pem_error("not an X.509 certificate".to_owned()))?;
+    let hex = serial.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    });
+    let list_path = dir.join(REVOKED);
+    let mut list = match std::fs::read_to_string(&list_path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(&list_path)(e)),
+    };
+    let now = time::OffsetDateTime::now_utc();
+    if !list
+        .lines()
+        .any(|line| line.split_whitespace().next() == Some(hex.as_str()))
+    {
+        let _ = writeln!(list, "{hex} {name} {}", now.unix_timestamp());
+    }
+    let mut revoked_certs = Vec::new();
+    for line in list.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(serial), Some(_), Some(when)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        let bytes: Option<Vec<u8>> = (0..serial.len())
+            .step_by(2)
+            .map(|i| serial.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .collect();
+        let (Some(bytes), Ok(when)) = (bytes, when.parse::<i64>()) else {
+            continue;
+        };
+        revoked_certs.push(RevokedCertParams {
+            serial_number: SerialNumber::from_slice(&bytes),
+            revocation_time: time::OffsetDateTime::from_unix_timestamp(when).unwrap_or(now),
+            reason_code: Some(RevocationReason::KeyCompromise),
+            invalidity_date: None,
+        });
+    }
+    let params = CertificateRevocationListParams {
+        this_update: now - time::Duration::hours(1),
+        next_update: now + time::Duration::days(3650),
+        crl_number: SerialNumber::from(u64::try_from(now.unix_timestamp()).unwrap_or(1)),
+        issuing_distribution_point: None,
+        revoked_certs,
+        key_identifier_method: KeyIdMethod::Sha256,
+    };
+    let crl = params.signed_by(&ca_issuer(dir)?)?;
+    let crl_path = dir.join(CRL);
+    write_atomic(&list_path, list.as_bytes(), 0o644)?;
+    write_atomic(&crl_path, crl.pem()?.as_bytes(), 0o644)?;
+    Ok(crl_path)
+}
+
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -207,6 +289,7 @@ mod tests {
             cert: dir.join(format!("{name}.pem")),
             key: dir.join(format!("{name}.key")),
             ca: dir.join(CA_CERT),
+            crl: None,
         }
     }
 
@@ -244,6 +327,44 @@ mod tests {
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
         }
+    }
+
+    #[tokio::test]
+    async fn a_revoked_edge_is_refused_and_reported_revoked_the_others_link() {
+        let dir = tempfile::tempdir().unwrap();
+        init(dir.path(), "test CA", 30).unwrap();
+        issue(dir.path(), "control", Role::Control, &["127.0.0.1".to_owned()], 30).unwrap();
+        issue(dir.path(), "edge-1", Role::Edge, &[], 30).unwrap();
+        issue(dir.path(), "edge-2", Role::Edge, &[], 30).unwrap();
+        // An empty list first (a CRL naming nothing is what an operator starts with).
+        issue(dir.path(), "spare", Role::Edge, &[], 30).unwrap();
+        revoke(dir.path(), "spare").unwrap();
+        let server = ServerTls::new(TlsFiles {
+            crl: Some(dir.path().join(CRL)),
+            ..files(dir.path(), "control")
+        })
+        .unwrap();
+        let one = ClientTls::new(files(dir.path(), "edge-1"), "127.0.0.1").unwrap();
+        let two = ClientTls::new(files(dir.path(), "edge-2"), "127.0.0.1").unwrap();
+        let cert_one = handshake(&server, &one).await.unwrap().unwrap();
+        assert!(!server.revokes(&cert_one));
+        revoke(dir.path(), "edge-1").unwrap();
+        // Revoking twice lists it once.
+        revoke(dir.path(), "edge-1").unwrap();
+        let listed = std::fs::read_to_string(dir.path().join(REVOKED)).unwrap();
+        assert_eq!(listed.lines().count(), 2, "{listed}");
+        assert!(server.revokes(&cert_one), "a linked edge is seen revoked");
+        assert!(
+            handshake(&server, &one).await.is_err(),
+            "and refused on its next connection"
+        );
+        let cert_two = handshake(&server, &two).await.unwrap().unwrap();
+        assert!(!server.revokes(&cert_two));
+        // Issued again, edge-1 has a new serial and links again.
+        issue(dir.path(), "edge-1", Role::Edge, &[], 30).unwrap();
+        let again = ClientTls::new(files(dir.path(), "edge-1"), "127.0.0.1").unwrap();
+        assert!(handshake(&server, &again).await.is_ok());
+        assert!(revoke(dir.path(), "nobody").is_err());
     }
 
     #[tokio::test]

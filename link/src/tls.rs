@@ -15,7 +15,7 @@ use std::{
 
 use rustls::{
     crypto::CryptoProvider,
-    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName},
+    pki_types::{pem::PemObject, CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName},
     ClientConfig, RootCertStore, ServerConfig,
 };
 
@@ -30,6 +30,9 @@ pub struct TlsFiles {
     pub key: PathBuf,
     /// The CA certificates the other end must chain to (PEM, one or more).
     pub ca: PathBuf,
+    /// Control only: a certificate revocation list (PEM, one or more CRLs, as
+    /// `qdnsctl pki revoke` writes) — a revoked edge is refused, and dropped if linked.
+    pub crl: Option<PathBuf>,
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -71,6 +74,44 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, LinkError> {
     })
 }
 
+fn read_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, LinkError> {
+    let bytes = std::fs::read(path).map_err(|source| LinkError::Io {
+        path: shown(path),
+        source,
+    })?;
+    CertificateRevocationListDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| LinkError::Pem {
+            path: shown(path),
+            reason: format!("not PEM revocation lists: {e}"),
+        })
+}
+
+/// The serial numbers a CRL file revokes (its issuer's signature is checked by the TLS
+/// verifier on each new connection; this reads the file the operator gave).
+///
+/// # Errors
+/// A file that cannot be read, or a CRL that does not parse.
+pub fn revoked_serials(path: &Path) -> Result<std::collections::BTreeSet<Vec<u8>>, LinkError> {
+    let mut out = std::collections::BTreeSet::new();
+    for crl in read_crls(path)? {
+        let (_, parsed) = x509_parser::parse_x509_crl(crl.as_ref()).map_err(|e| LinkError::Pem {
+            path: shown(path),
+            reason: format!("not a revocation list: {e}"),
+        })?;
+        out.extend(parsed.iter_revoked_certificates().map(|r| r.raw_serial().to_vec()));
+    }
+    Ok(out)
+}
+
+/// A certificate's serial number (DER).
+#[must_use]
+pub fn serial(cert: &CertificateDer<'_>) -> Option<Vec<u8>> {
+    x509_parser::parse_x509_certificate(cert.as_ref())
+        .ok()
+        .map(|(_, c)| c.tbs_certificate.raw_serial().to_vec())
+}
+
 fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, LinkError> {
     let mut roots = RootCertStore::empty();
     for cert in read_certs(path)? {
@@ -90,13 +131,19 @@ fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, LinkError> {
 /// match the certificate.
 pub fn server_config(files: &TlsFiles) -> Result<ServerConfig, LinkError> {
     let provider = provider();
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(read_roots(&files.ca)?, provider.clone())
-            .build()
-            .map_err(|e| LinkError::Pem {
-                path: shown(&files.ca),
-                reason: format!("cannot verify clients with it: {e}"),
-            })?;
+    let mut builder =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(read_roots(&files.ca)?, provider.clone());
+    if let Some(path) = &files.crl {
+        // The location CA issues leaves only: their revocation is all there is to check.
+        builder = builder
+            .with_crls(read_crls(path)?)
+            .only_check_end_entity_revocation()
+            .allow_unknown_revocation_status();
+    }
+    let verifier = builder.build().map_err(|e| LinkError::Pem {
+        path: shown(&files.ca),
+        reason: format!("cannot verify clients with it: {e}"),
+    })?;
     let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
@@ -122,8 +169,9 @@ pub fn client_config(files: &TlsFiles) -> Result<ClientConfig, LinkError> {
 type Stamp = Vec<(u64, i64, i64, u64)>;
 
 fn stamp(files: &TlsFiles) -> Stamp {
-    [&files.cert, &files.key, &files.ca]
-        .iter()
+    [Some(&files.cert), Some(&files.key), Some(&files.ca), files.crl.as_ref()]
+        .into_iter()
+        .flatten()
         .map(|path| {
             std::fs::metadata(path).map_or((0, 0, 0, 0), |m| {
                 (
@@ -185,7 +233,10 @@ impl<T> Reloading<T> {
 
 /// Control's TLS for the edge socket, reloaded when its files change.
 #[derive(Debug)]
-pub struct ServerTls(Reloading<ServerConfig>);
+pub struct ServerTls(
+    Reloading<ServerConfig>,
+    Mutex<(Stamp, std::collections::BTreeSet<Vec<u8>>)>,
+);
 
 impl ServerTls {
     /// Loads the files (they must be usable at start).
@@ -193,13 +244,40 @@ impl ServerTls {
     /// # Errors
     /// As [`server_config`].
     pub fn new(files: TlsFiles) -> Result<ServerTls, LinkError> {
-        Reloading::new(files, server_config).map(ServerTls)
+        let revoked = match &files.crl {
+            Some(path) => revoked_serials(path)?,
+            None => std::collections::BTreeSet::new(),
+        };
+        let seen = stamp(&files);
+        Ok(ServerTls(
+            Reloading::new(files, server_config)?,
+            Mutex::new((seen, revoked)),
+        ))
     }
 
     /// The acceptor for the next connection (the files read again if they changed).
     #[must_use]
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(self.0.get())
+    }
+
+    /// Whether the revocation list (read again if it changed) revokes `cert`: a linked
+    /// edge checks this every few seconds and is dropped when it does.
+    #[must_use]
+    pub fn revokes(&self, cert: &CertificateDer<'_>) -> bool {
+        let Some(path) = &self.0.files.crl else { return false };
+        let seen = stamp(&self.0.files);
+        let mut revoked = self.1.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if revoked.0 != seen {
+            match revoked_serials(path) {
+                Ok(serials) => *revoked = (seen, serials),
+                Err(err) => {
+                    tracing::error!(%err, "the revocation list changed but does not load; keeping the previous one");
+                    revoked.0 = seen;
+                }
+            }
+        }
+        serial(cert).is_some_and(|s| revoked.1.contains(&s))
     }
 }
 

@@ -204,6 +204,31 @@ enum PkiAction {
         #[arg(long, default_value_t = 365)]
         days: u32,
     },
+    /// Revoke DIR/NAME.pem (a leaked or retired edge certificate): DIR/crl.pem lists
+    /// every revoked serial; control (--edge-tls-crl DIR/crl.pem) refuses the edge and
+    /// drops its link within seconds. `issue NAME` again gives the edge a new one.
+    Revoke {
+        /// Edge id.
+        name: String,
+        /// Where the CA lives.
+        #[arg(long, default_value = "/etc/qdns/pki")]
+        dir: PathBuf,
+    },
+}
+
+/// `pki revoke`: writes the revocation list.
+fn revoke(dir: &std::path::Path, name: &str) -> ExitCode {
+    match qdns_link::pki::revoke(dir, name) {
+        Ok(crl) => {
+            println!("revocation list: {}", crl.display());
+            println!("use:             control: --edge-tls-crl (read again when it changes)");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("qdnsctl pki: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Runs a `pki` action: local files only.
@@ -228,6 +253,7 @@ fn pki(action: PkiAction) -> ExitCode {
             };
             (pki::issue(&dir, &name, role, &san, days), usage)
         }
+        PkiAction::Revoke { name, dir } => return revoke(&dir, &name),
     };
     match written {
         Ok(files) => {
