@@ -12,29 +12,25 @@
 //! computed with the `qdns-abi` selection functions. Referrals: see [`Compiler::referral`].
 use qdns_abi::{
     answer::{
-        fold, outcome_salt, sum_words, AnswerKey, AnswerValue, LargeTail, LongName, MediumTail, PolicyKey, PolicyValue,
-        DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, FIXUPS_MAX, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE,
-        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, MEDIUM_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB,
-        NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM,
-        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
-        REASON_CLIENT_AWARE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX,
-        WIRE_NAME_MAX,
+        fold, sum_words, AnswerKey, AnswerValue, LongName, PolicyKey, PolicyValue, DO_SALT, KIND_NODE, KIND_PASS,
+        KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
+        PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX,
+        SIGNED, TAIL_MAX, WIRE_NAME_MAX,
     },
-    health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
-    select::{
-        select_failover, select_multivalue, select_zonal, weighted_pick, weighted_pool, WeightedMember, WeightedPool,
-    },
 };
-use qdns_zone::PolicyKind;
 
 use crate::{
-    engine::{
-        export::{NodeView, PolicyView},
-        Engine, Transport,
-    },
+    engine::{export::NodeView, Engine, Transport},
     wire::edns::{opt_record, OPT_LEN},
 };
+
+mod policy;
+mod tails;
+
+use policy::{policy_value, unfit_reason, SignedSet};
+pub use tails::Tail;
+use tails::{large_id, large_tail, relocatable, share_large_tails, split_medium_tails, Relocatable};
 
 /// The entries of one generation.
 #[derive(Default)]
@@ -302,224 +298,6 @@ impl Compiler<'_> {
     }
 }
 
-/// Most outcomes (chosen members and TTL) of one signed policy set the tables hold DO=1
-/// answers for: every one of a weighted or failover set (≤ 16), of a zonal set over a
-/// few zones, of a multivalue set of up to seven members. A set with more passes its
-/// DO=1 queries (`pass_signed`): each outcome is an answer of its own, most of them
-/// medium tails (over 128 octets with the RRSIG).
-const SIGNED_OUTCOMES_MAX: usize = 128;
-
-/// A signed zone's policy set, as [`Compiler::signed_policy`] compiles it.
-struct SignedSet<'a> {
-    name: &'a [u8],
-    rtype: u16,
-    /// Its policy entry (decisions, members).
-    value: &'a PolicyValue,
-    /// The entry's id.
-    id: u32,
-}
-
-impl Compiler<'_> {
-    /// A signed zone's policy set for DO=1 queries: the set's entry under the DO=1 key (the
-    /// program chooses as for DO=0) and, for each outcome its decisions can give — members
-    /// and TTL — the engine's DO=1 answer under a health (and weighted draw) that gives
-    /// it, keyed with the outcome's salt. Empty, leaving the large table as it was, when
-    /// there are too many outcomes or one does not fit the tables: then the set's DO=1
-    /// queries pass (`pass_signed`).
-    fn signed_policy(&mut self, set: &SignedSet<'_>) -> Vec<(AnswerKey, AnswerValue)> {
-        let Some((key, _)) = key(self.generation, set.rtype, set.name) else {
-            return Vec::new();
-        };
-        let value = set.value;
-        let large_before = self.large.len();
-        let base = AnswerKey {
-            hash: key.hash ^ DO_SALT,
-            ..key
-        };
-        let mut entry = pass(KIND_POLICY);
-        entry.policy = set.id;
-        let mut entries = vec![(base, entry)];
-        let n = usize::from(value.members).min(POLICY_MEMBERS);
-        let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
-        let mut bitmap = vec![0u64; highest + 1];
-        let mut seen = std::collections::HashSet::new();
-        for combination in 0..1usize << n {
-            // Members sharing a health check are up or down together: a combination that
-            // splits them never happens, and its bitmap could not give it (one slot, two
-            // bits), so it must not stand for an outcome.
-            let split = (0..n).any(|i| {
-                (i + 1..n).any(|j| {
-                    value.always >> i & 1 == 0
-                        && value.always >> j & 1 == 0
-                        && value.slots[i] == value.slots[j]
-                        && (combination >> i & 1) != (combination >> j & 1)
-                })
-            });
-            if split {
-                continue;
-            }
-            // The health that gives the combination: member i's slot up when bit i is set
-            // (members without a check are up whatever the bit says).
-            for (i, &slot) in value.slots.iter().enumerate().take(n) {
-                if value.always >> i & 1 == 0 {
-                    let (word, bit) = (slot as usize / 64, slot % 64);
-                    bitmap[word] = bitmap[word] & !(1 << bit) | ((combination as u64 >> i) & 1) << bit;
-                }
-            }
-            let decision = value.decision[combination];
-            let ttl = usize::from(decision & DECISION_DEGRADED != 0);
-            let chosen = u64::from(decision & 0xff);
-            let outcomes: Vec<(u64, u32)> = if value.kind == POLICY_WEIGHTED {
-                (0..n)
-                    .filter(|&i| chosen >> i & 1 == 1)
-                    .filter_map(|i| draw_for(value, combination, i).map(|draw| (1 << i, draw)))
-                    .collect()
-            } else {
-                vec![(chosen, 0)]
-            };
-            for (mask, draw) in outcomes {
-                if !seen.insert((mask, ttl)) {
-                    continue;
-                }
-                let answer = self.plain_with(set.name, set.rtype, Variant::Signed(Some((&bitmap, draw))));
-                if answer.kind != KIND_PLAIN || seen.len() > SIGNED_OUTCOMES_MAX {
-                    self.large.truncate(large_before);
-                    return Vec::new();
-                }
-                let salted = AnswerKey {
-                    hash: base.hash ^ outcome_salt(mask, ttl),
-                    ..key
-                };
-                entries.push((salted, answer));
-            }
-        }
-        entries
-    }
-}
-
-/// The least draw that lands a weighted set's choice on member `i` under
-/// `combination`, if one can (a member of weight 0 beside positive ones cannot).
-fn draw_for(value: &PolicyValue, combination: usize, i: usize) -> Option<u32> {
-    let decision = value.decision[combination];
-    let pool = WeightedPool {
-        eligible: u64::from(decision & 0xff),
-        span: u32::from(value.span[combination]),
-        by_weight: decision & DECISION_BY_WEIGHT != 0,
-        fail_open: false,
-    };
-    let members = value.weighted.get(..usize::from(value.members))?;
-    // The draw is scaled onto 0..span (`select::scale`); member i takes the targets
-    // from the eligible members' shares before it.
-    let before: u32 = (0..i)
-        .filter(|&j| pool.eligible >> j & 1 == 1)
-        .map(|j| if pool.by_weight { members[j].weight } else { 1 })
-        .sum();
-    if pool.span == 0 {
-        return None;
-    }
-    let draw = u32::try_from((u64::from(before) << 32).div_ceil(u64::from(pool.span))).ok()?;
-    let choice = weighted_pick(members, &pool, draw)?;
-    (choice.index as usize == i).then_some(draw)
-}
-
-/// Identical large tails once (a name's ANY answer and its set's, the same set under
-/// several names): records point at the first, and records left identical by that are
-/// shared in turn by `pack`.
-fn share_large_tails(table: &mut Table, generation: u32) {
-    let mut remap = Vec::with_capacity(table.large.len());
-    let mut kept: Vec<usize> = Vec::new();
-    {
-        let mut first: std::collections::HashMap<&Tail, u32> = std::collections::HashMap::new();
-        for (at, (_, tail)) in table.large.iter().enumerate() {
-            let id = *first.entry(tail).or_insert_with(|| {
-                kept.push(at);
-                (kept.len() - 1) as u32
-            });
-            remap.push(id);
-        }
-    }
-    if kept.len() == table.large.len() {
-        return;
-    }
-    let mut old: Vec<Option<Tail>> = std::mem::take(&mut table.large)
-        .into_iter()
-        .map(|(_, tail)| Some(tail))
-        .collect();
-    table.large = kept
-        .iter()
-        .enumerate()
-        .filter_map(|(id, &at)| {
-            let tail = old.get_mut(at)?.take()?;
-            Some((
-                PolicyKey {
-                    generation,
-                    id: id as u32,
-                },
-                tail,
-            ))
-        })
-        .collect();
-    for (_, value) in &mut table.answers {
-        let uses_large = value.node_flags & PLAIN_LARGE != 0 && matches!(value.kind, KIND_PLAIN | KIND_REFERRAL);
-        if let (true, Some(&id)) = (uses_large, remap.get(value.policy as usize)) {
-            value.policy = id;
-        }
-    }
-}
-
-/// Moves the large tails a medium entry holds — at most `MEDIUM_TAIL_MAX` octets, no
-/// pointer to relocate, used by plain answers only — to the medium table, a quarter of
-/// the memory each: most of a signed zone's answers (an AAAA and its RRSIG, an A under
-/// a zone name over ~18 octets) are just over the 128 octets an entry holds inline.
-/// Runs after `share_large_tails`, so identical tails are one entry here too.
-fn split_medium_tails(table: &mut Table, generation: u32) {
-    let uses_large = |v: &AnswerValue| v.node_flags & PLAIN_LARGE != 0 && matches!(v.kind, KIND_PLAIN | KIND_REFERRAL);
-    // Per large tail: its length (from the entries using it: identical tails, one
-    // length), and whether anything but a plain answer uses it.
-    let mut fits = vec![true; table.large.len()];
-    let mut lens = vec![0usize; table.large.len()];
-    for (_, value) in table.answers.iter().filter(|(_, v)| uses_large(v)) {
-        let id = value.policy as usize;
-        if let (Some(fit), Some(len)) = (fits.get_mut(id), lens.get_mut(id)) {
-            *len = (*len).max(usize::from(value.tail_len));
-            *fit &= value.kind == KIND_PLAIN;
-        }
-    }
-    let mut remap: Vec<Option<(bool, u32)>> = vec![None; table.large.len()];
-    let mut large = Vec::with_capacity(table.large.len());
-    let mut medium = Vec::new();
-    for (id, (_, tail)) in std::mem::take(&mut table.large).into_iter().enumerate() {
-        let len = lens[id];
-        let to_medium = fits[id]
-            && tail.fixups.is_empty()
-            && (1..=MEDIUM_TAIL_MAX).contains(&len)
-            && tail.bytes.len() <= MEDIUM_TAIL_MAX
-            && medium.len() < MEDIUM_MAX as usize;
-        if to_medium {
-            let at = medium.len() as u32;
-            remap[id] = Some((true, at));
-            medium.push((PolicyKey { generation, id: at }, tail));
-        } else {
-            let at = large.len() as u32;
-            remap[id] = Some((false, at));
-            large.push((PolicyKey { generation, id: at }, tail));
-        }
-    }
-    table.large = large;
-    table.medium = medium;
-    for (_, value) in &mut table.answers {
-        if !uses_large(value) {
-            continue;
-        }
-        if let Some(Some((to_medium, at))) = remap.get(value.policy as usize).copied() {
-            value.policy = at;
-            if to_medium {
-                value.node_flags = value.node_flags & !PLAIN_LARGE | PLAIN_MEDIUM;
-            }
-        }
-    }
-}
-
 /// The long-name id of a name (its front words added to `long_names`, shared by its
 /// records), or 0 for a name of at most 64 octets.
 fn long_name_id(long_names: &mut Vec<LongName>, words: &NameWords) -> u32 {
@@ -592,16 +370,6 @@ pub fn key(generation: u32, qtype: u16, name: &[u8]) -> Option<(AnswerKey, NameW
         front
     });
     Some((key, NameWords { window, front }))
-}
-
-/// Why a policy set has no table entry: client-aware sets are decided per client in
-/// user space (`pass_client_aware`); the others did not fit (`pass_not_cached`).
-fn unfit_reason(kind: PolicyKind) -> u8 {
-    if kind.is_client_aware() {
-        REASON_CLIENT_AWARE
-    } else {
-        REASON_OTHER
-    }
 }
 
 fn pass_because(kind: u8, reason: u8) -> AnswerValue {
@@ -788,57 +556,6 @@ impl Compiler<'_> {
     }
 }
 
-/// A tail over [`TAIL_MAX`] octets as the compiler keeps it: its bytes and the offsets
-/// of its relocatable pointers, not the 2 KiB (or 512-octet) array of the kernel's
-/// entry — a signed zone has one or more per name, and the compiler holds them all.
-/// The loader makes the entries ([`Tail::large`], [`Tail::medium`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Tail {
-    /// The tail (≤ [`LARGE_TAIL_MAX`] octets).
-    pub bytes: Vec<u8>,
-    /// Offsets of its relocatable pointers (≤ [`FIXUPS_MAX`]).
-    pub fixups: Vec<u16>,
-}
-
-impl Tail {
-    /// The large-table entry.
-    #[must_use]
-    pub fn large(&self) -> LargeTail {
-        let mut big = LargeTail {
-            tail: [0; LARGE_TAIL_MAX],
-            fixups: [0; FIXUPS_MAX],
-            fixups_len: self.fixups.len().min(FIXUPS_MAX) as u16,
-            fixups_odd: self.fixups.iter().take(FIXUPS_MAX).filter(|&&at| at % 2 == 1).count() as u16,
-            pad: 0,
-        };
-        let len = self.bytes.len().min(LARGE_TAIL_MAX);
-        big.tail[..len].copy_from_slice(&self.bytes[..len]);
-        let pointers = self.fixups.len().min(FIXUPS_MAX);
-        big.fixups[..pointers].copy_from_slice(&self.fixups[..pointers]);
-        big
-    }
-
-    /// The medium-table entry (its pointers, which a medium tail never has, dropped).
-    #[must_use]
-    pub fn medium(&self) -> MediumTail {
-        let mut short = MediumTail {
-            tail: [0; MEDIUM_TAIL_MAX],
-        };
-        let len = self.bytes.len().min(MEDIUM_TAIL_MAX);
-        short.tail[..len].copy_from_slice(&self.bytes[..len]);
-        short
-    }
-}
-
-/// A large tail holding `tail` (≤ [`LARGE_TAIL_MAX`]) and the offsets of its
-/// relocatable pointers (≤ [`FIXUPS_MAX`]; callers check both).
-fn large_tail(tail: &[u8], fixups: &[u16]) -> Tail {
-    Tail {
-        bytes: tail.to_vec(),
-        fixups: fixups.to_vec(),
-    }
-}
-
 /// What the links the program serves carry.
 #[derive(Clone, Copy)]
 struct Limits {
@@ -853,14 +570,6 @@ impl Limits {
     fn fits(self, message: usize, growth: usize) -> bool {
         message + OPT_LEN + growth <= self.max_message.min(RESPONSE_MAX)
     }
-}
-
-/// The id of the next large-tail entry (its index in the generation's array), while
-/// the table has room for it.
-fn large_id(large: &[(PolicyKey, Tail)]) -> Option<u32> {
-    u32::try_from(large.len())
-        .ok()
-        .filter(|&n| n < qdns_abi::answer::LARGE_MAX)
 }
 
 /// `name` and each of its parent names, longest first.
@@ -908,92 +617,6 @@ impl Compiler<'_> {
         value.tail_sum = fold(sum_words(&tail, 0));
         value
     }
-}
-
-/// An answer that serves every question below a name once its compression pointers are
-/// moved by the question's extra length.
-struct Relocatable {
-    /// The engine's response to the name itself (without our OPT).
-    message: Vec<u8>,
-    /// Its sections after the question.
-    tail: Vec<u8>,
-    /// Where in the tail the pointers that move start (at most [`FIXUPS_MAX`]).
-    fixups: Vec<u16>,
-}
-
-/// The engine's answer for `name` and `rtype` as a [`Relocatable`], found by comparing
-/// it with its answers for the names `prefixes` (2 and 7 octets longer than `name`'s
-/// own first labels) put in front of `below`: each pointer moves by exactly that much
-/// and nothing else changes (checked for both), or `None`.
-fn relocatable(
-    engine: &Engine,
-    name: &[u8],
-    rtype: u16,
-    below: &[u8],
-    prefixes: [&[u8]; 2],
-    out: &mut [u8],
-) -> Option<Relocatable> {
-    let longer = [prefixes[0], below].concat();
-    let longest = [prefixes[1], below].concat();
-    if longest.len() > WIRE_NAME_MAX || longer.len() != name.len() + 2 || longest.len() != name.len() + 7 {
-        return None;
-    }
-    let mut tails = Vec::new();
-    let mut first = None;
-    for name in [name, &longer[..], &longest[..]] {
-        let Some(Answer::Fits(message)) = engine_answer(engine, name, rtype, out) else {
-            return None;
-        };
-        tails.push(message.get(HEADER_LEN + name.len() + 4..)?.to_vec());
-        // The header must not change with the name (flags and counts).
-        match &first {
-            None => first = Some(message),
-            Some(m) if m.get(2..12) == message.get(2..12) => {}
-            Some(_) => return None,
-        }
-    }
-    let tail = tails[0].clone();
-    if tail.len() > LARGE_TAIL_MAX {
-        return None;
-    }
-    let fixups = pointer_moves(&tail, &tails[1], 2)?;
-    let mut moved = tail.clone();
-    for &at in &fixups {
-        let at = usize::from(at);
-        let pointer = u16::from_be_bytes([moved[at], moved[at + 1]]) + 7;
-        moved[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
-    }
-    if moved != tails[2] || fixups.len() > FIXUPS_MAX {
-        return None;
-    }
-    Some(Relocatable {
-        message: first?,
-        tail,
-        fixups,
-    })
-}
-
-/// Where `longer` (the same tail for a question `delta` octets longer) has a
-/// compression pointer moved by `delta`: the offsets of those pointers, when nothing
-/// else differs.
-fn pointer_moves(tail: &[u8], longer: &[u8], delta: u16) -> Option<Vec<u16>> {
-    if tail.len() != longer.len() {
-        return None;
-    }
-    let mut fixups = Vec::new();
-    let mut at = 0;
-    while at < tail.len() {
-        let word = |m: &[u8]| m.get(at..at + 2).map(|w| u16::from_be_bytes([w[0], w[1]]));
-        match (word(tail), word(longer)) {
-            (Some(a), Some(b)) if a >= 0xc000 && a.checked_add(delta) == Some(b) => {
-                fixups.push(u16::try_from(at).ok()?);
-                at += 2;
-            }
-            _ if tail[at] == longer[at] => at += 1,
-            _ => return None,
-        }
-    }
-    Some(fixups)
 }
 
 /// What user space answers for a name and type, checked to be one answer for every
@@ -1124,129 +747,10 @@ fn node_value(node: &NodeView<'_>) -> AnswerValue {
     value
 }
 
-/// Each record of a member blob (TYPE..RDATA back to back) with an owner pointer to the
-/// question in front: what user space writes for it.
-fn member_blob(records: &[u8]) -> Option<(Vec<u8>, u16)> {
-    let mut out = Vec::new();
-    let mut count = 0u16;
-    let mut pos = 0;
-    while pos < records.len() {
-        let rdlen = usize::from(u16::from_be_bytes([*records.get(pos + 8)?, *records.get(pos + 9)?]));
-        out.extend_from_slice(&[0xc0, 0x0c]);
-        out.extend_from_slice(records.get(pos..pos + 10 + rdlen)?);
-        pos += 10 + rdlen;
-        count += 1;
-    }
-    (out.len() <= MEMBER_BLOB).then_some((out, count))
-}
-
-/// The policy entry, when the set fits the table: ≤ 8 members, no aliases, members of
-/// ≤ 64 octets, every outcome ≤ 512 octets, slots inside the health buffer.
-fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
-    let n = policy.members.len();
-    if n == 0 || n > POLICY_MEMBERS || policy.weighted.len() != n {
-        return None;
-    }
-    let mut value = PolicyValue {
-        kind: match policy.kind {
-            PolicyKind::Weighted => POLICY_WEIGHTED,
-            PolicyKind::Failover => POLICY_FAILOVER,
-            PolicyKind::Multivalue => POLICY_MULTIVALUE,
-            PolicyKind::Zonal => POLICY_ZONAL,
-            PolicyKind::Ip | PolicyKind::Geo => return None,
-        },
-        members: n as u8,
-        always: 0,
-        pad: 0,
-        counter: policy.counter,
-        slots: [0; POLICY_MEMBERS],
-        weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
-        counts: [0; POLICY_MEMBERS],
-        lens: [[0; 2]; POLICY_MEMBERS],
-        sums: [[0; 2]; POLICY_MEMBERS],
-        decision: [0; HEALTH_COMBINATIONS],
-        span: [0; HEALTH_COMBINATIONS],
-        blobs: [[[0; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
-    };
-    // Members as they appear to the decision: member i is bit i of the combination.
-    let mut synthetic = [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS];
-    let (mut largest, mut total) = (0usize, 0usize);
-    for (i, (member, weighted)) in policy.members.iter().zip(policy.weighted).enumerate() {
-        let (normal, degraded) = (*member)?;
-        let (normal, count) = member_blob(normal)?;
-        let (degraded, _) = member_blob(degraded)?;
-        for (ttl, blob) in [normal, degraded].iter().enumerate() {
-            value.blobs[i][ttl][..blob.len()].copy_from_slice(blob);
-            value.lens[i][ttl] = blob.len() as u16;
-            value.sums[i][ttl] = fold(sum_words(blob, 0));
-        }
-        let size = usize::from(value.lens[i][0].max(value.lens[i][1]));
-        largest = largest.max(size);
-        total += size;
-        value.counts[i] = count;
-        value.weighted[i].weight = weighted.weight;
-        synthetic[i] = WeightedMember {
-            slot: i as u32,
-            weight: weighted.weight,
-        };
-        if weighted.slot == ALWAYS_HEALTHY {
-            value.always |= 1 << i;
-            synthetic[i].slot = ALWAYS_HEALTHY;
-        } else if weighted.slot >= (HEALTH_WORDS as u32) * WORD_BITS {
-            return None;
-        } else {
-            value.slots[i] = weighted.slot;
-            value.weighted[i].slot = weighted.slot;
-        }
-    }
-    let answer = match policy.kind {
-        PolicyKind::Weighted | PolicyKind::Failover => largest,
-        PolicyKind::Multivalue | PolicyKind::Zonal => total,
-        PolicyKind::Ip | PolicyKind::Geo => return None,
-    };
-    if HEADER_LEN + qlen + 4 + answer + OPT_LEN > RESPONSE_MAX {
-        return None;
-    }
-    let synthetic = &synthetic[..n];
-    let slots: Vec<u32> = synthetic.iter().map(|m| m.slot).collect();
-    for combination in 0..HEALTH_COMBINATIONS {
-        let bitmap = [combination as u64];
-        let (mask, fail_open, span, by_weight) = match policy.kind {
-            PolicyKind::Weighted => {
-                let pool = weighted_pool(synthetic, &bitmap, policy.fail_open_below_permille)?;
-                (pool.eligible, pool.fail_open, pool.span, pool.by_weight)
-            }
-            PolicyKind::Failover => {
-                let choice = select_failover(slots[0], slots.get(1).copied(), &bitmap);
-                (1u64 << choice.index, choice.fail_open, 0, false)
-            }
-            PolicyKind::Multivalue => {
-                let choices = select_multivalue(&slots, &bitmap, policy.fail_open_below_permille, 0);
-                // With ≤ 8 members the subset never depends on the draw; make sure.
-                let other = select_multivalue(&slots, &bitmap, policy.fail_open_below_permille, u32::MAX);
-                if other != choices {
-                    return None;
-                }
-                (choices.mask, choices.fail_open, 0, false)
-            }
-            PolicyKind::Zonal => {
-                let choices = select_zonal(&slots, &bitmap);
-                (choices.mask, choices.fail_open, 0, false)
-            }
-            PolicyKind::Ip | PolicyKind::Geo => return None,
-        };
-        let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
-        let degraded = policy.has_degraded_ttl && (any_unhealthy || fail_open);
-        value.decision[combination] = (mask & 0xff) as u16
-            | if degraded { DECISION_DEGRADED } else { 0 }
-            | if by_weight { DECISION_BY_WEIGHT } else { 0 };
-        value.span[combination] = u16::try_from(span).ok()?;
-    }
-    Some(value)
-}
-
 #[cfg(test)]
 mod tests {
+    use qdns_abi::answer::PLAIN_MEDIUM;
+
     use super::*;
 
     fn entry(name: &[u8], hash: u64, kind: u8) -> (AnswerKey, AnswerValue) {

@@ -1,0 +1,270 @@
+//! Policy sets in the tables: each member's record bytes and a decision per health
+//! combination (computed with the `qdns-abi` selection functions), the DO=1 answers of a
+//! signed zone's set per outcome, and why a set gets no entry.
+use qdns_abi::{
+    answer::{
+        fold, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
+        DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, POLICY_FAILOVER,
+        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, REASON_CLIENT_AWARE, REASON_OTHER,
+        RESPONSE_MAX,
+    },
+    health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
+    select::{
+        select_failover, select_multivalue, select_zonal, weighted_pick, weighted_pool, WeightedMember, WeightedPool,
+    },
+};
+use qdns_zone::PolicyKind;
+
+use super::{key, pass, Compiler, Variant, HEADER_LEN};
+use crate::{engine::export::PolicyView, wire::edns::OPT_LEN};
+
+/// Why a policy set has no table entry: client-aware sets are decided per client in
+/// user space (`pass_client_aware`); the others did not fit (`pass_not_cached`).
+pub(super) fn unfit_reason(kind: PolicyKind) -> u8 {
+    if kind.is_client_aware() {
+        REASON_CLIENT_AWARE
+    } else {
+        REASON_OTHER
+    }
+}
+
+/// Most outcomes (chosen members and TTL) of one signed policy set the tables hold DO=1
+/// answers for: every one of a weighted or failover set (≤ 16), of a zonal set over a
+/// few zones, of a multivalue set of up to seven members. A set with more passes its
+/// DO=1 queries (`pass_signed`): each outcome is an answer of its own, most of them
+/// medium tails (over 128 octets with the RRSIG).
+pub(super) const SIGNED_OUTCOMES_MAX: usize = 128;
+
+/// A signed zone's policy set, as [`Compiler::signed_policy`] compiles it.
+pub(super) struct SignedSet<'a> {
+    pub(super) name: &'a [u8],
+    pub(super) rtype: u16,
+    /// Its policy entry (decisions, members).
+    pub(super) value: &'a PolicyValue,
+    /// The entry's id.
+    pub(super) id: u32,
+}
+
+impl Compiler<'_> {
+    /// A signed zone's policy set for DO=1 queries: the set's entry under the DO=1 key (the
+    /// program chooses as for DO=0) and, for each outcome its decisions can give — members
+    /// and TTL — the engine's DO=1 answer under a health (and weighted draw) that gives
+    /// it, keyed with the outcome's salt. Empty, leaving the large table as it was, when
+    /// there are too many outcomes or one does not fit the tables: then the set's DO=1
+    /// queries pass (`pass_signed`).
+    pub(super) fn signed_policy(&mut self, set: &SignedSet<'_>) -> Vec<(AnswerKey, AnswerValue)> {
+        let Some((key, _)) = key(self.generation, set.rtype, set.name) else {
+            return Vec::new();
+        };
+        let value = set.value;
+        let large_before = self.large.len();
+        let base = AnswerKey {
+            hash: key.hash ^ DO_SALT,
+            ..key
+        };
+        let mut entry = pass(KIND_POLICY);
+        entry.policy = set.id;
+        let mut entries = vec![(base, entry)];
+        let n = usize::from(value.members).min(POLICY_MEMBERS);
+        let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
+        let mut bitmap = vec![0u64; highest + 1];
+        let mut seen = std::collections::HashSet::new();
+        for combination in 0..1usize << n {
+            // Members sharing a health check are up or down together: a combination that
+            // splits them never happens, and its bitmap could not give it (one slot, two
+            // bits), so it must not stand for an outcome.
+            let split = (0..n).any(|i| {
+                (i + 1..n).any(|j| {
+                    value.always >> i & 1 == 0
+                        && value.always >> j & 1 == 0
+                        && value.slots[i] == value.slots[j]
+                        && (combination >> i & 1) != (combination >> j & 1)
+                })
+            });
+            if split {
+                continue;
+            }
+            // The health that gives the combination: member i's slot up when bit i is set
+            // (members without a check are up whatever the bit says).
+            for (i, &slot) in value.slots.iter().enumerate().take(n) {
+                if value.always >> i & 1 == 0 {
+                    let (word, bit) = (slot as usize / 64, slot % 64);
+                    bitmap[word] = bitmap[word] & !(1 << bit) | ((combination as u64 >> i) & 1) << bit;
+                }
+            }
+            let decision = value.decision[combination];
+            let ttl = usize::from(decision & DECISION_DEGRADED != 0);
+            let chosen = u64::from(decision & 0xff);
+            let outcomes: Vec<(u64, u32)> = if value.kind == POLICY_WEIGHTED {
+                (0..n)
+                    .filter(|&i| chosen >> i & 1 == 1)
+                    .filter_map(|i| draw_for(value, combination, i).map(|draw| (1 << i, draw)))
+                    .collect()
+            } else {
+                vec![(chosen, 0)]
+            };
+            for (mask, draw) in outcomes {
+                if !seen.insert((mask, ttl)) {
+                    continue;
+                }
+                let answer = self.plain_with(set.name, set.rtype, Variant::Signed(Some((&bitmap, draw))));
+                if answer.kind != KIND_PLAIN || seen.len() > SIGNED_OUTCOMES_MAX {
+                    self.large.truncate(large_before);
+                    return Vec::new();
+                }
+                let salted = AnswerKey {
+                    hash: base.hash ^ outcome_salt(mask, ttl),
+                    ..key
+                };
+                entries.push((salted, answer));
+            }
+        }
+        entries
+    }
+}
+
+/// The least draw that lands a weighted set's choice on member `i` under
+/// `combination`, if one can (a member of weight 0 beside positive ones cannot).
+pub(super) fn draw_for(value: &PolicyValue, combination: usize, i: usize) -> Option<u32> {
+    let decision = value.decision[combination];
+    let pool = WeightedPool {
+        eligible: u64::from(decision & 0xff),
+        span: u32::from(value.span[combination]),
+        by_weight: decision & DECISION_BY_WEIGHT != 0,
+        fail_open: false,
+    };
+    let members = value.weighted.get(..usize::from(value.members))?;
+    // The draw is scaled onto 0..span (`select::scale`); member i takes the targets
+    // from the eligible members' shares before it.
+    let before: u32 = (0..i)
+        .filter(|&j| pool.eligible >> j & 1 == 1)
+        .map(|j| if pool.by_weight { members[j].weight } else { 1 })
+        .sum();
+    if pool.span == 0 {
+        return None;
+    }
+    let draw = u32::try_from((u64::from(before) << 32).div_ceil(u64::from(pool.span))).ok()?;
+    let choice = weighted_pick(members, &pool, draw)?;
+    (choice.index as usize == i).then_some(draw)
+}
+
+/// Each record of a member blob (TYPE..RDATA back to back) with an owner pointer to the
+/// question in front: what user space writes for it.
+pub(super) fn member_blob(records: &[u8]) -> Option<(Vec<u8>, u16)> {
+    let mut out = Vec::new();
+    let mut count = 0u16;
+    let mut pos = 0;
+    while pos < records.len() {
+        let rdlen = usize::from(u16::from_be_bytes([*records.get(pos + 8)?, *records.get(pos + 9)?]));
+        out.extend_from_slice(&[0xc0, 0x0c]);
+        out.extend_from_slice(records.get(pos..pos + 10 + rdlen)?);
+        pos += 10 + rdlen;
+        count += 1;
+    }
+    (out.len() <= MEMBER_BLOB).then_some((out, count))
+}
+
+/// The policy entry, when the set fits the table: ≤ 8 members, no aliases, members of
+/// ≤ 64 octets, every outcome ≤ 512 octets, slots inside the health buffer.
+pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
+    let n = policy.members.len();
+    if n == 0 || n > POLICY_MEMBERS || policy.weighted.len() != n {
+        return None;
+    }
+    let mut value = PolicyValue {
+        kind: match policy.kind {
+            PolicyKind::Weighted => POLICY_WEIGHTED,
+            PolicyKind::Failover => POLICY_FAILOVER,
+            PolicyKind::Multivalue => POLICY_MULTIVALUE,
+            PolicyKind::Zonal => POLICY_ZONAL,
+            PolicyKind::Ip | PolicyKind::Geo => return None,
+        },
+        members: n as u8,
+        always: 0,
+        pad: 0,
+        counter: policy.counter,
+        slots: [0; POLICY_MEMBERS],
+        weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
+        counts: [0; POLICY_MEMBERS],
+        lens: [[0; 2]; POLICY_MEMBERS],
+        sums: [[0; 2]; POLICY_MEMBERS],
+        decision: [0; HEALTH_COMBINATIONS],
+        span: [0; HEALTH_COMBINATIONS],
+        blobs: [[[0; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
+    };
+    // Members as they appear to the decision: member i is bit i of the combination.
+    let mut synthetic = [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS];
+    let (mut largest, mut total) = (0usize, 0usize);
+    for (i, (member, weighted)) in policy.members.iter().zip(policy.weighted).enumerate() {
+        let (normal, degraded) = (*member)?;
+        let (normal, count) = member_blob(normal)?;
+        let (degraded, _) = member_blob(degraded)?;
+        for (ttl, blob) in [normal, degraded].iter().enumerate() {
+            value.blobs[i][ttl][..blob.len()].copy_from_slice(blob);
+            value.lens[i][ttl] = blob.len() as u16;
+            value.sums[i][ttl] = fold(sum_words(blob, 0));
+        }
+        let size = usize::from(value.lens[i][0].max(value.lens[i][1]));
+        largest = largest.max(size);
+        total += size;
+        value.counts[i] = count;
+        value.weighted[i].weight = weighted.weight;
+        synthetic[i] = WeightedMember {
+            slot: i as u32,
+            weight: weighted.weight,
+        };
+        if weighted.slot == ALWAYS_HEALTHY {
+            value.always |= 1 << i;
+            synthetic[i].slot = ALWAYS_HEALTHY;
+        } else if weighted.slot >= (HEALTH_WORDS as u32) * WORD_BITS {
+            return None;
+        } else {
+            value.slots[i] = weighted.slot;
+            value.weighted[i].slot = weighted.slot;
+        }
+    }
+    let answer = match policy.kind {
+        PolicyKind::Weighted | PolicyKind::Failover => largest,
+        PolicyKind::Multivalue | PolicyKind::Zonal => total,
+        PolicyKind::Ip | PolicyKind::Geo => return None,
+    };
+    if HEADER_LEN + qlen + 4 + answer + OPT_LEN > RESPONSE_MAX {
+        return None;
+    }
+    let synthetic = &synthetic[..n];
+    let slots: Vec<u32> = synthetic.iter().map(|m| m.slot).collect();
+    for combination in 0..HEALTH_COMBINATIONS {
+        let bitmap = [combination as u64];
+        let (mask, fail_open, span, by_weight) = match policy.kind {
+            PolicyKind::Weighted => {
+                let pool = weighted_pool(synthetic, &bitmap, policy.fail_open_below_permille)?;
+                (pool.eligible, pool.fail_open, pool.span, pool.by_weight)
+            }
+            PolicyKind::Failover => {
+                let choice = select_failover(slots[0], slots.get(1).copied(), &bitmap);
+                (1u64 << choice.index, choice.fail_open, 0, false)
+            }
+            PolicyKind::Multivalue => {
+                let choices = select_multivalue(&slots, &bitmap, policy.fail_open_below_permille, 0);
+                // With ≤ 8 members the subset never depends on the draw; make sure.
+                let other = select_multivalue(&slots, &bitmap, policy.fail_open_below_permille, u32::MAX);
+                if other != choices {
+                    return None;
+                }
+                (choices.mask, choices.fail_open, 0, false)
+            }
+            PolicyKind::Zonal => {
+                let choices = select_zonal(&slots, &bitmap);
+                (choices.mask, choices.fail_open, 0, false)
+            }
+            PolicyKind::Ip | PolicyKind::Geo => return None,
+        };
+        let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
+        let degraded = policy.has_degraded_ttl && (any_unhealthy || fail_open);
+        value.decision[combination] = (mask & 0xff) as u16
+            | if degraded { DECISION_DEGRADED } else { 0 }
+            | if by_weight { DECISION_BY_WEIGHT } else { 0 };
+        value.span[combination] = u16::try_from(span).ok()?;
+    }
+    Some(value)
+}
