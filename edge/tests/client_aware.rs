@@ -158,15 +158,16 @@ fn a_client_subnet_decides_and_comes_back_with_the_scope_of_its_answer() {
     // (ECS prefix, answer, scope); the query always comes from 127.0.0.1.
     let cases = [
         // SOURCE over /24 is used as /24 (RFC 7871 §11.1): 127.0.0.2/32 is decided as
-        // 127.0.0.0/24, inside "wide" but beside "two": the /31 around .0 holds.
-        ("127.0.0.2", 32, "10.0.0.16", 31),
+        // 127.0.0.0/24, inside "wide" — and echoed with scope 24, not the /31 around .0:
+        // the resolver applies the scope around the address it sent (.2, "two"'s).
+        ("127.0.0.2", 32, "10.0.0.16", 24),
         ("127.0.0.0", 24, "10.0.0.16", 31),
         // The /16 minus its holes: 127.0.128.0/17 is all "wide".
         ("127.0.200.0", 24, "10.0.0.16", 17),
         // Outside every rule: "*", over the largest prefix meeting no rule.
         ("10.9.0.0", 16, "10.0.0.99", 2),
         ("127.1.0.0", 24, "10.0.0.99", 16),
-        // IPv6 SOURCE over /56 is used as /56; the rule is a /48.
+        // IPv6 SOURCE over /56 is used as /56; the rule is a /48 (within the cap).
         ("2001:db8:3:ff::1", 128, "10.0.0.3", 48),
         ("2001:db8:4::", 48, "10.0.0.99", 46),
     ];

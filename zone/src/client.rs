@@ -572,6 +572,16 @@ fn find<A: Bits>(blocks: &[Block<A>], buckets: Option<&[u32]>, addr: A) -> (Opti
     (None, scope.min(A::WIDTH))
 }
 
+/// The longest ECS SOURCE used for a decision in `family` (1: IPv4, 2: IPv6).
+#[must_use]
+pub fn ecs_cap(family: u16) -> u8 {
+    if family == 1 {
+        ECS_MAX_SOURCE_V4
+    } else {
+        ECS_MAX_SOURCE_V6
+    }
+}
+
 /// The client address a query is decided by, and whether a SCOPE is echoed: the ECS
 /// prefix (SOURCE capped at /24 and /56, bits past it cleared) when the query carries
 /// one with SOURCE > 0, else the packet's `source` (RFC 7871 §7.1.2: SOURCE 0 asks that

@@ -1,8 +1,10 @@
 //! Geolocation sets (SPEC §10, `policy = "geo"`): a MaxMind DB file (GeoLite2 / GeoIP2 /
 //! DB-IP, country or city) read once per load into a compact list of networks, then
-//! compiled per set into the same prefix table as `ip` sets ([`crate::client`]): only the
-//! networks whose answer is not the set's `*` are kept, and aligned neighbours with one
-//! answer are merged, so edges get a table, never the database.
+//! reduced to one class table per zone ([`GeoTable`], [`crate::Zone::geo`]): only the
+//! networks in a location some geo set of the zone names are kept, each tagged with the
+//! named locations it is in, and aligned neighbours of one class merge. Each set keeps
+//! its chain per class ([`crate::client::compile_classes`]), so edges get a table, never
+//! the database.
 use std::{
     collections::HashMap,
     net::IpAddr,

@@ -416,8 +416,10 @@ impl<'a> ZoneBuilder<'a> {
 
     /// Aliases resolved, the zone validated, and built.
     fn finish(mut self) -> Result<Zone, ZoneError> {
-        self.resolve_aliases()?;
+        // Absent members first: the alias slots (evaluate_target_health) then read only
+        // the members that exist here.
         self.apply_sites()?;
+        self.resolve_aliases()?;
         let geo_table = self.compile_geo();
         // Sorted once: validation walks each owner's sets together, and the snapshot
         // lists sets by (owner, type).

@@ -25,9 +25,9 @@ type SetKey = (Vec<u8>, u16);
 /// An alias member waiting for its target.
 pub(crate) struct PendingAlias {
     /// The set holding the member.
-    set: SetKey,
+    pub(crate) set: SetKey,
     /// Its index in the set's members.
-    member: usize,
+    pub(crate) member: usize,
     /// Target owner (wire).
     target: Vec<u8>,
     /// Read the target's health.

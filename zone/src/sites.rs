@@ -123,7 +123,25 @@ impl ZoneBuilder<'_> {
             }
             for pending in self.pending_geo.iter_mut().filter(|p| &p.set == set_key) {
                 pending.keep(&keep);
+                if !pending.has_star() {
+                    return Err(fail(format!(
+                        "the \"*\" member of {set_name} must exist at every location (absent at {here:?})"
+                    )));
+                }
             }
+            // Alias members waiting for their targets: renumbered, or gone with their member.
+            self.aliases.retain_mut(|alias| {
+                if &alias.set != set_key {
+                    return true;
+                }
+                match new_index.get(alias.member).copied().flatten() {
+                    Some(n) => {
+                        alias.member = usize::from(n);
+                        true
+                    }
+                    None => false,
+                }
+            });
             policy.members = keep.iter().filter_map(|&k| policy.members.get(k).cloned()).collect();
         }
         Ok(())

@@ -145,3 +145,73 @@ fn sites_mistakes_name_the_file_line_and_key() {
     // The same file is fine where every set keeps a member.
     assert!(load(&all_absent, Some("fra")).is_ok());
 }
+
+#[test]
+fn a_geo_sets_star_must_exist_everywhere_and_absent_members_do_not_count_for_alias_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let geo = r#"
+[[rrset]]
+name = "g"
+type = "A"
+policy = "geo"
+members = [
+  { id = "de", location = "DE", values = ["10.0.0.1"] },
+  { id = "rest", location = "*", values = ["10.0.0.9"], sites = ["fra"] },
+]
+"#;
+    fs::write(dir.path().join("t.toml"), format!("{ZONE_HEAD}{geo}")).unwrap();
+    let empty = qdns_zone::geo::GeoDb::empty();
+    let at = |location| qdns_zone::LoadContext {
+        geo: Some(&empty),
+        location: Some(location),
+    };
+    let err = qdns_zone::load_dir_with(dir.path(), 1, &at("ams"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the \"*\" member of g.t.example. must exist at every location"),
+        "{err}"
+    );
+    assert!(qdns_zone::load_dir_with(dir.path(), 1, &at("fra")).is_ok());
+
+    // www aliases pool with evaluate_target_health; pool's primary exists only at ams.
+    let alias = r#"
+[[health_check]]
+id = "p-up"
+type = "external"
+
+[[health_check]]
+id = "s-up"
+type = "external"
+
+[[rrset]]
+name = "pool"
+type = "A"
+policy = "failover"
+members = [
+  { id = "p", role = "primary", values = ["10.0.1.1"], health_check = "p-up", sites = ["ams"] },
+  { id = "s", role = "secondary", values = ["10.0.1.2"], health_check = "s-up" },
+]
+
+[[rrset]]
+name = "www"
+type = "A"
+policy = "weighted"
+members = [
+  { id = "a", weight = 1, alias = "pool", evaluate_target_health = true },
+  { id = "b", weight = 1, values = ["10.0.2.1"] },
+]
+"#;
+    for (location, target_members) in [("fra", 1), ("ams", 2)] {
+        let zone = load(alias, Some(location)).unwrap();
+        let slot = zone
+            .slots
+            .iter()
+            .find(|s| matches!(s.rule, qdns_zone::SlotRule::AliasTarget { .. }))
+            .unwrap();
+        let qdns_zone::SlotRule::AliasTarget { members } = &slot.rule else {
+            unreachable!()
+        };
+        assert_eq!(members.len(), target_members, "at {location}: {members:?}");
+    }
+}

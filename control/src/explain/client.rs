@@ -60,11 +60,23 @@ fn for_client(
     bitmap: &[u64],
 ) -> Result<ClientExplanation, ApiError> {
     let (addr, len) = parse_client(client)?;
+    if len == Some(0) {
+        return Err(ApiError::bad_argument(format!(
+            "client {client:?}: ECS SOURCE 0 asks that no client address be used, so the edge decides by the \
+             packet's source: give that address"
+        )));
+    }
     let decided_by = match len {
         Some(len) => client_prefix(Some((addr, len)), addr),
         None => addr,
     };
     let decision = rules.decide_in_zone(geo, decided_by);
+    // As the edge echoes it: a SOURCE over the cap gets at most the cap.
+    let cap = qdns_zone::client::ecs_cap(if addr.is_ipv4() { 1 } else { 2 });
+    let scope = match len {
+        Some(len) if len > cap => decision.scope.min(cap),
+        _ => decision.scope,
+    };
     let choice = select_chain(decision.chain, slots, bitmap);
     Ok(ClientExplanation {
         client: client.to_owned(),
@@ -79,8 +91,8 @@ fn for_client(
         } else {
             "*".to_owned()
         },
-        scope_prefix: prefix_text(decided_by, decision.scope),
-        scope: decision.scope,
+        scope_prefix: prefix_text(decided_by, scope),
+        scope,
         chain: ids(decision.chain, members),
         answered_by: choice.and_then(|c| members.get(c.index as usize)).map(|m| m.id.clone()),
         fail_open: choice.is_some_and(|c| c.fail_open),

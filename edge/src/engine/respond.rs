@@ -225,11 +225,21 @@ impl Engine {
         b.release(opt.len());
         // A truncated response carries no member's records.
         let members = if fitted { members.get() } else { None };
-        // RFC 7871 §7.1.2: SOURCE 0 asked that no client address be used: scope 0.
-        let scope = if ecs.is_some_and(|e| e.source > 0) {
-            scope.get()
-        } else {
-            0
+        // RFC 7871 §7.1.2: SOURCE 0 asked that no client address be used: scope 0. A
+        // SOURCE over the cap was decided by its first /24 or /56 only, so the echoed
+        // scope (which the resolver applies around the address it sent) says no more
+        // (a SCOPE over a SOURCE within the cap is RFC 7871 §7.2.1's "more bits would
+        // tell": the resolver caches at SOURCE).
+        let scope = match ecs {
+            Some(e) if e.source > 0 => {
+                let cap = qdns_zone::client::ecs_cap(e.family);
+                if e.source > cap {
+                    scope.get().min(cap)
+                } else {
+                    scope.get()
+                }
+            }
+            _ => 0,
         };
         finish(b, flags, rcode, counts, opt, scope).map(|o| Outcome {
             qtype: query.qtype,

@@ -238,6 +238,11 @@ impl PendingGeo {
         self.labels = keep.iter().filter_map(|&k| self.labels.get(k).cloned()).collect();
         self.keys = keep.iter().filter_map(|&k| self.keys.get(k).cloned()).collect();
     }
+
+    /// Whether the set still has its `*` member.
+    pub(crate) fn has_star(&self) -> bool {
+        self.keys.contains(&GeoKey::Star)
+    }
 }
 
 impl ZoneBuilder<'_> {
