@@ -264,25 +264,34 @@ fn nsid_requests_pass_when_the_edge_has_an_nsid() {
     }
 }
 
-/// EDNS Client Subnet (RFC 7871): the program passes queries carrying it (user space
-/// checks the option and echoes it), counted; the same query without it is answered.
+/// EDNS Client Subnet (RFC 7871): the program answers a query carrying a well-formed
+/// option, echoing it with SCOPE 0 (the answer is the same for every client), with the
+/// bytes user space sends; a malformed one (SCOPE set) passes, counted, for user space's
+/// FORMERR.
 #[test]
-fn client_subnet_queries_pass_to_user_space() {
+fn client_subnet_queries_are_echoed_and_malformed_ones_pass() {
     require_root("BPF_PROG_TEST_RUN");
     let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
     let engine = qdns_edge::Engine::compile(&snapshot).unwrap();
     let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), 1232).expect("load the XDP program");
     program.install(&engine).expect("tables install");
-    let ecs = ipv4_udp_frame(
-        &query_with_options(&[
-            0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100,
-        ]),
-        53,
-    );
-    let cookie = ipv4_udp_frame(&query_with_options(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]), 53);
+    let ecs = query_with_options(&[
+        0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100,
+    ]);
+    let malformed = query_with_options(&[0, 8, 0, 7, 0, 1, 24, 3, 198, 51, 100]);
     let before = counters(&program);
-    assert_eq!(program.test_run(&ecs, 1).unwrap().action, XDP_PASS);
-    assert_eq!(program.test_run(&cookie, 1).unwrap().action, XDP_TX);
+    let run = program.test_run(&ipv4_udp_frame(&ecs, 53), 1).unwrap();
+    assert_eq!(run.action, XDP_TX);
+    let sent = &run.packet[14 + 20 + 8..];
+    let mut out = vec![0u8; 1232];
+    let expected = engine.respond(&ecs, &mut out, qdns_edge::Transport::Udp).unwrap();
+    assert_eq!(sent, &out[..expected.len]);
+    // The echo closes the message: FAMILY 1, SOURCE 24, SCOPE 0, the address.
+    assert_eq!(&sent[sent.len() - 11..], &[0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100]);
+    assert_eq!(
+        program.test_run(&ipv4_udp_frame(&malformed, 53), 1).unwrap().action,
+        XDP_PASS
+    );
     let after = counters(&program);
     assert_eq!(after["pass_client_subnet"] - before["pass_client_subnet"], 1);
 }

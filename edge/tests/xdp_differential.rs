@@ -280,6 +280,8 @@ struct Sent {
     dnssec_ok: bool,
     /// At least one option (version 0).
     options: bool,
+    /// A Client Subnet option (version 0).
+    client_subnet: bool,
 }
 
 /// The EDNS options real resolvers send (and some they do not): a client COOKIE as BIND
@@ -297,7 +299,7 @@ fn option(rng: &mut Rng) -> Vec<u8> {
             ]
             .concat(),
         ),
-        2 => (8, vec![0, 1, 24, 0, 198, 51, 100]),
+        2 => (8, client_subnet(rng)),
         3 => (3, Vec::new()),
         4 => (12, vec![0; rng.below(40)]),
         _ => (65_001, (0..rng.below(9)).map(|i| i as u8).collect()),
@@ -307,6 +309,40 @@ fn option(rng: &mut Rng) -> Vec<u8> {
     out.extend((data.len() as u16).to_be_bytes());
     out.extend(data);
     out
+}
+
+/// The data of a Client Subnet option (RFC 7871 §6): FAMILY 1 or 2, a random SOURCE and
+/// address (bits past SOURCE zero), SCOPE 0; one in eight is malformed as resolvers must
+/// not send it (a SCOPE, an unknown FAMILY, an address bit past SOURCE, a missing octet).
+fn client_subnet(rng: &mut Rng) -> Vec<u8> {
+    let v6 = rng.chance(40);
+    let (family, bits) = if v6 { (2u16, 128usize) } else { (1, 32) };
+    let source = match rng.below(4) {
+        0 => [0, bits, bits / 2, 24, 56][rng.below(5)].min(bits),
+        _ => rng.below(bits + 1),
+    };
+    let octets = source.div_ceil(8);
+    let mut address: Vec<u8> = (0..octets).map(|_| rng.next() as u8).collect();
+    if let (Some(last), 1..=7) = (address.last_mut(), source % 8) {
+        *last &= 0xff << (8 - source % 8);
+    }
+    let mut data = Vec::new();
+    data.extend(family.to_be_bytes());
+    data.extend([source as u8, 0]);
+    data.extend(&address);
+    match rng.below(32) {
+        0 => data[3] = 1 + rng.below(32) as u8,
+        1 => data[1] = 3,
+        2 if source % 8 != 0 => {
+            let last = data.len() - 1;
+            data[last] |= 1;
+        }
+        3 if octets > 0 => {
+            data.pop();
+        }
+        _ => {}
+    }
+    data
 }
 
 /// Octets of the question of `dns` (name, type, class).
@@ -347,14 +383,15 @@ fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> (Vec<u8>, Sent) {
         msg.extend(payload.to_be_bytes());
         msg.extend([0, version]);
         msg.extend(flags.to_be_bytes());
-        let options: Vec<u8> = (0..[0, 0, 1, 1, 2, 3, 17][rng.below(7)])
-            .flat_map(|_| option(rng))
-            .collect();
+        let options: Vec<Vec<u8>> = (0..[0, 0, 1, 1, 2, 3, 17][rng.below(7)]).map(|_| option(rng)).collect();
+        let client_subnet = options.iter().any(|o| o[..2] == [0, 8]);
+        let options = options.concat();
         msg.extend((options.len() as u16).to_be_bytes());
         msg.extend(&options);
         sent = Sent {
             dnssec_ok: dnssec_ok && version == 0,
             options: !options.is_empty() && version == 0,
+            client_subnet: client_subnet && version == 0,
         };
     }
     (msg, sent)
@@ -459,7 +496,8 @@ fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
         "answered_referral",
         "answered_signed",
         "pass_signed",
-        // ECS queries (RFC 7871): user space checks and echoes the option.
+        // Malformed or repeated Client Subnet options (RFC 7871): user space answers
+        // FORMERR.
         "pass_client_subnet",
     ] {
         assert!(c[kind] > 0, "{kind} never happened: {c:?}");
@@ -532,6 +570,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let (mut tx_over_512, mut tx_large) = (0u32, 0u32);
     // Answered in XDP: queries with DO=1, queries with options.
     let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
+    // Answered in XDP: queries with a Client Subnet option (echoed, SCOPE 0 for these).
+    let mut tx_client_subnet = 0u32;
     // Answered in XDP: names over 64 octets (the long-name stage).
     let mut tx_long = 0u32;
     // Answered in XDP: DO=1 queries of the signed zones (the answers carry RRSIGs), and
@@ -585,6 +625,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                             && [1, 28].contains(&qtype),
                     );
                     tx_options += u32::from(sent.options);
+                    tx_client_subnet += u32::from(sent.client_subnet);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
                     tx_over_512 += u32::from(sent.len() > 512);
@@ -711,6 +752,10 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     assert!(
         tx_options > 500,
         "queries with EDNS options are answered in XDP: {tx_options}"
+    );
+    assert!(
+        tx_client_subnet > 200,
+        "queries with Client Subnet are answered in XDP: {tx_client_subnet}"
     );
     assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
     assert!(tx_long > 300, "names over 64 octets are answered in XDP: {tx_long}");

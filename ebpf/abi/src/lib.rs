@@ -239,8 +239,8 @@ counters! {
     /// Passed: UDP to a service port but to an address the edge does not listen on
     /// (another address of the interface): the kernel's sockets and firewall decide.
     PassOtherAddress = 37, "pass_other_address";
-    /// Passed: the query carries EDNS Client Subnet (RFC 7871): user space checks the
-    /// option and echoes it with its scope.
+    /// Passed: the query's EDNS Client Subnet option (RFC 7871) is malformed or
+    /// repeated: user space answers FORMERR (well-formed ones are echoed here).
     PassClientSubnet = 38, "pass_client_subnet";
     /// Passed: the name's answer depends on the client's address (`ip`, `geo` sets):
     /// user space decides it (SPEC §10).

@@ -24,6 +24,7 @@ use crate::{
     parse::{u16_at, u64_le_at, u8_at, Offsets, Window},
     rewrite::{self, MOVE_MAX},
     sections::OPT_LEN,
+    subnet::{self, ECHO_WORDS},
     tables::{find, named, slot, Tables},
 };
 
@@ -115,6 +116,8 @@ pub struct Question {
     /// Largest response this client takes (DNS message octets): 512 without EDNS, else
     /// its EDNS size capped by ours, at least 512.
     pub limit: usize,
+    /// Octets of the Client Subnet option echoed after our OPT record (0: none).
+    pub ecs_len: usize,
 }
 
 /// Per-CPU scratch: the lookup key and name, the parse offsets passed through map
@@ -144,9 +147,12 @@ pub struct Scratch {
     /// in the low 32 bits, the chosen members above ([`NO_MEMBERS`]: not a policy
     /// answer); counted once the answer is sent.
     members: u64,
+    /// The query's Client Subnet option as the response echoes it (see
+    /// [`crate::subnet`]; zeros without one); read by the rate-limit stage too.
+    pub ecs: [u64; ECHO_WORDS],
     /// What the rate-limit stage needs of a sent answer (`crate::limit`): question
     /// end, question sum, and bits (EDNS in bit 0, the DO bit in place at 15, IPv6 in
-    /// bit 32); with `offsets`.
+    /// bit 32, the Client Subnet echo's length from bit 40); with `offsets`.
     pub stage: [u64; 3],
     /// The front of the frame while it moves (see [`resize`]).
     pub moving: [u8; MOVE_MAX],
@@ -215,7 +221,7 @@ pub fn answer<const W: usize>(ctx: &XdpContext, at: &Offsets) -> Verdict {
         Ok((question, body, counter)) => {
             // SAFETY: a write of this CPU's scratch.
             unsafe { core::ptr::write_volatile(&mut scratch.outcome, counter as u64) };
-            match rewrite::respond(ctx, at, &question, &body, &mut scratch.moving) {
+            match rewrite::respond(ctx, at, &question, &body, &mut scratch.moving, &scratch.ecs) {
                 Verdict::Sent => {
                     // SAFETY: a read of this CPU's scratch, written above.
                     let counter = unsafe { core::ptr::read_volatile(&scratch.outcome) };
@@ -228,7 +234,10 @@ pub fn answer<const W: usize>(ctx: &XdpContext, at: &Offsets) -> Verdict {
                     if !maps::rrl_on() {
                         return Verdict::Tx;
                     }
-                    let bits = u64::from(question.edns) | u64::from(question.dnssec_ok) | u64::from(at.ipv6) << 32;
+                    let bits = u64::from(question.edns)
+                        | u64::from(question.dnssec_ok)
+                        | u64::from(at.ipv6) << 32
+                        | (question.ecs_len as u64) << 40;
                     // SAFETY: a write of this CPU's scratch, read by the rate-limit stage.
                     unsafe {
                         core::ptr::write_volatile(&mut scratch.stage, [question.end as u64, question.sum, bits]);
@@ -266,6 +275,7 @@ fn plan<'a, const W: usize>(
         found,
         offsets,
         members,
+        ecs,
         ..
     } = scratch;
     let active = maps::active();
@@ -288,14 +298,17 @@ fn plan<'a, const W: usize>(
     let msg_end = message_end(ctx, at)?;
     special_addresses(ctx, at)?;
     let opt = edns(ctx, at.dns, end, msg_end)?;
+    let ecs_len = subnet::read(ctx, usize::from(opt.ecs_at), ecs)?;
     // Each way out of the options walk leaves `msg_end` in another range (it equals the
-    // walk's position there), and whether the query had EDNS is a constant per path: the
-    // verifier would walk the lookup and the rewrite once for each. Read back from map
-    // memory they are one state (the walk was four times longer without this).
-    *message_end_slot = msg_end as u64 | u64::from(opt.present) << 16;
+    // walk's position there), and whether the query had EDNS (or Client Subnet) is a
+    // constant per path: the verifier would walk the lookup and the rewrite once for
+    // each. Read back from map memory they are one state (the walk was four times longer
+    // without this).
+    *message_end_slot = msg_end as u64 | u64::from(opt.present) << 16 | (ecs_len as u64) << 24;
     // SAFETY: a read of this CPU's scratch, just written.
     let read = unsafe { core::ptr::read_volatile(message_end_slot) };
     let (msg_end, edns_present) = ((read as usize) & 0x7ff, read >> 16 & 1 == 1);
+    let ecs_len = (read >> 24) as usize & 0x1f;
     if msg_end > QUERY_MAX || msg_end < end {
         return Err(Counter::PassBadLength);
     }
@@ -348,6 +361,7 @@ fn plan<'a, const W: usize>(
         edns: edns_present,
         dnssec_ok: opt.dnssec_ok,
         limit,
+        ecs_len,
     };
     let bank = (active >> ACTIVE_BANK_SHIFT) as u32 & 1;
     let tables = Tables {
@@ -421,14 +435,16 @@ struct Opt {
     dnssec_ok: u16,
     /// The requestor's UDP payload size (RFC 6891 §6.1.2: the CLASS field).
     udp_size: u16,
+    /// Where its Client Subnet option starts (0: none).
+    ecs_at: u16,
 }
 
 /// The additional section: nothing, or exactly one OPT record (root owner, version 0,
 /// well-formed options) ending the message — what user space answers the same way.
 /// DO is echoed and every option is ignored, as user space does (COOKIE, padding and
 /// unknown codes alike; docs/OPERATIONS.md says what a client gets), but for Client
-/// Subnet (user space checks it and echoes it, RFC 7871) and an NSID request the edge
-/// answers. Anything else goes to user space.
+/// Subnet (checked and echoed, [`crate::subnet`]) and an NSID request the edge answers
+/// (user space adds it). Anything else goes to user space.
 #[inline(always)]
 fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt, Counter> {
     if u16_at(ctx, dns + 10)? == 0 {
@@ -437,6 +453,7 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
                 present: false,
                 dnssec_ok: 0,
                 udp_size: 0,
+                ecs_at: 0,
             })
         } else {
             Err(Counter::PassBadLength)
@@ -450,48 +467,55 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
         present: true,
         dnssec_ok: opt.get16(7) & DO_BIT,
         udp_size: opt.get16(3),
+        ecs_at: 0,
     };
     let opt_end = end + OPT_LEN + usize::from(opt.get16(9));
     if opt_end != msg_end {
         return Err(Counter::PassBadLength);
     }
     let mut pos = end + OPT_LEN;
-    // 1 once an option is NSID (code 3) or Client Subnet (code 8), computed without a
-    // branch: (code ^ 3) is below 2^16, so subtracting one borrows into bit 63 only when
-    // it is 0.
-    let (mut nsid, mut ecs) = (0u64, 0u64);
+    // 1 once an option is NSID (code 3), the number of Client Subnet options (code 8)
+    // and where the last one starts, computed without a branch: (code ^ 3) is below
+    // 2^16, so subtracting one borrows into bit 63 only when it is 0.
+    let (mut nsid, mut ecs, mut ecs_at) = (0u64, 0u64, 0u64);
     for _ in 0..MAX_OPTIONS {
         if pos == opt_end {
-            return answerable(found, nsid, ecs);
+            return answerable(found, nsid, ecs, ecs_at);
         }
         if pos + 4 > opt_end || pos > QUERY_MAX {
             return Err(Counter::PassEdns);
         }
         let code = u64::from(u16_at(ctx, pos)?);
         nsid |= (code ^ 3).wrapping_sub(1) >> 63;
-        ecs |= (code ^ 8).wrapping_sub(1) >> 63;
+        let is_ecs = (code ^ 8).wrapping_sub(1) >> 63;
+        ecs += is_ecs;
+        ecs_at |= pos as u64 & is_ecs.wrapping_neg();
         pos += 4 + usize::from(u16_at(ctx, pos + 2)?);
         if pos > opt_end {
             return Err(Counter::PassEdns);
         }
     }
     if pos == opt_end {
-        answerable(found, nsid, ecs)
+        answerable(found, nsid, ecs, ecs_at)
     } else {
         Err(Counter::PassEdns)
     }
 }
 
-/// The OPT as read, unless it asks for an NSID the edge has (user space adds it) or
-/// carries Client Subnet (user space checks it and echoes it).
+/// The OPT as read (with where its Client Subnet option starts), unless it asks for an
+/// NSID the edge has (user space adds it) or carries Client Subnet twice (user space
+/// answers FORMERR).
 #[inline(always)]
-fn answerable(found: Opt, nsid: u64, ecs: u64) -> Result<Opt, Counter> {
-    if ecs != 0 {
+fn answerable(found: Opt, nsid: u64, ecs: u64, ecs_at: u64) -> Result<Opt, Counter> {
+    if ecs > 1 {
         Err(Counter::PassClientSubnet)
     } else if nsid & maps::nsid_passes() != 0 {
         Err(Counter::PassNsid)
     } else {
-        Ok(found)
+        Ok(Opt {
+            ecs_at: ecs_at as u16 & 0x7ff,
+            ..found
+        })
     }
 }
 

@@ -19,7 +19,8 @@ use crate::{
     maps,
     parse::{Offsets, Window},
     rewrite::seal,
-    sections::{write_opt, OPT_LEN},
+    sections::{write_echo, write_opt, OPT_LEN},
+    subnet::ECHO_WORDS,
 };
 
 /// TC in the header flags.
@@ -32,6 +33,10 @@ struct Sent {
     question_sum: u64,
     edns: bool,
     dnssec_ok: u16,
+    /// Octets of the Client Subnet echo (0: none).
+    ecs_len: usize,
+    /// The echo.
+    ecs: [u64; ECHO_WORDS],
 }
 
 #[inline(always)]
@@ -64,6 +69,9 @@ fn sent() -> Option<Sent> {
         question_sum,
         edns: bits & 1 == 1,
         dnssec_ok: bits as u16 & DO_BIT,
+        ecs_len: (bits >> 40) as usize & 0x1f,
+        // SAFETY: as above.
+        ecs: unsafe { core::ptr::read_volatile(&scratch.ecs) },
     })
 }
 
@@ -114,8 +122,9 @@ fn slip(ctx: &XdpContext, sent: &Sent) -> Option<()> {
     let mut end = sent.end;
     let mut arcount = 0;
     if sent.edns {
-        sum += write_opt(ctx, end, udp, sent.dnssec_ok)?;
-        end += OPT_LEN;
+        sum += write_opt(ctx, end, udp, sent.dnssec_ok, sent.ecs_len as u16)?;
+        sum += write_echo(ctx, end + OPT_LEN, udp, &sent.ecs, sent.ecs_len)?;
+        end += OPT_LEN + sent.ecs_len;
         arcount = 1;
     }
     let header = Window::<12>::at(ctx, sent.at.dns).ok()?;

@@ -15,6 +15,7 @@ mod maps;
 mod parse;
 mod rewrite;
 mod sections;
+mod subnet;
 mod tables;
 
 use answer::Verdict;

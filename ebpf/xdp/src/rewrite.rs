@@ -22,7 +22,8 @@ use qdns_abi::{
 use crate::{
     answer::{Body, Question, Verdict},
     parse::{self, Offsets, Window, IPPROTO_UDP},
-    sections::{shape, write_opt, write_tail, OPT_LEN},
+    sections::{shape, write_echo, write_opt, write_tail, OPT_LEN},
+    subnet::ECHO_WORDS,
 };
 
 const HOP_LIMIT: u8 = 64;
@@ -32,12 +33,19 @@ const RD_CD: u16 = 0x0110;
 /// Rewrites the frame into the response for `body` ([`Verdict::Sent`]: the caller
 /// counts the answer).
 #[inline(always)]
-pub fn respond(ctx: &XdpContext, at: &Offsets, q: &Question, body: &Body<'_>, moving: &mut [u8; MOVE_MAX]) -> Verdict {
+pub fn respond(
+    ctx: &XdpContext,
+    at: &Offsets,
+    q: &Question,
+    body: &Body<'_>,
+    moving: &mut [u8; MOVE_MAX],
+    echo: &[u64; ECHO_WORDS],
+) -> Verdict {
     let (flags, an, ns, ar, tail_len) = match shape(body, q.qlen) {
         Ok(shape) => shape,
         Err(reason) => return Verdict::Pass(reason),
     };
-    let end = q.end + tail_len + if q.edns { OPT_LEN } else { 0 };
+    let end = q.end + tail_len + if q.edns { OPT_LEN + q.ecs_len } else { 0 };
     let size = end - at.dns;
     // Over what XDP may send, or over what the links carry (XDP cannot fragment; the
     // table compiler allowed for questions up to 64 octets, longer ones meet it here).
@@ -50,7 +58,7 @@ pub fn respond(ctx: &XdpContext, at: &Offsets, q: &Question, body: &Body<'_>, mo
     if !resize(ctx, q, end, moving) {
         return Verdict::Pass(Counter::PassNoRoom);
     }
-    match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end) {
+    match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end, echo) {
         Some(()) => {
             if q.dnssec_ok != 0 {
                 crate::maps::count(Counter::WithDo);
@@ -69,13 +77,15 @@ fn finish(
     body: &Body<'_>,
     (flags, an, ns, ar, tail_len): (u16, u16, u16, u16, usize),
     end: usize,
+    echo: &[u64; ECHO_WORDS],
 ) -> Option<()> {
     let udp = at.l4;
     let mut sum = q.sum;
     sum += write_tail(ctx, body, q.end, udp, q.qlen)?;
     let mut arcount = ar;
     if q.edns {
-        sum += write_opt(ctx, q.end + tail_len, udp, q.dnssec_ok)?;
+        sum += write_opt(ctx, q.end + tail_len, udp, q.dnssec_ok, q.ecs_len as u16)?;
+        sum += write_echo(ctx, q.end + tail_len + OPT_LEN, udp, echo, q.ecs_len)?;
         arcount += 1;
     }
 

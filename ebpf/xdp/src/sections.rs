@@ -14,6 +14,7 @@ use crate::{
     answer::{Body, DO_BIT, TYPE_OPT},
     maps,
     parse::Window,
+    subnet::{self, ECHO_WORDS},
 };
 
 /// OPT record without options.
@@ -142,26 +143,44 @@ fn relocate(ctx: &XdpContext, t: &LargeTail, offset: usize, udp: usize, delta: u
     Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
 }
 
-/// Writes our OPT record at `offset` (DO echoed from the query) and returns its sum.
+/// Writes our OPT record at `offset` (DO echoed from the query, `options` octets of
+/// options to follow) and returns its sum.
 #[inline(always)]
-pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize, dnssec_ok: u16) -> Option<u64> {
+pub fn write_opt(ctx: &XdpContext, offset: usize, udp: usize, dnssec_ok: u16, options: u16) -> Option<u64> {
     let payload = maps::udp_payload();
     let flags = dnssec_ok & DO_BIT;
     // Root owner, TYPE 41, CLASS = payload size, TTL = no extended RCODE, version 0 and
-    // the flags, RDLENGTH 0.
+    // the flags, RDLENGTH.
     let opt = Window::<OPT_LEN>::at(ctx, offset).ok()?;
     opt.set8(0, 0);
     opt.set16(1, TYPE_OPT);
     opt.set16(3, payload);
     opt.set16(5, 0);
     opt.set16(7, flags);
-    opt.set16(9, 0);
-    // From an even offset the octets 00 | 00 29 | pp pp | 00 00 | ff ff | 00 00 sum to
-    // 0x2900 plus the payload size and the flags, each with its octets swapped.
+    opt.set16(9, options);
+    // From an even offset the octets 00 | 00 29 | pp pp | 00 00 | ff ff | ll ll sum to
+    // 0x2900 plus the payload size, the flags and the length, each with its octets
+    // swapped.
     Some(placed(
-        fold(0x2900 + u64::from(payload.swap_bytes()) + u64::from(flags.swap_bytes())),
+        fold(
+            0x2900 + u64::from(payload.swap_bytes()) + u64::from(flags.swap_bytes()) + u64::from(options.swap_bytes()),
+        ),
         offset - udp,
     ))
+}
+
+/// Writes the Client Subnet echo (`len` octets of `echo`, 0: none) at `offset` and
+/// returns its sum.
+#[inline(always)]
+pub fn write_echo(ctx: &XdpContext, offset: usize, udp: usize, echo: &[u64; ECHO_WORDS], len: usize) -> Option<u64> {
+    if len == 0 {
+        return Some(0);
+    }
+    if len > 8 * ECHO_WORDS {
+        return None;
+    }
+    store::<{ 8 * ECHO_WORDS }>(ctx, offset, echo.as_ptr().cast(), len)?;
+    Some(placed(subnet::sum(echo), offset - udp))
 }
 
 /// `bpf_xdp_store_bytes`: copies `len` octets into the frame; callers check
