@@ -508,19 +508,8 @@ fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
 #[expect(clippy::too_many_lines, reason = "one generated run, then every assertion on it")]
 fn xdp_answers_are_byte_identical_to_user_space() {
     require_root("BPF_PROG_TEST_RUN");
-    // QDNS_TEST_SEED=N replays a failed run.
-    let seed = std::env::var("QDNS_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("seed {seed} (QDNS_TEST_SEED replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_env();
+    let seed = rng.0;
     let engine = engine();
     let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     let stats = program.install(&engine).expect("tables install");

@@ -30,6 +30,22 @@ use std::{
 pub struct Rng(pub u64);
 
 impl Rng {
+    /// Seeded from `QDNS_TEST_SEED` when set (to replay a failed run), else from the
+    /// clock; the seed is printed.
+    pub fn from_env() -> Self {
+        let seed = std::env::var("QDNS_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+                    | 1
+            });
+        eprintln!("seed {seed} (QDNS_TEST_SEED replays it)");
+        Self(seed)
+    }
+
     /// The next 64 random bits.
     #[allow(clippy::should_implement_trait, reason = "an endless generator, not an iterator")]
     pub fn next(&mut self) -> u64 {

@@ -166,6 +166,8 @@ pub const KIND_NODE: u8 = 3;
 /// `apex_len` octets (the cut's name) and is relocated by the question's extra length
 /// at the [`LargeTail::fixups`].
 pub const KIND_REFERRAL: u8 = 4;
+/// A client-aware set: `policy` is its id in [`crate::client::CLIENT_SETS_MAP`].
+pub const KIND_CLIENT: u8 = 5;
 /// Most compression pointers a relocatable tail holds.
 pub const FIXUPS_MAX: usize = 32;
 
@@ -295,6 +297,10 @@ pub const POLICY_FAILOVER: u8 = 1;
 pub const POLICY_MULTIVALUE: u8 = 2;
 /// Load-balancer zonal.
 pub const POLICY_ZONAL: u8 = 3;
+
+/// Client-aware (`ip`, `geo`): one chain of a set ([`crate::client`]): the first
+/// healthy member in the chain's order, fail-open over its first.
+pub const POLICY_CLIENT: u8 = 4;
 
 /// Health combinations of a policy set: one bit per member.
 pub const HEALTH_COMBINATIONS: usize = 1 << POLICY_MEMBERS;

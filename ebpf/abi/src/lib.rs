@@ -18,6 +18,7 @@
 extern crate std;
 
 pub mod answer;
+pub mod client;
 pub mod health;
 pub mod name;
 pub mod rrl;
@@ -25,7 +26,7 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V14";
+pub const STATS_MAP: &str = "QDNS_STATS_V15";
 /// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
 /// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
 /// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
@@ -245,6 +246,8 @@ counters! {
     /// Passed: the name's answer depends on the client's address (`ip`, `geo` sets):
     /// user space decides it (SPEC §10).
     PassClientAware = 39, "pass_client_aware";
+    /// Answered: a client-aware set (`ip`, `geo`), decided by the client's address.
+    AnsweredClient = 40, "answered_client";
 }
 
 impl Counter {
@@ -263,6 +266,7 @@ impl Counter {
                 | Counter::AnsweredWildcard
                 | Counter::AnsweredReferral
                 | Counter::AnsweredSigned
+                | Counter::AnsweredClient
         )
     }
 }
@@ -285,6 +289,10 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::MediumTail {}
     // SAFETY: as said above, for `LongName`.
     unsafe impl aya::Pod for crate::answer::LongName {}
+    // SAFETY: as said above, for `ClientSet`.
+    unsafe impl aya::Pod for crate::client::ClientSet {}
+    // SAFETY: as said above, for `ClientBlock`.
+    unsafe impl aya::Pod for crate::client::ClientBlock {}
     // SAFETY: as said above, for `Bucket`.
     unsafe impl aya::Pod for crate::slots::Bucket {}
     // SAFETY: as said above, for `RrlBucket`.

@@ -9,18 +9,19 @@ use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
         outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue, ACTIVE_BANK_SHIFT,
-        DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_NODE, KIND_PLAIN,
-        KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE,
-        PLAIN_MEDIUM, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
-        QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED,
+        DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_CLIENT, KIND_NODE,
+        KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME,
+        PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
+        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED,
     },
+    client::{locate, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6},
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
     Counter,
 };
 
 use crate::{
-    maps::{self, HEALTH, RECORDS, SLOTS},
+    maps::{self, CLASS_CHAINS, CLIENT_BLOCKS, CLIENT_SETS, HEALTH, RECORDS, SLOTS},
     parse::{u16_at, u64_le_at, u8_at, Offsets, Window},
     rewrite::{self, MOVE_MAX},
     sections::OPT_LEN,
@@ -371,6 +372,7 @@ fn plan<'a, const W: usize>(
         records: RECORDS.get(bank).ok_or(Counter::PassNotLoaded)?,
         word: found,
     };
+    let mut who = who(ctx, at, ecs, ecs_len)?;
     let (body, counter, chosen) = lookup(
         &tables,
         key,
@@ -379,7 +381,9 @@ fn plan<'a, const W: usize>(
         qlen,
         (active >> 32) as u32 & 1,
         opt.dnssec_ok,
+        &mut who,
     )?;
+    subnet::set_scope(ecs, echoed_scope(ecs, who.scope));
     *members = match &body {
         Body::Policy { policy, mask, .. } => u64::from(policy.counter) | mask << 32,
         _ => chosen,
@@ -530,6 +534,7 @@ fn lookup<'a, const W: usize>(
     qlen: usize,
     health: u32,
     dnssec_ok: u16,
+    who: &mut Who,
 ) -> Result<(Body<'a>, Counter, u64), Counter> {
     let qtype = key.qtype;
     // One hash for the exact and the node lookup: same name, another type.
@@ -540,7 +545,8 @@ fn lookup<'a, const W: usize>(
         }
         return match value.kind {
             KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain, NO_MEMBERS)),
-            KIND_POLICY => with_no_members(policy(t, value, health)),
+            KIND_POLICY => with_no_members(policy(t, value.policy, health)),
+            KIND_CLIENT => with_no_members(client_set(t, value, health, who)),
             _ => Err(pass_reason(value)),
         };
     }
@@ -651,7 +657,7 @@ fn wildcard<'a, const W: usize>(
             KIND_PLAIN if value.node_flags & PLAIN_ANY_QNAME != 0 => {
                 Ok((Body::Plain(value, None), Counter::AnsweredWildcard))
             }
-            KIND_POLICY => policy(t, value, health),
+            KIND_POLICY => policy(t, value.policy, health),
             _ => Err(Counter::PassNotCached),
         };
     }
@@ -684,7 +690,7 @@ fn signed<'a, const W: usize>(
         Some(value) if value.kind == KIND_POLICY => value,
         _ => return Err(Counter::PassSigned),
     };
-    let (Body::Policy { policy, mask, ttl }, _) = policy(t, value, health)? else {
+    let (Body::Policy { policy, mask, ttl }, _) = policy(t, value.policy, health)? else {
         return Err(Counter::PassSigned);
     };
     key.hash ^= outcome_salt(mask, ttl);
@@ -766,11 +772,124 @@ fn clear_before<const W: usize>(name: &mut [u64; W], at: usize) {
     }
 }
 
-/// Chooses the members of a policy set over the active health buffer: the members'
+/// The address a client-aware set decides by (top-aligned, see `qdns_abi::client`),
+/// and the scope of the decision once made.
+pub struct Who {
+    /// The address.
+    addr: u64,
+    /// An IPv6 address (else IPv4).
+    v6: bool,
+    /// The decision's scope (0 until a client-aware set decides).
+    scope: u8,
+}
+
+/// The client a query is decided by (`qdns_zone::client::client_prefix`): the ECS
+/// prefix when the query has one with SOURCE > 0 (capped at /24 and /56, bits past the
+/// cap cleared), else the packet's source (an IPv4-mapped IPv6 source is that IPv4
+/// client, as user space reads a dual-stack socket's).
+#[inline(always)]
+fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize) -> Result<Who, Counter> {
+    let (family, source) = subnet::family_source(echo);
+    if ecs_len != 0 && source != 0 {
+        let (high, _) = subnet::address(echo);
+        let v6 = family == 2;
+        let cap = if v6 { ECS_CAP_V6 } else { ECS_CAP_V4 };
+        return Ok(Who {
+            addr: high & !subnet::mask_past(source.min(cap)),
+            v6,
+            scope: 0,
+        });
+    }
+    if at.ipv6 {
+        let ip = Window::<16>::at(ctx, at.l3 + 8)?;
+        let (high, low) = (ip.get64_le(0).swap_bytes(), ip.get64_le(8).swap_bytes());
+        if high == 0 && low >> 32 == 0xffff {
+            return Ok(Who {
+                addr: low << 32,
+                v6: false,
+                scope: 0,
+            });
+        }
+        return Ok(Who {
+            addr: high,
+            v6: true,
+            scope: 0,
+        });
+    }
+    let ip = Window::<4>::at(ctx, at.l3 + 12)?;
+    Ok(Who {
+        addr: u64::from(ip.get32_le(0).swap_bytes()) << 32,
+        v6: false,
+        scope: 0,
+    })
+}
+
+/// The SCOPE PREFIX-LENGTH echoed for a decision over `scope` (RFC 7871 §7.2.1): 0 for
+/// SOURCE 0 (§7.1.2), at most the cap when SOURCE was over it (the decision used the
+/// capped prefix).
+#[inline(always)]
+fn echoed_scope(echo: &[u64; ECHO_WORDS], scope: u8) -> u8 {
+    let (family, source) = subnet::family_source(echo);
+    let cap = if family == 2 { ECS_CAP_V6 } else { ECS_CAP_V4 };
+    if source == 0 {
+        0
+    } else if source > cap {
+        scope.min(cap)
+    } else {
+        scope
+    }
+}
+
+/// A client-aware set (SPEC §10): the client's block in the set's table (or the gap
+/// around it), its chain (through the zone's class for geo sets), then the chain's
+/// first healthy member as a policy entry of its own. Records the decision's scope in
+/// `who`.
+#[inline(always)]
+fn client_set<'a>(
+    t: &Tables<'a>,
+    value: &AnswerValue,
+    health: u32,
+    who: &mut Who,
+) -> Result<(Body<'a>, Counter), Counter> {
+    let set = CLIENT_SETS
+        .get(t.bank)
+        .and_then(|sets| sets.get(value.policy))
+        .ok_or(Counter::PassNotLoaded)?;
+    let blocks = CLIENT_BLOCKS.get(t.bank).ok_or(Counter::PassNotLoaded)?;
+    let (first, count, width, long) = if who.v6 {
+        (set.v6_first, set.v6_count, 128, set.flags & CLIENT_V6_LONG)
+    } else {
+        (set.v4_first, set.v4_count, 32, set.flags & CLIENT_V4_LONG)
+    };
+    if long != 0 {
+        return Err(Counter::PassClientAware);
+    }
+    let found = locate(|i| blocks.get(i).copied(), first, count, who.addr, width).ok_or(Counter::PassNotLoaded)?;
+    let chain = match found.value {
+        Some(class) if set.classes != 0 => {
+            if class >= set.classes {
+                return Err(Counter::PassNotLoaded);
+            }
+            *CLASS_CHAINS
+                .get(t.bank)
+                .and_then(|chains| chains.get(set.classes_first + class))
+                .ok_or(Counter::PassNotLoaded)?
+        }
+        Some(chain) => chain,
+        None => 0,
+    };
+    if chain >= set.chains {
+        return Err(Counter::PassNotLoaded);
+    }
+    who.scope = found.scope;
+    policy(t, set.chain_first + chain, health)
+}
+
+/// Chooses the members of policy set `id` over the active health buffer: the members'
 /// health bits index the precomputed decision; weighted sets then draw.
 #[inline(always)]
-fn policy<'a>(t: &Tables<'a>, value: &AnswerValue, health: u32) -> Result<(Body<'a>, Counter), Counter> {
-    let Some(policy) = t.policy_set(value.policy) else {
+fn policy<'a>(t: &Tables<'a>, id: u32, health: u32) -> Result<(Body<'a>, Counter), Counter> {
+    let Some(policy) = t.policy_set(id) else {
         return Err(Counter::PassNotLoaded);
     };
     let Some(bitmap) = HEALTH.get(health) else {
@@ -809,6 +928,7 @@ fn policy<'a>(t: &Tables<'a>, value: &AnswerValue, health: u32) -> Result<(Body<
         POLICY_FAILOVER => (chosen, Counter::AnsweredFailover),
         POLICY_MULTIVALUE => (chosen, Counter::AnsweredMultivalue),
         POLICY_ZONAL => (chosen, Counter::AnsweredZonal),
+        POLICY_CLIENT => (chosen, Counter::AnsweredClient),
         _ => return Err(Counter::PassNotCached),
     };
     Ok((Body::Policy { policy, mask, ttl }, counter))

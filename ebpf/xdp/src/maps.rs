@@ -11,13 +11,14 @@ use qdns_abi::{
         CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL,
         CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
     },
+    client::{ClientBlock, ClientSet},
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
     Counter, ListenKey, LISTEN_PROBES, LISTEN_SLOTS, PORTS_ANY_V4, PORTS_ANY_V6, PORTS_ENTRIES,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V14")]
+#[map(name = "QDNS_STATS_V15")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// Per-CPU answers per policy member (`qdns_abi::answer::ANSWERS_MAP`).
@@ -51,6 +52,12 @@ pub type Large = btf_maps::Array<LargeTail, 1, INNER>;
 pub type Medium = btf_maps::Array<MediumTail, 1, INNER>;
 /// One generation's long names.
 pub type LongNames = btf_maps::Array<LongName, 1, INNER>;
+/// One generation's client-aware sets.
+pub type ClientSets = btf_maps::Array<ClientSet, 1, INNER>;
+/// One generation's client blocks.
+pub type ClientBlocks = btf_maps::Array<ClientBlock, 1, INNER>;
+/// One generation's class chains.
+pub type ClassChains = btf_maps::Array<u32, 1, INNER>;
 
 /// bank → slot table.
 #[btf_map(name = "QDNS_SLOTS_V1")]
@@ -76,6 +83,18 @@ pub static MEDIUM: ArrayOfMaps<Medium, { BANKS as usize }> = ArrayOfMaps::new();
 /// bank → the front words of names over 64 octets.
 #[btf_map(name = "QDNS_LONG_NAMES_V1")]
 pub static LONG_NAMES: ArrayOfMaps<LongNames, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → client-aware sets (`qdns_abi::client`).
+#[btf_map(name = "QDNS_CLIENT_SETS_V1")]
+pub static CLIENT_SETS: ArrayOfMaps<ClientSets, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → the sets' sorted address blocks.
+#[btf_map(name = "QDNS_CLIENT_BLOCKS_V1")]
+pub static CLIENT_BLOCKS: ArrayOfMaps<ClientBlocks, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → geo sets' chain per class.
+#[btf_map(name = "QDNS_CLASS_CHAINS_V1")]
+pub static CLASS_CHAINS: ArrayOfMaps<ClassChains, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// The two health buffers.
 #[map(name = "QDNS_HEALTH_V1")]

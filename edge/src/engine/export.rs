@@ -75,6 +75,10 @@ pub struct PolicyView<'e> {
     pub members: Vec<Option<(&'e [u8], &'e [u8])>>,
     /// Index of member 0's answer counter (`NO_ANSWER_COUNTER`: none).
     pub counter: u32,
+    /// Client-aware sets: the compiled rules.
+    pub client: Option<&'e qdns_zone::client::ClientRules>,
+    /// Geo sets: the zone's class table.
+    pub geo: Option<&'e std::sync::Arc<qdns_zone::client::GeoTable>>,
 }
 
 impl Engine {
@@ -133,6 +137,8 @@ impl super::policy::PolicySet {
                 })
                 .collect(),
             counter: self.counter(),
+            client: self.client_rules(),
+            geo: self.geo_table(),
         }
     }
 }

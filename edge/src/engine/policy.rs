@@ -196,6 +196,16 @@ impl PolicySet {
         }
     }
 
+    /// Client-aware sets: the compiled rules.
+    pub(super) fn client_rules(&self) -> Option<&ClientRules> {
+        self.client.as_deref()
+    }
+
+    /// Geo sets: the zone's class table.
+    pub(super) fn geo_table(&self) -> Option<&Arc<GeoTable>> {
+        self.geo.as_ref()
+    }
+
     /// Member `index`.
     pub(super) fn member(&self, index: usize) -> Option<&MemberAnswer> {
         self.members.get(index)

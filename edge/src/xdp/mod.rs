@@ -28,6 +28,7 @@ use qdns_abi::{
         LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP, MEDIUM_MAX, POLICIES_MAP, POLICIES_MAX, RECORDS_MAP,
         SLOTS_MAP,
     },
+    client::{ClientBlock, ClientSet, CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_SETS_MAP},
     name::FRONT_WORDS,
     slots::Bucket,
     Counter, ListenKey, LISTEN_MAP, PORTS_MAP, STATS_MAP,
@@ -201,6 +202,9 @@ impl XdpProgram {
             LARGE_MAP,
             MEDIUM_MAP,
             LONG_NAMES_MAP,
+            CLIENT_SETS_MAP,
+            CLIENT_BLOCKS_MAP,
+            CLASS_CHAINS_MAP,
             HEALTH_MAP,
             CONFIG_MAP,
             qdns_abi::rrl::RRL_MAP,
@@ -586,6 +590,26 @@ impl XdpProgram {
             bank,
             &filled(LONG_NAMES_MAP, table.long_names.len() + 1, long_names)?,
         )?;
+        let client = &table.client;
+        self.place(
+            CLIENT_BLOCKS_MAP,
+            bank,
+            &filled(CLIENT_BLOCKS_MAP, client.blocks.len(), client.blocks.iter().copied())?,
+        )?;
+        self.place(
+            CLASS_CHAINS_MAP,
+            bank,
+            &filled(
+                CLASS_CHAINS_MAP,
+                client.class_chains.len(),
+                client.class_chains.iter().copied(),
+            )?,
+        )?;
+        self.place(
+            CLIENT_SETS_MAP,
+            bank,
+            &filled(CLIENT_SETS_MAP, client.sets.len(), client.sets.iter().copied())?,
+        )?;
         let records = packed.records.iter().copied();
         self.place(RECORDS_MAP, bank, &filled(RECORDS_MAP, packed.records.len(), records)?)?;
         let buckets = packed.buckets.iter().copied();
@@ -597,7 +621,8 @@ impl XdpProgram {
             + table.policies.len() * size_of::<PolicyValue>()
             + table.large.len() * size_of::<LargeTail>()
             + table.medium.len() * size_of::<MediumTail>()
-            + (table.long_names.len() + 1) * size_of::<LongName>();
+            + (table.long_names.len() + 1) * size_of::<LongName>()
+            + client.bytes();
         Ok((packed.crowded, bytes))
     }
 
@@ -619,6 +644,21 @@ impl XdpProgram {
             LONG_NAMES_MAP,
             bank,
             &filled::<LongName>(LONG_NAMES_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLIENT_SETS_MAP,
+            bank,
+            &filled::<ClientSet>(CLIENT_SETS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLIENT_BLOCKS_MAP,
+            bank,
+            &filled::<ClientBlock>(CLIENT_BLOCKS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLASS_CHAINS_MAP,
+            bank,
+            &filled::<u32>(CLASS_CHAINS_MAP, 0, std::iter::empty())?,
         )?;
         self.place(
             RECORDS_MAP,

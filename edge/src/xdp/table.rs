@@ -12,22 +12,27 @@
 //! computed with the `qdns-abi` selection functions. Referrals: see [`Compiler::referral`].
 use qdns_abi::{
     answer::{
-        fold, sum_words, AnswerKey, AnswerValue, LongName, PolicyKey, PolicyValue, DO_SALT, KIND_NODE, KIND_PASS,
-        KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
-        PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX,
-        SIGNED, TAIL_MAX, WIRE_NAME_MAX,
+        fold, sum_words, AnswerKey, AnswerValue, LongName, PolicyKey, PolicyValue, DO_SALT, KIND_CLIENT, KIND_NODE,
+        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN,
+        NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE,
+        REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
     },
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
 };
 
 use crate::{
-    engine::{export::NodeView, Engine, Transport},
+    engine::{
+        export::{NodeView, PolicyView},
+        Engine, Transport,
+    },
     wire::edns::{opt_record, OPT_LEN},
 };
 
+mod client;
 mod policy;
 mod tails;
 
+use client::ClientTables;
 use policy::{policy_value, unfit_reason, SignedSet};
 pub use tails::Tail;
 use tails::{large_id, large_tail, relocatable, share_large_tails, split_medium_tails, Relocatable};
@@ -47,6 +52,9 @@ pub struct Table {
     /// The front words of names over 64 octets: entry `i` has id `i + 1` (id 0 is the
     /// all-zero front of every shorter name).
     pub long_names: Vec<LongName>,
+    /// Client-aware sets, their blocks and class chains (their chains are policy
+    /// entries).
+    pub client: ClientTables,
 }
 
 /// How many entries of each kind a table holds (for logs and `qdnsctl status`).
@@ -54,8 +62,12 @@ pub struct Table {
 pub struct TableStats {
     /// Precomputed answers.
     pub plain: usize,
-    /// Policy sets.
+    /// Policy sets (client-aware sets: one per chain).
     pub policy: usize,
+    /// Client-aware sets.
+    pub client: usize,
+    /// Their address blocks.
+    pub client_blocks: usize,
     /// Node entries (NODATA / NXDOMAIN).
     pub nodes: usize,
     /// Names and types left to user space.
@@ -88,6 +100,8 @@ impl Table {
             large: self.large.len(),
             medium: self.medium.len(),
             long_names: self.long_names.len(),
+            client: self.client.sets.len(),
+            client_blocks: self.client.blocks.len(),
             ..TableStats::default()
         };
         for (_, value) in &self.answers {
@@ -95,7 +109,7 @@ impl Table {
                 KIND_PLAIN => stats.plain += 1,
                 KIND_NODE if value.node_flags != 0 => stats.nodes += 1,
                 KIND_REFERRAL => stats.referral += 1,
-                KIND_POLICY => {}
+                KIND_POLICY | KIND_CLIENT => {}
                 _ => stats.pass += 1,
             }
         }
@@ -142,6 +156,56 @@ struct Compiler<'e> {
     large: Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
+}
+
+/// A client-aware set's entry: `KIND_CLIENT` naming its rules and chains when the tables
+/// hold them whole, else a pass (`pass_client_aware`). DO=1 queries in a signed zone find
+/// no signed variant (the set's key with `DO_SALT` finds nothing) and pass
+/// (`pass_signed`).
+fn client_entry(
+    client: &mut ClientTables,
+    policies: &mut Vec<(PolicyKey, PolicyValue)>,
+    generation: u32,
+    policy: &PolicyView<'_>,
+    qlen: usize,
+) -> AnswerValue {
+    let Some(id) = client.add(policies, generation, policy, qlen) else {
+        return pass_because(KIND_PASS, REASON_CLIENT_AWARE);
+    };
+    let mut v = pass(KIND_CLIENT);
+    v.policy = id;
+    v
+}
+
+/// A policy set's entry (`KIND_POLICY` naming its decisions, or a pass when they do not
+/// fit) and, in a signed zone, its DO=1 entries per outcome.
+fn policy_entries(
+    c: &mut Compiler<'_>,
+    policies: &mut Vec<(PolicyKey, PolicyValue)>,
+    policy: &PolicyView<'_>,
+    name: &[u8],
+    rtype: u16,
+    signed: bool,
+) -> (AnswerValue, Vec<(AnswerKey, AnswerValue)>) {
+    let generation = c.generation;
+    let id = policies.len() as u32;
+    let Some(p) = policy_value(policy, name.len()) else {
+        return (pass_because(KIND_PASS, unfit_reason(policy.kind)), Vec::new());
+    };
+    let variants = if signed {
+        c.signed_policy(&SignedSet {
+            name,
+            rtype,
+            value: &p,
+            id,
+        })
+    } else {
+        Vec::new()
+    };
+    policies.push((PolicyKey { generation, id }, p));
+    let mut v = pass(KIND_POLICY);
+    v.policy = id;
+    (v, variants)
 }
 
 /// The entries of one exported node: its sets (plain, policy), the chains at a CNAME
@@ -199,27 +263,19 @@ fn node_entries(
                 static_types.push(*rtype);
                 c.plain(node.name, *rtype)
             }
+            Some(policy) if policy.kind.is_client_aware() => client_entry(
+                &mut table.client,
+                &mut table.policies,
+                generation,
+                policy,
+                node.name.len(),
+            ),
             Some(policy) => {
-                let id = table.policies.len() as u32;
-                let Some(p) = policy_value(policy, node.name.len()) else {
-                    push(set_key, pass_because(KIND_PASS, unfit_reason(policy.kind)));
-                    continue;
-                };
-                if signed {
-                    let set = SignedSet {
-                        name: node.name,
-                        rtype: *rtype,
-                        value: &p,
-                        id,
-                    };
-                    for (key, value) in c.signed_policy(&set) {
-                        push(key, value);
-                    }
+                let (value, variants) = policy_entries(c, &mut table.policies, policy, node.name, *rtype, signed);
+                for (key, variant) in variants {
+                    push(key, variant);
                 }
-                table.policies.push((PolicyKey { generation, id }, p));
-                let mut v = pass(KIND_POLICY);
-                v.policy = id;
-                v
+                value
             }
         };
         push(set_key, value);

@@ -80,6 +80,27 @@ pub fn ipv6_udp_frame(dns: &[u8], dst_port: u16) -> Vec<u8> {
     frame
 }
 
+/// `frame` (untagged, from [`ipv4_udp_frame`] or [`ipv6_udp_frame`]) sent from
+/// `source` (an IPv4 source into an IPv4 frame, IPv6 into IPv6; the IPv4 header
+/// checksum follows).
+pub fn from_source(mut frame: Vec<u8>, source: std::net::IpAddr) -> Vec<u8> {
+    match source {
+        std::net::IpAddr::V4(a) => {
+            assert_eq!(frame[12..14], [0x08, 0x00], "an IPv4 frame");
+            frame[14 + 12..14 + 16].copy_from_slice(&a.octets());
+            frame[14 + 10..14 + 12].copy_from_slice(&[0, 0]);
+            let ihl = usize::from(frame[14] & 0x0f) * 4;
+            let sum = !fold(ones_sum(&frame[14..14 + ihl]));
+            frame[14 + 10..14 + 12].copy_from_slice(&sum.to_be_bytes());
+        }
+        std::net::IpAddr::V6(a) => {
+            assert_eq!(frame[12..14], [0x86, 0xdd], "an IPv6 frame");
+            frame[14 + 8..14 + 24].copy_from_slice(&a.octets());
+        }
+    }
+    frame
+}
+
 pub fn vlan(mut frame: Vec<u8>) -> Vec<u8> {
     let tag = [0x81, 0x00, 0x00, 0x64];
     frame.splice(12..12, tag);

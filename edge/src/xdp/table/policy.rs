@@ -4,13 +4,14 @@
 use qdns_abi::{
     answer::{
         fold, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, POLICY_FAILOVER,
-        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, REASON_CLIENT_AWARE, REASON_OTHER,
-        RESPONSE_MAX,
+        DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, POLICY_CLIENT,
+        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, REASON_CLIENT_AWARE,
+        REASON_OTHER, RESPONSE_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     select::{
-        select_failover, select_multivalue, select_zonal, weighted_pick, weighted_pool, WeightedMember, WeightedPool,
+        select_chain, select_failover, select_multivalue, select_zonal, weighted_pick, weighted_pool, WeightedMember,
+        WeightedPool,
     },
 };
 use qdns_zone::PolicyKind;
@@ -167,62 +168,20 @@ pub(super) fn member_blob(records: &[u8]) -> Option<(Vec<u8>, u16)> {
 /// The policy entry, when the set fits the table: ≤ 8 members, no aliases, members of
 /// ≤ 64 octets, every outcome ≤ 512 octets, slots inside the health buffer.
 pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<PolicyValue> {
-    let n = policy.members.len();
-    if n == 0 || n > POLICY_MEMBERS || policy.weighted.len() != n {
-        return None;
-    }
-    let mut value = PolicyValue {
-        kind: match policy.kind {
-            PolicyKind::Weighted => POLICY_WEIGHTED,
-            PolicyKind::Failover => POLICY_FAILOVER,
-            PolicyKind::Multivalue => POLICY_MULTIVALUE,
-            PolicyKind::Zonal => POLICY_ZONAL,
-            PolicyKind::Ip | PolicyKind::Geo => return None,
-        },
-        members: n as u8,
-        always: 0,
-        pad: 0,
-        counter: policy.counter,
-        slots: [0; POLICY_MEMBERS],
-        weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
-        counts: [0; POLICY_MEMBERS],
-        lens: [[0; 2]; POLICY_MEMBERS],
-        sums: [[0; 2]; POLICY_MEMBERS],
-        decision: [0; HEALTH_COMBINATIONS],
-        span: [0; HEALTH_COMBINATIONS],
-        blobs: [[[0; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
+    let kind = match policy.kind {
+        PolicyKind::Weighted => POLICY_WEIGHTED,
+        PolicyKind::Failover => POLICY_FAILOVER,
+        PolicyKind::Multivalue => POLICY_MULTIVALUE,
+        PolicyKind::Zonal => POLICY_ZONAL,
+        PolicyKind::Ip | PolicyKind::Geo => return None,
     };
-    // Members as they appear to the decision: member i is bit i of the combination.
-    let mut synthetic = [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS];
-    let (mut largest, mut total) = (0usize, 0usize);
-    for (i, (member, weighted)) in policy.members.iter().zip(policy.weighted).enumerate() {
-        let (normal, degraded) = (*member)?;
-        let (normal, count) = member_blob(normal)?;
-        let (degraded, _) = member_blob(degraded)?;
-        for (ttl, blob) in [normal, degraded].iter().enumerate() {
-            value.blobs[i][ttl][..blob.len()].copy_from_slice(blob);
-            value.lens[i][ttl] = blob.len() as u16;
-            value.sums[i][ttl] = fold(sum_words(blob, 0));
-        }
-        let size = usize::from(value.lens[i][0].max(value.lens[i][1]));
-        largest = largest.max(size);
-        total += size;
-        value.counts[i] = count;
-        value.weighted[i].weight = weighted.weight;
-        synthetic[i] = WeightedMember {
-            slot: i as u32,
-            weight: weighted.weight,
-        };
-        if weighted.slot == ALWAYS_HEALTHY {
-            value.always |= 1 << i;
-            synthetic[i].slot = ALWAYS_HEALTHY;
-        } else if weighted.slot >= (HEALTH_WORDS as u32) * WORD_BITS {
-            return None;
-        } else {
-            value.slots[i] = weighted.slot;
-            value.weighted[i].slot = weighted.slot;
-        }
-    }
+    let Members {
+        mut value,
+        synthetic,
+        largest,
+        total,
+    } = members(policy, kind)?;
+    let n = synthetic.len();
     let answer = match policy.kind {
         PolicyKind::Weighted | PolicyKind::Failover => largest,
         PolicyKind::Multivalue | PolicyKind::Zonal => total,
@@ -267,4 +226,114 @@ pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<Polic
         value.span[combination] = u16::try_from(span).ok()?;
     }
     Some(value)
+}
+
+/// One chain of a client-aware set (`qdns_abi::client`) as a policy entry: the set's
+/// members, and per health combination the first healthy member of `chain` (none: its
+/// first, fail-open), degraded while a member of the chain is down — the choice
+/// `PolicySet::pick_for_client` makes. An empty chain (no `*` member) gets an entry
+/// without members, which the program passes (`pass_not_cached`).
+pub(super) fn chain_value(policy: &PolicyView<'_>, qlen: usize, chain: &[u8]) -> Option<PolicyValue> {
+    let Members {
+        mut value,
+        synthetic,
+        largest,
+        ..
+    } = members(policy, POLICY_CLIENT)?;
+    if HEADER_LEN + qlen + 4 + largest + OPT_LEN > RESPONSE_MAX {
+        return None;
+    }
+    if chain.is_empty() {
+        value.members = 0;
+        return Some(value);
+    }
+    let slots: Vec<u32> = synthetic.iter().map(|m| m.slot).collect();
+    for combination in 0..HEALTH_COMBINATIONS {
+        let bitmap = [combination as u64];
+        let choice = select_chain(chain, &slots, &bitmap)?;
+        if choice.index as usize >= slots.len() {
+            return None;
+        }
+        let any_unhealthy = chain.iter().any(|&m| {
+            slots
+                .get(usize::from(m))
+                .is_some_and(|&slot| !slot_healthy(&bitmap, slot))
+        });
+        let degraded = policy.has_degraded_ttl && (any_unhealthy || choice.fail_open);
+        value.decision[combination] = 1 << choice.index | if degraded { DECISION_DEGRADED } else { 0 };
+    }
+    Some(value)
+}
+
+/// A set's members as a policy entry (decisions still empty), and what the decisions
+/// are computed over.
+struct Members {
+    value: PolicyValue,
+    /// Member `i` as the decision sees it: slot `i`, or always healthy.
+    synthetic: Vec<WeightedMember>,
+    /// The largest member's records, octets.
+    largest: usize,
+    /// All members' records, octets.
+    total: usize,
+}
+
+/// The members of `policy` in an entry of `kind`, when they fit: ≤ 8, no aliases,
+/// ≤ 64 octets each, slots inside the health buffer.
+fn members(policy: &PolicyView<'_>, kind: u8) -> Option<Members> {
+    let n = policy.members.len();
+    if n == 0 || n > POLICY_MEMBERS || policy.weighted.len() != n {
+        return None;
+    }
+    let mut value = PolicyValue {
+        kind,
+        members: n as u8,
+        always: 0,
+        pad: 0,
+        counter: policy.counter,
+        slots: [0; POLICY_MEMBERS],
+        weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
+        counts: [0; POLICY_MEMBERS],
+        lens: [[0; 2]; POLICY_MEMBERS],
+        sums: [[0; 2]; POLICY_MEMBERS],
+        decision: [0; HEALTH_COMBINATIONS],
+        span: [0; HEALTH_COMBINATIONS],
+        blobs: [[[0; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
+    };
+    // Members as they appear to the decision: member i is bit i of the combination.
+    let mut synthetic = [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS];
+    let (mut largest, mut total) = (0usize, 0usize);
+    for (i, (member, weighted)) in policy.members.iter().zip(policy.weighted).enumerate() {
+        let (normal, degraded) = (*member)?;
+        let (normal, count) = member_blob(normal)?;
+        let (degraded, _) = member_blob(degraded)?;
+        for (ttl, blob) in [normal, degraded].iter().enumerate() {
+            value.blobs[i][ttl][..blob.len()].copy_from_slice(blob);
+            value.lens[i][ttl] = blob.len() as u16;
+            value.sums[i][ttl] = fold(sum_words(blob, 0));
+        }
+        let size = usize::from(value.lens[i][0].max(value.lens[i][1]));
+        largest = largest.max(size);
+        total += size;
+        value.counts[i] = count;
+        value.weighted[i].weight = weighted.weight;
+        synthetic[i] = WeightedMember {
+            slot: i as u32,
+            weight: weighted.weight,
+        };
+        if weighted.slot == ALWAYS_HEALTHY {
+            value.always |= 1 << i;
+            synthetic[i].slot = ALWAYS_HEALTHY;
+        } else if weighted.slot >= (HEALTH_WORDS as u32) * WORD_BITS {
+            return None;
+        } else {
+            value.slots[i] = weighted.slot;
+            value.weighted[i].slot = weighted.slot;
+        }
+    }
+    Some(Members {
+        value,
+        synthetic: synthetic[..n].to_vec(),
+        largest,
+        total,
+    })
 }
