@@ -263,6 +263,20 @@ fn query(name: &str, qtype: u16, id: u16, edns: Edns, dnssec_ok: bool) -> Vec<u8
     msg
 }
 
+/// Signs the zone as control does: DO=1 queries get answers with RRSIGs, a client-aware
+/// set's signed per chain and outcome.
+fn sign(snapshot: &mut qdns_zone::Snapshot) {
+    use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let zone = &mut snapshot.zones[0];
+    zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
+    let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
+    sign_zone(zone, &[key], SignOptions::at(now)).expect("the zone signs");
+}
+
 fn counters(program: &XdpProgram) -> HashMap<&'static str, u64> {
     program.counters().into_iter().collect()
 }
@@ -284,7 +298,7 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
         format!("{ZONE_HEAD}{}", zone_body(&rules, &mut rng)),
     )
     .unwrap();
-    let snapshot = qdns_zone::load_dir_from(
+    let mut snapshot = qdns_zone::load_dir_from(
         &zones,
         1,
         qdns_zone::Sources {
@@ -293,6 +307,7 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
         },
     )
     .expect("the test zone loads");
+    sign(&mut snapshot);
     let engine = Engine::compile(&snapshot).expect("the test zone compiles");
     let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     let stats = program.install(&engine).expect("tables install");
@@ -404,6 +419,8 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
         "{tx_ecs} {tx_v6} {scoped} {rest}"
     );
     assert!(c["pass_client_aware"] > 0, "`wide` over IPv6 passes: {c:?}");
+    // DO=1 queries (the zone is signed) take the answer signed for their chain and outcome.
+    assert!(c["answered_signed"] > 1000, "signed client-aware answers in XDP: {c:?}");
     // Only what the tables cannot hold passes: `wide`'s IPv6 clients.
     assert_eq!(passed.get("other"), None, "{passed:?}; {c:?}");
 }

@@ -8,11 +8,12 @@
 use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
-        outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue, ACTIVE_BANK_SHIFT,
-        DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_CLIENT, KIND_NODE,
-        KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME,
-        PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
-        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED,
+        chain_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
+        ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS,
+        KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
+        PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
+        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL,
+        SIGNED,
     },
     client::{locate, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6},
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
@@ -541,7 +542,7 @@ fn lookup<'a, const W: usize>(
     key.hash = name_hash(name);
     if let Some(value) = find(t, key, name)? {
         if value.node_flags & SIGNED != 0 && dnssec_ok != 0 {
-            return signed(t, key, name, health);
+            return signed(t, key, name, health, who);
         }
         return match value.kind {
             KIND_PLAIN => Ok((Body::Plain(value, None), Counter::AnsweredPlain, NO_MEMBERS)),
@@ -556,7 +557,7 @@ fn lookup<'a, const W: usize>(
             // NODATA in a signed zone: the node's signed variant (the SOA, the name's
             // NSEC, their RRSIGs) is the answer for every type the name lacks.
             if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
-                return signed(t, key, name, health);
+                return signed(t, key, name, health, who);
             }
             return Err(Counter::PassSigned);
         }
@@ -673,27 +674,34 @@ fn wildcard<'a, const W: usize>(
 /// A DO=1 query for a name of a signed zone: the entry's signed variant (the answer with
 /// its RRSIGs, keyed by the name's hash with [`DO_SALT`]), when the tables have one. A
 /// policy set's variant is the set: the members are chosen as for DO=0, and the answer
-/// signed for that outcome is the entry keyed with its [`outcome_salt`] as well; its
-/// members are counted like the unsigned answer's (the third value).
+/// signed for that outcome is the entry keyed with its [`outcome_salt`] as well (a
+/// client-aware set's: its [`chain_outcome_salt`] for the chain the client's block
+/// chose); its members are counted like the unsigned answer's (the third value).
 #[inline(always)]
 fn signed<'a, const W: usize>(
     t: &Tables<'a>,
     key: &mut AnswerKey,
     name: &[u64; W],
     health: u32,
+    who: &mut Who,
 ) -> Result<(Body<'a>, Counter, u64), Counter> {
     key.hash ^= DO_SALT;
-    let value = match find(t, key, name)? {
+    let (chosen, client) = match find(t, key, name)? {
         Some(value) if value.kind == KIND_PLAIN => {
             return Ok((Body::Plain(value, None), Counter::AnsweredSigned, NO_MEMBERS))
         }
-        Some(value) if value.kind == KIND_POLICY => value,
+        Some(value) if value.kind == KIND_POLICY => (policy(t, value.policy, health)?, false),
+        Some(value) if value.kind == KIND_CLIENT => (client_set(t, value, health, who)?, true),
         _ => return Err(Counter::PassSigned),
     };
-    let (Body::Policy { policy, mask, ttl }, _) = policy(t, value.policy, health)? else {
+    let (Body::Policy { policy, mask, ttl }, _) = chosen else {
         return Err(Counter::PassSigned);
     };
-    key.hash ^= outcome_salt(mask, ttl);
+    key.hash ^= if client {
+        chain_outcome_salt(who.chain, mask, ttl)
+    } else {
+        outcome_salt(mask, ttl)
+    };
     match find(t, key, name)? {
         Some(value) if value.kind == KIND_PLAIN => Ok((
             Body::Plain(value, None),
@@ -781,6 +789,8 @@ pub struct Who {
     v6: bool,
     /// The decision's scope (0 until a client-aware set decides).
     scope: u8,
+    /// The chain the set decided on (its index in the set).
+    chain: u32,
 }
 
 /// The client a query is decided by (`qdns_zone::client::client_prefix`): the ECS
@@ -798,6 +808,7 @@ fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize)
             addr: high & !subnet::mask_past(source.min(cap)),
             v6,
             scope: 0,
+            chain: 0,
         });
     }
     if at.ipv6 {
@@ -808,12 +819,14 @@ fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize)
                 addr: low << 32,
                 v6: false,
                 scope: 0,
+                chain: 0,
             });
         }
         return Ok(Who {
             addr: high,
             v6: true,
             scope: 0,
+            chain: 0,
         });
     }
     let ip = Window::<4>::at(ctx, at.l3 + 12)?;
@@ -821,6 +834,7 @@ fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize)
         addr: u64::from(ip.get32_le(0).swap_bytes()) << 32,
         v6: false,
         scope: 0,
+        chain: 0,
     })
 }
 
@@ -882,6 +896,7 @@ fn client_set<'a>(
         return Err(Counter::PassNotLoaded);
     }
     who.scope = found.scope;
+    who.chain = chain;
     policy(t, set.chain_first + chain, health)
 }
 

@@ -159,22 +159,34 @@ struct Compiler<'e> {
 }
 
 /// A client-aware set's entry: `KIND_CLIENT` naming its rules and chains when the tables
-/// hold them whole, else a pass (`pass_client_aware`). DO=1 queries in a signed zone find
-/// no signed variant (the set's key with `DO_SALT` finds nothing) and pass
-/// (`pass_signed`).
+/// hold them whole, else a pass (`pass_client_aware`); in a signed zone, its DO=1
+/// entries per chain and outcome (none when they do not fit: those queries pass,
+/// `pass_signed`).
 fn client_entry(
-    client: &mut ClientTables,
-    policies: &mut Vec<(PolicyKey, PolicyValue)>,
-    generation: u32,
+    c: &mut Compiler<'_>,
+    (client, policies): (&mut ClientTables, &mut Vec<(PolicyKey, PolicyValue)>),
     policy: &PolicyView<'_>,
-    qlen: usize,
-) -> AnswerValue {
-    let Some(id) = client.add(policies, generation, policy, qlen) else {
-        return pass_because(KIND_PASS, REASON_CLIENT_AWARE);
+    name: &[u8],
+    rtype: u16,
+    signed: bool,
+) -> (AnswerValue, Vec<(AnswerKey, AnswerValue)>) {
+    let first_chain = policies.len();
+    let Some(id) = client.add(policies, c.generation, policy, name.len()) else {
+        return (pass_because(KIND_PASS, REASON_CLIENT_AWARE), Vec::new());
+    };
+    let variants = if signed {
+        let chains: Vec<(&PolicyValue, Option<std::net::IpAddr>)> = policies[first_chain..]
+            .iter()
+            .map(|(_, chain)| chain)
+            .zip(client.representatives(id))
+            .collect();
+        c.signed_client(name, rtype, id, &chains)
+    } else {
+        Vec::new()
     };
     let mut v = pass(KIND_CLIENT);
     v.policy = id;
-    v
+    (v, variants)
 }
 
 /// A policy set's entry (`KIND_POLICY` naming its decisions, or a pass when they do not
@@ -263,15 +275,19 @@ fn node_entries(
                 static_types.push(*rtype);
                 c.plain(node.name, *rtype)
             }
-            Some(policy) if policy.kind.is_client_aware() => client_entry(
-                &mut table.client,
-                &mut table.policies,
-                generation,
-                policy,
-                node.name.len(),
-            ),
             Some(policy) => {
-                let (value, variants) = policy_entries(c, &mut table.policies, policy, node.name, *rtype, signed);
+                let (value, variants) = if policy.kind.is_client_aware() {
+                    client_entry(
+                        c,
+                        (&mut table.client, &mut table.policies),
+                        policy,
+                        node.name,
+                        *rtype,
+                        signed,
+                    )
+                } else {
+                    policy_entries(c, &mut table.policies, policy, node.name, *rtype, signed)
+                };
                 for (key, variant) in variants {
                     push(key, variant);
                 }
@@ -496,9 +512,18 @@ impl Compiler<'_> {
 enum Variant<'h> {
     /// The answer to every client that can take it (in a signed zone: to DO=0 ones).
     Plain,
-    /// A signed zone's DO=1 answer: for a policy set, under the health bitmap and the
-    /// weighted draw that give one outcome; else under the engine's own health.
-    Signed(Option<(&'h [u64], u32)>),
+    /// A signed zone's DO=1 answer: for a policy set, under the health, weighted draw
+    /// and client that give one outcome; else under the engine's own health.
+    Signed(Option<Under<'h>>),
+}
+
+/// What gives one outcome of a policy set: a health bitmap, the weighted draw and (for
+/// a client-aware set) a client whose block chooses the chain.
+#[derive(Clone, Copy)]
+struct Under<'h> {
+    bitmap: &'h [u64],
+    draw: u32,
+    client: Option<std::net::IpAddr>,
 }
 
 impl Compiler<'_> {
@@ -718,25 +743,25 @@ fn engine_answer(engine: &Engine, name: &[u8], rtype: u16, out: &mut [u8]) -> Op
 }
 
 /// The engine's response to a DO=1 query (without our OPT), for a signed zone's variant:
-/// under the health and draw given, or the engine's own.
+/// under the health, draw and client given, or the engine's own.
 fn engine_answer_signed(
     engine: &Engine,
     name: &[u8],
     rtype: u16,
     out: &mut [u8],
-    under: Option<(&[u64], u32)>,
+    under: Option<Under<'_>>,
 ) -> Option<Answer> {
     let msg = query(name, rtype, Edns::DnssecOk);
     let dnssec_ok = match under {
-        Some((bitmap, draw)) => engine.respond_under(
+        Some(under) => engine.respond_under(
             &msg,
             out,
             crate::engine::Asked {
                 transport: Transport::Udp,
-                draw,
-                source: None,
+                draw: under.draw,
+                source: under.client,
             },
-            bitmap,
+            under.bitmap,
         )?,
         None => engine.respond_with_draw(&msg, out, Transport::Udp, 0)?,
     };

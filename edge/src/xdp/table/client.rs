@@ -2,7 +2,10 @@
 //! set's blocks (a geo set's are its zone's class table, stored once per zone), a geo
 //! set's chain per class, and each chain as a policy entry, so the program makes the
 //! decision `PolicySet::pick_for_client` makes.
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
 
 use qdns_abi::{
     answer::{PolicyKey, PolicyValue},
@@ -29,6 +32,10 @@ pub struct ClientTables {
     /// Where each zone's class table already is (keyed by the shared table's address).
     geo: HashMap<usize, Ranges>,
 }
+
+/// Per address family of a set: its blocks (first, count), its `CLIENT_*_LONG` flag, one
+/// address's step in top-aligned form, and the address of a top-aligned start.
+type Family = (u32, u32, u32, u64, fn(u64) -> IpAddr);
 
 /// A table's blocks in `blocks`: IPv4 first and count, IPv6 first and count, flags.
 #[derive(Clone, Copy)]
@@ -108,6 +115,64 @@ impl ClientTables {
             ));
         }
         Some(id)
+    }
+
+    /// For each chain of set `id`, a client the program decides on it (the first address
+    /// of a block that gives it, or of a gap for chain 0, the `*` chain), from the
+    /// families the program decides; `None` for a chain no such client reaches. A signed
+    /// set's DO=1 answers are computed for these clients.
+    pub(super) fn representatives(&self, id: u32) -> Vec<Option<IpAddr>> {
+        let Some(set) = self.sets.get(id as usize) else {
+            return Vec::new();
+        };
+        let mut out = vec![None; set.chains as usize];
+        let classes = self
+            .class_chains
+            .get(set.classes_first as usize..)
+            .and_then(|c| c.get(..set.classes as usize))
+            .unwrap_or_default();
+        let chain_of = |value: u32| {
+            if set.classes == 0 {
+                Some(value)
+            } else {
+                classes.get(value as usize).copied()
+            }
+        };
+        let families: [Family; 2] = [
+            (set.v4_first, set.v4_count, CLIENT_V4_LONG, 1 << 32, |a| {
+                IpAddr::V4(Ipv4Addr::from((a >> 32) as u32))
+            }),
+            (set.v6_first, set.v6_count, CLIENT_V6_LONG, 1, |a| {
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) << 64))
+            }),
+        ];
+        for (first, count, long, step, address) in families {
+            if set.flags & long != 0 {
+                continue;
+            }
+            let blocks = self
+                .blocks
+                .get(first as usize..)
+                .and_then(|b| b.get(..count as usize))
+                .unwrap_or_default();
+            // The first address not yet covered by a block (None past the top).
+            let mut next = Some(0u64);
+            for block in blocks {
+                if let Some(gap) = next.filter(|&n| n < block.start) {
+                    if let Some(slot) = out.first_mut() {
+                        slot.get_or_insert(address(gap));
+                    }
+                }
+                if let Some(slot) = chain_of(block.value).and_then(|c| out.get_mut(c as usize)) {
+                    slot.get_or_insert(address(block.start));
+                }
+                next = block.last.checked_add(step);
+            }
+            if let (Some(gap), Some(slot)) = (next, out.first_mut()) {
+                slot.get_or_insert(address(gap));
+            }
+        }
+        out
     }
 
     /// Appends a table's blocks, top-aligned (`qdns_abi::client`).

@@ -1,12 +1,14 @@
 //! Policy sets in the tables: each member's record bytes and a decision per health
 //! combination (computed with the `qdns-abi` selection functions), the DO=1 answers of a
 //! signed zone's set per outcome, and why a set gets no entry.
+use std::net::IpAddr;
+
 use qdns_abi::{
     answer::{
-        fold, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT, DECISION_DEGRADED,
-        DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_PLAIN, KIND_POLICY, MEMBER_BLOB, POLICY_CLIENT,
-        POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, REASON_CLIENT_AWARE,
-        REASON_OTHER, RESPONSE_MAX,
+        chain_outcome_salt, fold, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT,
+        DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_CLIENT, KIND_PLAIN, KIND_POLICY,
+        MEMBER_BLOB, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL,
+        REASON_CLIENT_AWARE, REASON_OTHER, RESPONSE_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     select::{
@@ -16,7 +18,7 @@ use qdns_abi::{
 };
 use qdns_zone::PolicyKind;
 
-use super::{key, pass, Compiler, Variant, HEADER_LEN};
+use super::{key, pass, Compiler, Under, Variant, HEADER_LEN};
 use crate::{engine::export::PolicyView, wire::edns::OPT_LEN};
 
 /// Why a policy set has no table entry: client-aware sets are decided per client in
@@ -35,6 +37,10 @@ pub(super) fn unfit_reason(kind: PolicyKind) -> u8 {
 /// DO=1 queries (`pass_signed`): each outcome is an answer of its own, most of them
 /// medium tails (over 128 octets with the RRSIG).
 pub(super) const SIGNED_OUTCOMES_MAX: usize = 128;
+
+/// Most outcomes of one signed client-aware set over all its chains (a geo set over 50
+/// locations with a fallback member each has about 150).
+const CLIENT_SIGNED_OUTCOMES_MAX: usize = 1024;
 
 /// A signed zone's policy set, as [`Compiler::signed_policy`] compiles it.
 pub(super) struct SignedSet<'a> {
@@ -57,8 +63,6 @@ impl Compiler<'_> {
         let Some((key, _)) = key(self.generation, set.rtype, set.name) else {
             return Vec::new();
         };
-        let value = set.value;
-        let large_before = self.large.len();
         let base = AnswerKey {
             hash: key.hash ^ DO_SALT,
             ..key
@@ -66,6 +70,78 @@ impl Compiler<'_> {
         let mut entry = pass(KIND_POLICY);
         entry.policy = set.id;
         let mut entries = vec![(base, entry)];
+        let large_before = self.large.len();
+        let outcome = Outcomes {
+            name: set.name,
+            rtype: set.rtype,
+            client: None,
+            base,
+        };
+        let mut budget = SIGNED_OUTCOMES_MAX;
+        if self
+            .signed_outcomes(&outcome, set.value, &mut budget, outcome_salt, &mut entries)
+            .is_none()
+        {
+            self.large.truncate(large_before);
+            return Vec::new();
+        }
+        entries
+    }
+
+    /// [`Compiler::signed_policy`] for a client-aware set (`id` in `CLIENT_SETS`): its
+    /// `KIND_CLIENT` entry under the DO=1 key and, for each chain (its policy entry and a
+    /// client whose block chooses it; a chain no client reaches has none) and each
+    /// outcome, the engine's DO=1 answer keyed with the chain's outcome salt.
+    pub(super) fn signed_client(
+        &mut self,
+        name: &[u8],
+        rtype: u16,
+        id: u32,
+        chains: &[(&PolicyValue, Option<IpAddr>)],
+    ) -> Vec<(AnswerKey, AnswerValue)> {
+        let Some((key, _)) = key(self.generation, rtype, name) else {
+            return Vec::new();
+        };
+        let base = AnswerKey {
+            hash: key.hash ^ DO_SALT,
+            ..key
+        };
+        let mut entry = pass(KIND_CLIENT);
+        entry.policy = id;
+        let mut entries = vec![(base, entry)];
+        let large_before = self.large.len();
+        let mut budget = CLIENT_SIGNED_OUTCOMES_MAX;
+        for (chain, (value, client)) in (0u32..).zip(chains) {
+            let Some(client) = *client else { continue };
+            let outcome = Outcomes {
+                name,
+                rtype,
+                client: Some(client),
+                base,
+            };
+            let salt = |mask, ttl| chain_outcome_salt(chain, mask, ttl);
+            if self
+                .signed_outcomes(&outcome, value, &mut budget, salt, &mut entries)
+                .is_none()
+            {
+                self.large.truncate(large_before);
+                return Vec::new();
+            }
+        }
+        entries
+    }
+
+    /// Appends to `entries` the DO=1 answer of each outcome (members and TTL) of the
+    /// policy entry `value`, keyed with `salt(mask, ttl)`; `None` when one does not fit
+    /// the tables or they are more than `budget` (which they take from).
+    fn signed_outcomes(
+        &mut self,
+        outcome: &Outcomes<'_>,
+        value: &PolicyValue,
+        budget: &mut usize,
+        salt: impl Fn(u64, usize) -> u64,
+        entries: &mut Vec<(AnswerKey, AnswerValue)>,
+    ) -> Option<()> {
         let n = usize::from(value.members).min(POLICY_MEMBERS);
         let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
         let mut bitmap = vec![0u64; highest + 1];
@@ -108,20 +184,34 @@ impl Compiler<'_> {
                 if !seen.insert((mask, ttl)) {
                     continue;
                 }
-                let answer = self.plain_with(set.name, set.rtype, Variant::Signed(Some((&bitmap, draw))));
-                if answer.kind != KIND_PLAIN || seen.len() > SIGNED_OUTCOMES_MAX {
-                    self.large.truncate(large_before);
-                    return Vec::new();
+                *budget = budget.checked_sub(1)?;
+                let under = Under {
+                    bitmap: &bitmap,
+                    draw,
+                    client: outcome.client,
+                };
+                let answer = self.plain_with(outcome.name, outcome.rtype, Variant::Signed(Some(under)));
+                if answer.kind != KIND_PLAIN {
+                    return None;
                 }
                 let salted = AnswerKey {
-                    hash: base.hash ^ outcome_salt(mask, ttl),
-                    ..key
+                    hash: outcome.base.hash ^ salt(mask, ttl),
+                    ..outcome.base
                 };
                 entries.push((salted, answer));
             }
         }
-        entries
+        Some(())
     }
+}
+
+/// The question a set's signed outcomes answer, and the client that gives them.
+struct Outcomes<'a> {
+    name: &'a [u8],
+    rtype: u16,
+    client: Option<IpAddr>,
+    /// The set's DO=1 key.
+    base: AnswerKey,
 }
 
 /// The least draw that lands a weighted set's choice on member `i` under
