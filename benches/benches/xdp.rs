@@ -88,6 +88,9 @@ enum Edns {
     Plain,
     /// OPT with DO=1 and a client COOKIE, as BIND sends.
     Resolver,
+    /// OPT, DO=0, and a Client Subnet option for the /24 `a.b.c.0/24`, as a resolver
+    /// with ECS sends (RFC 7871 §11.1).
+    Subnet([u8; 3]),
 }
 
 fn frame(name: &str, qtype: u16, edns: Edns) -> Vec<u8> {
@@ -102,6 +105,11 @@ fn frame(name: &str, qtype: u16, edns: Edns) -> Vec<u8> {
             dns[11] = 1;
             dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
             dns.extend(0x0123_4567_89ab_cdefu64.to_be_bytes());
+        }
+        Edns::Subnet(net) => {
+            dns[11] = 1;
+            dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, 11, 0, 8, 0, 7, 0, 1, 24, 0]);
+            dns.extend(net);
         }
     }
     let mut frame = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
@@ -133,7 +141,22 @@ fn main() {
         std::fs::copy(&path, zones.path().join(path.file_name().expect("file name"))).expect("copy");
     }
     big_zone(zones.path());
-    let mut snapshot = qdns_zone::load_dir(zones.path(), 1).expect("zones");
+    // A country-sized geolocation database (QDNS_GEO_NETWORKS IPv4 networks, default
+    // 400,000) and the zone t.example. of 50 geo sets over it (the `geo` bench's).
+    let mut rng = qdns_testkit::Rng(0x6e0_2029);
+    let db = zones.path().join("country.mmdb");
+    let v4_networks = std::env::var("QDNS_GEO_NETWORKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400_000);
+    let networks = benches::geo::write_country_db(&db, v4_networks, &mut rng);
+    std::fs::write(zones.path().join("geo.toml"), benches::geo::zone(&mut rng)).expect("write zone");
+    let sources = qdns_zone::Sources {
+        geoip_db: Some(&db),
+        location: None,
+    };
+    let mut snapshot = qdns_zone::load_dir_from(zones.path(), 1, sources).expect("zones");
+    std::fs::remove_file(&db).expect("database written");
     // example.net and shop.example signed: their DO=1 answers come from the tables'
     // signed variants (shop.example's policy sets: one per outcome).
     benches::sign_example_net(&mut snapshot);
@@ -171,6 +194,12 @@ fn main() {
     }
     println!("big zone: {} names", big_names());
     println!(
+        "geo zone: {} sets over a database of {networks} networks; {} client-aware sets, {} blocks in the tables",
+        benches::geo::SETS,
+        stats.client,
+        stats.client_blocks
+    );
+    println!(
         "tables: {} plain, {} node, {} policy, {} pass entries, {} crowded; {}.{} MiB of arrays",
         stats.plain,
         stats.nodes,
@@ -199,6 +228,17 @@ fn main() {
     let names_a = random_names(BIG_NAMES, &|i| frame(&format!("h{i}.big.test."), 1, Edns::None));
     let names_resolver = random_names(BIG_NAMES, &|i| frame(&format!("h{i}.big.test."), 1, Edns::Resolver));
     let names_nxdomain = random_names(BIG_NAMES, &|i| frame(&format!("x{i}.big.test."), 1, Edns::None));
+    // ECS /24s anywhere in 1.0.0.0–223.255.255.255, each for one of the 50 geo sets:
+    // the class table's search from a cold start, as many resolvers' clients give it.
+    let geo_ecs = random_names(BIG_NAMES, &|i| {
+        let net = (i as u32).wrapping_mul(0x9e37_79b9) % (223 << 16) + (1 << 16);
+        let [_, a, b, c] = net.to_be_bytes();
+        frame(
+            &format!("geo{}.t.example.", i % benches::geo::SETS),
+            1,
+            Edns::Subnet([a, b, c]),
+        )
+    });
     let cases: Vec<(&str, Vec<Vec<u8>>, u32)> = vec![
         ("floor (empty program)", vec![plain.clone()], 2),
         ("plain A", vec![plain.clone()], 3),
@@ -265,6 +305,17 @@ fn main() {
             "30 A, no EDNS (needs TC: pass)",
             vec![frame("pool.example.com.", 1, Edns::None)],
             2,
+        ),
+        (
+            "geo set + ECS /24 (one client)",
+            vec![frame("geo7.t.example.", 1, Edns::Subnet([81, 2, 69]))],
+            3,
+        ),
+        ("geo sets + ECS /24, random clients", geo_ecs, 3),
+        (
+            "geo set + EDNS, no ECS (packet source)",
+            vec![frame("geo7.t.example.", 1, Edns::Plain)],
+            3,
         ),
         ("A, random names of the big zone", names_a, 3),
         ("A + DO=1, random names of the big zone", names_resolver, 3),

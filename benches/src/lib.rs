@@ -1,6 +1,8 @@
 //! Shared helpers of the qdns benchmarks: the example-zone engine and raw queries.
 #![warn(missing_docs)]
 
+pub mod geo;
+
 use std::path::Path;
 
 use qdns_edge::Engine;

@@ -88,7 +88,8 @@ fn rules(rng: &mut Rng, count: usize) -> Vec<Rule> {
 
 /// The test zone: `near` (A, `ip`, six locations and `*`, health-checked, degraded TTL),
 /// `near6` (AAAA, the same locations), `wide` (A, one IPv6 rule longer than /64:
-/// its IPv6 clients pass) and `geo` (A, `geo` over the database at `db`).
+/// its IPv6 clients pass) and `geo` (A, `geo` over the database at `db`, ten members:
+/// more than a policy entry holds, fewer in each chain).
 fn zone_body(rules: &[Rule], rng: &mut Rng) -> String {
     let mut locations: Vec<Vec<&str>> = vec![Vec::new(); LOCATIONS];
     for rule in rules {
@@ -134,10 +135,15 @@ fn zone_body(rules: &[Rule], rng: &mut Rng) -> String {
          { id = \"far\", cidr = \"w/far\", values = [\"10.7.7.7\"], health_check = \"h0\" },\n\
          { id = \"rest\", cidr = \"*\", values = [\"10.7.7.8\"] },\n]\n\
          \n[[rrset]]\nname = \"geo\"\ntype = \"A\"\npolicy = \"geo\"\nmembers = [\n\
-         { id = \"by\", location = \"DE-BY\", values = [\"10.8.0.1\"], health_check = \"h1\" },\n\
-         { id = \"de\", location = \"DE\", values = [\"10.8.0.2\"], health_check = \"h2\" },\n\
+         { id = \"by\", location = \"DE-BY\", values = [\"10.8.0.0\"], health_check = \"h1\" },\n\
+         { id = \"de\", location = \"DE\", values = [\"10.8.0.1\"], health_check = \"h2\" },\n\
+         { id = \"fr\", location = \"FR\", values = [\"10.8.0.2\"], health_check = \"h0\" },\n\
          { id = \"eu\", location = \"EU\", values = [\"10.8.0.3\"] },\n\
          { id = \"ca\", location = \"US-CA\", values = [\"10.8.0.4\"], health_check = \"h3\" },\n\
+         { id = \"us\", location = \"US\", values = [\"10.8.0.5\"], health_check = \"h1\" },\n\
+         { id = \"na\", location = \"NA\", values = [\"10.8.0.6\"] },\n\
+         { id = \"jp\", location = \"JP\", values = [\"10.8.0.7\"], health_check = \"h2\" },\n\
+         { id = \"as\", location = \"AS\", values = [\"10.8.0.8\"], health_check = \"h3\" },\n\
          { id = \"rest\", location = \"*\", values = [\"10.8.0.9\"] },\n]\n\
          \n[[rrset]]\nname = \"static\"\ntype = \"A\"\nvalues = [\"192.0.2.7\"]\n",
     );
@@ -308,7 +314,13 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
     )
     .expect("the test zone loads");
     sign(&mut snapshot);
-    let engine = Engine::compile(&snapshot).expect("the test zone compiles");
+    let options = qdns_edge::engine::ServeOptions {
+        answer_sets: Some(std::sync::Arc::default()),
+        ..qdns_edge::engine::ServeOptions::default()
+    };
+    let engine = Engine::compile(&snapshot)
+        .expect("the test zone compiles")
+        .with_options(&options);
     let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     let stats = program.install(&engine).expect("tables install");
     assert!(stats.client == 4 && stats.client_blocks > 300, "{stats:?}");
@@ -317,6 +329,8 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
     // Answers whose echoed SCOPE is not 0 (decided by a prefix), and `*` answers.
     let (mut scoped, mut rest) = (0u32, 0u32);
     let mut passed: HashMap<&str, u32> = HashMap::new();
+    // `geo`'s answers by member (its A record is 10.8.0.i for member i).
+    let mut geo_members = [0u64; 10];
     for round in 0..6 {
         if round > 0 {
             let bitmap: Vec<u64> = (0..engine.health().len())
@@ -392,6 +406,13 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
                         scoped += u32::from(scope != 0);
                     }
                     rest += u32::from(sent.windows(4).any(|w| w == [192, 0, 2, 99]));
+                    if name == "geo.t.example." {
+                        // Header, question (15 + 4 octets), then the answer's owner
+                        // pointer, type, class, TTL and length: its RDATA at 43.
+                        let rdata = &sent[43..47];
+                        assert_eq!(rdata[..3], [10, 8, 0], "seed {seed}: {sent:?}");
+                        geo_members[usize::from(rdata[3])] += 1;
+                    }
                 }
                 XDP_PASS => {
                     assert_eq!(
@@ -421,6 +442,18 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
     assert!(c["pass_client_aware"] > 0, "`wide` over IPv6 passes: {c:?}");
     // DO=1 queries (the zone is signed) take the answer signed for their chain and outcome.
     assert!(c["answered_signed"] > 1000, "signed client-aware answers in XDP: {c:?}");
+    // The program counted each `geo` answer at its member's counter (a chain's entry
+    // holds only the chain's members: it names each one's index in the set).
+    let (_, base, members) = engine
+        .counted_sets()
+        .into_iter()
+        .find(|(label, ..)| label == "geo.t.example. A")
+        .expect("the geo set is counted");
+    assert_eq!(members.len(), geo_members.len());
+    for (i, member) in members.iter().enumerate() {
+        assert_eq!(program.answers(base + i as u32), geo_members[i], "member {member}");
+    }
+    assert!(geo_members.iter().filter(|&&n| n > 0).count() >= 6, "{geo_members:?}");
     // Only what the tables cannot hold passes: `wide`'s IPv6 clients.
     assert_eq!(passed.get("other"), None, "{passed:?}; {c:?}");
 }

@@ -33,7 +33,7 @@ pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
 /// see [`PLAIN_MEDIUM`]).
 pub const MEDIUM_MAP: &str = "QDNS_MEDIUM_V1";
 /// Name of the policy tables (array of maps: one [`PolicyValue`] array per bank).
-pub const POLICIES_MAP: &str = "QDNS_POLICIES_V3";
+pub const POLICIES_MAP: &str = "QDNS_POLICIES_V4";
 /// Name of the long-name tables (array of maps: one [`LongName`] array per bank; entry
 /// 0 is all zeros, the front of every name of at most [`NAME_MAX`] octets).
 pub const LONG_NAMES_MAP: &str = "QDNS_LONG_NAMES_V1";
@@ -339,6 +339,10 @@ pub struct PolicyValue {
     pub pad: u8,
     /// Index of member 0's counter in [`ANSWERS_MAP`] ([`NO_ANSWER_COUNTER`]: none).
     pub counter: u32,
+    /// Each member's index in its set: `i` for the other policies; for a chain of a
+    /// client-aware set (which holds only the chain's members, in order) the set's
+    /// member it is, counted at `counter` + this.
+    pub origin: [u16; POLICY_MEMBERS],
     /// Health slot of each member (0 for `always` members).
     pub slots: [u32; POLICY_MEMBERS],
     /// Slot (unused here) and weight of each member, for the weighted draw.
@@ -358,7 +362,7 @@ pub struct PolicyValue {
     /// then degraded TTL.
     pub blobs: [[[u8; MEMBER_BLOB]; 2]; POLICY_MEMBERS],
 }
-const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 4 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
+const _: () = assert!(core::mem::size_of::<PolicyValue>() == 4 + 4 + 16 + 32 + 64 + 16 + 32 + 32 + 512 + 512 + 1024);
 
 /// An element of [`LARGE_MAP`] (at the entry's id). Identical ones are stored once.
 #[repr(C)]

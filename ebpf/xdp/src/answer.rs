@@ -11,9 +11,9 @@ use qdns_abi::{
         chain_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
         ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS,
         KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
-        PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE,
-        POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL,
-        SIGNED,
+        NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS,
+        POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE,
+        REASON_REFERRAL, SIGNED,
     },
     client::{locate, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6},
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
@@ -386,7 +386,7 @@ fn plan<'a, const W: usize>(
     )?;
     subnet::set_scope(ecs, echoed_scope(ecs, who.scope));
     *members = match &body {
-        Body::Policy { policy, mask, .. } => u64::from(policy.counter) | mask << 32,
+        Body::Policy { policy, mask, .. } => counted(policy, *mask),
         _ => chosen,
     };
     Ok((question, large(&tables, body)?, counter))
@@ -703,13 +703,23 @@ fn signed<'a, const W: usize>(
         outcome_salt(mask, ttl)
     };
     match find(t, key, name)? {
-        Some(value) if value.kind == KIND_PLAIN => Ok((
-            Body::Plain(value, None),
-            Counter::AnsweredSigned,
-            u64::from(policy.counter) | mask << 32,
-        )),
+        Some(value) if value.kind == KIND_PLAIN => {
+            Ok((Body::Plain(value, None), Counter::AnsweredSigned, counted(policy, mask)))
+        }
         _ => Err(Counter::PassSigned),
     }
+}
+
+/// The answer counters of `mask`'s members of `policy`: the first counter in the low 32
+/// bits, the members from it above. A client-aware chain's one member is the set's
+/// member `origin`, counted alone at the set's counter plus that.
+#[inline(always)]
+fn counted(policy: &PolicyValue, mask: u64) -> u64 {
+    if policy.kind != POLICY_CLIENT || policy.counter == NO_ANSWER_COUNTER {
+        return u64::from(policy.counter) | mask << 32;
+    }
+    let i = mask.trailing_zeros() as usize & (POLICY_MEMBERS - 1);
+    u64::from(policy.counter.wrapping_add(u32::from(policy.origin[i]))) | 1 << 32
 }
 
 /// An answer whose members (if a policy chose them) the caller takes from its body.

@@ -68,7 +68,7 @@ pub static SLOTS: ArrayOfMaps<Slots, { BANKS as usize }> = ArrayOfMaps::new();
 pub static RECORDS: ArrayOfMaps<Records, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → policy sets.
-#[btf_map(name = "QDNS_POLICIES_V3")]
+#[btf_map(name = "QDNS_POLICIES_V4")]
 pub static POLICIES: ArrayOfMaps<Policies, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → tails over `TAIL_MAX` octets.

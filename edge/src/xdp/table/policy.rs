@@ -318,38 +318,45 @@ pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<Polic
     Some(value)
 }
 
-/// One chain of a client-aware set (`qdns_abi::client`) as a policy entry: the set's
-/// members, and per health combination the first healthy member of `chain` (none: its
-/// first, fail-open), degraded while a member of the chain is down — the choice
-/// `PolicySet::pick_for_client` makes. An empty chain (no `*` member) gets an entry
-/// without members, which the program passes (`pass_not_cached`).
+/// One chain of a client-aware set (`qdns_abi::client`) as a policy entry: the chain's
+/// members in order (≤ 8, however many the set has; `origin` names each in the set),
+/// and per health combination the first healthy one (none: the first, fail-open),
+/// degraded while one of them is down — the choice `PolicySet::pick_for_client` makes.
+/// An empty chain (no `*` member) gets an entry without members, which the program
+/// passes (`pass_not_cached`).
 pub(super) fn chain_value(policy: &PolicyView<'_>, qlen: usize, chain: &[u8]) -> Option<PolicyValue> {
+    let at: Vec<usize> = chain.iter().map(|&m| usize::from(m)).collect();
     let Members {
-        mut value,
+        value,
         synthetic,
         largest,
         ..
-    } = members(policy, POLICY_CLIENT)?;
+    } = members_at(policy, POLICY_CLIENT, &at)?;
     if HEADER_LEN + qlen + 4 + largest + OPT_LEN > RESPONSE_MAX {
         return None;
     }
-    if chain.is_empty() {
-        value.members = 0;
+    chain_decisions(value, &synthetic, policy.has_degraded_ttl)
+}
+
+/// A chain's entry with its decisions: entry member `i` is the chain's `i`th.
+fn chain_decisions(
+    mut value: PolicyValue,
+    synthetic: &[WeightedMember],
+    has_degraded_ttl: bool,
+) -> Option<PolicyValue> {
+    let slots: Vec<u32> = synthetic.iter().map(|m| m.slot).collect();
+    let order: Vec<u8> = (0..slots.len() as u8).collect();
+    if order.is_empty() {
         return Some(value);
     }
-    let slots: Vec<u32> = synthetic.iter().map(|m| m.slot).collect();
     for combination in 0..HEALTH_COMBINATIONS {
         let bitmap = [combination as u64];
-        let choice = select_chain(chain, &slots, &bitmap)?;
+        let choice = select_chain(&order, &slots, &bitmap)?;
         if choice.index as usize >= slots.len() {
             return None;
         }
-        let any_unhealthy = chain.iter().any(|&m| {
-            slots
-                .get(usize::from(m))
-                .is_some_and(|&slot| !slot_healthy(&bitmap, slot))
-        });
-        let degraded = policy.has_degraded_ttl && (any_unhealthy || choice.fail_open);
+        let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
+        let degraded = has_degraded_ttl && (any_unhealthy || choice.fail_open);
         value.decision[combination] = 1 << choice.index | if degraded { DECISION_DEGRADED } else { 0 };
     }
     Some(value)
@@ -371,8 +378,22 @@ struct Members {
 /// ≤ 64 octets each, slots inside the health buffer.
 fn members(policy: &PolicyView<'_>, kind: u8) -> Option<Members> {
     let n = policy.members.len();
-    if n == 0 || n > POLICY_MEMBERS || policy.weighted.len() != n {
+    if n == 0 {
         return None;
+    }
+    let all: Vec<usize> = (0..n).collect();
+    members_at(policy, kind, &all)
+}
+
+/// [`members`] for the set's members at `at` (entry member `i` is the set's `at[i]`).
+fn members_at(policy: &PolicyView<'_>, kind: u8, at: &[usize]) -> Option<Members> {
+    let n = at.len();
+    if n > POLICY_MEMBERS || policy.weighted.len() != policy.members.len() {
+        return None;
+    }
+    let mut origin = [0u16; POLICY_MEMBERS];
+    for (slot, &index) in origin.iter_mut().zip(at) {
+        *slot = u16::try_from(index).ok()?;
     }
     let mut value = PolicyValue {
         kind,
@@ -380,6 +401,7 @@ fn members(policy: &PolicyView<'_>, kind: u8) -> Option<Members> {
         always: 0,
         pad: 0,
         counter: policy.counter,
+        origin,
         slots: [0; POLICY_MEMBERS],
         weighted: [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS],
         counts: [0; POLICY_MEMBERS],
@@ -392,7 +414,8 @@ fn members(policy: &PolicyView<'_>, kind: u8) -> Option<Members> {
     // Members as they appear to the decision: member i is bit i of the combination.
     let mut synthetic = [WeightedMember { slot: 0, weight: 0 }; POLICY_MEMBERS];
     let (mut largest, mut total) = (0usize, 0usize);
-    for (i, (member, weighted)) in policy.members.iter().zip(policy.weighted).enumerate() {
+    for (i, &index) in at.iter().enumerate() {
+        let (member, weighted) = (policy.members.get(index)?, policy.weighted.get(index)?);
         let (normal, degraded) = (*member)?;
         let (normal, count) = member_blob(normal)?;
         let (degraded, _) = member_blob(degraded)?;
