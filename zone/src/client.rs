@@ -101,8 +101,9 @@ impl BlockIndex {
 }
 
 /// For each bucket `h` (and one past the last), the first block whose start's top 16
-/// bits are ≥ `h`.
-fn buckets<A: Bits>(blocks: &[Block<A>]) -> Vec<u32> {
+/// bits are ≥ `h` (the edge's XDP tables hold the same index).
+#[must_use]
+pub fn buckets<A: Bits>(blocks: &[Block<A>]) -> Vec<u32> {
     let mut out = Vec::with_capacity(65_537);
     let mut at = 0usize;
     for bucket in 0..=65_536usize {

@@ -7,6 +7,7 @@
 //!  CLIENT_SETS  → its IPv4 and IPv6 block ranges in CLIENT_BLOCKS, its class chains
 //!  CLIENT_BLOCKS  sorted blocks: start, last, value (chain, or a geo class), length
 //!  CLASS_CHAINS   geo sets: chain of each class of the zone's table
+//!  CLIENT_INDEX   large tables: per 16-bit bucket of the address, its first block
 //!  POLICIES[chain_first + chain] → the chain as a policy entry (POLICY_CLIENT)
 //! ```
 //!
@@ -15,10 +16,24 @@
 //! IPv6 clients to user space, [`CLIENT_V6_LONG`]). The search is [`locate`]: the
 //! block at or before the address, and from it and the next one either the block that
 //! holds the address or the largest prefix around it that meets none — the scope of a
-//! `*` answer — exactly as `qdns_zone::client` finds it.
+//! `*` answer — exactly as `qdns_zone::client` finds it. A family of
+//! [`INDEX_MIN_BLOCKS`] blocks or more also has a first-level index: for each value of
+//! the address's top 16 bits, the first block starting at or above it, so the search
+//! runs over the few blocks of one bucket ([`window`]) instead of all of them — each
+//! step is a map lookup, and a country-sized table is 18 steps deep.
 
 /// Name of the client-aware set tables (array of maps: one [`ClientSet`] array per bank).
-pub const CLIENT_SETS_MAP: &str = "QDNS_CLIENT_SETS_V1";
+pub const CLIENT_SETS_MAP: &str = "QDNS_CLIENT_SETS_V2";
+/// Name of the first-level index tables (array of maps: one `u32` array per bank).
+pub const CLIENT_INDEX_MAP: &str = "QDNS_CLIENT_INDEX_V1";
+/// Blocks of a family from which it gets a first-level index.
+pub const INDEX_MIN_BLOCKS: u32 = 1024;
+/// Leading address bits an index bucket is keyed by.
+pub const INDEX_BITS: u32 = 16;
+/// Entries of one family's index: one per bucket, and the block count after the last.
+pub const INDEX_ENTRIES: u32 = (1 << INDEX_BITS) + 1;
+/// [`ClientSet::v4_index`] / [`ClientSet::v6_index`] of a family without an index.
+pub const NO_INDEX: u32 = u32::MAX;
 /// Name of the block tables (array of maps: one [`ClientBlock`] array per bank).
 pub const CLIENT_BLOCKS_MAP: &str = "QDNS_CLIENT_BLOCKS_V1";
 /// Name of the class-chain tables (array of maps: one `u32` array per bank).
@@ -63,10 +78,15 @@ pub struct ClientSet {
     pub chains: u32,
     /// `CLIENT_*` flags.
     pub flags: u32,
+    /// Where the IPv4 blocks' index starts in [`CLIENT_INDEX_MAP`] ([`NO_INDEX`]: none):
+    /// [`INDEX_ENTRIES`] block numbers, relative to `v4_first`.
+    pub v4_index: u32,
+    /// The same for IPv6.
+    pub v6_index: u32,
     /// Always 0.
     pub pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<ClientSet>() == 40);
+const _: () = assert!(core::mem::size_of::<ClientSet>() == 48);
 
 /// An element of [`CLIENT_BLOCKS_MAP`]: an aligned prefix, top-aligned.
 #[repr(C)]
@@ -93,25 +113,46 @@ pub struct Located {
     pub scope: u8,
 }
 
+/// The bucket of `addr` in a family's index.
+#[inline(always)]
+#[must_use]
+pub const fn bucket(addr: u64) -> u32 {
+    (addr >> (64 - INDEX_BITS)) as u32
+}
+
+/// The blocks (first, count; relative to the family's first) where the search for an
+/// address must look, from its bucket's index entry `at` and the next one `after`, in
+/// a family of `count` blocks: the last block starting before the bucket (it may hold
+/// the address) and the bucket's own. At least one block when `count` is not 0.
+#[inline(always)]
+#[must_use]
+pub fn window(at: u32, after: u32, count: u32) -> (u32, u32) {
+    let first = at.saturating_sub(1).min(count.saturating_sub(1));
+    let end = after.max(first + 1).min(count);
+    (first, end.saturating_sub(first))
+}
+
 /// The block of `count` sorted ones from `first` (read by `block`) around `addr`, or
-/// the scope of the gap it is in; `width` is the family's address width. `None` when a
-/// block cannot be read or there are more than [`BLOCKS_MAX`].
+/// the scope of the gap it is in; `width` is the family's address width. The search
+/// looks at the `window` (first, count; relative to `first`: all of them, or
+/// [`window`]'s from an index). `None` when a block cannot be read, there are more
+/// than [`BLOCKS_MAX`] or the window is not inside the blocks.
 #[inline(always)]
 pub fn locate(
     block: impl Fn(u32) -> Option<ClientBlock>,
-    first: u32,
-    count: u32,
+    (first, count): (u32, u32),
+    window: (u32, u32),
     addr: u64,
     width: u8,
 ) -> Option<Located> {
     if count == 0 {
         return Some(Located { value: None, scope: 0 });
     }
-    if count > BLOCKS_MAX {
+    if count > BLOCKS_MAX || window.1 == 0 || window.0 >= count || window.1 > count - window.0 {
         return None;
     }
     // The last block starting at or before `addr` is in base..base + n.
-    let (mut base, mut n) = (first, count);
+    let (mut base, mut n) = (first + window.0, window.1);
     for _ in 0..SEARCH_STEPS {
         if n <= 1 {
             break;
@@ -181,7 +222,8 @@ mod tests {
         // the zone crate), 192.0.2.0/24 → 2.
         let blocks = v4(&[(0x0a00_0000, 8, 1), (0xc000_0200, 24, 2)]);
         let at = |i: u32| blocks.get(i as usize).copied();
-        let find = |a: u32| locate(at, 0, blocks.len() as u32, u64::from(a) << 32, 32).unwrap();
+        let all = (0, blocks.len() as u32);
+        let find = |a: u32| locate(at, all, all, u64::from(a) << 32, 32).unwrap();
         assert_eq!(
             find(0x0a01_0203),
             Located {
@@ -202,6 +244,25 @@ mod tests {
         assert_eq!(find(1), Located { value: None, scope: 5 });
         // 255.255.255.255: after every block — 224.0.0.0/3 meets none.
         assert_eq!(find(u32::MAX), Located { value: None, scope: 3 });
-        assert_eq!(locate(at, 0, 0, 0, 32), Some(Located { value: None, scope: 0 }));
+        assert_eq!(
+            locate(at, (0, 0), (0, 0), 0, 32),
+            Some(Located { value: None, scope: 0 })
+        );
+        // A window outside the blocks is refused, not read past.
+        assert_eq!(locate(at, all, (1, 2), 0, 32), None);
+        assert_eq!(locate(at, all, (0, 0), 0, 32), None);
+    }
+
+    #[test]
+    fn windows_hold_the_block_before_the_bucket_and_the_buckets_own() {
+        // Bucket empty, blocks before it: the last block before it alone.
+        assert_eq!(window(5, 5, 9), (4, 1));
+        // Bucket with blocks 5..8: from the one before to the bucket's last.
+        assert_eq!(window(5, 8, 9), (4, 4));
+        // No block before the first bucket: block 0 (the search then sees the gap).
+        assert_eq!(window(0, 0, 9), (0, 1));
+        assert_eq!(window(0, 3, 9), (0, 3));
+        // Past the last block: the last block.
+        assert_eq!(window(9, 9, 9), (8, 1));
     }
 }

@@ -8,21 +8,21 @@
 use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
-        chain_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
+        member_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
         ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS,
         KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
         NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS,
         POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE,
         REASON_REFERRAL, SIGNED,
     },
-    client::{locate, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6},
+    client::{bucket, locate, window, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6, NO_INDEX},
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
     select::{weighted_pick, WeightedPool},
     Counter,
 };
 
 use crate::{
-    maps::{self, CLASS_CHAINS, CLIENT_BLOCKS, CLIENT_SETS, HEALTH, RECORDS, SLOTS},
+    maps::{self, CLASS_CHAINS, CLIENT_BLOCKS, CLIENT_INDEX, CLIENT_SETS, HEALTH, RECORDS, SLOTS},
     parse::{u16_at, u64_le_at, u8_at, Offsets, Window},
     rewrite::{self, MOVE_MAX},
     sections::OPT_LEN,
@@ -675,7 +675,7 @@ fn wildcard<'a, const W: usize>(
 /// its RRSIGs, keyed by the name's hash with [`DO_SALT`]), when the tables have one. A
 /// policy set's variant is the set: the members are chosen as for DO=0, and the answer
 /// signed for that outcome is the entry keyed with its [`outcome_salt`] as well (a
-/// client-aware set's: its [`chain_outcome_salt`] for the chain the client's block
+/// client-aware set's: [`member_outcome_salt`] of the set's member the client's chain
 /// chose); its members are counted like the unsigned answer's (the third value).
 #[inline(always)]
 fn signed<'a, const W: usize>(
@@ -698,7 +698,10 @@ fn signed<'a, const W: usize>(
         return Err(Counter::PassSigned);
     };
     key.hash ^= if client {
-        chain_outcome_salt(who.chain, mask, ttl)
+        member_outcome_salt(
+            u32::from(policy.origin[mask.trailing_zeros() as usize & (POLICY_MEMBERS - 1)]),
+            ttl,
+        )
     } else {
         outcome_salt(mask, ttl)
     };
@@ -799,8 +802,6 @@ pub struct Who {
     v6: bool,
     /// The decision's scope (0 until a client-aware set decides).
     scope: u8,
-    /// The chain the set decided on (its index in the set).
-    chain: u32,
 }
 
 /// The client a query is decided by (`qdns_zone::client::client_prefix`): the ECS
@@ -818,7 +819,6 @@ fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize)
             addr: high & !subnet::mask_past(source.min(cap)),
             v6,
             scope: 0,
-            chain: 0,
         });
     }
     if at.ipv6 {
@@ -829,14 +829,12 @@ fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize)
                 addr: low << 32,
                 v6: false,
                 scope: 0,
-                chain: 0,
             });
         }
         return Ok(Who {
             addr: high,
             v6: true,
             scope: 0,
-            chain: 0,
         });
     }
     let ip = Window::<4>::at(ctx, at.l3 + 12)?;
@@ -844,7 +842,6 @@ fn who(ctx: &XdpContext, at: &Offsets, echo: &[u64; ECHO_WORDS], ecs_len: usize)
         addr: u64::from(ip.get32_le(0).swap_bytes()) << 32,
         v6: false,
         scope: 0,
-        chain: 0,
     })
 }
 
@@ -880,15 +877,31 @@ fn client_set<'a>(
         .and_then(|sets| sets.get(value.policy))
         .ok_or(Counter::PassNotLoaded)?;
     let blocks = CLIENT_BLOCKS.get(t.bank).ok_or(Counter::PassNotLoaded)?;
-    let (first, count, width, long) = if who.v6 {
-        (set.v6_first, set.v6_count, 128, set.flags & CLIENT_V6_LONG)
+    let (first, count, width, long, index) = if who.v6 {
+        (
+            set.v6_first,
+            set.v6_count,
+            128,
+            set.flags & CLIENT_V6_LONG,
+            set.v6_index,
+        )
     } else {
-        (set.v4_first, set.v4_count, 32, set.flags & CLIENT_V4_LONG)
+        (set.v4_first, set.v4_count, 32, set.flags & CLIENT_V4_LONG, set.v4_index)
     };
     if long != 0 {
         return Err(Counter::PassClientAware);
     }
-    let found = locate(|i| blocks.get(i).copied(), first, count, who.addr, width).ok_or(Counter::PassNotLoaded)?;
+    // A large family: only the blocks of the address's bucket (two index reads).
+    let search = if index == NO_INDEX {
+        (0, count)
+    } else {
+        let indexes = CLIENT_INDEX.get(t.bank).ok_or(Counter::PassNotLoaded)?;
+        let at = index.wrapping_add(bucket(who.addr));
+        let entry = |i: u32| indexes.get(i).copied().ok_or(Counter::PassNotLoaded);
+        window(entry(at)?, entry(at.wrapping_add(1))?, count)
+    };
+    let found =
+        locate(|i| blocks.get(i).copied(), (first, count), search, who.addr, width).ok_or(Counter::PassNotLoaded)?;
     let chain = match found.value {
         Some(class) if set.classes != 0 => {
             if class >= set.classes {
@@ -906,7 +919,6 @@ fn client_set<'a>(
         return Err(Counter::PassNotLoaded);
     }
     who.scope = found.scope;
-    who.chain = chain;
     policy(t, set.chain_first + chain, health)
 }
 

@@ -58,6 +58,8 @@ pub type ClientSets = btf_maps::Array<ClientSet, 1, INNER>;
 pub type ClientBlocks = btf_maps::Array<ClientBlock, 1, INNER>;
 /// One generation's class chains.
 pub type ClassChains = btf_maps::Array<u32, 1, INNER>;
+/// One generation's first-level block indexes.
+pub type ClientIndex = btf_maps::Array<u32, 1, INNER>;
 
 /// bank → slot table.
 #[btf_map(name = "QDNS_SLOTS_V1")]
@@ -85,7 +87,7 @@ pub static MEDIUM: ArrayOfMaps<Medium, { BANKS as usize }> = ArrayOfMaps::new();
 pub static LONG_NAMES: ArrayOfMaps<LongNames, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → client-aware sets (`qdns_abi::client`).
-#[btf_map(name = "QDNS_CLIENT_SETS_V1")]
+#[btf_map(name = "QDNS_CLIENT_SETS_V2")]
 pub static CLIENT_SETS: ArrayOfMaps<ClientSets, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → the sets' sorted address blocks.
@@ -95,6 +97,10 @@ pub static CLIENT_BLOCKS: ArrayOfMaps<ClientBlocks, { BANKS as usize }> = ArrayO
 /// bank → geo sets' chain per class.
 #[btf_map(name = "QDNS_CLASS_CHAINS_V1")]
 pub static CLASS_CHAINS: ArrayOfMaps<ClassChains, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → large block tables' first-level indexes (`qdns_abi::client::window`).
+#[btf_map(name = "QDNS_CLIENT_INDEX_V1")]
+pub static CLIENT_INDEX: ArrayOfMaps<ClientIndex, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// The two health buffers.
 #[map(name = "QDNS_HEALTH_V1")]

@@ -28,7 +28,7 @@ use qdns_abi::{
         LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP, MEDIUM_MAX, POLICIES_MAP, POLICIES_MAX, RECORDS_MAP,
         SLOTS_MAP,
     },
-    client::{ClientBlock, ClientSet, CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_SETS_MAP},
+    client::{ClientBlock, ClientSet, CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_INDEX_MAP, CLIENT_SETS_MAP},
     name::FRONT_WORDS,
     slots::Bucket,
     Counter, ListenKey, LISTEN_MAP, PORTS_MAP, STATS_MAP,
@@ -205,6 +205,7 @@ impl XdpProgram {
             CLIENT_SETS_MAP,
             CLIENT_BLOCKS_MAP,
             CLASS_CHAINS_MAP,
+            CLIENT_INDEX_MAP,
             HEALTH_MAP,
             CONFIG_MAP,
             qdns_abi::rrl::RRL_MAP,
@@ -606,6 +607,11 @@ impl XdpProgram {
             )?,
         )?;
         self.place(
+            CLIENT_INDEX_MAP,
+            bank,
+            &filled(CLIENT_INDEX_MAP, client.index.len(), client.index.iter().copied())?,
+        )?;
+        self.place(
             CLIENT_SETS_MAP,
             bank,
             &filled(CLIENT_SETS_MAP, client.sets.len(), client.sets.iter().copied())?,
@@ -659,6 +665,11 @@ impl XdpProgram {
             CLASS_CHAINS_MAP,
             bank,
             &filled::<u32>(CLASS_CHAINS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLIENT_INDEX_MAP,
+            bank,
+            &filled::<u32>(CLIENT_INDEX_MAP, 0, std::iter::empty())?,
         )?;
         self.place(
             RECORDS_MAP,

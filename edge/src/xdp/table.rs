@@ -68,6 +68,8 @@ pub struct TableStats {
     pub client: usize,
     /// Their address blocks.
     pub client_blocks: usize,
+    /// Block tables of one family searched through a first-level index.
+    pub client_indexed: usize,
     /// Node entries (NODATA / NXDOMAIN).
     pub nodes: usize,
     /// Names and types left to user space.
@@ -102,6 +104,7 @@ impl Table {
             long_names: self.long_names.len(),
             client: self.client.sets.len(),
             client_blocks: self.client.blocks.len(),
+            client_indexed: self.client.index.len() / qdns_abi::client::INDEX_ENTRIES as usize,
             ..TableStats::default()
         };
         for (_, value) in &self.answers {

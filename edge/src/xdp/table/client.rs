@@ -9,9 +9,9 @@ use std::{
 
 use qdns_abi::{
     answer::{PolicyKey, PolicyValue},
-    client::{ClientBlock, ClientSet, BLOCKS_MAX, CLIENT_V4_LONG, CLIENT_V6_LONG},
+    client::{ClientBlock, ClientSet, BLOCKS_MAX, CLIENT_V4_LONG, CLIENT_V6_LONG, INDEX_MIN_BLOCKS, NO_INDEX},
 };
-use qdns_zone::client::Block;
+use qdns_zone::client::{buckets, Bits, Block};
 
 use super::policy::chain_value;
 use crate::engine::export::PolicyView;
@@ -29,6 +29,8 @@ pub struct ClientTables {
     pub blocks: Vec<ClientBlock>,
     /// `CLASS_CHAINS`: geo sets' chain per class.
     pub class_chains: Vec<u32>,
+    /// `CLIENT_INDEX`: the first-level indexes of the large block tables.
+    pub index: Vec<u32>,
     /// Where each zone's class table already is (keyed by the shared table's address).
     geo: HashMap<usize, Ranges>,
 }
@@ -43,6 +45,9 @@ struct Ranges {
     v4: (u32, u32),
     v6: (u32, u32),
     flags: u32,
+    /// Where each family's index starts in `index` ([`NO_INDEX`]: none).
+    v4_index: u32,
+    v6_index: u32,
 }
 
 impl ClientTables {
@@ -51,7 +56,7 @@ impl ClientTables {
     pub fn bytes(&self) -> usize {
         self.sets.len().max(1) * size_of::<ClientSet>()
             + self.blocks.len().max(1) * size_of::<ClientBlock>()
-            + self.class_chains.len().max(1) * size_of::<u32>()
+            + (self.class_chains.len().max(1) + self.index.len().max(1)) * size_of::<u32>()
     }
 
     /// Adds the client-aware set `policy` owned by a name of `qlen` octets: its chains
@@ -102,6 +107,8 @@ impl ClientTables {
             chain_first,
             chains: u32::try_from(chains.len()).ok()?,
             flags: ranges.flags,
+            v4_index: ranges.v4_index,
+            v6_index: ranges.v6_index,
             pad: 0,
         });
         self.class_chains.extend_from_slice(classes);
@@ -204,10 +211,28 @@ impl ClientTables {
         if v4.len() > BLOCKS_MAX as usize {
             flags |= CLIENT_V4_LONG;
         }
+        let v4_index = self.push_index(v4);
+        let v6_index = self.push_index(v6);
         Ranges {
             v4: (v4_first, v4.len() as u32),
             v6: (v6_first, v6.len() as u32),
             flags,
+            v4_index,
+            v6_index,
         }
+    }
+
+    /// The first-level index of `blocks` (`qdns_zone::client::buckets`, relative to the
+    /// family's first block), when they are [`INDEX_MIN_BLOCKS`] or more: where it
+    /// starts in `index`, or [`NO_INDEX`].
+    fn push_index<A: Bits>(&mut self, blocks: &[Block<A>]) -> u32 {
+        if blocks.len() < INDEX_MIN_BLOCKS as usize {
+            return NO_INDEX;
+        }
+        let Ok(at) = u32::try_from(self.index.len()) else {
+            return NO_INDEX;
+        };
+        self.index.extend(buckets(blocks));
+        at
     }
 }

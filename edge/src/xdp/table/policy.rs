@@ -1,11 +1,11 @@
 //! Policy sets in the tables: each member's record bytes and a decision per health
 //! combination (computed with the `qdns-abi` selection functions), the DO=1 answers of a
 //! signed zone's set per outcome, and why a set gets no entry.
-use std::net::IpAddr;
+use std::{collections::HashSet, net::IpAddr};
 
 use qdns_abi::{
     answer::{
-        chain_outcome_salt, fold, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT,
+        fold, member_outcome_salt, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT,
         DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_CLIENT, KIND_PLAIN, KIND_POLICY,
         MEMBER_BLOB, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL,
         REASON_CLIENT_AWARE, REASON_OTHER, RESPONSE_MAX,
@@ -38,8 +38,8 @@ pub(super) fn unfit_reason(kind: PolicyKind) -> u8 {
 /// medium tails (over 128 octets with the RRSIG).
 pub(super) const SIGNED_OUTCOMES_MAX: usize = 128;
 
-/// Most outcomes of one signed client-aware set over all its chains (a geo set over 50
-/// locations with a fallback member each has about 150).
+/// Most outcomes of one signed client-aware set: each is a member with one of two TTLs,
+/// whichever chains choose it.
 const CLIENT_SIGNED_OUTCOMES_MAX: usize = 1024;
 
 /// A signed zone's policy set, as [`Compiler::signed_policy`] compiles it.
@@ -77,9 +77,12 @@ impl Compiler<'_> {
             client: None,
             base,
         };
-        let mut budget = SIGNED_OUTCOMES_MAX;
+        let mut seen = Seen {
+            salts: HashSet::new(),
+            budget: SIGNED_OUTCOMES_MAX,
+        };
         if self
-            .signed_outcomes(&outcome, set.value, &mut budget, outcome_salt, &mut entries)
+            .signed_outcomes(&outcome, set.value, &mut seen, outcome_salt, &mut entries)
             .is_none()
         {
             self.large.truncate(large_before);
@@ -89,9 +92,10 @@ impl Compiler<'_> {
     }
 
     /// [`Compiler::signed_policy`] for a client-aware set (`id` in `CLIENT_SETS`): its
-    /// `KIND_CLIENT` entry under the DO=1 key and, for each chain (its policy entry and a
-    /// client whose block chooses it; a chain no client reaches has none) and each
-    /// outcome, the engine's DO=1 answer keyed with the chain's outcome salt.
+    /// `KIND_CLIENT` entry under the DO=1 key and, for each member and TTL some chain
+    /// can answer with (a chain given as its policy entry and a client whose block
+    /// chooses it; a chain no client reaches has none), the engine's DO=1 answer keyed
+    /// with the member's outcome salt — the same answer whichever chain chose it.
     pub(super) fn signed_client(
         &mut self,
         name: &[u8],
@@ -110,8 +114,11 @@ impl Compiler<'_> {
         entry.policy = id;
         let mut entries = vec![(base, entry)];
         let large_before = self.large.len();
-        let mut budget = CLIENT_SIGNED_OUTCOMES_MAX;
-        for (chain, (value, client)) in (0u32..).zip(chains) {
+        let mut seen = Seen {
+            salts: HashSet::new(),
+            budget: CLIENT_SIGNED_OUTCOMES_MAX,
+        };
+        for (value, client) in chains {
             let Some(client) = *client else { continue };
             let outcome = Outcomes {
                 name,
@@ -119,9 +126,13 @@ impl Compiler<'_> {
                 client: Some(client),
                 base,
             };
-            let salt = |mask, ttl| chain_outcome_salt(chain, mask, ttl);
+            // A chain's entry chooses one of its members: the set's `origin`.
+            let salt = |mask: u64, ttl| {
+                let i = mask.trailing_zeros() as usize % POLICY_MEMBERS;
+                member_outcome_salt(u32::from(value.origin[i]), ttl)
+            };
             if self
-                .signed_outcomes(&outcome, value, &mut budget, salt, &mut entries)
+                .signed_outcomes(&outcome, value, &mut seen, salt, &mut entries)
                 .is_none()
             {
                 self.large.truncate(large_before);
@@ -132,20 +143,19 @@ impl Compiler<'_> {
     }
 
     /// Appends to `entries` the DO=1 answer of each outcome (members and TTL) of the
-    /// policy entry `value`, keyed with `salt(mask, ttl)`; `None` when one does not fit
-    /// the tables or they are more than `budget` (which they take from).
+    /// policy entry `value` not `seen` yet, keyed with `salt(mask, ttl)`; `None` when
+    /// one does not fit the tables or they are more than `seen`'s budget.
     fn signed_outcomes(
         &mut self,
         outcome: &Outcomes<'_>,
         value: &PolicyValue,
-        budget: &mut usize,
+        seen: &mut Seen,
         salt: impl Fn(u64, usize) -> u64,
         entries: &mut Vec<(AnswerKey, AnswerValue)>,
     ) -> Option<()> {
         let n = usize::from(value.members).min(POLICY_MEMBERS);
         let highest = value.slots.iter().take(n).map(|&s| s as usize / 64).max().unwrap_or(0);
         let mut bitmap = vec![0u64; highest + 1];
-        let mut seen = std::collections::HashSet::new();
         for combination in 0..1usize << n {
             // Members sharing a health check are up or down together: a combination that
             // splits them never happens, and its bitmap could not give it (one slot, two
@@ -181,10 +191,11 @@ impl Compiler<'_> {
                 vec![(chosen, 0)]
             };
             for (mask, draw) in outcomes {
-                if !seen.insert((mask, ttl)) {
+                let salt = salt(mask, ttl);
+                if !seen.salts.insert(salt) {
                     continue;
                 }
-                *budget = budget.checked_sub(1)?;
+                seen.budget = seen.budget.checked_sub(1)?;
                 let under = Under {
                     bitmap: &bitmap,
                     draw,
@@ -195,7 +206,7 @@ impl Compiler<'_> {
                     return None;
                 }
                 let salted = AnswerKey {
-                    hash: outcome.base.hash ^ salt(mask, ttl),
+                    hash: outcome.base.hash ^ salt,
                     ..outcome.base
                 };
                 entries.push((salted, answer));
@@ -203,6 +214,13 @@ impl Compiler<'_> {
         }
         Some(())
     }
+}
+
+/// The outcomes (by salt) a set's signed answers are compiled for so far, and how many
+/// more it may take.
+struct Seen {
+    salts: HashSet<u64>,
+    budget: usize,
 }
 
 /// The question a set's signed outcomes answer, and the client that gives them.
