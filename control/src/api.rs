@@ -507,8 +507,21 @@ pub struct Candidate {
     pub healthy: bool,
     /// Why.
     pub why: String,
+    /// Its smoothed round trip in microseconds, as this location's own checkers measure
+    /// it (members with a probed check, once measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_us: Option<u64>,
     /// What it answers with.
     pub answers: MemberAnswer,
+}
+
+impl Candidate {
+    /// The round trip for people: `20.4 ms`, or `-`.
+    #[must_use]
+    pub fn rtt_text(&self) -> String {
+        self.rtt_us
+            .map_or_else(|| "-".to_owned(), |us| format!("{}.{} ms", us / 1000, us % 1000 / 100))
+    }
 }
 
 /// A member's answer in `explain`.
@@ -748,6 +761,7 @@ mod tests {
                                 cidr: Some("edges/eu".into()),
                                 healthy: true,
                                 why: "ok".into(),
+                                rtt_us: Some(20_400),
                                 answers: MemberAnswer::Records {
                                     records: 1,
                                     values: vec!["192.0.2.1".into()],
@@ -761,6 +775,7 @@ mod tests {
                                 cidr: None,
                                 healthy: false,
                                 why: "down".into(),
+                                rtt_us: None,
                                 answers: MemberAnswer::Alias {
                                     alias: "b.example.".into(),
                                 },

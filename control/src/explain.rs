@@ -153,6 +153,46 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
     }
 }
 
+/// Each member of `policy` as explain shows it.
+fn candidates(
+    state: &State,
+    zone: &qdns_zone::Zone,
+    policy: &qdns_zone::Policy,
+    rtype: u16,
+    slots: &[u32],
+    bitmap: &[u64],
+) -> Vec<Candidate> {
+    let values = |rdata: &[Vec<u8>]| -> Vec<String> { rdata.iter().map(|r| rdata_text(rtype, r)).collect() };
+    policy
+        .members
+        .iter()
+        .zip(slots)
+        .enumerate()
+        .map(|(i, (m, &slot))| Candidate {
+            id: m.id.clone(),
+            weight: (policy.kind == PolicyKind::Weighted).then_some(m.weight),
+            role: (policy.kind == PolicyKind::Failover)
+                .then(|| if i == 0 { "primary" } else { "secondary" }.to_owned()),
+            check: m.check.clone(),
+            cidr: policy.client.as_ref().and_then(|r| r.labels.get(i)).cloned(),
+            healthy: slot_healthy(bitmap, slot),
+            why: why(state, slot),
+            rtt_us: state
+                .member_round_trip(zone, m)
+                .map(|trip| u64::try_from(trip.smoothed.as_micros()).unwrap_or(u64::MAX)),
+            answers: match &m.answer {
+                Answer::Values(rdata) => MemberAnswer::Records {
+                    records: rdata.len(),
+                    values: values(rdata),
+                },
+                Answer::Alias { target } => MemberAnswer::Alias {
+                    alias: name::to_text(target),
+                },
+            },
+        })
+        .collect()
+}
+
 /// The `explain NAME TYPE [--client ADDR[/LEN]]` result.
 pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>) -> Result<Explanation, ApiError> {
     let code = type_code(rtype).ok_or_else(|| ApiError::bad_argument(format!("unknown type {rtype:?}")))?;
@@ -180,31 +220,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
     };
     let slots: Vec<u32> = policy.members.iter().map(|m| global(zone.slot_base, m.slot)).collect();
     let fail_open = fails_open(zone, set, bitmap);
-    let candidates: Vec<Candidate> = policy
-        .members
-        .iter()
-        .zip(&slots)
-        .enumerate()
-        .map(|(i, (m, &slot))| Candidate {
-            id: m.id.clone(),
-            weight: (policy.kind == PolicyKind::Weighted).then_some(m.weight),
-            role: (policy.kind == PolicyKind::Failover)
-                .then(|| if i == 0 { "primary" } else { "secondary" }.to_owned()),
-            check: m.check.clone(),
-            cidr: policy.client.as_ref().and_then(|r| r.labels.get(i)).cloned(),
-            healthy: slot_healthy(bitmap, slot),
-            why: why(state, slot),
-            answers: match &m.answer {
-                Answer::Values(rdata) => MemberAnswer::Records {
-                    records: rdata.len(),
-                    values: values(rdata),
-                },
-                Answer::Alias { target } => MemberAnswer::Alias {
-                    alias: name::to_text(target),
-                },
-            },
-        })
-        .collect();
+    let candidates = candidates(state, zone, policy, set.rtype, &slots, bitmap);
     let (distribution, client) = match policy.client.as_deref() {
         Some(rules) => client::explain(rules, zone.geo.as_deref(), asked_for, &policy.members, &slots, bitmap)?,
         None => (

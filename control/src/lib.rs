@@ -34,6 +34,7 @@ pub mod quorum;
 pub mod remote;
 pub mod report;
 pub mod report_listener;
+pub mod round_trips;
 pub mod special_use;
 pub mod state;
 pub mod status_page;
@@ -176,6 +177,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.deny_special_use_targets = config.settings.deny_special_use_targets;
     state.geoip_db.clone_from(&config.settings.geoip_db);
     state.location.clone_from(&config.location);
+    state.region.clone_from(&config.settings.region);
     state.expire();
     let _ = state.recompute();
     for zone in &state.snapshot.zones {

@@ -47,6 +47,7 @@ pub fn render(state: &State) -> String {
     r.register("health_seq", "Health deltas sent for the current snapshot", gauge(seq));
     register_checks(&mut r, state);
     register_sets_and_edges(&mut r, state);
+    register_round_trips(&mut r, state);
     register_counters(&mut r, state);
     let mut out = String::new();
     if encode(&mut out, &r).is_err() {
@@ -145,6 +146,32 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
         "edge_snapshot_version",
         "Snapshot version each connected edge acknowledged",
         edges,
+    );
+}
+
+/// Each policy member's smoothed round trip as this location's own checkers measure it
+/// (members with a probed check, once measured).
+fn register_round_trips(r: &mut Registry, state: &State) {
+    let round_trips = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for zone in &state.snapshot.zones {
+        for set in &zone.rrsets {
+            let Some(policy) = &set.policy else { continue };
+            for member in &policy.members {
+                if let Some(trip) = state.member_round_trip(zone, member) {
+                    round_trips
+                        .get_or_create(&vec![
+                            ("rrset".to_owned(), crate::state::set_label(set)),
+                            ("member".to_owned(), member.id.clone()),
+                        ])
+                        .set(trip.smoothed.as_secs_f64());
+                }
+            }
+        }
+    }
+    r.register(
+        "control_member_rtt_seconds",
+        "Smoothed round trip (time to first byte, or connect time for TCP checks) of each policy member, as this location's checkers measure it",
+        round_trips,
     );
 }
 

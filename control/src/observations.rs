@@ -157,6 +157,7 @@ mod tests {
             at,
             checker: checker.into(),
             region: format!("r-{checker}"),
+            timing: None,
         }
     }
 

@@ -184,10 +184,46 @@ impl Keys {
     }
 }
 
-/// Signs `report` with `key`.
+/// What a report carries after its [`Report`] (issue 30): fields a location that
+/// predates them skips (postcard decoding ignores what follows a value), and that a
+/// location reading a report without them does not require. Later versions append
+/// their fields after these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Extension {
+    /// [`EXTENSION_VERSION`] of the checker that wrote it.
+    version: u16,
+    /// Each observation's probe timing, in the observations' order.
+    timings: Vec<Option<crate::checker::probe::Timing>>,
+}
+
+/// The [`Extension`] this build writes.
+const EXTENSION_VERSION: u16 = 1;
+
+/// Signs `report` with `key`: the body is the report, then its [`Extension`].
 pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, String> {
-    let body = postcard::to_stdvec(report).map_err(|e| e.to_string())?;
+    let mut body = postcard::to_stdvec(report).map_err(|e| e.to_string())?;
+    let extension = Extension {
+        version: EXTENSION_VERSION,
+        timings: report.observations.iter().map(|o| o.timing).collect(),
+    };
+    body.extend(postcard::to_stdvec(&extension).map_err(|e| e.to_string())?);
     seal(&report.checker, body, key)
+}
+
+/// A report's body: the [`Report`], with its [`Extension`] applied when it has one.
+fn decode(body: &[u8]) -> Result<Report, Reject> {
+    let (mut report, rest): (Report, &[u8]) = postcard::take_from_bytes(body).map_err(|_| Reject::Malformed)?;
+    if rest.is_empty() {
+        return Ok(report);
+    }
+    let (extension, _later): (Extension, &[u8]) = postcard::take_from_bytes(rest).map_err(|_| Reject::Malformed)?;
+    if extension.timings.len() != report.observations.len() {
+        return Err(Reject::Malformed);
+    }
+    for (observation, timing) in report.observations.iter_mut().zip(extension.timings) {
+        observation.timing = timing;
+    }
+    Ok(report)
 }
 
 /// Signs an encoded body as `checker`'s with `key` (whatever the body holds: tests and
@@ -225,7 +261,7 @@ pub fn verify<S: std::hash::BuildHasher>(
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|_| Reject::BadSignature)?;
     mac.update(&signed.body);
     mac.verify_slice(&signed.mac).map_err(|_| Reject::BadSignature)?;
-    let report: Report = postcard::from_bytes(&signed.body).map_err(|_| Reject::Malformed)?;
+    let report = decode(&signed.body)?;
     if report.checker != signed.checker {
         return Err(Reject::BadSignature);
     }
@@ -301,6 +337,55 @@ mod tests {
             sent_at,
             observations: Vec::new(),
         }
+    }
+
+    fn observation(timing: Option<crate::checker::probe::Timing>) -> crate::checker::Observation {
+        crate::checker::Observation {
+            check: "z./c".to_owned(),
+            healthy: true,
+            success: timing.is_some(),
+            reason: "ok".to_owned(),
+            at: 1000,
+            checker: "c1".to_owned(),
+            region: "eu".to_owned(),
+            timing,
+        }
+    }
+
+    #[test]
+    fn timings_travel_in_the_extension_and_old_and_new_bodies_both_read() {
+        let timing = crate::checker::probe::Timing {
+            connect_us: 3_100,
+            first_byte_us: Some(20_400),
+        };
+        let mut sent = report(30, 1000);
+        sent.observations = vec![observation(Some(timing)), observation(None)];
+        let signed = sign(&sent, &[7u8; 32]).unwrap();
+        let got = verify(&signed, &keys(), "fra", &mut HashMap::new(), 1000).unwrap();
+        assert_eq!(got, sent, "timings come back through the extension");
+        // A location that predates the extension decodes the report as before (postcard
+        // ignores what follows), without the timings.
+        let old: Report = postcard::from_bytes(&signed.body).unwrap();
+        assert_eq!(old.observations[0].timing, None);
+        assert_eq!(old.observations.len(), 2);
+        // A checker that predates it sends the report alone: read, no timings.
+        let bare = seal("c1", postcard::to_stdvec(&sent).unwrap(), &[7u8; 32]).unwrap();
+        let got = verify(&bare, &keys(), "fra", &mut HashMap::new(), 1000).unwrap();
+        assert!(got.observations.iter().all(|o| o.timing.is_none()));
+        // An extension that does not match the observations is refused.
+        let mut body = postcard::to_stdvec(&sent).unwrap();
+        body.extend(
+            postcard::to_stdvec(&Extension {
+                version: 1,
+                timings: vec![None],
+            })
+            .unwrap(),
+        );
+        let lying = seal("c1", body, &[7u8; 32]).unwrap();
+        assert_eq!(
+            verify(&lying, &keys(), "fra", &mut HashMap::new(), 1000),
+            Err(Reject::Malformed)
+        );
     }
 
     #[test]

@@ -246,6 +246,11 @@ pub struct State {
     pub geoip_db: Option<PathBuf>,
     /// This location (`--location`): members whose `sites` do not name it are absent.
     pub location: String,
+    /// This location's own checker region (`--region`): the round trips latency
+    /// steering reads are the ones its checkers measure.
+    pub region: String,
+    /// Smoothed round trips per check and checker region.
+    pub round_trips: crate::round_trips::RoundTrips,
     /// The current snapshot (its `bitmap` is kept current).
     pub snapshot: Arc<Snapshot>,
     /// Deltas sent since the snapshot.
@@ -294,6 +299,8 @@ impl State {
             zones_dir,
             geoip_db: None,
             location: String::new(),
+            region: String::new(),
+            round_trips: crate::round_trips::RoundTrips::default(),
             snapshot: Arc::new(snapshot),
             seq: 0,
             operator,
@@ -340,6 +347,7 @@ impl State {
         self.index();
         let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
         self.observations.retain_checks(|key| keys.contains(key));
+        self.round_trips.retain_checks(|key| keys.contains(key));
         self.failing_open.clear();
         let _ = self.recompute();
     }
@@ -463,7 +471,30 @@ impl State {
         if !self.slot_by_key.contains_key(&observation.check) {
             return; // a check removed by a reload
         }
+        if let Some(timing) = observation.timing.filter(|_| observation.success) {
+            self.round_trips
+                .add(&observation.check, &observation.region, timing.round_trip_us());
+        }
         self.observations.record(observation, age, crate::clock::monotonic());
+    }
+
+    /// The probed check behind `member` of `zone`, by key (`zone/name`).
+    #[must_use]
+    pub fn member_check(zone: &qdns_zone::Zone, member: &qdns_zone::Member) -> Option<String> {
+        let slot = zone.slots.get(usize::try_from(member.slot).ok()?)?;
+        matches!(&slot.rule, SlotRule::Check { probe: Some(_), .. })
+            .then(|| format!("{}/{}", name::to_text(&zone.origin), slot.name))
+    }
+
+    /// `member`'s smoothed round trip as this location's own checkers (its region)
+    /// measure it.
+    #[must_use]
+    pub fn member_round_trip(
+        &self,
+        zone: &qdns_zone::Zone,
+        member: &qdns_zone::Member,
+    ) -> Option<crate::round_trips::RoundTrip> {
+        self.round_trips.get(&Self::member_check(zone, member)?, &self.region)
     }
 
     /// The quorum view of probed check `key` with probe interval `interval` (SPEC §4,

@@ -393,7 +393,7 @@ fn explanation(page: &mut String, e: &Explanation) {
                     esc(p.fail_open_note.as_deref().unwrap_or("every member answers"))
                 );
             }
-            page.push_str("<table><tr><th>member</th><th>weight / role</th><th>check</th><th>status</th><th>why</th><th>answers with</th></tr>\n");
+            page.push_str("<table><tr><th>member</th><th>weight / role</th><th>check</th><th>status</th><th>why</th><th>round trip</th><th>answers with</th></tr>\n");
             for c in &p.candidates {
                 candidate(page, c);
             }
@@ -443,11 +443,12 @@ fn candidate(page: &mut String, c: &Candidate) {
     };
     let _ = writeln!(
         page,
-        "<tr><td>{}</td><td>{role}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{answers}</code></td></tr>",
+        "<tr><td>{}</td><td>{role}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{answers}</code></td></tr>",
         esc(&c.id),
         esc(c.check.as_deref().unwrap_or("—")),
         badge(c.healthy),
-        esc(&c.why)
+        esc(&c.why),
+        esc(&c.rtt_text())
     );
 }
 

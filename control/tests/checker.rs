@@ -255,6 +255,80 @@ impl Setup {
     }
 }
 
+/// `member`'s `qdns_control_member_rtt_seconds` in `metrics`, if there.
+fn member_rtt(metrics: &str, member: &str) -> Option<f64> {
+    let label = format!("member=\"{member}\"");
+    metrics
+        .lines()
+        .find(|l| l.starts_with("qdns_control_member_rtt_seconds{") && l.contains(&label))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// Issue 30 §1: the checker times each probe (time to first byte for HTTP, connect
+/// time for TCP) and control keeps a smoothed round trip per member, shown in the
+/// metrics and in explain. Three HTTP targets that wait 3, 20 and 40 ms before
+/// answering are measured in that order, each within its delay and 30 ms more; a TCP
+/// check on loopback connects in well under a millisecond's order of the delays.
+#[test]
+fn probe_round_trips_are_measured_per_member() {
+    let servers: Vec<HttpServer> = [3u64, 20, 40]
+        .iter()
+        .map(|&ms| {
+            let s = HttpServer::start(200, "OK");
+            s.set(200, "OK", Duration::from_millis(ms));
+            s
+        })
+        .collect();
+    let checks = [
+        check("near", "http", servers[0].port, ""),
+        check("mid", "http", servers[1].port, ""),
+        check("far", "http", servers[2].port, ""),
+        check("tcp", "tcp", servers[0].port, ""),
+    ]
+    .concat();
+    let rrsets = "[[rrset]]\nname = \"www\"\ntype = \"A\"\npolicy = \"weighted\"\nmembers = [\n\
+        { id = \"near\", weight = 1, values = [\"192.0.2.1\"], health_check = \"near\" },\n\
+        { id = \"mid\", weight = 1, values = [\"192.0.2.2\"], health_check = \"mid\" },\n\
+        { id = \"far\", weight = 1, values = [\"192.0.2.3\"], health_check = \"far\" },\n\
+        { id = \"plain\", weight = 1, values = [\"192.0.2.4\"], health_check = \"tcp\" },\n]\n";
+    let setup = Setup::start(&zone(&checks, rrsets));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let metrics = setup.metrics();
+        if ["near", "mid", "far", "plain"]
+            .iter()
+            .all(|m| member_rtt(&metrics, m).is_some())
+        {
+            break metrics;
+        }
+        assert!(Instant::now() < deadline, "no round trips after 30 s: {metrics}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let rtt = |m: &str| member_rtt(&metrics, m).unwrap();
+    for (member, delay) in [("near", 0.003), ("mid", 0.020), ("far", 0.040)] {
+        assert!(
+            rtt(member) >= delay && rtt(member) < delay + 0.030,
+            "{member}: {} s for a {delay} s delay",
+            rtt(member)
+        );
+    }
+    assert!(rtt("near") < rtt("mid") && rtt("mid") < rtt("far"));
+    assert!(rtt("plain") < 0.010, "a loopback connect: {}", rtt("plain"));
+    // explain shows the same figure per member.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("--socket")
+        .arg(setup.dir.path().join("c.sock"))
+        .args(["--json", "explain", "www.chk.example.", "A"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let explain: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let candidates = explain["candidates"].as_array().unwrap_or_else(|| panic!("{explain}"));
+    let far = candidates.iter().find(|c| c["id"] == "far").unwrap();
+    let us = far["rtt_us"].as_u64().unwrap_or_else(|| panic!("{far}"));
+    assert!((40_000..70_000).contains(&us), "{far}");
+}
+
 #[test]
 fn probes_give_status_and_reason_for_each_kind_of_target() {
     let ok = HttpServer::start(200, "service is OK");

@@ -608,8 +608,8 @@ fn print_explain(e: &Explanation) {
         println!("FAIL-OPEN: {}", or_dash(policy.fail_open_note.as_deref()));
     }
     println!(
-        "{:<10} {:>6} {:<10} {:<9} {:<28}  WHY",
-        "MEMBER", "WEIGHT", "ROLE", "STATUS", "ANSWERS"
+        "{:<10} {:>6} {:<10} {:<9} {:>9} {:<28}  WHY",
+        "MEMBER", "WEIGHT", "ROLE", "STATUS", "RTT", "ANSWERS"
     );
     for c in &policy.candidates {
         let answers = match &c.answers {
@@ -617,11 +617,12 @@ fn print_explain(e: &Explanation) {
             MemberAnswer::Alias { alias } => format!("alias {alias}"),
         };
         println!(
-            "{:<10} {:>6} {:<10} {:<9} {:<28}  {}",
+            "{:<10} {:>6} {:<10} {:<9} {:>9} {:<28}  {}",
             c.id,
             c.weight.map_or_else(|| "-".to_owned(), |w| w.to_string()),
             or_dash(c.role.as_deref()),
             status_word(c.healthy),
+            c.rtt_text(),
             answers,
             c.why
         );

@@ -38,6 +38,11 @@ pub struct Observation {
     pub checker: String,
     /// Checker region.
     pub region: String,
+    /// How long the probe took, when it succeeded. Not in the observation's own wire
+    /// form (older locations read that): reports carry it in their extension
+    /// (`crate::report`).
+    #[serde(skip)]
+    pub timing: Option<probe::Timing>,
 }
 
 /// Identity of a checker.
@@ -153,6 +158,7 @@ async fn run_check(
             at: now(),
             checker: identity.id.clone(),
             region: identity.region.clone(),
+            timing: result.as_ref().ok().copied(),
         };
         if observations.send(observation).await.is_err() {
             return;

@@ -10,7 +10,12 @@
 //!
 //! HTTP is spoken by hyper's client connection API (one request per connection,
 //! `Connection: close`), TLS by rustls.
-use std::{fmt, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -122,8 +127,34 @@ impl Tls {
     }
 }
 
-/// Runs one probe (from `source`, when the checker has one).
-pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Result<(), Failure> {
+/// How long a successful probe took (issue 30: latency steering), in microseconds from
+/// the probe's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Timing {
+    /// Until the TCP connection was up (one round trip and the kernel's work).
+    pub connect_us: u32,
+    /// HTTP(S): until the response's status line and headers arrived (connect, TLS
+    /// handshake, request and the server's time to answer).
+    pub first_byte_us: Option<u32>,
+}
+
+impl Timing {
+    /// The round trip latency steering uses: the time to first byte when there is one,
+    /// else the connect time.
+    #[must_use]
+    pub fn round_trip_us(&self) -> u32 {
+        self.first_byte_us.unwrap_or(self.connect_us)
+    }
+}
+
+/// Microseconds since `start`, saturating.
+fn micros_since(start: Instant) -> u32 {
+    u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX)
+}
+
+/// Runs one probe (from `source`, when the checker has one); how long it took when it
+/// succeeded.
+pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Result<Timing, Failure> {
     let tls = if p.tls_verify { &tls.verifying } else { &tls.insecure };
     let addr = SocketAddr::new(p.ip, p.port);
     let limit = if p.kind == ProbeKind::Tcp {
@@ -131,17 +162,24 @@ pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Re
     } else {
         HTTP_CONNECT
     };
+    let start = Instant::now();
     let stream = match timeout(limit, connect(addr, source)).await {
         Err(_) => return Err(Failure::ConnectTimeout(limit)),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(Failure::Refused),
         Ok(Err(e)) => return Err(Failure::Connect(e.to_string())),
         Ok(Ok(stream)) => stream,
     };
-    match p.kind {
-        ProbeKind::Tcp => Ok(()),
-        ProbeKind::Http => timeout(HTTP_RESPONSE, http(stream, p))
+    let connect_us = micros_since(start);
+    let first_byte = match p.kind {
+        ProbeKind::Tcp => {
+            return Ok(Timing {
+                connect_us,
+                first_byte_us: None,
+            })
+        }
+        ProbeKind::Http => timeout(HTTP_RESPONSE, http(stream, p, start))
             .await
-            .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))?,
+            .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))??,
         ProbeKind::Https => timeout(HTTP_RESPONSE, async {
             let name = rustls::pki_types::ServerName::try_from(p.host.clone())
                 .map_err(|e| Failure::Tls(format!("bad server name {:?}: {e}", p.host)))?;
@@ -149,14 +187,23 @@ pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Re
                 .connect(name, stream)
                 .await
                 .map_err(|e| Failure::Tls(e.to_string()))?;
-            http(stream, p).await
+            http(stream, p, start).await
         })
         .await
-        .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))?,
-    }
+        .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))??,
+    };
+    Ok(Timing {
+        connect_us,
+        first_byte_us: Some(first_byte),
+    })
 }
 
-async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(stream: S, p: &Probe) -> Result<(), Failure> {
+/// One HTTP exchange on `stream`: microseconds from `start` to the response's headers.
+async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+    p: &Probe,
+    start: Instant,
+) -> Result<u32, Failure> {
     let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| Failure::Http(e.to_string()))?;
@@ -172,11 +219,14 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(stream: S, p: 
             .send_request(request)
             .await
             .map_err(|e| Failure::Http(e.to_string()))?;
+        let first_byte = micros_since(start);
         let status = response.status();
         if !(status.is_success() || status.is_redirection()) {
             return Err(Failure::Status(status.as_u16()));
         }
-        let Some(needle) = &p.search_string else { return Ok(()) };
+        let Some(needle) = &p.search_string else {
+            return Ok(first_byte);
+        };
         let mut body = response.into_body();
         let mut seen: Vec<u8> = Vec::with_capacity(SEARCH_BYTES);
         while seen.len() < SEARCH_BYTES {
@@ -192,7 +242,7 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(stream: S, p: 
             }
         }
         if seen.windows(needle.len().max(1)).any(|w| w == needle.as_bytes()) {
-            Ok(())
+            Ok(first_byte)
         } else {
             Err(Failure::StringNotFound)
         }
