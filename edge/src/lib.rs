@@ -21,6 +21,7 @@ pub mod engine;
 pub mod follow;
 pub mod memory;
 pub mod metrics;
+pub mod privileges;
 pub mod ready;
 pub mod server;
 pub mod stats;

@@ -34,6 +34,17 @@ fn main() -> ExitCode {
     if check {
         return check_config(&config);
     }
+    // Still one thread: what is dropped here is dropped for every thread to come.
+    if config.settings.xdp.is_empty() {
+        match qdns_edge::privileges::drop_xdp_capabilities() {
+            Ok(held) if !held.is_empty() => {
+                let names: Vec<String> = held.iter().map(ToString::to_string).collect();
+                tracing::info!(dropped = %names.join(" "), "capabilities for XDP dropped: this edge runs without --xdp");
+            }
+            Ok(_) => {}
+            Err(err) => return fatal(&format!("cannot drop the XDP capabilities: {err}")),
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -76,6 +76,40 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_running_zones() {
     );
 }
 
+/// A capability set of `/proc/PID/task/TID/status` (`CapEff` …), as bits.
+fn capability_set(status: &str, set: &str) -> u64 {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(&format!("{set}:")))
+        .unwrap_or_else(|| panic!("no {set} in {status}"));
+    u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+}
+
+/// Issue 28 §1: an edge without `--xdp` never keeps `CAP_BPF`, `CAP_NET_ADMIN` or
+/// `CAP_PERFMON` — in no set of any of its threads — and still serves; it keeps
+/// `CAP_NET_BIND_SERVICE` (held as root here) for a replacement that binds a new port.
+#[test]
+fn an_edge_without_xdp_holds_no_xdp_capability_in_any_thread() {
+    const NET_BIND_SERVICE: u64 = 1 << 10;
+    const XDP: u64 = 1 << 12 | 1 << 38 | 1 << 39; // NET_ADMIN, PERFMON, BPF
+    common::netns::require_root("to start with the capabilities the unit grants");
+    let edge = Edge::start();
+    ask(edge.v4, Via::Udp, "www.example.com.", RecordType::A, Ask::default());
+    let tasks: Vec<_> = fs::read_dir(format!("/proc/{}/task", edge.pid()))
+        .unwrap()
+        .map(|t| t.unwrap().path())
+        .collect();
+    assert!(tasks.len() > 2, "the edge's threads: {tasks:?}");
+    for task in &tasks {
+        let status = fs::read_to_string(task.join("status")).unwrap();
+        for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert_eq!(capability_set(&status, set) & XDP, 0, "{set} of {}", task.display());
+        }
+        assert_ne!(capability_set(&status, "CapPrm") & NET_BIND_SERVICE, 0, "{}", task.display());
+    }
+    assert_eq!(edge.stop().code(), Some(0));
+}
+
 #[test]
 fn sigterm_stops_cleanly() {
     let edge = Edge::start();
