@@ -96,6 +96,15 @@ pub struct Settings {
     /// seconds of the file changing; re-read like the certificates.
     #[arg(long, value_name = "FILE", requires = "edge_tls_ca")]
     pub edge_tls_crl: Option<PathBuf>,
+    /// Latency sets: how long a faster member must stay faster by the margin before it
+    /// takes over (docs/CONFIG.md, "Latency").
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::latency::HOLD_SECS,
+        value_parser = within(1u64, 3600).unit("s")
+    )]
+    pub latency_hold: u64,
     /// Healthy iff more than this share of reachable checkers say so (0.0 up to, not
     /// including, 1.0).
     #[arg(long, value_name = "SHARE", default_value_t = crate::state::DEFAULT_QUORUM, value_parser = quorum)]

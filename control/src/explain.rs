@@ -9,7 +9,7 @@ use crate::{
 };
 use qdns_abi::{
     health::{slot_healthy, ALWAYS_HEALTHY},
-    select::{select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember},
+    select::{select_failover, select_latency, select_multivalue, select_weighted, select_zonal, WeightedMember},
 };
 use qdns_zone::{
     evaluate::global,
@@ -62,6 +62,10 @@ pub fn why(state: &State, slot: u32) -> String {
             } else {
                 base
             }
+        }
+        SlotRule::Latency { member, health, .. } => {
+            let own = health.get(*member as usize).map(|&h| global(zone.slot_base, h));
+            why_latency(state, slot, own)
         }
         SlotRule::Calculated { children, threshold } => {
             let healthy = children
@@ -121,6 +125,18 @@ pub fn why(state: &State, slot: u32) -> String {
 
 /// Why a probed check has its status: the quorum over reachable checkers, or why
 /// there is none.
+/// A latency member's slot (`slot`): its own health (slot `own`) and whether it is the
+/// choice.
+fn why_latency(state: &State, slot: u32, own: Option<u32>) -> String {
+    let own = own.map_or_else(|| "unknown".to_owned(), |h| why(state, h));
+    let chosen = if slot_healthy(&state.snapshot.bitmap, slot) {
+        "the latency choice: this location answers with it"
+    } else {
+        "not the latency choice"
+    };
+    format!("{own}; {chosen}")
+}
+
 fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> String {
     let a = state.aggregate(key, p.interval);
     let target = format!("{} {}:{}", format!("{:?}", p.kind).to_lowercase(), p.ip, p.port);
@@ -175,7 +191,8 @@ fn candidates(
                 .then(|| if i == 0 { "primary" } else { "secondary" }.to_owned()),
             check: m.check.clone(),
             cidr: policy.client.as_ref().and_then(|r| r.labels.get(i)).cloned(),
-            healthy: slot_healthy(bitmap, slot),
+            // A latency member's slot says whether it is chosen; its health is its check's.
+            healthy: slot_healthy(bitmap, global(zone.slot_base, State::health_slot(zone, m))),
             why: why(state, slot),
             rtt_us: state
                 .member_round_trip(zone, m)
@@ -307,6 +324,10 @@ fn distribution(
                     .collect(),
             )
         }
+        PolicyKind::Latency => Distribution::Shares(vec![Share {
+            member: select_latency(slots, bitmap).and_then(|c| members.get(c.index as usize).map(|m| m.id.clone())),
+            share: 1.0,
+        }]),
         PolicyKind::Failover => {
             let choice = select_failover(
                 slots.first().copied().unwrap_or(u32::MAX),

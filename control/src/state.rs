@@ -11,7 +11,9 @@ use std::{
 
 use qdns_abi::{
     health::slot_healthy,
-    select::{select_chain, select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember},
+    select::{
+        select_chain, select_failover, select_latency, select_multivalue, select_weighted, select_zonal, WeightedMember,
+    },
 };
 use qdns_zone::{
     evaluate::{evaluate, global, Inputs},
@@ -251,6 +253,8 @@ pub struct State {
     pub region: String,
     /// Smoothed round trips per check and checker region.
     pub round_trips: crate::round_trips::RoundTrips,
+    /// Each latency set's choice.
+    pub latency: crate::latency::Choices,
     /// The current snapshot (its `bitmap` is kept current).
     pub snapshot: Arc<Snapshot>,
     /// Deltas sent since the snapshot.
@@ -301,6 +305,7 @@ impl State {
             location: String::new(),
             region: String::new(),
             round_trips: crate::round_trips::RoundTrips::default(),
+            latency: crate::latency::Choices::default(),
             snapshot: Arc::new(snapshot),
             seq: 0,
             operator,
@@ -348,6 +353,8 @@ impl State {
         let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
         self.observations.retain_checks(|key| keys.contains(key));
         self.round_trips.retain_checks(|key| keys.contains(key));
+        let sets: BTreeSet<crate::latency::SetKey> = self.latency_sets().into_iter().map(|s| s.key).collect();
+        self.latency.retain(|key| sets.contains(key));
         self.failing_open.clear();
         let _ = self.recompute();
     }
@@ -478,12 +485,92 @@ impl State {
         self.observations.record(observation, age, crate::clock::monotonic());
     }
 
+    /// `member`'s health slot (zone-local): its own slot, or for a latency set's member
+    /// the check its choice slot reads.
+    #[must_use]
+    pub fn health_slot(zone: &qdns_zone::Zone, member: &qdns_zone::Member) -> u32 {
+        match zone.slots.get(member.slot as usize).map(|s| &s.rule) {
+            Some(SlotRule::Latency { member: i, health, .. }) => {
+                health.get(*i as usize).copied().unwrap_or(member.slot)
+            }
+            _ => member.slot,
+        }
+    }
+
     /// The probed check behind `member` of `zone`, by key (`zone/name`).
     #[must_use]
     pub fn member_check(zone: &qdns_zone::Zone, member: &qdns_zone::Member) -> Option<String> {
-        let slot = zone.slots.get(usize::try_from(member.slot).ok()?)?;
+        let slot = zone.slots.get(usize::try_from(Self::health_slot(zone, member)).ok()?)?;
         matches!(&slot.rule, SlotRule::Check { probe: Some(_), .. })
             .then(|| format!("{}/{}", name::to_text(&zone.origin), slot.name))
+    }
+
+    /// Every latency set with its members' health (under `bitmap`) and round trips.
+    #[must_use]
+    pub fn latency_sets(&self) -> Vec<LatencySet> {
+        let mut out = Vec::new();
+        for zone in &self.snapshot.zones {
+            for set in &zone.rrsets {
+                let Some(policy) = set.policy.as_deref().filter(|p| p.kind == PolicyKind::Latency) else {
+                    continue;
+                };
+                out.push(LatencySet {
+                    key: (set.name.clone(), set.rtype),
+                    label: set_label(set),
+                    ids: policy.members.iter().map(|m| m.id.clone()).collect(),
+                    health: policy
+                        .members
+                        .iter()
+                        .map(|m| global(zone.slot_base, Self::health_slot(zone, m)))
+                        .collect(),
+                    rtts: policy
+                        .members
+                        .iter()
+                        .map(|m| self.member_round_trip(zone, m).map(|t| t.smoothed))
+                        .collect(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Moves each latency set's choice on under `bitmap`; true when one changed (the
+    /// bitmap must be evaluated again). Each change is an event with the round trips.
+    fn update_latency(&mut self, sets: &[LatencySet], bitmap: &[u64]) -> bool {
+        let now = crate::clock::monotonic();
+        let mut changed = false;
+        for set in sets {
+            let healthy: Vec<bool> = set.health.iter().map(|&s| slot_healthy(bitmap, s)).collect();
+            let members = crate::latency::Members {
+                healthy: &healthy,
+                rtts: &set.rtts,
+            };
+            let Some(switch) = self.latency.update(&set.key, &members, now) else {
+                continue;
+            };
+            changed = true;
+            let name = |m: Option<u32>| {
+                m.and_then(|m| {
+                    let id = set.ids.get(m as usize)?;
+                    Some(match set.rtts.get(m as usize).copied().flatten() {
+                        Some(rtt) => format!("{id} ({:.1} ms)", rtt.as_secs_f64() * 1000.0),
+                        None => format!("{id} (not measured)"),
+                    })
+                })
+                .unwrap_or_else(|| "none (fail-open)".to_owned())
+            };
+            self.event(
+                "latency",
+                format!(
+                    "{}: now answered by {}, was {}: {}",
+                    set.label,
+                    name(switch.to),
+                    name(switch.from),
+                    switch.why
+                ),
+            );
+        }
+        changed
     }
 
     /// `member`'s smoothed round trip as this location's own checkers (its region)
@@ -572,14 +659,28 @@ impl State {
             .filter(|(_, o)| o.in_force())
             .filter_map(|(key, o)| Some((self.slot(key)?, o.healthy)))
             .collect();
-        let bitmap = evaluate(
-            &self.snapshot.zones,
-            &Inputs {
-                measured: &|slot| external.get(&slot).copied(),
-                forced: &|slot| forced.get(&slot).copied(),
-                shifted: &|rrset, _, az| self.shifted(&name::to_text(rrset), az),
-            },
-        );
+        let sets = self.latency_sets();
+        let evaluate_now = |state: &State| {
+            let rtts: HashMap<&crate::latency::SetKey, &[Option<std::time::Duration>]> =
+                sets.iter().map(|s| (&s.key, &s.rtts[..])).collect();
+            evaluate(
+                &state.snapshot.zones,
+                &Inputs {
+                    measured: &|slot| external.get(&slot).copied(),
+                    forced: &|slot| forced.get(&slot).copied(),
+                    shifted: &|rrset, _, az| state.shifted(&name::to_text(rrset), az),
+                    latency: &|rrset, rtype, healthy| {
+                        let key = (rrset.to_vec(), rtype);
+                        let rtts = rtts.get(&key).copied().unwrap_or(&[]);
+                        state.latency.choose(&key, &crate::latency::Members { healthy, rtts })
+                    },
+                },
+            )
+        };
+        let mut bitmap = evaluate_now(self);
+        if self.update_latency(&sets, &bitmap) {
+            bitmap = evaluate_now(self);
+        }
         let old = self.snapshot.bitmap.clone();
         let mut words = Vec::new();
         for (i, &word) in bitmap.iter().enumerate() {
@@ -650,6 +751,21 @@ impl State {
     }
 }
 
+/// A latency set as control steers it.
+#[derive(Debug, Clone)]
+pub struct LatencySet {
+    /// Owner (wire) and type.
+    pub key: crate::latency::SetKey,
+    /// `name TYPE`.
+    pub label: String,
+    /// Member ids, in order.
+    pub ids: Vec<String>,
+    /// Each member's health slot (global).
+    pub health: Vec<u32>,
+    /// Each member's smoothed round trip from this location's region.
+    pub rtts: Vec<Option<std::time::Duration>>,
+}
+
 /// True when `set`'s policy fails open under `bitmap` (never depends on the draw).
 #[must_use]
 pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
@@ -675,6 +791,7 @@ pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
         }
         PolicyKind::Multivalue => select_multivalue(&slots, bitmap, policy.fail_open_below_permille, 0).fail_open,
         PolicyKind::Zonal => select_zonal(&slots, bitmap).fail_open,
+        PolicyKind::Latency => select_latency(&slots, bitmap).is_none_or(|c| c.fail_open),
         // Some clients get a fail-open answer: a chain with no healthy member.
         PolicyKind::Ip | PolicyKind::Geo => policy.client.as_deref().is_some_and(|rules| {
             rules

@@ -105,7 +105,12 @@ fn an_edge_without_xdp_holds_no_xdp_capability_in_any_thread() {
         for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
             assert_eq!(capability_set(&status, set) & XDP, 0, "{set} of {}", task.display());
         }
-        assert_ne!(capability_set(&status, "CapPrm") & NET_BIND_SERVICE, 0, "{}", task.display());
+        assert_ne!(
+            capability_set(&status, "CapPrm") & NET_BIND_SERVICE,
+            0,
+            "{}",
+            task.display()
+        );
     }
     assert_eq!(edge.stop().code(), Some(0));
 }

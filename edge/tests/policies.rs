@@ -56,6 +56,7 @@ impl Fixture {
                 measured: &|s| Some(!down.contains(&s)),
                 forced: &|s| forced.iter().find(|f| f.0 == s).map(|f| f.1),
                 shifted: &|_, _, az| shifted.contains(&az),
+                latency: &|_, _, healthy| qdns_zone::evaluate::first_healthy(healthy),
             },
         );
         self.engine.set_health(bitmap);

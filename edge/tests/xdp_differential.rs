@@ -55,6 +55,14 @@ fn zones() -> &'static std::path::Path {
              { id = \"z1\", weight = 0, values = [\"198.51.100.21\"], health_check = \"api-1\" },\n\
              { id = \"z2\", weight = 0, values = [\"198.51.100.22\"], health_check = \"api-1\" },\n]\n",
         );
+        // A latency set (SPEC §10): its members' slots are control's choice bits, which
+        // the random health here sets any way — both paths take the first one set.
+        shop.push_str(
+            "\n[[rrset]]\nname = \"fast\"\ntype = \"A\"\npolicy = \"latency\"\nmembers = [\n\
+             { id = \"x\", values = [\"198.51.100.30\"], health_check = \"web-1\" },\n\
+             { id = \"y\", values = [\"198.51.100.31\"], health_check = \"api-1\" },\n\
+             { id = \"z\", values = [\"198.51.100.32\"] },\n]\n",
+        );
         std::fs::write(dir.path().join("shop.example.toml"), shop).unwrap();
         // A hosted child of the signed example.com that example.com delegates to (NS,
         // glue, DS): DS at its apex is the parent's (RFC 4035 §3.1.4.1), and XDP, which
@@ -481,6 +489,7 @@ fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
         "answered_plain",
         "answered_weighted",
         "answered_failover",
+        "answered_latency",
         "answered_multivalue",
         "answered_zonal",
         "answered_nodata",

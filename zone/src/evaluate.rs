@@ -17,6 +17,18 @@ pub struct Inputs<'a> {
     pub forced: &'a dyn Fn(u32) -> Option<bool>,
     /// True while AZ `az` of the set (owner wire, type) is shifted away.
     pub shifted: &'a dyn Fn(&[u8], u16, &str) -> bool,
+    /// The member a `latency` set (owner wire, type) answers with, given which of its
+    /// members are healthy (in order); `None` when none is.
+    pub latency: &'a LatencyChoice<'a>,
+}
+
+/// Which member a `latency` set answers with: owner (wire), type, each member healthy.
+pub type LatencyChoice<'a> = dyn Fn(&[u8], u16, &[bool]) -> Option<u32> + 'a;
+
+/// The `latency` choice without measurements: the first healthy member listed.
+#[must_use]
+pub fn first_healthy(healthy: &[bool]) -> Option<u32> {
+    healthy.iter().position(|&h| h).and_then(|i| u32::try_from(i).ok())
 }
 
 /// Global slot of local `slot` in a zone starting at `base`.
@@ -78,6 +90,16 @@ pub fn evaluate(zones: &[Zone], inputs: &Inputs<'_>) -> Vec<u64> {
                         az_healthy(&targets, *index, *groups, *cross_zone, &bitmap)
                             && !(inputs.shifted)(rrset, *rtype, az)
                     }
+                    SlotRule::Latency {
+                        rrset,
+                        rtype,
+                        member,
+                        health,
+                    } => {
+                        let healthy: Vec<bool> =
+                            health.iter().map(|&h| slot_healthy(&bitmap, global(base, h))).collect();
+                        (inputs.latency)(rrset, *rtype, &healthy) == Some(*member)
+                    }
                 }
             };
             set_slot(&mut bitmap, at, healthy);
@@ -103,6 +125,7 @@ pub fn all_checks_healthy(zones: &[Zone]) -> Vec<u64> {
             measured: &|_| Some(true),
             forced: &is_check,
             shifted: &|_, _, _| false,
+            latency: &|_, _, healthy| first_healthy(healthy),
         },
     )
 }

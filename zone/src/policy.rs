@@ -43,21 +43,7 @@ impl ZoneBuilder<'_> {
         let Some(policy_text) = &entry.policy else {
             return Ok(());
         };
-        let kind = match policy_text.get_ref().as_str() {
-            "weighted" => PolicyKind::Weighted,
-            "failover" => PolicyKind::Failover,
-            "multivalue" => PolicyKind::Multivalue,
-            "zonal" => PolicyKind::Zonal,
-            "ip" => PolicyKind::Ip,
-            "geo" => PolicyKind::Geo,
-            other => {
-                return Err(self.err(
-                    policy_text,
-                    &key("policy"),
-                    format!("unknown policy {other:?}: use weighted, failover, multivalue, zonal, ip or geo"),
-                ))
-            }
-        };
+        let kind = self.policy_kind(policy_text, &key("policy"))?;
         if matches!(rtype, RecordType::NS | RecordType::SOA) {
             return Err(self.err(
                 &entry.rtype,
@@ -116,7 +102,11 @@ impl ZoneBuilder<'_> {
                 PolicyKind::Geo => self.geo_members(members, index, set_key.clone())?,
                 _ => {}
             }
-            self.members(&owner, rtype, kind, members, index, &set_key)?
+            let mut built = self.members(&owner, rtype, kind, members, index, &set_key)?;
+            if kind == PolicyKind::Latency {
+                self.latency_slots(&mut built, members, index, &set_key)?;
+            }
+            built
         };
         let set = RecordSet {
             name: owner_wire,
@@ -136,6 +126,26 @@ impl ZoneBuilder<'_> {
             Some(format!("rrset[{index}]")),
         );
         self.insert(set, origin)
+    }
+
+    /// The `policy` key's kind.
+    fn policy_kind(&self, text: &Spanned<String>, key: &str) -> Result<PolicyKind, ZoneError> {
+        Ok(match text.get_ref().as_str() {
+            "weighted" => PolicyKind::Weighted,
+            "failover" => PolicyKind::Failover,
+            "multivalue" => PolicyKind::Multivalue,
+            "zonal" => PolicyKind::Zonal,
+            "ip" => PolicyKind::Ip,
+            "geo" => PolicyKind::Geo,
+            "latency" => PolicyKind::Latency,
+            other => {
+                return Err(self.err(
+                    text,
+                    key,
+                    format!("unknown policy {other:?}: use weighted, failover, multivalue, zonal, ip, geo or latency"),
+                ))
+            }
+        })
     }
 
     /// `fail_open_below` in thousandths (0 when absent).
@@ -327,6 +337,46 @@ impl ZoneBuilder<'_> {
             }
         }
         Ok(members.into_iter().map(|(_, m)| m).collect())
+    }
+
+    /// A `latency` set's members get a slot each that control sets for the one it
+    /// chooses ([`SlotRule::Latency`]); the member's own check stays its health, read
+    /// by that rule. Alias members are refused: an alias's slot is its target's health.
+    fn latency_slots(
+        &mut self,
+        members: &mut [Member],
+        entries: &Spanned<Vec<Spanned<MemberEntry>>>,
+        index: usize,
+        (rrset, rtype): &SetKey,
+    ) -> Result<(), ZoneError> {
+        if let Some((m, entry)) = entries
+            .get_ref()
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.get_ref().alias.is_some())
+        {
+            return Err(self.err(
+                entry,
+                &format!("rrset[{index}].members[{m}].alias"),
+                "latency members answer values, not aliases",
+            ));
+        }
+        let health: Vec<u32> = members.iter().map(|m| m.slot).collect();
+        let label = format!("{} {}", name::to_text(rrset), RecordType::from(*rtype));
+        for (i, member) in members.iter_mut().enumerate() {
+            let slot = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+            self.slots.push(Slot {
+                name: format!("{label}/{} (latency choice)", member.id),
+                rule: SlotRule::Latency {
+                    rrset: rrset.clone(),
+                    rtype: *rtype,
+                    member: i as u32,
+                    health: health.clone(),
+                },
+            });
+            member.slot = slot;
+        }
+        Ok(())
     }
 
     fn zonal_members(

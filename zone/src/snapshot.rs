@@ -104,6 +104,19 @@ pub enum SlotRule {
         /// Count targets in every AZ.
         cross_zone: bool,
     },
+    /// A member of a `latency` set: healthy iff it is the set's choice — of the members
+    /// healthy by `health`, the one the location prefers (control: the lowest smoothed
+    /// round trip, with hysteresis; without control: the first listed).
+    Latency {
+        /// Owner of the record set (wire).
+        rrset: Vec<u8>,
+        /// Type of the record set.
+        rtype: u16,
+        /// This member's index in the set.
+        member: u32,
+        /// Health slot of every member of the set, in order (`ALWAYS_HEALTHY`: none).
+        health: Vec<u32>,
+    },
 }
 
 /// What a checker probes (SPEC §4).
@@ -189,6 +202,11 @@ pub enum PolicyKind {
     /// By the client's location in a geolocation database: subdivision, country,
     /// continent, then `*` (SPEC §10); compiled to the same prefix table as `Ip`.
     Geo,
+    /// The healthy member with the lowest round trip as this location's checkers
+    /// measure it (SPEC §10). Control chooses; each member's slot is a
+    /// [`SlotRule::Latency`] slot, healthy iff it is the choice, and edges answer the
+    /// first member whose slot is set (none: the first member, fail-open).
+    Latency,
 }
 
 impl PolicyKind {

@@ -49,6 +49,7 @@ fn example_zone_loads_every_policy() {
             SlotRule::Calculated { children, .. } => children.clone(),
             SlotRule::AliasTarget { members } => members.clone(),
             SlotRule::Az { targets, .. } => targets.iter().map(|t| t.2).collect(),
+            SlotRule::Latency { health, .. } => health.clone(),
         };
         assert!(
             reads.iter().all(|&r| r == ALWAYS_HEALTHY || (r as usize) < i),
@@ -168,6 +169,7 @@ fn evaluation_of_derived_health() {
                 measured: &measured,
                 forced: &|_| None,
                 shifted: &|_, _, az| Some(az) == shifted,
+                latency: &|_, _, healthy| qdns_zone::evaluate::first_healthy(healthy),
             },
         )
     };
@@ -188,6 +190,75 @@ fn evaluation_of_derived_health() {
     assert!(slot_healthy(&b, slot(zone, "app.shop.example./lb.shop.example.")));
 }
 
+/// `policy = "latency"`: each member gets a choice slot after the checks it reads, set
+/// for the member the location's chooser names among the healthy ones; alias members,
+/// weights and roles are refused.
+#[test]
+fn latency_sets_get_a_choice_slot_per_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "{CHECK}{}[[rrset]]\nname = \"l\"\ntype = \"A\"\npolicy = \"latency\"\nmembers = [\n\
+         {{ id = \"a\", values = [\"192.0.2.1\"], health_check = \"c1\" }},\n\
+         {{ id = \"b\", values = [\"192.0.2.2\"], health_check = \"c2\" }},\n\
+         {{ id = \"c\", values = [\"192.0.2.3\"] }},\n]\n",
+        CHECK.replace("c1", "c2")
+    );
+    fs::write(dir.path().join("t.toml"), format!("{HEAD}{body}")).unwrap();
+    let snapshot = load_dir(dir.path(), 1).unwrap();
+    let zone = &snapshot.zones[0];
+    let set = zone.rrsets.iter().find(|s| s.policy.is_some()).unwrap();
+    let policy = set.policy.as_deref().unwrap();
+    assert_eq!(policy.kind, PolicyKind::Latency);
+    let (c1, c2) = (slot(zone, "c1"), slot(zone, "c2"));
+    for (i, m) in policy.members.iter().enumerate() {
+        let SlotRule::Latency { member, health, .. } = &zone.slots[m.slot as usize].rule else {
+            panic!("{} has no choice slot", m.id);
+        };
+        assert_eq!((*member as usize, health.clone()), (i, vec![c1, c2, ALWAYS_HEALTHY]));
+        assert!(m.slot > c1 && m.slot > c2);
+    }
+    let run = |down: Vec<u32>, prefer_last: bool| {
+        evaluate(
+            &snapshot.zones,
+            &Inputs {
+                measured: &|s| Some(!down.contains(&s)),
+                forced: &|_| None,
+                shifted: &|_, _, _| false,
+                latency: &|_, _, healthy| {
+                    if prefer_last {
+                        healthy.iter().rposition(|&h| h).map(|i| i as u32)
+                    } else {
+                        qdns_zone::evaluate::first_healthy(healthy)
+                    }
+                },
+            },
+        )
+    };
+    let chosen = |b: &[u64]| -> Vec<bool> { policy.members.iter().map(|m| slot_healthy(b, m.slot)).collect() };
+    assert_eq!(chosen(&run(vec![], false)), [true, false, false]);
+    assert_eq!(chosen(&run(vec![c1], false)), [false, true, false]);
+    assert_eq!(chosen(&run(vec![], true)), [false, false, true]);
+    for (member, why) in [
+        (
+            "{ id = \"a\", alias = \"x\" }",
+            "latency members answer values, not aliases",
+        ),
+        (
+            "{ id = \"a\", weight = 1, values = [\"192.0.2.1\"] }",
+            "weight belongs to weighted sets",
+        ),
+        (
+            "{ id = \"a\", role = \"primary\", values = [\"192.0.2.1\"] }",
+            "role belongs to failover sets",
+        ),
+    ] {
+        let msg = error(&format!(
+            "[[rrset]]\nname = \"x\"\ntype = \"A\"\nvalues = [\"192.0.2.9\"]\n[[rrset]]\nname = \"l\"\ntype = \"A\"\npolicy = \"latency\"\nmembers = [{member}]\n"
+        ));
+        assert!(msg.contains(why), "{msg}");
+    }
+}
+
 #[test]
 fn inverted_and_disabled_checks() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,6 +272,7 @@ fn inverted_and_disabled_checks() {
             measured: &|_| None,
             forced: &|_| None,
             shifted: &|_, _, _| false,
+            latency: &|_, _, healthy| qdns_zone::evaluate::first_healthy(healthy),
         },
     );
     assert!(
@@ -213,6 +285,7 @@ fn inverted_and_disabled_checks() {
             measured: &|_| Some(false),
             forced: &|_| None,
             shifted: &|_, _, _| false,
+            latency: &|_, _, healthy| qdns_zone::evaluate::first_healthy(healthy),
         },
     );
     assert!(slot_healthy(&b, slot(zone, "inv")));
@@ -226,6 +299,7 @@ fn inverted_and_disabled_checks() {
             measured: &|_| Some(true),
             forced: &|_| Some(false),
             shifted: &|_, _, _| false,
+            latency: &|_, _, healthy| qdns_zone::evaluate::first_healthy(healthy),
         },
     );
     assert!(!slot_healthy(&b, slot(zone, "off")), "an override wins");

@@ -312,6 +312,10 @@ pub const POLICY_ZONAL: u8 = 3;
 /// healthy member in the chain's order, fail-open over its first.
 pub const POLICY_CLIENT: u8 = 4;
 
+/// Latency (SPEC §10): the member whose slot control set (its choice), else the first
+/// (fail-open).
+pub const POLICY_LATENCY: u8 = 5;
+
 /// Health combinations of a policy set: one bit per member.
 pub const HEALTH_COMBINATIONS: usize = 1 << POLICY_MEMBERS;
 

@@ -26,7 +26,7 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V15";
+pub const STATS_MAP: &str = "QDNS_STATS_V16";
 /// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
 /// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
 /// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
@@ -248,6 +248,8 @@ counters! {
     PassClientAware = 39, "pass_client_aware";
     /// Answered: a client-aware set (`ip`, `geo`), decided by the client's address.
     AnsweredClient = 40, "answered_client";
+    /// Answered: a latency set, the member control chose (SPEC §10).
+    AnsweredLatency = 41, "answered_latency";
 }
 
 impl Counter {
@@ -267,6 +269,7 @@ impl Counter {
                 | Counter::AnsweredReferral
                 | Counter::AnsweredSigned
                 | Counter::AnsweredClient
+                | Counter::AnsweredLatency
         )
     }
 }

@@ -237,6 +237,36 @@ pub fn select_chain(chain: &[u8], slots: &[u32], bitmap: &[u64]) -> Option<Choic
     })
 }
 
+/// SPEC §10 latency sets: the member whose slot is set — control sets the slot of the
+/// one it chose, at most one — else the first, failing open (control chose none: no
+/// member is healthy). `None` without members.
+#[inline(always)]
+#[must_use]
+pub fn select_latency(slots: &[u32], bitmap: &[u64]) -> Option<Choice> {
+    if slots.is_empty() {
+        return None;
+    }
+    let n = if slots.len() < MAX_MEMBERS {
+        slots.len()
+    } else {
+        MAX_MEMBERS
+    };
+    let mut i = 0;
+    while i < n {
+        if slot_healthy(bitmap, slots[i]) {
+            return Some(Choice {
+                index: i as u32,
+                fail_open: false,
+            });
+        }
+        i += 1;
+    }
+    Some(Choice {
+        index: 0,
+        fail_open: true,
+    })
+}
+
 /// xorshift32: the multivalue subset needs several draws from one.
 #[inline(always)]
 const fn next(state: u32) -> u32 {

@@ -11,9 +11,9 @@ use qdns_abi::{
         member_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
         ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS,
         KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
-        NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS,
-        POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE,
-        REASON_REFERRAL, SIGNED,
+        NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_LATENCY,
+        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE,
+        REASON_LARGE, REASON_REFERRAL, SIGNED,
     },
     client::{bucket, locate, window, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6, NO_INDEX},
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
@@ -966,6 +966,7 @@ fn policy<'a>(t: &Tables<'a>, id: u32, health: u32) -> Result<(Body<'a>, Counter
         POLICY_MULTIVALUE => (chosen, Counter::AnsweredMultivalue),
         POLICY_ZONAL => (chosen, Counter::AnsweredZonal),
         POLICY_CLIENT => (chosen, Counter::AnsweredClient),
+        POLICY_LATENCY => (chosen, Counter::AnsweredLatency),
         _ => return Err(Counter::PassNotCached),
     };
     Ok((Body::Policy { policy, mask, ttl }, counter))

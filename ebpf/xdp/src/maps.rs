@@ -18,7 +18,7 @@ use qdns_abi::{
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V15")]
+#[map(name = "QDNS_STATS_V16")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// Per-CPU answers per policy member (`qdns_abi::answer::ANSWERS_MAP`).

@@ -8,7 +8,8 @@ use std::{net::IpAddr, sync::Arc};
 use qdns_abi::{
     health::slot_healthy,
     select::{
-        select_chain, select_failover, select_multivalue, select_weighted, select_zonal, WeightedMember, MAX_MEMBERS,
+        select_chain, select_failover, select_latency, select_multivalue, select_weighted, select_zonal,
+        WeightedMember, MAX_MEMBERS,
     },
 };
 use qdns_zone::{
@@ -154,6 +155,24 @@ impl PolicySet {
                 (c.mask, c.fail_open)
             }
             PolicyKind::Ip | PolicyKind::Geo => (0, true),
+            // The member whose slot control set (its choice), else the first: its
+            // slots say which is chosen, not who is healthy (degraded only failing open).
+            PolicyKind::Latency => {
+                return match select_latency(&self.slots, bitmap) {
+                    Some(choice) => Picked {
+                        mask: 1u64 << (choice.index & 63),
+                        degraded: self.has_degraded_ttl && choice.fail_open,
+                        fail_open: choice.fail_open,
+                        scope: 0,
+                    },
+                    None => Picked {
+                        mask: 0,
+                        degraded: false,
+                        fail_open: true,
+                        scope: 0,
+                    },
+                };
+            }
         };
         let any_unhealthy = self.slots.iter().any(|&slot| !slot_healthy(bitmap, slot));
         Picked {

@@ -72,7 +72,7 @@ fn answers_of<'z>(index: &SetIndex<'z>, set: &'z RecordSet, depth: u32) -> Resul
         per_member.push(answers);
     }
     let most = match policy.kind {
-        PolicyKind::Weighted | PolicyKind::Failover | PolicyKind::Ip | PolicyKind::Geo => 1,
+        PolicyKind::Weighted | PolicyKind::Failover | PolicyKind::Ip | PolicyKind::Geo | PolicyKind::Latency => 1,
         PolicyKind::Multivalue => MULTIVALUE_MAX as usize,
         PolicyKind::Zonal => per_member.len(),
     };

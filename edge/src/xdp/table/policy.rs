@@ -7,13 +7,13 @@ use qdns_abi::{
     answer::{
         fold, member_outcome_salt, outcome_salt, sum_words, AnswerKey, AnswerValue, PolicyValue, DECISION_BY_WEIGHT,
         DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS, KIND_CLIENT, KIND_PLAIN, KIND_POLICY,
-        MEMBER_BLOB, POLICY_CLIENT, POLICY_FAILOVER, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL,
-        REASON_CLIENT_AWARE, REASON_OTHER, RESPONSE_MAX,
+        MEMBER_BLOB, POLICY_CLIENT, POLICY_FAILOVER, POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE,
+        POLICY_WEIGHTED, POLICY_ZONAL, REASON_CLIENT_AWARE, REASON_OTHER, RESPONSE_MAX,
     },
     health::{slot_healthy, ALWAYS_HEALTHY, WORD_BITS},
     select::{
-        select_chain, select_failover, select_multivalue, select_zonal, weighted_pick, weighted_pool, WeightedMember,
-        WeightedPool,
+        select_chain, select_failover, select_latency, select_multivalue, select_zonal, weighted_pick, weighted_pool,
+        WeightedMember, WeightedPool,
     },
 };
 use qdns_zone::PolicyKind;
@@ -281,6 +281,7 @@ pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<Polic
         PolicyKind::Failover => POLICY_FAILOVER,
         PolicyKind::Multivalue => POLICY_MULTIVALUE,
         PolicyKind::Zonal => POLICY_ZONAL,
+        PolicyKind::Latency => POLICY_LATENCY,
         PolicyKind::Ip | PolicyKind::Geo => return None,
     };
     let Members {
@@ -291,7 +292,7 @@ pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<Polic
     } = members(policy, kind)?;
     let n = synthetic.len();
     let answer = match policy.kind {
-        PolicyKind::Weighted | PolicyKind::Failover => largest,
+        PolicyKind::Weighted | PolicyKind::Failover | PolicyKind::Latency => largest,
         PolicyKind::Multivalue | PolicyKind::Zonal => total,
         PolicyKind::Ip | PolicyKind::Geo => return None,
     };
@@ -324,9 +325,15 @@ pub(super) fn policy_value(policy: &PolicyView<'_>, qlen: usize) -> Option<Polic
                 let choices = select_zonal(&slots, &bitmap);
                 (choices.mask, choices.fail_open, 0, false)
             }
+            PolicyKind::Latency => {
+                let choice = select_latency(&slots, &bitmap)?;
+                (1u64 << choice.index, choice.fail_open, 0, false)
+            }
             PolicyKind::Ip | PolicyKind::Geo => return None,
         };
-        let any_unhealthy = slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
+        // A latency set's slots say which member is chosen, not who is healthy.
+        let any_unhealthy =
+            policy.kind != PolicyKind::Latency && slots.iter().any(|&slot| !slot_healthy(&bitmap, slot));
         let degraded = policy.has_degraded_ttl && (any_unhealthy || fail_open);
         value.decision[combination] = (mask & 0xff) as u16
             | if degraded { DECISION_DEGRADED } else { 0 }
