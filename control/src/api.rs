@@ -457,6 +457,9 @@ pub struct PolicyExplanation {
     pub fail_open: bool,
     /// Why, when failing open.
     pub fail_open_note: Option<String>,
+    /// Latency sets: the choice, the margin that holds it and who is challenging it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<String>,
     /// Every member.
     pub candidates: Vec<Candidate>,
     /// Shifts on the set.
@@ -752,6 +755,7 @@ mod tests {
                         fail_open_below: 0.0,
                         fail_open: false,
                         fail_open_note: None,
+                        latency: None,
                         candidates: vec![
                             Candidate {
                                 id: "a".into(),

@@ -281,12 +281,58 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
                     "{label}: no candidate healthy (or below fail_open_below): every candidate is treated as healthy"
                 )
             }),
+            latency: latency_note(state, set),
             candidates,
             shifts,
             distribution,
             client,
         })),
     })
+}
+
+/// A latency set's choice, the margin that holds it and the member challenging it.
+fn latency_note(state: &State, set: &qdns_zone::RecordSet) -> Option<String> {
+    use std::fmt::Write as _;
+    let key = (set.name.clone(), set.rtype);
+    let latency = state.latency_sets().into_iter().find(|s| s.key == key)?;
+    let healthy: Vec<bool> = latency
+        .health
+        .iter()
+        .map(|&s| slot_healthy(&state.snapshot.bitmap, s))
+        .collect();
+    let members = crate::latency::Members {
+        healthy: &healthy,
+        rtts: &latency.rtts,
+    };
+    let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1000.0);
+    let name = |m: u32| {
+        let id = latency.ids.get(m as usize).map_or("?", String::as_str);
+        match latency.rtts.get(m as usize).copied().flatten() {
+            Some(rtt) => format!("{id} ({})", ms(rtt)),
+            None => format!("{id} (not measured)"),
+        }
+    };
+    let Some(chosen) = state.latency.choose(&key, &members) else {
+        return Some("no member is healthy: the first answers (fail-open)".to_owned());
+    };
+    let mut note = format!("answered by {}", name(chosen));
+    if let Some(rtt) = latency.rtts.get(chosen as usize).copied().flatten() {
+        let _ = write!(
+            note,
+            "; another member takes over when faster by {} (the larger of 5 ms and 20 %) for {} s",
+            ms(crate::latency::margin(rtt)),
+            state.latency.hold()
+        );
+    }
+    if let Some((challenger, since)) = state.latency.challenger(&key) {
+        let _ = write!(
+            note,
+            "; {} has been faster by that for {} s",
+            name(challenger),
+            crate::clock::monotonic().saturating_sub(since)
+        );
+    }
+    Some(note)
 }
 
 /// Share of answers per member (weighted: exact, over a grid of draws through the data

@@ -120,6 +120,11 @@ impl Choices {
         self.hold
     }
 
+    /// Sets the hold (`--latency-hold`), keeping the choices.
+    pub fn set_hold(&mut self, hold: u64) {
+        self.hold = hold;
+    }
+
     /// The member set `key` answers with for `members` now: the current choice while it
     /// is healthy, else the fastest healthy one.
     #[must_use]

@@ -179,7 +179,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.geoip_db.clone_from(&config.settings.geoip_db);
     state.location.clone_from(&config.location);
     state.region.clone_from(&config.settings.region);
-    state.latency = latency::Choices::with_hold(config.settings.latency_hold);
+    state.latency.set_hold(config.settings.latency_hold);
     state.expire();
     let _ = state.recompute();
     for zone in &state.snapshot.zones {

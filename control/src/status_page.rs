@@ -393,6 +393,9 @@ fn explanation(page: &mut String, e: &Explanation) {
                     esc(p.fail_open_note.as_deref().unwrap_or("every member answers"))
                 );
             }
+            if let Some(latency) = &p.latency {
+                let _ = writeln!(page, "<p>Latency: {}</p>", esc(latency));
+            }
             page.push_str("<table><tr><th>member</th><th>weight / role</th><th>check</th><th>status</th><th>why</th><th>round trip</th><th>answers with</th></tr>\n");
             for c in &p.candidates {
                 candidate(page, c);

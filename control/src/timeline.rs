@@ -14,7 +14,7 @@ pub struct Event {
     /// Unix seconds.
     pub time: u64,
     /// `health`, `fail-open`, `reload`, `shift`, `override`, `external`, `edge`,
-    /// `checker`, `persist`.
+    /// `checker`, `persist`, `latency`.
     pub kind: String,
     /// What happened.
     pub message: String,

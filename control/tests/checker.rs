@@ -21,6 +21,10 @@ struct Behaviour {
     status: u16,
     body: String,
     delay: Duration,
+    /// Each answer waits `delay` plus or minus up to this (uniform).
+    jitter: Duration,
+    /// Header lines (each ending in CRLF) added to every answer.
+    headers: String,
 }
 
 /// An HTTP/1.1 server on 127.0.0.1 answering per its current behaviour.
@@ -37,6 +41,8 @@ impl HttpServer {
             status,
             body: body.to_owned(),
             delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            headers: String::new(),
         }));
         let shared = Arc::clone(&behaviour);
         std::thread::spawn(move || {
@@ -52,12 +58,15 @@ impl HttpServer {
                             Ok(n) => request.extend_from_slice(&buf[..n]),
                         }
                     }
-                    std::thread::sleep(b.delay);
+                    let spread = u64::try_from(b.jitter.as_micros()).unwrap_or(0) * 2;
+                    let draw = qdns_testkit::Rng::from_clock().next() % spread.max(1);
+                    std::thread::sleep((b.delay + Duration::from_micros(draw)).saturating_sub(b.jitter));
                     let _ = write!(
                         stream,
-                        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                        "HTTP/1.1 {} X\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n{}",
                         b.status,
                         b.body.len(),
+                        b.headers,
                         b.body
                     );
                 });
@@ -67,11 +76,15 @@ impl HttpServer {
     }
 
     fn set(&self, status: u16, body: &str, delay: Duration) {
-        *self.behaviour.lock().unwrap() = Behaviour {
-            status,
-            body: body.to_owned(),
-            delay,
-        };
+        let mut b = self.behaviour.lock().unwrap();
+        b.status = status;
+        body.clone_into(&mut b.body);
+        b.delay = delay;
+    }
+
+    /// Changes the rest of the behaviour.
+    fn with(&self, change: impl FnOnce(&mut Behaviour)) {
+        change(&mut self.behaviour.lock().unwrap());
     }
 }
 
@@ -203,7 +216,18 @@ impl Setup {
 
     /// `GET /metrics` over a plain socket.
     fn metrics(&self) -> String {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.metrics)).unwrap();
+        // The metrics listener may come up just after the control socket.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut stream = loop {
+            match std::net::TcpStream::connect(("127.0.0.1", self.metrics)) {
+                Ok(stream) => break stream,
+                Err(err) if Instant::now() < deadline => {
+                    eprintln!("metrics not up yet: {err}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(err) => panic!("metrics on port {}: {err}", self.metrics),
+            }
+        };
         stream
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap();
@@ -213,15 +237,21 @@ impl Setup {
         text
     }
 
-    fn health(&self) -> serde_json::Value {
+    /// `qdnsctl --json ARGS` against this control.
+    fn ctl(&self, args: &[&str]) -> serde_json::Value {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
             .arg("--socket")
             .arg(self.dir.path().join("c.sock"))
-            .args(["--json", "health"])
+            .arg("--json")
+            .args(args)
             .output()
             .unwrap();
-        assert!(out.status.success());
+        assert!(out.status.success(), "qdnsctl {args:?}: {out:?}");
         serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn health(&self) -> serde_json::Value {
+        self.ctl(&["health"])
     }
 
     /// Waits until `check` has status `healthy` with a last reason containing `reason`.
@@ -253,6 +283,23 @@ impl Setup {
             std::thread::sleep(Duration::from_millis(250));
         }
     }
+}
+
+/// A zone whose `www` A is a latency set over `servers`, member `i` (id, value) checked
+/// by an HTTP check of server `i`.
+fn latency_zone(servers: &[HttpServer], members: &[(&str, &str)]) -> String {
+    use std::fmt::Write as _;
+    let mut checks = String::new();
+    let mut rrset = String::from("[[rrset]]\nname = \"www\"\ntype = \"A\"\npolicy = \"latency\"\nmembers = [\n");
+    for (server, (id, value)) in servers.iter().zip(members) {
+        checks.push_str(&check(id, "http", server.port, ""));
+        let _ = writeln!(
+            rrset,
+            "  {{ id = \"{id}\", values = [\"{value}\"], health_check = \"{id}\" }},"
+        );
+    }
+    rrset.push_str("]\n");
+    zone(&checks, &rrset)
 }
 
 /// HTTP servers answering 200 after each delay (ms).
@@ -320,14 +367,7 @@ fn probe_round_trips_are_measured_per_member() {
     assert!(rtt("near") < rtt("mid") && rtt("mid") < rtt("far"));
     assert!(rtt("plain") < 0.010, "a loopback connect: {}", rtt("plain"));
     // explain shows the same figure per member.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .arg("--socket")
-        .arg(setup.dir.path().join("c.sock"))
-        .args(["--json", "explain", "www.chk.example.", "A"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let explain: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let explain = setup.ctl(&["explain", "www.chk.example.", "A"]);
     let candidates = explain["candidates"].as_array().unwrap_or_else(|| panic!("{explain}"));
     let far = candidates.iter().find(|c| c["id"] == "far").unwrap();
     let us = far["rtt_us"].as_u64().unwrap_or_else(|| panic!("{far}"));
@@ -344,22 +384,11 @@ fn probe_round_trips_are_measured_per_member() {
 #[test]
 fn a_latency_set_answers_with_the_fastest_healthy_member() {
     let servers = delayed_servers(&[40, 20, 3]);
-    let checks = [
-        check("far", "http", servers[0].port, ""),
-        check("mid", "http", servers[1].port, ""),
-        check("near", "http", servers[2].port, ""),
-    ]
-    .concat();
-    let rrsets = r#"[[rrset]]
-name = "www"
-type = "A"
-policy = "latency"
-members = [
-  { id = "far", values = ["192.0.2.40"], health_check = "far" },
-  { id = "mid", values = ["192.0.2.20"], health_check = "mid" },
-  { id = "near", values = ["192.0.2.3"], health_check = "near" },
-]"#;
-    let setup = Setup::start_with(&zone(&checks, rrsets), &["--latency-hold", "5"]);
+    let text = latency_zone(
+        &servers,
+        &[("far", "192.0.2.40"), ("mid", "192.0.2.20"), ("near", "192.0.2.3")],
+    );
+    let setup = Setup::start_with(&text, &["--latency-hold", "5"]);
     let mut cmd = std::process::Command::new(edge_bin());
     cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
         .arg(setup.dir.path().join("e.sock"));
@@ -381,18 +410,18 @@ members = [
     // Every member measured within one interval (10 s), the fastest chosen within the
     // hold after that.
     until("192.0.2.3", Duration::from_secs(25));
+    let explain = setup.ctl(&["explain", "www.chk.example.", "A"]);
+    let note = explain["latency"].as_str().unwrap_or_else(|| panic!("{explain}"));
+    assert!(
+        note.starts_with("answered by near (") && note.contains("faster by 5.0 ms") && note.contains("for 5 s"),
+        "{note}"
+    );
     servers[2].set(503, "down", Duration::ZERO);
     let left = until("192.0.2.20", Duration::from_secs(15));
     eprintln!("the failing member was left {left:?} after it failed");
     servers[2].set(200, "OK", Duration::from_millis(3));
     until("192.0.2.3", Duration::from_secs(25));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .arg("--socket")
-        .arg(setup.dir.path().join("c.sock"))
-        .args(["--json", "events"])
-        .output()
-        .unwrap();
-    let status = String::from_utf8_lossy(&out.stdout);
+    let status = setup.ctl(&["events"]).to_string();
     for event in [
         "now answered by mid",
         "the choice is unhealthy",
@@ -401,6 +430,34 @@ members = [
     ] {
         assert!(status.contains(event), "no event {event:?}: {status}");
     }
+}
+
+/// Issue 30 §5: two endpoints 3 ms apart with ±15 ms of jitter on every answer, over a
+/// minute at the default hold (30 s): the answer does not flap. The choice may move
+/// once — to the one that really is faster — but never back and forth.
+#[test]
+fn jitter_between_two_close_endpoints_does_not_flap_the_answer() {
+    let servers = delayed_servers(&[30, 33]);
+    for server in &servers {
+        server.with(|b| b.jitter = Duration::from_millis(15));
+    }
+    let setup = Setup::start(&latency_zone(&servers, &[("a", "192.0.2.1"), ("b", "192.0.2.2")]));
+    let events = || {
+        let all = setup.ctl(&["events"]);
+        all.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "latency")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    // Both measured (one interval), then a minute of probes: six per endpoint.
+    std::thread::sleep(Duration::from_secs(72));
+    let all = events();
+    let switches: Vec<&String> = all.iter().filter(|e| e.contains("faster by the margin")).collect();
+    eprintln!("latency events: {all:#?}");
+    assert!(all.iter().any(|e| e.contains("first choice")), "{all:?}");
+    assert!(switches.len() <= 1, "the answer flapped: {switches:#?}");
 }
 
 #[test]
@@ -531,13 +588,7 @@ members = [
     secondary.set(503, "down", Duration::ZERO);
     setup.wait("s", false, "status 503");
     until("192.0.2.1"); // fail-open: the primary again
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .arg("--socket")
-        .arg(setup.dir.path().join("c.sock"))
-        .args(["--json", "status"])
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = setup.ctl(&["status"]);
     assert!(
         status["fail_open"]
             .as_array()

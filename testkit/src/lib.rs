@@ -36,14 +36,19 @@ impl Rng {
         let seed = std::env::var("QDNS_TEST_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-                    | 1
-            });
+            .unwrap_or_else(|| Self::from_clock().0);
         eprintln!("seed {seed} (QDNS_TEST_SEED replays it)");
         Self(seed)
+    }
+
+    /// Seeded from the clock (not reproducible: for noise a test does not replay).
+    pub fn from_clock() -> Self {
+        Self(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1,
+        )
     }
 
     /// The next 64 random bits.

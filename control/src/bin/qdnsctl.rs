@@ -607,6 +607,9 @@ fn print_explain(e: &Explanation) {
     if policy.fail_open {
         println!("FAIL-OPEN: {}", or_dash(policy.fail_open_note.as_deref()));
     }
+    if let Some(latency) = &policy.latency {
+        println!("LATENCY: {latency}");
+    }
     println!(
         "{:<10} {:>6} {:<10} {:<9} {:>9} {:<28}  WHY",
         "MEMBER", "WEIGHT", "ROLE", "STATUS", "RTT", "ANSWERS"
