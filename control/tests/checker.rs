@@ -379,8 +379,8 @@ fn probe_round_trips_are_measured_per_member() {
 /// 3 ms (listed in that order, so the listed order is not the answer); `--latency-hold
 /// 5`. The answer settles on the 3 ms one; when it fails its check it is left at once
 /// (within one probe) for the 20 ms one, and when it recovers it takes over again once
-/// it has held the margin for the hold time. Each switch is an event naming the round
-/// trips.
+/// it has held the margin for the hold time; when its delay grows to 60 ms the answer
+/// moves to the 20 ms one within 60 s. Each switch is an event naming the round trips.
 #[test]
 fn a_latency_set_answers_with_the_fastest_healthy_member() {
     let servers = delayed_servers(&[40, 20, 3]);
@@ -421,6 +421,12 @@ fn a_latency_set_answers_with_the_fastest_healthy_member() {
     eprintln!("the failing member was left {left:?} after it failed");
     servers[2].set(200, "OK", Duration::from_millis(3));
     until("192.0.2.3", Duration::from_secs(25));
+    // The path to it gets slower (60 ms, still healthy): the answer moves to the 20 ms
+    // member within 60 s — two probes move the median of three, a third the average past
+    // the margin (10 s apart), then the hold.
+    servers[2].set(200, "OK", Duration::from_millis(60));
+    let moved = until("192.0.2.20", Duration::from_secs(60));
+    eprintln!("a slower path moved the answer after {moved:?}");
     let status = setup.ctl(&["events"]).to_string();
     for event in [
         "now answered by mid",
