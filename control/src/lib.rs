@@ -253,7 +253,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tracing::info!(edge_socket = %config.edge_socket, "serving edges");
         tasks.spawn(accept_edges_unix(listener, ctx.clone(), shutdown.clone()));
     }
-    tracing::info!(socket = %config.socket.display(), "control socket ready");
     tasks.spawn(accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(apply_observations(observed, ctx.clone(), shutdown.clone()));
@@ -282,7 +281,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         let reports = (listener, keys, config.location.clone(), sequences);
         tasks.spawn(accept_reports(reports, ctx.clone(), shutdown.clone()));
     }
-    // Every listener bound, the zones compiled and edges served: ready for systemd.
+    // Every listener bound, the zones compiled and edges served: ready for systemd, and
+    // for whoever waits for this line (the metrics and report listeners are up too).
+    tracing::info!(socket = %config.socket.display(), "control socket ready");
     let version = ctx.state.lock().await.snapshot.version;
     qdns_listen::notify::ready(&format!("location ready, snapshot {version}"));
     shutdown.cancelled().await;

@@ -216,18 +216,8 @@ impl Setup {
 
     /// `GET /metrics` over a plain socket.
     fn metrics(&self) -> String {
-        // The metrics listener may come up just after the control socket.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut stream = loop {
-            match std::net::TcpStream::connect(("127.0.0.1", self.metrics)) {
-                Ok(stream) => break stream,
-                Err(err) if Instant::now() < deadline => {
-                    eprintln!("metrics not up yet: {err}");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(err) => panic!("metrics on port {}: {err}", self.metrics),
-            }
-        };
+        // Bound before control logs "control socket ready".
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.metrics)).unwrap();
         stream
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap();
