@@ -14,6 +14,7 @@ use std::{
 
 use common::{ask, edge_bin, values, Proc};
 use hickory_proto::rr::RecordType;
+use qdns_testkit::fixtures::zone_head;
 
 /// What a test HTTP server answers.
 #[derive(Clone)]
@@ -154,23 +155,7 @@ fn closed_port() -> u16 {
 }
 
 fn zone(checks: &str, rrsets: &str) -> String {
-    format!(
-        r#"[zone]
-origin = "chk.example."
-ttl = 60
-[zone.soa]
-mname = "ns.chk.example."
-rname = "h.chk.example."
-serial = 1
-refresh = 1
-retry = 1
-expire = 1
-minimum = 5
-[zone.ns]
-names = ["ns.chk.example."]
-{checks}
-{rrsets}"#
-    )
+    format!("{}{checks}\n{rrsets}", zone_head("chk.example."))
 }
 
 fn check(id: &str, kind: &str, port: u16, extra: &str) -> String {

@@ -15,6 +15,7 @@ use std::{
 };
 
 use common::{edge_bin, free_port, Proc};
+use qdns_testkit::fixtures::zone_head;
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -53,11 +54,7 @@ impl World {
         std::fs::create_dir(&zones).unwrap();
         // Two checks on the same live TCP target: "a" gets overridden, "b" is decided
         // by the (embedded) checker alone.
-        let mut zone = String::from(
-            "[zone]\norigin = \"k.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.k.example.\"\n\
-             rname = \"h.k.example.\"\nserial = 1\nrefresh = 1\nretry = 1\nexpire = 1\nminimum = 5\n\
-             [zone.ns]\nnames = [\"ns.k.example.\"]\n",
-        );
+        let mut zone = zone_head("k.example.");
         for id in ["a", "b"] {
             let _ = write!(
                 zone,

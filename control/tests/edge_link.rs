@@ -18,21 +18,10 @@ use std::{
 
 use common::{ask, edge_bin, free_port, sample, scrape, values, Proc};
 use hickory_proto::rr::RecordType;
+use qdns_testkit::fixtures::ZONE_HEAD;
 
-const ZONE: &str = r#"
-[zone]
-origin = "t.example."
-ttl = 60
-[zone.soa]
-mname = "ns.t.example."
-rname = "h.t.example."
-serial = 1
-refresh = 1
-retry = 1
-expire = 1
-minimum = 5
-[zone.ns]
-names = ["ns.t.example."]
+/// The test zone's tables after [`ZONE_HEAD`]; `PRIMARY` is replaced.
+const ZONE_BODY: &str = r#"
 [[health_check]]
 id = "p"
 type = "external"
@@ -45,6 +34,11 @@ members = [
   { id = "s", role = "secondary", values = ["192.0.2.2"] },
 ]
 "#;
+
+/// The test zone, `PRIMARY` not yet replaced.
+fn zone() -> String {
+    format!("{ZONE_HEAD}{ZONE_BODY}")
+}
 
 fn pki(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
@@ -179,7 +173,7 @@ fn tls_link_serves_its_edges_and_refuses_impostors_on_both_sides() {
     ca(&theirs, &[], &["edge-1"]);
     for (dir, primary) in [("zones", "192.0.2.1"), ("evil-zones", "198.51.100.66")] {
         fs::create_dir(root.join(dir)).unwrap();
-        fs::write(root.join(dir).join("t.toml"), ZONE.replace("PRIMARY", primary)).unwrap();
+        fs::write(root.join(dir).join("t.toml"), zone().replace("PRIMARY", primary)).unwrap();
     }
     let (port, metrics) = (free_port(), free_port());
     let mut real = control(root, "control", &root.join("zones"), &ours, port, metrics);
@@ -275,7 +269,7 @@ fn tls_settings_are_checked_at_start() {
     let root = tempfile::tempdir().unwrap();
     let root = root.path();
     fs::create_dir(root.join("zones")).unwrap();
-    fs::write(root.join("zones/t.toml"), ZONE.replace("PRIMARY", "192.0.2.1")).unwrap();
+    fs::write(root.join("zones/t.toml"), zone().replace("PRIMARY", "192.0.2.1")).unwrap();
     let run = |cmd: &mut Command| {
         let out = cmd.output().unwrap();
         assert!(!out.status.success());
@@ -368,7 +362,11 @@ fn a_revoked_edge_is_dropped_at_once_and_refused_while_the_others_stay() {
     // Start with a list that revokes another certificate only.
     pki(&["revoke", "retired", "--dir", dir.to_str().unwrap()]);
     fs::create_dir(root.join("zones")).unwrap();
-    fs::write(root.join("zones").join("t.toml"), ZONE.replace("PRIMARY", "192.0.2.1")).unwrap();
+    fs::write(
+        root.join("zones").join("t.toml"),
+        zone().replace("PRIMARY", "192.0.2.1"),
+    )
+    .unwrap();
     let (port, metrics) = (free_port(), free_port());
     let crl = dir.join("crl.pem");
     let control = control_with(

@@ -15,6 +15,7 @@ use std::{
 
 use common::{ask, values, Location};
 use hickory_proto::{op::ResponseCode, rr::RecordType};
+use qdns_testkit::fixtures::ZONE_HEAD;
 
 #[test]
 fn overrides_and_external_checks_steer_answers() {
@@ -659,21 +660,9 @@ fn unchecked_secondary_and_tcp_edge_endpoint() {
     fs::create_dir(dir.path().join("zones")).unwrap();
     fs::write(
         dir.path().join("zones/t.toml"),
-        r#"
-[zone]
-origin = "t.example."
-ttl = 60
-[zone.soa]
-mname = "ns.t.example."
-rname = "h.t.example."
-serial = 1
-refresh = 1
-retry = 1
-expire = 1
-minimum = 5
-[zone.ns]
-names = ["ns.t.example."]
-[[health_check]]
+        format!(
+            "{ZONE_HEAD}{}",
+            r#"[[health_check]]
 id = "p"
 type = "external"
 [[rrset]]
@@ -684,7 +673,8 @@ members = [
   { id = "p", role = "primary", values = ["192.0.2.1"], health_check = "p" },
   { id = "s", role = "secondary", values = ["192.0.2.2"] },
 ]
-"#,
+"#
+        ),
     )
     .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")

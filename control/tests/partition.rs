@@ -26,6 +26,7 @@ use std::{
 };
 
 use common::{edge_bin, Proc};
+use qdns_testkit::fixtures::zone_head;
 use qdns_testkit::netns::{require_root, run, Netns};
 
 /// The probed target.
@@ -126,14 +127,12 @@ impl World {
         std::fs::write(
             zones.join("p.toml"),
             format!(
-                "[zone]\norigin = \"p.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.p.example.\"\n\
-                 rname = \"h.p.example.\"\nserial = 1\nrefresh = 1\nretry = 1\nexpire = 1\nminimum = 5\n\
-                 [zone.ns]\nnames = [\"ns.p.example.\"]\n\
-                 [[health_check]]\nid = \"web\"\ntype = \"http\"\nip = \"{TARGET}\"\nport = 80\n\
+                "{}[[health_check]]\nid = \"web\"\ntype = \"http\"\nip = \"{TARGET}\"\nport = 80\n\
                  interval = {INTERVAL}\nfailure_threshold = {FAILURE_THRESHOLD}\n\
                  [[rrset]]\nname = \"www\"\ntype = \"A\"\npolicy = \"failover\"\nmembers = [\n\
                  {{ id = \"p\", role = \"primary\", values = [\"{PRIMARY}\"], health_check = \"web\" }},\n\
-                 {{ id = \"s\", role = \"secondary\", values = [\"{SECONDARY}\"] }},\n]\n"
+                 {{ id = \"s\", role = \"secondary\", values = [\"{SECONDARY}\"] }},\n]\n",
+                zone_head("p.example.")
             ),
         )
         .unwrap();

@@ -5,6 +5,7 @@
 //! the checkers they can reach; reports are signed and replay-protected.
 mod common;
 
+use qdns_testkit::fixtures::zone_head;
 use qdns_testkit::Rng;
 use std::{
     fmt::Write as _,
@@ -69,7 +70,8 @@ impl World {
         std::fs::write(
             dir.path().join("zones/q.toml"),
             format!(
-                "[zone]\norigin = \"q.example.\"\nttl = 60\n[zone.soa]\nmname = \"ns.q.example.\"\nrname = \"h.q.example.\"\nserial = 1\nrefresh = 1\nretry = 1\nexpire = 1\nminimum = 5\n[zone.ns]\nnames = [\"ns.q.example.\"]\n[[health_check]]\nid = \"t\"\ntype = \"http\"\nip = \"127.0.0.1\"\nport = {target}\ninterval = 10\nfailure_threshold = 1\n"
+                "{}[[health_check]]\nid = \"t\"\ntype = \"http\"\nip = \"127.0.0.1\"\nport = {target}\ninterval = 10\nfailure_threshold = 1\n",
+                zone_head("q.example.")
             ),
         )
         .unwrap();

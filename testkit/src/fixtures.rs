@@ -30,6 +30,13 @@ minimum = 5
 names = ["ns.t.example."]
 "#;
 
+/// [`ZONE_HEAD`] for another origin (`"chk.example."`): the same TTL, SOA timers and
+/// one NS, `ns.ORIGIN`.
+#[must_use]
+pub fn zone_head(origin: &str) -> String {
+    ZONE_HEAD.replace("t.example.", origin)
+}
+
 /// Copies the example zones into `dir` (for tests that change them).
 pub fn copy_examples(dir: &Path) {
     for entry in std::fs::read_dir(example_zones()).expect("examples/zones") {
