@@ -493,7 +493,7 @@ pub struct ClientExplanation {
 }
 
 /// A member in `explain`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {
     /// Member id.
     pub id: String,
@@ -514,11 +514,36 @@ pub struct Candidate {
     /// it (members with a probed check, once measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_us: Option<u64>,
+    /// The load figure its check reads now (weighted members whose check reads load;
+    /// `None` also while no checker has a fresh figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
+    /// The weight it answers with after load shedding (weighted members whose check
+    /// reads load): `weight` at or below the check's `low`, 0 at or above `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_weight: Option<f64>,
     /// What it answers with.
     pub answers: MemberAnswer,
 }
 
 impl Candidate {
+    /// The weight for people: `10`, or `4/10` while load sheds part of it; `-` outside
+    /// weighted sets.
+    #[must_use]
+    pub fn weight_text(&self) -> String {
+        match (self.weight, self.effective_weight) {
+            (None, _) => "-".to_owned(),
+            (Some(w), Some(e)) if (e - f64::from(w)).abs() > 1e-9 => format!("{e}/{w}"),
+            (Some(w), _) => w.to_string(),
+        }
+    }
+
+    /// The load figure for people: `0.85`, or `-`.
+    #[must_use]
+    pub fn load_text(&self) -> String {
+        self.load.map_or_else(|| "-".to_owned(), |l| format!("{l}"))
+    }
+
     /// The round trip for people: `20.4 ms`, or `-`.
     #[must_use]
     pub fn rtt_text(&self) -> String {
@@ -766,6 +791,8 @@ mod tests {
                                 healthy: true,
                                 why: "ok".into(),
                                 rtt_us: Some(20_400),
+                                load: Some(0.85),
+                                effective_weight: Some(4.0),
                                 answers: MemberAnswer::Records {
                                     records: 1,
                                     values: vec!["192.0.2.1".into()],
@@ -780,6 +807,8 @@ mod tests {
                                 healthy: false,
                                 why: "down".into(),
                                 rtt_us: None,
+                                load: None,
+                                effective_weight: None,
                                 answers: MemberAnswer::Alias {
                                     alias: "b.example.".into(),
                                 },

@@ -173,12 +173,16 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
 fn candidates(
     state: &State,
     zone: &qdns_zone::Zone,
+    set: &qdns_zone::RecordSet,
     policy: &qdns_zone::Policy,
-    rtype: u16,
     slots: &[u32],
     bitmap: &[u64],
 ) -> Vec<Candidate> {
+    let rtype = set.rtype;
     let values = |rdata: &[Vec<u8>]| -> Vec<String> { rdata.iter().map(|r| rdata_text(rtype, r)).collect() };
+    // A set that sheds load carries configured weight × tenths kept.
+    let shed = state.shedding.set(&set.name, set.rtype);
+    let loads = shed.map(|shed| crate::shedding::Shedding::target(shed, &state.loads, crate::clock::monotonic()));
     policy
         .members
         .iter()
@@ -186,7 +190,8 @@ fn candidates(
         .enumerate()
         .map(|(i, (m, &slot))| Candidate {
             id: m.id.clone(),
-            weight: (policy.kind == PolicyKind::Weighted).then_some(m.weight),
+            weight: (policy.kind == PolicyKind::Weighted)
+                .then(|| shed.and_then(|s| s.configured.get(i).copied()).unwrap_or(m.weight)),
             role: (policy.kind == PolicyKind::Failover)
                 .then(|| if i == 0 { "primary" } else { "secondary" }.to_owned()),
             check: m.check.clone(),
@@ -197,6 +202,13 @@ fn candidates(
             rtt_us: state
                 .member_round_trip(zone, m)
                 .map(|trip| u64::try_from(trip.smoothed.as_micros()).unwrap_or(u64::MAX)),
+            load: loads
+                .as_ref()
+                .and_then(|l| l.get(i)?.1)
+                .map(|milli| f64::from(milli) / 1000.0),
+            effective_weight: shed
+                .filter(|s| s.gauges.get(i).is_some_and(Option::is_some))
+                .map(|_| f64::from(m.weight) / 10.0),
             answers: match &m.answer {
                 Answer::Values(rdata) => MemberAnswer::Records {
                     records: rdata.len(),
@@ -237,7 +249,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
     };
     let slots: Vec<u32> = policy.members.iter().map(|m| global(zone.slot_base, m.slot)).collect();
     let fail_open = fails_open(zone, set, bitmap);
-    let candidates = candidates(state, zone, policy, set.rtype, &slots, bitmap);
+    let candidates = candidates(state, zone, set, policy, &slots, bitmap);
     let (distribution, client) = match policy.client.as_deref() {
         Some(rules) => client::explain(rules, zone.geo.as_deref(), asked_for, &policy.members, &slots, bitmap)?,
         None => (

@@ -40,6 +40,12 @@ impl Ctx {
         if let Some(delta) = state.recompute() {
             self.broadcast(&ToEdge::Health(delta));
         }
+        if state.shed_load() {
+            self.broadcast(&ToEdge::Snapshot {
+                snapshot: Box::new((*state.snapshot).clone()),
+                seq: state.seq,
+            });
+        }
     }
 
     /// Sends a message to every edge.
@@ -491,7 +497,7 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
             ApiError::new(ErrorCode::InvalidZone, message)
         })?;
     }
-    state.replace_snapshot(snapshot);
+    state.install_loaded(snapshot);
     ctx.update_checker(state);
     ctx.broadcast(&ToEdge::Snapshot {
         snapshot: Box::new((*state.snapshot).clone()),

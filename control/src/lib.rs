@@ -36,6 +36,7 @@ pub mod remote;
 pub mod report;
 pub mod report_listener;
 pub mod round_trips;
+pub mod shedding;
 pub mod special_use;
 pub mod state;
 pub mod status_page;

@@ -48,6 +48,7 @@ pub fn render(state: &State) -> String {
     register_checks(&mut r, state);
     register_sets_and_edges(&mut r, state);
     register_round_trips(&mut r, state);
+    register_loads(&mut r, state);
     register_counters(&mut r, state);
     let mut out = String::new();
     if encode(&mut out, &r).is_err() {
@@ -172,6 +173,40 @@ fn register_round_trips(r: &mut Registry, state: &State) {
         "control_member_rtt_seconds",
         "Smoothed round trip (time to first byte, or connect time for TCP checks) of each policy member, as this location's checkers measure it",
         round_trips,
+    );
+}
+
+/// Each weighted member's load figure and effective weight, in sets that shed load.
+fn register_loads(r: &mut Registry, state: &State) {
+    let loads = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let weights = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let now = crate::clock::monotonic();
+    for set in &state.shedding.sets {
+        let target = crate::shedding::Shedding::target(set, &state.loads, now);
+        for (i, id) in set.ids.iter().enumerate() {
+            let labels = vec![
+                ("rrset".to_owned(), set.label.clone()),
+                ("member".to_owned(), id.clone()),
+            ];
+            if let Some(milli) = target.get(i).and_then(|(_, f)| *f) {
+                loads.get_or_create(&labels).set(f64::from(milli) / 1000.0);
+            }
+            let configured = set.configured.get(i).copied().unwrap_or(0);
+            let kept = set.kept.get(i).copied().unwrap_or(10);
+            weights
+                .get_or_create(&labels)
+                .set(f64::from(configured) * f64::from(kept) / 10.0);
+        }
+    }
+    r.register(
+        "control_member_load",
+        "Load figure each weighted member's check reads (median of the checkers' fresh figures)",
+        loads,
+    );
+    r.register(
+        "control_member_effective_weight",
+        "Weight each member of a load-shedding set answers with now (configured weight, less what load sheds)",
+        weights,
     );
 }
 

@@ -158,6 +158,7 @@ mod tests {
             checker: checker.into(),
             region: format!("r-{checker}"),
             timing: None,
+            load_milli: None,
         }
     }
 

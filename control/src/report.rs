@@ -196,10 +196,18 @@ struct Extension {
     timings: Vec<Option<crate::checker::probe::Timing>>,
 }
 
-/// The [`Extension`] this build writes.
-const EXTENSION_VERSION: u16 = 1;
+/// What version 2 appends after the [`Extension`] (load shedding): each observation's
+/// load figure, in thousandths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Loads {
+    loads: Vec<Option<u32>>,
+}
 
-/// Signs `report` with `key`: the body is the report, then its [`Extension`].
+/// The [`Extension`] this build writes.
+const EXTENSION_VERSION: u16 = 2;
+
+/// Signs `report` with `key`: the body is the report, then its [`Extension`] and
+/// [`Loads`].
 pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, String> {
     let mut body = postcard::to_stdvec(report).map_err(|e| e.to_string())?;
     let extension = Extension {
@@ -207,6 +215,10 @@ pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, String> {
         timings: report.observations.iter().map(|o| o.timing).collect(),
     };
     body.extend(postcard::to_stdvec(&extension).map_err(|e| e.to_string())?);
+    let loads = Loads {
+        loads: report.observations.iter().map(|o| o.load_milli).collect(),
+    };
+    body.extend(postcard::to_stdvec(&loads).map_err(|e| e.to_string())?);
     seal(&report.checker, body, key)
 }
 
@@ -216,12 +228,22 @@ fn decode(body: &[u8]) -> Result<Report, Reject> {
     if rest.is_empty() {
         return Ok(report);
     }
-    let (extension, _later): (Extension, &[u8]) = postcard::take_from_bytes(rest).map_err(|_| Reject::Malformed)?;
+    let (extension, rest): (Extension, &[u8]) = postcard::take_from_bytes(rest).map_err(|_| Reject::Malformed)?;
     if extension.timings.len() != report.observations.len() {
         return Err(Reject::Malformed);
     }
     for (observation, timing) in report.observations.iter_mut().zip(extension.timings) {
         observation.timing = timing;
+    }
+    if extension.version < 2 || rest.is_empty() {
+        return Ok(report);
+    }
+    let (loads, _later): (Loads, &[u8]) = postcard::take_from_bytes(rest).map_err(|_| Reject::Malformed)?;
+    if loads.loads.len() != report.observations.len() {
+        return Err(Reject::Malformed);
+    }
+    for (observation, load) in report.observations.iter_mut().zip(loads.loads) {
+        observation.load_milli = load;
     }
     Ok(report)
 }
@@ -349,6 +371,7 @@ mod tests {
             checker: "c1".to_owned(),
             region: "eu".to_owned(),
             timing,
+            load_milli: timing.map(|t| t.connect_us / 10),
         }
     }
 
@@ -362,7 +385,8 @@ mod tests {
         sent.observations = vec![observation(Some(timing)), observation(None)];
         let signed = sign(&sent, &[7u8; 32]).unwrap();
         let got = verify(&signed, &keys(), "fra", &mut HashMap::new(), 1000).unwrap();
-        assert_eq!(got, sent, "timings come back through the extension");
+        assert_eq!(got, sent, "timings and loads come back through the extension");
+        assert_eq!(got.observations[0].load_milli, Some(310));
         // A location that predates the extension decodes the report as before (postcard
         // ignores what follows), without the timings.
         let old: Report = postcard::from_bytes(&signed.body).unwrap();
@@ -372,6 +396,27 @@ mod tests {
         let bare = seal("c1", postcard::to_stdvec(&sent).unwrap(), &[7u8; 32]).unwrap();
         let got = verify(&bare, &keys(), "fra", &mut HashMap::new(), 1000).unwrap();
         assert!(got.observations.iter().all(|o| o.timing.is_none()));
+        // One of version 1 (timings, no loads): timings read, no loads.
+        let mut body = postcard::to_stdvec(&sent).unwrap();
+        body.extend(
+            postcard::to_stdvec(&Extension {
+                version: 1,
+                timings: vec![Some(timing), None],
+            })
+            .unwrap(),
+        );
+        let v1 = verify(
+            &seal("c1", body, &[7u8; 32]).unwrap(),
+            &keys(),
+            "fra",
+            &mut HashMap::new(),
+            1000,
+        )
+        .unwrap();
+        assert_eq!(
+            (v1.observations[0].timing, v1.observations[0].load_milli),
+            (Some(timing), None)
+        );
         // An extension that does not match the observations is refused.
         let mut body = postcard::to_stdvec(&sent).unwrap();
         body.extend(

@@ -255,6 +255,10 @@ pub struct State {
     pub round_trips: crate::round_trips::RoundTrips,
     /// Each latency set's choice.
     pub latency: crate::latency::Choices,
+    /// The load figures checks read.
+    pub loads: crate::shedding::Loads,
+    /// The weighted sets that shed load, with their configured weights.
+    pub shedding: crate::shedding::Shedding,
     /// The current snapshot (its `bitmap` is kept current).
     pub snapshot: Arc<Snapshot>,
     /// Deltas sent since the snapshot.
@@ -291,7 +295,8 @@ pub fn set_label(set: &RecordSet) -> String {
 impl State {
     /// State for a freshly loaded `snapshot`.
     #[must_use]
-    pub fn new(zones_dir: PathBuf, snapshot: Snapshot, operator: OperatorState) -> State {
+    pub fn new(zones_dir: PathBuf, mut snapshot: Snapshot, operator: OperatorState) -> State {
+        let shedding = crate::shedding::Shedding::install(&mut snapshot);
         let mut state = State {
             quorum: DEFAULT_QUORUM,
             deny_special_use_targets: false,
@@ -306,6 +311,8 @@ impl State {
             region: String::new(),
             round_trips: crate::round_trips::RoundTrips::default(),
             latency: crate::latency::Choices::default(),
+            loads: crate::shedding::Loads::default(),
+            shedding,
             snapshot: Arc::new(snapshot),
             seq: 0,
             operator,
@@ -345,7 +352,18 @@ impl State {
         self.events.push(now(), kind, message);
     }
 
-    /// Replaces the snapshot (a reload); health is re-evaluated for it.
+    /// Installs a freshly loaded snapshot (a reload): its weighted sets shed the load
+    /// measured now, then it replaces the current one.
+    pub fn install_loaded(&mut self, mut snapshot: Snapshot) {
+        self.shedding = crate::shedding::Shedding::install(&mut snapshot);
+        let _ = self
+            .shedding
+            .apply(&mut snapshot, &self.loads, crate::clock::monotonic());
+        self.replace_snapshot(snapshot);
+    }
+
+    /// Replaces the snapshot with one of the same zones (signed again) or a freshly
+    /// loaded one ([`State::install_loaded`]); health is re-evaluated for it.
     pub fn replace_snapshot(&mut self, snapshot: Snapshot) {
         self.snapshot = Arc::new(snapshot);
         self.seq = 0;
@@ -353,6 +371,7 @@ impl State {
         let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
         self.observations.retain_checks(|key| keys.contains(key));
         self.round_trips.retain_checks(|key| keys.contains(key));
+        self.loads.retain_checks(|key| keys.contains(key));
         let sets: BTreeSet<crate::latency::SetKey> = self.latency_sets().into_iter().map(|s| s.key).collect();
         self.latency.retain(|key| sets.contains(key));
         self.failing_open.clear();
@@ -482,7 +501,40 @@ impl State {
             self.round_trips
                 .add(&observation.check, &observation.region, timing.round_trip_us());
         }
+        if let Some(milli) = observation.load_milli.filter(|_| observation.success) {
+            // Read now: the figure's age is the report's, a few seconds at most.
+            self.loads.add(
+                &observation.check,
+                &observation.checker,
+                milli,
+                crate::clock::monotonic().saturating_sub(age),
+            );
+        }
         self.observations.record(observation, age, crate::clock::monotonic());
+    }
+
+    /// Moves weighted sets' weights to the load their checks read (at most every
+    /// [`crate::shedding::MIN_INTERVAL_SECS`]); true when they moved — the snapshot is
+    /// then a new version, to be sent whole.
+    pub fn shed_load(&mut self) -> bool {
+        let moved = self.shedding.apply(
+            Arc::make_mut(&mut self.snapshot),
+            &self.loads,
+            crate::clock::monotonic(),
+        );
+        if moved.is_empty() {
+            return false;
+        }
+        let version = crate::handler::next_version(self.snapshot.version);
+        Arc::make_mut(&mut self.snapshot).version = version;
+        self.seq = 0;
+        for set in moved {
+            self.event(
+                "load",
+                format!("{}: {} (snapshot {version})", set.label, set.members.join(", ")),
+            );
+        }
+        true
     }
 
     /// `member`'s health slot (zone-local): its own slot, or for a latency set's member

@@ -435,7 +435,10 @@ fn explanation(page: &mut String, e: &Explanation) {
 
 fn candidate(page: &mut String, c: &Candidate) {
     let role = match (c.weight, &c.role) {
-        (Some(w), _) => format!("weight {w}"),
+        (Some(_), _) if c.effective_weight.is_some() => {
+            format!("weight {} (load {})", esc(&c.weight_text()), esc(&c.load_text()))
+        }
+        (Some(_), _) => format!("weight {}", c.weight_text()),
         (None, Some(role)) => esc(role),
         (None, None) => String::new(),
     };

@@ -225,6 +225,27 @@ impl Setup {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// An edge of this control, answering on loopback.
+    fn edge(&self) -> (Proc, std::net::SocketAddr) {
+        let mut cmd = std::process::Command::new(edge_bin());
+        cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
+            .arg(self.dir.path().join("e.sock"));
+        cmd.arg("--state-dir").arg(self.dir.path().join("es"));
+        common::spawn_edge(cmd)
+    }
+
+    /// Member `id` of `www.chk.example. A` as `explain` shows it.
+    fn candidate(&self, id: &str) -> serde_json::Value {
+        let explain = self.ctl(&["explain", "www.chk.example.", "A"]);
+        explain["candidates"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{explain}"))
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {explain}"))
+            .clone()
+    }
+
     fn health(&self) -> serde_json::Value {
         self.ctl(&["health"])
     }
@@ -364,11 +385,7 @@ fn a_latency_set_answers_with_the_fastest_healthy_member() {
         &[("far", "192.0.2.40"), ("mid", "192.0.2.20"), ("near", "192.0.2.3")],
     );
     let setup = Setup::start_with(&text, &["--latency-hold", "5"]);
-    let mut cmd = std::process::Command::new(edge_bin());
-    cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
-        .arg(setup.dir.path().join("e.sock"));
-    cmd.arg("--state-dir").arg(setup.dir.path().join("es"));
-    let (_edge, addr) = common::spawn_edge(cmd);
+    let (_edge, addr) = setup.edge();
     let answer = || values(&ask(addr, "www.chk.example.", RecordType::A, Duration::from_secs(2), 3).unwrap());
     let until = |expected: &str, within: Duration| {
         let started = Instant::now();
@@ -439,6 +456,113 @@ fn jitter_between_two_close_endpoints_does_not_flap_the_answer() {
     eprintln!("latency events: {all:#?}");
     assert!(all.iter().any(|e| e.contains("first choice")), "{all:?}");
     assert!(switches.len() <= 1, "the answer flapped: {switches:#?}");
+}
+
+/// Issue 30 §3: load shedding. A weighted set of two members, weight 1 each; `a`'s
+/// check reads `X-Load` (low 0.5, high 0.9), `b`'s reads `/load` of a JSON body. As
+/// `a`'s load rises to 0.8 its weight falls to 0.3 (explain, metrics, an event), at 0.95
+/// it has none and a real edge answers only `b`; when the load falls back it answers
+/// with `a` again at its whole weight. `b`'s figure is read and shown but, under `low`,
+/// sheds nothing.
+#[test]
+fn a_rising_load_sheds_a_weighted_members_weight_and_a_falling_one_restores_it() {
+    let a = HttpServer::start(200, "OK");
+    let b = HttpServer::start(200, "{\"load\": {\"now\": 0.2}}");
+    let set_load = |figure: &str| a.with(|behaviour| behaviour.headers = format!("X-Load: {figure}\r\n"));
+    set_load("0.3");
+    let checks = [
+        check(
+            "a",
+            "http",
+            a.port,
+            "load = { from = \"header:X-Load\", low = 0.5, high = 0.9 }",
+        ),
+        check(
+            "b",
+            "http",
+            b.port,
+            "load = { from = \"json:/load/now\", low = 0.5, high = 0.9 }",
+        ),
+    ]
+    .concat();
+    let rrsets = "[[rrset]]\nname = \"www\"\ntype = \"A\"\npolicy = \"weighted\"\nmembers = [\n\
+        { id = \"a\", weight = 1, values = [\"192.0.2.1\"], health_check = \"a\" },\n\
+        { id = \"b\", weight = 1, values = [\"192.0.2.2\"], health_check = \"b\" },\n]\n";
+    let setup = Setup::start(&zone(&checks, rrsets));
+    let (_edge, addr) = setup.edge();
+    // Waits until `a` answers with `weight` at load `load`; how long that took.
+    let until = |load: f64, weight: f64| {
+        let started = Instant::now();
+        loop {
+            let c = setup.candidate("a");
+            if c["load"].as_f64() == Some(load) && c["effective_weight"].as_f64() == Some(weight) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(35),
+                "a never at load {load}, weight {weight}: {c}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let answered = |n: usize| {
+        let mut seen = std::collections::BTreeMap::<String, usize>::new();
+        for _ in 0..n {
+            let got = values(&ask(addr, "www.chk.example.", RecordType::A, Duration::from_secs(2), 3).unwrap());
+            *seen.entry(got.join(",")).or_default() += 1;
+        }
+        seen
+    };
+    until(0.3, 1.0);
+    let b_now = setup.candidate("b");
+    assert_eq!(
+        (b_now["load"].as_f64(), b_now["effective_weight"].as_f64()),
+        (Some(0.2), Some(1.0)),
+        "{b_now}"
+    );
+    assert_eq!(b_now["weight"], 1);
+    set_load("0.8");
+    let fell = until(0.8, 0.3);
+    eprintln!("load 0.8 shed a's weight to 0.3 after {fell:?}");
+    let metrics = setup.metrics();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("qdns_control_member_effective_weight{")
+                && l.contains("member=\"a\"")
+                && l.ends_with(" 0.3")),
+        "{metrics}"
+    );
+    set_load("0.95");
+    until(0.95, 0.0);
+    // The edge has the new snapshot: only b answers.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = answered(40);
+        if seen.keys().eq(["192.0.2.2"].iter()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a still answers at load 0.95: {seen:?}");
+    }
+    set_load("0.2");
+    let rose = until(0.2, 1.0);
+    eprintln!("load 0.2 restored a's weight after {rose:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = answered(60);
+        if seen.get("192.0.2.1").is_some_and(|&n| n >= 10) && seen.get("192.0.2.2").is_some_and(|&n| n >= 10) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a does not answer again: {seen:?}");
+    }
+    let events = setup.ctl(&["events"]).to_string();
+    for event in [
+        "a weight 1 → 0.3 (load 0.8)",
+        "a weight 0.3 → 0 (load 0.95)",
+        "a weight 0 → 1 (load 0.2)",
+    ] {
+        assert!(events.contains(event), "no event {event:?}: {events}");
+    }
 }
 
 #[test]
@@ -545,11 +669,7 @@ members = [
   { id = "s", role = "secondary", values = ["192.0.2.2"], health_check = "s" },
 ]"#;
     let setup = Setup::start(&zone(&checks, rrsets));
-    let mut cmd = std::process::Command::new(edge_bin());
-    cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
-        .arg(setup.dir.path().join("e.sock"));
-    cmd.arg("--state-dir").arg(setup.dir.path().join("es"));
-    let (_edge, addr) = common::spawn_edge(cmd);
+    let (_edge, addr) = setup.edge();
     let answer = || values(&ask(addr, "api.chk.example.", RecordType::A, Duration::from_secs(2), 3).unwrap());
     let until = |expected: &str| {
         let deadline = Instant::now() + Duration::from_secs(35);

@@ -804,6 +804,7 @@ fn a_checker_with_a_slow_clock_stays_reachable() {
             checker: "c1".to_owned(),
             region: "r1".to_owned(),
             timing: None,
+            load_milli: None,
         }],
     };
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -7,7 +7,7 @@ use toml::Spanned;
 use crate::{
     load::ZoneBuilder,
     schema::HealthCheckEntry,
-    snapshot::{Probe, ProbeKind, Slot, SlotRule},
+    snapshot::{LoadGauge, LoadSource, Probe, ProbeKind, Slot, SlotRule},
     ZoneError,
 };
 
@@ -147,6 +147,7 @@ impl ZoneBuilder<'_> {
             ("failure_threshold", entry.failure_threshold.as_ref().map(Spanned::span)),
             ("search_string", entry.search_string.as_ref().map(Spanned::span)),
             ("tls_verify", entry.tls_verify.as_ref().map(Spanned::span)),
+            ("load", entry.load.as_ref().map(Spanned::span)),
         ];
         if let Some((field, _)) = present.iter().find(|(_, span)| span.is_some()) {
             return Err(self.err(
@@ -274,6 +275,11 @@ impl ZoneBuilder<'_> {
                 ));
             }
         }
+        let load = match &entry.load {
+            Some(v) if !http => return Err(self.err(v, &key("load"), "load is read by http and https checks only")),
+            Some(v) => Some(load_gauge(v.get_ref()).map_err(|why| self.err(v, &key("load"), why))?),
+            None => None,
+        };
         Ok(SlotRule::Check {
             probe: Some(Probe {
                 kind,
@@ -288,9 +294,56 @@ impl ZoneBuilder<'_> {
                 failure_threshold,
                 search_string: entry.search_string.as_ref().map(|s| s.get_ref().clone()),
                 tls_verify: entry.tls_verify.as_ref().is_some_and(|v| *v.get_ref()),
+                load,
             }),
             inverted: entry.inverted,
             disabled: entry.disabled,
         })
     }
+}
+
+/// Largest load figure `low` and `high` may name (figures are compared in thousandths).
+pub const MAX_LOAD_FIGURE: f64 = 1_000_000.0;
+/// Longest header name or JSON pointer a `load.from` may name.
+pub const MAX_LOAD_FROM: usize = 255;
+
+/// A check's `load` table, checked: where the figure is and the band it sheds over.
+fn load_gauge(entry: &crate::schema::LoadEntry) -> Result<LoadGauge, String> {
+    let from = if let Some(name) = entry.from.strip_prefix("header:") {
+        let token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c);
+        if name.is_empty() || name.len() > MAX_LOAD_FROM || !name.bytes().all(token) {
+            return Err(format!("from {:?}: not a header name", entry.from));
+        }
+        LoadSource::Header(name.to_ascii_lowercase())
+    } else if let Some(pointer) = entry.from.strip_prefix("json:") {
+        if !pointer.starts_with('/') || pointer.len() > MAX_LOAD_FROM {
+            return Err(format!(
+                "from {:?}: a JSON pointer starts with '/' (json:/load)",
+                entry.from
+            ));
+        }
+        LoadSource::Json(pointer.to_owned())
+    } else {
+        return Err(format!(
+            "from {:?}: use \"header:NAME\" or \"json:/pointer\"",
+            entry.from
+        ));
+    };
+    #[expect(
+        clippy::cast_sign_loss,
+        clippy::cast_possible_truncation,
+        reason = "checked to be in 0..=MAX_LOAD_FIGURE first: × 1000 fits a u32"
+    )]
+    let figure = |v: f64| (v.is_finite() && (0.0..=MAX_LOAD_FIGURE).contains(&v)).then(|| (v * 1000.0).round() as u32);
+    let (Some(low), Some(high)) = (figure(entry.low), figure(entry.high)) else {
+        return Err(format!("low and high must be numbers in 0..={MAX_LOAD_FIGURE}"));
+    };
+    if low >= high {
+        return Err(format!("low ({}) must be below high ({})", entry.low, entry.high));
+    }
+    Ok(LoadGauge {
+        from,
+        low_milli: low,
+        high_milli: high,
+    })
 }

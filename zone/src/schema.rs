@@ -64,6 +64,8 @@ pub struct HealthCheckEntry {
     pub search_string: Option<Spanned<String>>,
     /// HTTPS: validate the server certificate (Mozilla roots plus `--tls-ca`) for `host`.
     pub tls_verify: Option<Spanned<bool>>,
+    /// HTTP(S): read a load figure from each response (load shedding).
+    pub load: Option<Spanned<LoadEntry>>,
     /// Healthy ↔ unhealthy.
     #[serde(default)]
     pub inverted: bool,
@@ -74,6 +76,18 @@ pub struct HealthCheckEntry {
     pub children: Option<Spanned<Vec<Spanned<String>>>>,
     /// Healthy iff at least this many children are (calculated).
     pub healthy_threshold: Option<Spanned<i64>>,
+}
+
+/// A check's `load = { from, low, high }` (SPEC §10 "Load shedding").
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadEntry {
+    /// `header:NAME` or `json:/pointer`.
+    pub from: String,
+    /// Full weight at or below this figure.
+    pub low: f64,
+    /// No weight at or above this figure.
+    pub high: f64,
 }
 
 /// One member of a policy record set.

@@ -140,6 +140,58 @@ pub struct Probe {
     pub search_string: Option<String>,
     /// HTTPS: validate the certificate for `host`.
     pub tls_verify: bool,
+    /// HTTP(S): the load figure to read from each response, for load shedding.
+    pub load: Option<LoadGauge>,
+}
+
+/// Where a check reads its endpoint's load, and the band over which a weighted member
+/// sheds it (SPEC §10 "Load shedding"): at or below `low` a member keeps its weight, at
+/// or above `high` it has none, linearly in between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadGauge {
+    /// Where the figure is.
+    pub from: LoadSource,
+    /// Full weight at or below this figure, in thousandths (0.7 → 700).
+    pub low_milli: u32,
+    /// No weight at or above this figure, in thousandths; above `low_milli`.
+    pub high_milli: u32,
+}
+
+impl LoadGauge {
+    /// The share of its weight a member keeps at load `milli`, in tenths (10 = all):
+    /// linear from `low` to `high`, rounded to the nearest tenth so a figure that moves
+    /// a little does not change the answer's weights.
+    #[must_use]
+    pub fn keep_tenths(&self, milli: u32) -> u32 {
+        if milli <= self.low_milli {
+            return 10;
+        }
+        if milli >= self.high_milli {
+            return 0;
+        }
+        let band = u64::from(self.high_milli - self.low_milli);
+        let left = u64::from(self.high_milli - milli);
+        // round(10 × left / band)
+        u32::try_from((20 * left + band) / (2 * band)).unwrap_or(10).min(10)
+    }
+}
+
+/// Where in an HTTP response a load figure is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LoadSource {
+    /// A response header holding a number (`header:X-Load`), lowercase.
+    Header(String),
+    /// A number in a JSON body, by JSON pointer (RFC 6901, `json:/load/cpu`).
+    Json(String),
+}
+
+impl std::fmt::Display for LoadSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadSource::Header(name) => write!(f, "header:{name}"),
+            LoadSource::Json(pointer) => write!(f, "json:{pointer}"),
+        }
+    }
 }
 
 /// Probe protocol.

@@ -204,8 +204,9 @@ pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, SyncError> {
     };
     whole(&body)
         .or_else(|e| {
-            whole::<legacy::SnapshotV2>(&body)
+            whole::<legacy::SnapshotV3>(&body)
                 .map(Snapshot::from)
+                .or_else(|_| whole::<legacy::SnapshotV2>(&body).map(Snapshot::from))
                 .or_else(|_| whole::<legacy::SnapshotV1>(&body).map(Snapshot::from))
                 .map_err(|_| e)
         })
@@ -218,8 +219,9 @@ pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, SyncError> {
 pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, SyncError> {
     whole(body)
         .or_else(|e| {
-            whole::<legacy::ToEdgeV2>(body)
+            whole::<legacy::ToEdgeV3>(body)
                 .map(ToEdge::from)
+                .or_else(|_| whole::<legacy::ToEdgeV2>(body).map(ToEdge::from))
                 .or_else(|_| whole::<legacy::ToEdgeV1>(body).map(ToEdge::from))
                 .map_err(|_| e)
         })
@@ -258,12 +260,187 @@ fn load_body(path: &Path) -> Result<Option<Vec<u8>>, SyncError> {
     Ok(Some(body.to_vec()))
 }
 
-/// The wire forms of earlier versions, read for upgrades only: V2 before client-aware
-/// sets (policies without `client`), V1 also before DNSSEC (zones without `dnssec`).
+/// The wire forms of earlier versions, read for upgrades only: V3 before load shedding
+/// (probes without `load`), V2 also before client-aware sets (policies without
+/// `client`), V1 also before DNSSEC (zones without `dnssec`).
 mod legacy {
     use serde::Deserialize;
 
-    use crate::{Member, Policy, PolicyKind, RecordSet, Slot, Snapshot, Zone};
+    use crate::{
+        snapshot::{Probe, ProbeKind},
+        Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone,
+    };
+
+    #[derive(Deserialize)]
+    pub(super) struct ProbeV3 {
+        kind: ProbeKind,
+        ip: std::net::IpAddr,
+        port: u16,
+        path: String,
+        host: String,
+        interval: u32,
+        failure_threshold: u32,
+        search_string: Option<String>,
+        tls_verify: bool,
+    }
+
+    /// [`SlotRule`] with [`ProbeV3`]: the same variants in the same order.
+    #[derive(Deserialize)]
+    pub(super) enum SlotRuleV3 {
+        Check {
+            probe: Option<ProbeV3>,
+            inverted: bool,
+            disabled: bool,
+        },
+        Calculated {
+            children: Vec<u32>,
+            threshold: u32,
+        },
+        AliasTarget {
+            members: Vec<u32>,
+        },
+        Az {
+            rrset: Vec<u8>,
+            rtype: u16,
+            az: String,
+            index: u32,
+            targets: Vec<(u32, u32, u32)>,
+            groups: u32,
+            cross_zone: bool,
+        },
+        Latency {
+            rrset: Vec<u8>,
+            rtype: u16,
+            member: u32,
+            health: Vec<u32>,
+        },
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct SlotV3 {
+        name: String,
+        rule: SlotRuleV3,
+    }
+
+    impl From<SlotV3> for Slot {
+        fn from(old: SlotV3) -> Slot {
+            let rule = match old.rule {
+                SlotRuleV3::Check {
+                    probe,
+                    inverted,
+                    disabled,
+                } => SlotRule::Check {
+                    probe: probe.map(|p| Probe {
+                        kind: p.kind,
+                        ip: p.ip,
+                        port: p.port,
+                        path: p.path,
+                        host: p.host,
+                        interval: p.interval,
+                        failure_threshold: p.failure_threshold,
+                        search_string: p.search_string,
+                        tls_verify: p.tls_verify,
+                        load: None,
+                    }),
+                    inverted,
+                    disabled,
+                },
+                SlotRuleV3::Calculated { children, threshold } => SlotRule::Calculated { children, threshold },
+                SlotRuleV3::AliasTarget { members } => SlotRule::AliasTarget { members },
+                SlotRuleV3::Az {
+                    rrset,
+                    rtype,
+                    az,
+                    index,
+                    targets,
+                    groups,
+                    cross_zone,
+                } => SlotRule::Az {
+                    rrset,
+                    rtype,
+                    az,
+                    index,
+                    targets,
+                    groups,
+                    cross_zone,
+                },
+                SlotRuleV3::Latency {
+                    rrset,
+                    rtype,
+                    member,
+                    health,
+                } => SlotRule::Latency {
+                    rrset,
+                    rtype,
+                    member,
+                    health,
+                },
+            };
+            Slot { name: old.name, rule }
+        }
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ZoneV3 {
+        origin: Vec<u8>,
+        source: String,
+        serial: u32,
+        negative_ttl: u32,
+        rrsets: Vec<RecordSet>,
+        slot_base: u32,
+        slots: Vec<SlotV3>,
+        dnssec: Option<Box<crate::dnssec::Signatures>>,
+        geo: Option<Box<crate::client::GeoTable>>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct SnapshotV3 {
+        version: u64,
+        zones: Vec<ZoneV3>,
+        bitmap: Vec<u64>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) enum ToEdgeV3 {
+        Snapshot { snapshot: Box<SnapshotV3>, seq: u64 },
+        Health(super::HealthDelta),
+    }
+
+    impl From<SnapshotV3> for Snapshot {
+        fn from(old: SnapshotV3) -> Snapshot {
+            Snapshot {
+                version: old.version,
+                zones: old
+                    .zones
+                    .into_iter()
+                    .map(|z| Zone {
+                        origin: z.origin,
+                        source: z.source,
+                        serial: z.serial,
+                        negative_ttl: z.negative_ttl,
+                        rrsets: z.rrsets,
+                        slot_base: z.slot_base,
+                        slots: z.slots.into_iter().map(Slot::from).collect(),
+                        dnssec: z.dnssec,
+                        geo: z.geo,
+                    })
+                    .collect(),
+                bitmap: old.bitmap,
+            }
+        }
+    }
+
+    impl From<ToEdgeV3> for super::ToEdge {
+        fn from(old: ToEdgeV3) -> super::ToEdge {
+            match old {
+                ToEdgeV3::Snapshot { snapshot, seq } => super::ToEdge::Snapshot {
+                    snapshot: Box::new(Snapshot::from(*snapshot)),
+                    seq,
+                },
+                ToEdgeV3::Health(delta) => super::ToEdge::Health(delta),
+            }
+        }
+    }
 
     #[derive(Deserialize)]
     pub(super) struct PolicyV2 {
@@ -310,7 +487,7 @@ mod legacy {
         negative_ttl: u32,
         rrsets: Vec<RecordSetV2>,
         slot_base: u32,
-        slots: Vec<Slot>,
+        slots: Vec<SlotV3>,
         dnssec: Option<Box<crate::dnssec::Signatures>>,
     }
 
@@ -341,7 +518,7 @@ mod legacy {
                         negative_ttl: z.negative_ttl,
                         rrsets: z.rrsets.into_iter().map(RecordSet::from).collect(),
                         slot_base: z.slot_base,
-                        slots: z.slots,
+                        slots: z.slots.into_iter().map(Slot::from).collect(),
                         dnssec: z.dnssec,
                         geo: None,
                     })
@@ -371,7 +548,7 @@ mod legacy {
         negative_ttl: u32,
         rrsets: Vec<RecordSetV2>,
         slot_base: u32,
-        slots: Vec<Slot>,
+        slots: Vec<SlotV3>,
     }
 
     #[derive(Deserialize)]
@@ -433,7 +610,62 @@ mod legacy {
         //! The old forms, written as the versions before them wrote them.
         use serde::Serialize;
 
-        use crate::{Member, PolicyKind, Slot};
+        use crate::{snapshot::ProbeKind, Member, PolicyKind, RecordSet};
+
+        #[derive(Serialize)]
+        pub struct ProbeV3 {
+            pub kind: ProbeKind,
+            pub ip: std::net::IpAddr,
+            pub port: u16,
+            pub path: String,
+            pub host: String,
+            pub interval: u32,
+            pub failure_threshold: u32,
+            pub search_string: Option<String>,
+            pub tls_verify: bool,
+        }
+
+        /// The first variant of `SlotRule` as V3 wrote it.
+        #[derive(Serialize)]
+        pub enum SlotRuleV3 {
+            Check {
+                probe: Option<ProbeV3>,
+                inverted: bool,
+                disabled: bool,
+            },
+        }
+
+        #[derive(Serialize)]
+        pub struct SlotV3 {
+            pub name: String,
+            pub rule: SlotRuleV3,
+        }
+
+        #[derive(Serialize)]
+        pub struct ZoneV3 {
+            pub origin: Vec<u8>,
+            pub source: String,
+            pub serial: u32,
+            pub negative_ttl: u32,
+            pub rrsets: Vec<RecordSet>,
+            pub slot_base: u32,
+            pub slots: Vec<SlotV3>,
+            pub dnssec: Option<Box<crate::dnssec::Signatures>>,
+            pub geo: Option<Box<crate::client::GeoTable>>,
+        }
+
+        #[derive(Serialize)]
+        pub struct SnapshotV3 {
+            pub version: u64,
+            pub zones: Vec<ZoneV3>,
+            pub bitmap: Vec<u64>,
+        }
+
+        /// The same variant index as `ToEdge::Snapshot`.
+        #[derive(Serialize)]
+        pub enum ToEdgeV3 {
+            Snapshot { snapshot: Box<SnapshotV3>, seq: u64 },
+        }
 
         #[derive(Serialize)]
         pub struct PolicyV2 {
@@ -460,7 +692,7 @@ mod legacy {
             pub negative_ttl: u32,
             pub rrsets: Vec<RecordSetV2>,
             pub slot_base: u32,
-            pub slots: Vec<Slot>,
+            pub slots: Vec<SlotV3>,
             pub dnssec: Option<Box<crate::dnssec::Signatures>>,
         }
 
@@ -479,7 +711,7 @@ mod legacy {
             pub negative_ttl: u32,
             pub rrsets: Vec<RecordSetV2>,
             pub slot_base: u32,
-            pub slots: Vec<Slot>,
+            pub slots: Vec<SlotV3>,
         }
 
         #[derive(Serialize)]
@@ -649,6 +881,73 @@ mod tests {
         .unwrap();
         match decode_to_edge(&frame[4..]).unwrap() {
             ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 5)),
+            ToEdge::Health(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn snapshots_and_frames_from_before_load_shedding_still_read() {
+        use super::legacy::write::{ProbeV3, SlotRuleV3, SlotV3, SnapshotV3, ToEdgeV3, ZoneV3};
+        let old = || SnapshotV3 {
+            version: 12,
+            zones: vec![ZoneV3 {
+                origin: b"\x07example\x00".to_vec(),
+                source: "example.toml".into(),
+                serial: 3,
+                negative_ttl: 60,
+                rrsets: Vec::new(),
+                slot_base: 0,
+                slots: vec![SlotV3 {
+                    name: "web".into(),
+                    rule: SlotRuleV3::Check {
+                        probe: Some(ProbeV3 {
+                            kind: crate::snapshot::ProbeKind::Http,
+                            ip: "192.0.2.1".parse().unwrap(),
+                            port: 8080,
+                            path: "/up".into(),
+                            host: "web".into(),
+                            interval: 10,
+                            failure_threshold: 2,
+                            search_string: Some("ok".into()),
+                            tls_verify: false,
+                        }),
+                        inverted: true,
+                        disabled: false,
+                    },
+                }],
+                dnssec: None,
+                geo: None,
+            }],
+            bitmap: vec![1],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snapshot.bin");
+        persist(&path, &old()).unwrap();
+        let read = load_snapshot(&path).unwrap().unwrap();
+        let crate::SlotRule::Check {
+            probe: Some(probe),
+            inverted: true,
+            disabled: false,
+        } = &read.zones[0].slots[0].rule
+        else {
+            panic!("{:?}", read.zones[0].slots[0].rule)
+        };
+        assert_eq!(
+            (
+                probe.port,
+                probe.path.as_str(),
+                probe.search_string.as_deref(),
+                probe.load.is_none()
+            ),
+            (8080, "/up", Some("ok"), true)
+        );
+        let frame = encode(&ToEdgeV3::Snapshot {
+            snapshot: Box::new(old()),
+            seq: 6,
+        })
+        .unwrap();
+        match decode_to_edge(&frame[4..]).unwrap() {
+            ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 6)),
             ToEdge::Health(other) => panic!("{other:?}"),
         }
     }

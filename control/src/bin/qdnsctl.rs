@@ -611,8 +611,8 @@ fn print_explain(e: &Explanation) {
         println!("LATENCY: {latency}");
     }
     println!(
-        "{:<10} {:>6} {:<10} {:<9} {:>9} {:<28}  WHY",
-        "MEMBER", "WEIGHT", "ROLE", "STATUS", "RTT", "ANSWERS"
+        "{:<10} {:>7} {:>6} {:<10} {:<9} {:>9} {:<28}  WHY",
+        "MEMBER", "WEIGHT", "LOAD", "ROLE", "STATUS", "RTT", "ANSWERS"
     );
     for c in &policy.candidates {
         let answers = match &c.answers {
@@ -620,9 +620,10 @@ fn print_explain(e: &Explanation) {
             MemberAnswer::Alias { alias } => format!("alias {alias}"),
         };
         println!(
-            "{:<10} {:>6} {:<10} {:<9} {:>9} {:<28}  {}",
+            "{:<10} {:>7} {:>6} {:<10} {:<9} {:>9} {:<28}  {}",
             c.id,
-            c.weight.map_or_else(|| "-".to_owned(), |w| w.to_string()),
+            c.weight_text(),
+            c.load_text(),
             or_dash(c.role.as_deref()),
             status_word(c.healthy),
             c.rtt_text(),

@@ -43,6 +43,10 @@ pub struct Observation {
     /// (`crate::report`).
     #[serde(skip)]
     pub timing: Option<probe::Timing>,
+    /// The load figure the probe read (thousandths), for load shedding. Carried like
+    /// `timing`.
+    #[serde(skip)]
+    pub load_milli: Option<u32>,
 }
 
 /// Identity of a checker.
@@ -158,7 +162,8 @@ async fn run_check(
             at: now(),
             checker: identity.id.clone(),
             region: identity.region.clone(),
-            timing: result.as_ref().ok().copied(),
+            timing: result.as_ref().ok().map(|r| r.timing),
+            load_milli: result.as_ref().ok().and_then(|r| r.load_milli),
         };
         if observations.send(observation).await.is_err() {
             return;

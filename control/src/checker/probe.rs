@@ -21,7 +21,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::{client::conn::http1, Request};
 use hyper_util::rt::TokioIo;
-use qdns_zone::snapshot::{Probe, ProbeKind};
+use qdns_zone::snapshot::{LoadSource, Probe, ProbeKind};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpStream,
@@ -36,6 +36,8 @@ pub const HTTP_RESPONSE: Duration = Duration::from_secs(2);
 pub const TCP_CONNECT: Duration = Duration::from_secs(10);
 /// How much of the body the search string is looked for in.
 pub const SEARCH_BYTES: usize = 5120;
+/// How much of the body a `json:` load figure is looked for in.
+pub const LOAD_BODY_BYTES: usize = 64 * 1024;
 
 /// Why a probe failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,14 +149,24 @@ impl Timing {
     }
 }
 
+/// What a successful probe measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reading {
+    /// How long it took.
+    pub timing: Timing,
+    /// The load figure the check reads (`load`), in thousandths; `None` when the check
+    /// reads none or the response did not hold a number where it says.
+    pub load_milli: Option<u32>,
+}
+
 /// Microseconds since `start`, saturating.
 fn micros_since(start: Instant) -> u32 {
     u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX)
 }
 
-/// Runs one probe (from `source`, when the checker has one); how long it took when it
-/// succeeded.
-pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Result<Timing, Failure> {
+/// Runs one probe (from `source`, when the checker has one); how long it took and the
+/// load it read when it succeeded.
+pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Result<Reading, Failure> {
     let tls = if p.tls_verify { &tls.verifying } else { &tls.insecure };
     let addr = SocketAddr::new(p.ip, p.port);
     let limit = if p.kind == ProbeKind::Tcp {
@@ -170,11 +182,14 @@ pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Re
         Ok(Ok(stream)) => stream,
     };
     let connect_us = micros_since(start);
-    let first_byte = match p.kind {
+    let (first_byte, load_milli) = match p.kind {
         ProbeKind::Tcp => {
-            return Ok(Timing {
-                connect_us,
-                first_byte_us: None,
+            return Ok(Reading {
+                timing: Timing {
+                    connect_us,
+                    first_byte_us: None,
+                },
+                load_milli: None,
             })
         }
         ProbeKind::Http => timeout(HTTP_RESPONSE, http(stream, p, start))
@@ -192,18 +207,48 @@ pub async fn probe(p: &Probe, tls: &Tls, source: Option<std::net::IpAddr>) -> Re
         .await
         .map_err(|_| Failure::ResponseTimeout(HTTP_RESPONSE))??,
     };
-    Ok(Timing {
-        connect_us,
-        first_byte_us: Some(first_byte),
+    Ok(Reading {
+        timing: Timing {
+            connect_us,
+            first_byte_us: Some(first_byte),
+        },
+        load_milli,
     })
 }
 
-/// One HTTP exchange on `stream`: microseconds from `start` to the response's headers.
+/// A load figure in text (a header's value, a JSON string) in thousandths: a finite,
+/// non-negative number; anything else is no figure.
+fn figure(text: &str) -> Option<u32> {
+    let value: f64 = text.trim().parse().ok()?;
+    milli(value)
+}
+
+#[expect(
+    clippy::cast_sign_loss,
+    clippy::cast_possible_truncation,
+    reason = "non-negative and capped at u32::MAX first"
+)]
+fn milli(value: f64) -> Option<u32> {
+    (value.is_finite() && value >= 0.0).then(|| (value * 1000.0).round().min(f64::from(u32::MAX)) as u32)
+}
+
+/// The figure at `pointer` in a JSON body: a number, or a string holding one.
+fn json_figure(body: &[u8], pointer: &str) -> Option<u32> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match value.pointer(pointer)? {
+        serde_json::Value::Number(n) => milli(n.as_f64()?),
+        serde_json::Value::String(s) => figure(s),
+        _ => None,
+    }
+}
+
+/// One HTTP exchange on `stream`: microseconds from `start` to the response's headers,
+/// and the load figure the check reads.
 async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
     p: &Probe,
     start: Instant,
-) -> Result<u32, Failure> {
+) -> Result<(u32, Option<u32>), Failure> {
     let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| Failure::Http(e.to_string()))?;
@@ -224,16 +269,30 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         if !(status.is_success() || status.is_redirection()) {
             return Err(Failure::Status(status.as_u16()));
         }
-        let Some(needle) = &p.search_string else {
-            return Ok(first_byte);
+        let header_load = match p.load.as_ref().map(|l| &l.from) {
+            Some(LoadSource::Header(name)) => response
+                .headers()
+                .get(name.as_str())
+                .and_then(|v| v.to_str().ok())
+                .and_then(figure),
+            _ => None,
         };
+        let json = match p.load.as_ref().map(|l| &l.from) {
+            Some(LoadSource::Json(pointer)) => Some(pointer.as_str()),
+            _ => None,
+        };
+        if p.search_string.is_none() && json.is_none() {
+            return Ok((first_byte, header_load));
+        }
+        // The body, as far as the search string and a JSON figure need it.
+        let want = if json.is_some() { LOAD_BODY_BYTES } else { SEARCH_BYTES };
         let mut body = response.into_body();
         let mut seen: Vec<u8> = Vec::with_capacity(SEARCH_BYTES);
-        while seen.len() < SEARCH_BYTES {
+        while seen.len() < want {
             match body.frame().await {
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
-                        let take = data.len().min(SEARCH_BYTES - seen.len());
+                        let take = data.len().min(want - seen.len());
                         seen.extend_from_slice(&data[..take]);
                     }
                 }
@@ -241,11 +300,16 @@ async fn http<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 None => break,
             }
         }
-        if seen.windows(needle.len().max(1)).any(|w| w == needle.as_bytes()) {
-            Ok(first_byte)
-        } else {
-            Err(Failure::StringNotFound)
+        if let Some(needle) = &p.search_string {
+            let searched = &seen[..seen.len().min(SEARCH_BYTES)];
+            if !searched.windows(needle.len().max(1)).any(|w| w == needle.as_bytes()) {
+                return Err(Failure::StringNotFound);
+            }
         }
+        Ok((
+            first_byte,
+            header_load.or_else(|| json.and_then(|pointer| json_figure(&seen, pointer))),
+        ))
     }
     .await;
     driver.abort();

@@ -1,6 +1,7 @@
 use std::fs;
 
 use super::*;
+use crate::SlotRule;
 
 const HEAD: &str = r#"
 [zone]
@@ -268,4 +269,60 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
         .to_string();
     let line = broken.lines().position(|l| l.contains("name = \"b")).unwrap() + 1;
     assert!(err.contains(&format!(":{line}")), "{err}");
+}
+
+#[test]
+fn a_check_reads_load_from_a_header_or_a_json_pointer() {
+    let check = |load: &str| {
+        format!("{HEAD}\n[[health_check]]\nid = \"web\"\ntype = \"http\"\nip = \"192.0.2.1\"\nload = {load}\n")
+    };
+    let zone = load(&check(r#"{ from = "header:X-Load", low = 0.7, high = 0.95 }"#)).unwrap();
+    let SlotRule::Check { probe: Some(probe), .. } = &zone.slots[0].rule else {
+        panic!("{:?}", zone.slots[0].rule)
+    };
+    let gauge = probe.load.clone().unwrap();
+    assert_eq!(
+        gauge,
+        crate::snapshot::LoadGauge {
+            from: crate::snapshot::LoadSource::Header("x-load".into()),
+            low_milli: 700,
+            high_milli: 950,
+        }
+    );
+    // Full weight to low, none from high, linear in tenths between.
+    assert_eq!(
+        [0, 700, 725, 800, 825, 900, 949, 950, 2000].map(|m| gauge.keep_tenths(m)),
+        [10, 10, 9, 6, 5, 2, 0, 0, 0]
+    );
+    let zone = load(&check(r#"{ from = "json:/load/cpu", low = 50, high = 90 }"#)).unwrap();
+    let SlotRule::Check { probe: Some(probe), .. } = &zone.slots[0].rule else {
+        panic!()
+    };
+    assert_eq!(
+        probe.load.as_ref().unwrap().from,
+        crate::snapshot::LoadSource::Json("/load/cpu".into())
+    );
+    for (load, why) in [
+        (
+            r#"{ from = "header:X Load", low = 0.7, high = 0.9 }"#,
+            "not a header name",
+        ),
+        (r#"{ from = "json:load", low = 0.7, high = 0.9 }"#, "starts with '/'"),
+        (r#"{ from = "body", low = 0.7, high = 0.9 }"#, "header:NAME"),
+        (r#"{ from = "header:x", low = 0.9, high = 0.9 }"#, "must be below high"),
+        (r#"{ from = "header:x", low = -1, high = 0.9 }"#, "numbers in 0..="),
+        (r#"{ from = "header:x", low = 0.1 }"#, "missing field `high`"),
+        (
+            r#"{ from = "header:x", low = 0.1, high = 0.2, mid = 0.15 }"#,
+            "unknown field",
+        ),
+    ] {
+        let msg = error(&check(load));
+        assert!(msg.contains(why) && msg.contains(":22"), "{load}: {msg}");
+    }
+    let tcp = format!(
+        "{HEAD}\n[[health_check]]\nid = \"db\"\ntype = \"tcp\"\nip = \"192.0.2.1\"\nport = 5432\n\
+         load = {{ from = \"header:x\", low = 0.1, high = 0.2 }}\n"
+    );
+    assert!(error(&tcp).contains("http and https checks only"));
 }
