@@ -174,10 +174,23 @@ impl Setup {
     }
 
     fn start_with(zone_text: &str, extra: &[&str]) -> Setup {
+        Setup::start_in(None, zone_text, extra)
+    }
+
+    /// Control in network namespace `netns` (its checker probes from there; its
+    /// metrics listen there too).
+    fn start_in(netns: Option<&str>, zone_text: &str, extra: &[&str]) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("zones")).unwrap();
         std::fs::write(dir.path().join("zones/chk.toml"), zone_text).unwrap();
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut cmd = std::process::Command::new("ip");
+                cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_qdns-control")]);
+                cmd
+            }
+            None => std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control")),
+        };
         cmd.arg("--zones")
             .arg(dir.path().join("zones"))
             .arg("--socket")
@@ -428,6 +441,98 @@ fn a_latency_set_answers_with_the_fastest_healthy_member() {
     ] {
         assert!(status.contains(event), "no event {event:?}: {status}");
     }
+}
+
+/// Issue 30 §5, connect times over a real path: three TCP endpoints behind a delay line
+/// (TUN devices between two network namespaces; `qdns_testkit::delay_line`) 40, 20 and
+/// 3 ms away, listed in that order; control and its checker run on the near side with
+/// `--latency-hold 5`. Each connect time is measured within its delay and 15 ms more,
+/// and the answer is the 3 ms endpoint; when its path grows to 60 ms the answer moves
+/// to the 20 ms one within 60 s; when that one stops listening (refused) it is left at
+/// the next probe, though it is the fastest.
+#[test]
+fn connect_times_over_a_delay_line_steer_a_latency_set() {
+    use std::fmt::Write as _;
+
+    use qdns_testkit::delay_line::DelayLine;
+    qdns_testkit::require_root("network namespaces and TUN devices for the delay line");
+    let line = DelayLine::new(&[40, 20, 3].map(Duration::from_millis));
+    // Each endpoint accepts until its flag is cleared, then closes its listener.
+    let open: Vec<Arc<std::sync::atomic::AtomicBool>> = (0..3)
+        .map(|i| {
+            let addr = DelayLine::far_addr(i);
+            let listener = line.far.run(move || TcpListener::bind((addr, 7000)).unwrap());
+            listener.set_nonblocking(true).unwrap();
+            let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let running = Arc::clone(&flag);
+            std::thread::spawn(move || {
+                while running.load(std::sync::atomic::Ordering::Relaxed) {
+                    if listener.accept().is_err() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            });
+            flag
+        })
+        .collect();
+    let ids = ["far", "mid", "near"];
+    let mut checks = String::new();
+    let mut rrset = String::from("[[rrset]]\nname = \"www\"\ntype = \"A\"\npolicy = \"latency\"\nmembers = [\n");
+    for (i, id) in ids.iter().enumerate() {
+        let ip = DelayLine::far_addr(i);
+        let _ = write!(
+            checks,
+            "[[health_check]]\nid = \"{id}\"\ntype = \"tcp\"\nip = \"{ip}\"\nport = 7000\ninterval = 10\nfailure_threshold = 1\n\n"
+        );
+        let _ = writeln!(
+            rrset,
+            "  {{ id = \"{id}\", values = [\"{ip}\"], health_check = \"{id}\" }},"
+        );
+    }
+    rrset.push_str("]\n");
+    let setup = Setup::start_in(Some(line.near.name()), &zone(&checks, &rrset), &["--latency-hold", "5"]);
+    let chosen = || {
+        let explain = setup.ctl(&["explain", "www.chk.example.", "A"]);
+        let note = explain["latency"].as_str().unwrap_or_default().to_owned();
+        ids.into_iter()
+            .find(|id| note.starts_with(&format!("answered by {id} (")))
+    };
+    let until = |expected: &str, within: Duration| {
+        let started = Instant::now();
+        while chosen() != Some(expected) {
+            assert!(
+                started.elapsed() < within,
+                "never answered by {expected} within {within:?}: {:?}",
+                chosen()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        started.elapsed()
+    };
+    until("near", Duration::from_secs(25));
+    for (id, delay_ms) in [("far", 40), ("mid", 20), ("near", 3)] {
+        let us = setup.candidate(id)["rtt_us"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{id} not measured"));
+        assert!(
+            (delay_ms * 1000..(delay_ms + 15) * 1000).contains(&us),
+            "{id}: {us} µs connect time over a {delay_ms} ms path"
+        );
+    }
+    line.set_delay(2, Duration::from_millis(60));
+    let moved = until("mid", Duration::from_secs(60));
+    eprintln!("a 60 ms path moved the answer after {moved:?}");
+    open[1].store(false, std::sync::atomic::Ordering::Relaxed);
+    let started = Instant::now();
+    while chosen() == Some("mid") {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the refusing endpoint still answers"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    eprintln!("the refusing endpoint was left after {:?}", started.elapsed());
+    assert_eq!(setup.candidate("mid")["healthy"], false);
 }
 
 /// Issue 30 §5: two endpoints 3 ms apart with ±15 ms of jitter on every answer, over a

@@ -15,6 +15,7 @@
 )]
 
 pub mod daemon;
+pub mod delay_line;
 pub mod fixtures;
 pub mod mmdb;
 pub mod netns;
