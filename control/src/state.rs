@@ -280,6 +280,8 @@ pub struct State {
     failing_open: BTreeSet<String>,
     /// When each slot last changed (unix seconds).
     changed_at: Vec<u64>,
+    /// Where the latency sets are: (zone, record set) indexes into the snapshot.
+    latency_at: Vec<(usize, usize)>,
 }
 
 /// A name for a record set: `www.shop.example. A`.
@@ -323,6 +325,7 @@ impl State {
             slot_by_key: HashMap::new(),
             failing_open: BTreeSet::new(),
             changed_at: Vec::new(),
+            latency_at: Vec::new(),
         };
         state.index();
         let _ = state.recompute();
@@ -341,6 +344,16 @@ impl State {
             }
         }
         self.changed_at = vec![now(); self.slot_keys.len()];
+        // Found once per snapshot: health is evaluated every second, and a zone may hold
+        // a million sets of which a few are latency sets.
+        self.latency_at.clear();
+        for (z, zone) in self.snapshot.zones.iter().enumerate() {
+            for (r, set) in zone.rrsets.iter().enumerate() {
+                if set.policy.as_deref().is_some_and(|p| p.kind == PolicyKind::Latency) {
+                    self.latency_at.push((z, r));
+                }
+            }
+        }
     }
 
     /// Adds an event.
@@ -560,28 +573,28 @@ impl State {
     /// Every latency set with its members' health (under `bitmap`) and round trips.
     #[must_use]
     pub fn latency_sets(&self) -> Vec<LatencySet> {
-        let mut out = Vec::new();
-        for zone in &self.snapshot.zones {
-            for set in &zone.rrsets {
-                let Some(policy) = set.policy.as_deref().filter(|p| p.kind == PolicyKind::Latency) else {
-                    continue;
-                };
-                out.push(LatencySet {
-                    key: (set.name.clone(), set.rtype),
-                    label: set_label(set),
-                    ids: policy.members.iter().map(|m| m.id.clone()).collect(),
-                    health: policy
-                        .members
-                        .iter()
-                        .map(|m| global(zone.slot_base, Self::health_slot(zone, m)))
-                        .collect(),
-                    rtts: policy
-                        .members
-                        .iter()
-                        .map(|m| self.member_round_trip(zone, m).map(|t| t.smoothed))
-                        .collect(),
-                });
-            }
+        let mut out = Vec::with_capacity(self.latency_at.len());
+        for &(z, r) in &self.latency_at {
+            let Some(zone) = self.snapshot.zones.get(z) else { continue };
+            let Some(set) = zone.rrsets.get(r) else { continue };
+            let Some(policy) = set.policy.as_deref().filter(|p| p.kind == PolicyKind::Latency) else {
+                continue;
+            };
+            out.push(LatencySet {
+                key: (set.name.clone(), set.rtype),
+                label: set_label(set),
+                ids: policy.members.iter().map(|m| m.id.clone()).collect(),
+                health: policy
+                    .members
+                    .iter()
+                    .map(|m| global(zone.slot_base, Self::health_slot(zone, m)))
+                    .collect(),
+                rtts: policy
+                    .members
+                    .iter()
+                    .map(|m| self.member_round_trip(zone, m).map(|t| t.smoothed))
+                    .collect(),
+            });
         }
         out
     }
