@@ -575,7 +575,9 @@ impl State {
     pub fn latency_sets(&self) -> Vec<LatencySet> {
         let mut out = Vec::with_capacity(self.latency_at.len());
         for &(z, r) in &self.latency_at {
-            let Some(zone) = self.snapshot.zones.get(z) else { continue };
+            let Some(zone) = self.snapshot.zones.get(z) else {
+                continue;
+            };
             let Some(set) = zone.rrsets.get(r) else { continue };
             let Some(policy) = set.policy.as_deref().filter(|p| p.kind == PolicyKind::Latency) else {
                 continue;

@@ -215,3 +215,62 @@ members = [
         assert_eq!(members.len(), target_members, "at {location}: {members:?}");
     }
 }
+
+/// A latency set composes with `sites` (a member absent at a location gets no choice
+/// slot there) and is an alias target of an `ip` set: the alias's health follows the
+/// latency members' choice slots, so the ip set falls back when none is chosen.
+#[test]
+fn a_latency_set_takes_sites_and_is_an_alias_target_of_an_ip_set() {
+    use qdns_zone::SlotRule;
+    let body = r#"
+[[cidr_collection]]
+id = "c"
+[cidr_collection.locations]
+eu = ["198.51.100.0/24"]
+
+[[rrset]]
+name = "app"
+type = "A"
+policy = "latency"
+members = [
+  { id = "fra", values = ["10.0.3.1"], sites = ["fra"] },
+  { id = "iad", values = ["10.0.3.2"] },
+  { id = "sin", values = ["10.0.3.3"], sites = ["sin"] },
+]
+
+[[rrset]]
+name = "edge"
+type = "A"
+policy = "ip"
+members = [
+  { id = "eu", cidr = "c/eu", alias = "app", evaluate_target_health = true },
+  { id = "rest", cidr = "*", values = ["10.0.4.9"] },
+]
+"#;
+    let fra = load(body, Some("fra")).unwrap();
+    assert_eq!(ids(&fra, "app.t.example."), ["fra", "iad"]);
+    let app = fra
+        .rrsets
+        .iter()
+        .find(|s| qdns_zone::name::to_text(&s.name) == "app.t.example.")
+        .unwrap();
+    let choice_slots: Vec<u32> = app.policy.as_ref().unwrap().members.iter().map(|m| m.slot).collect();
+    for &slot in &choice_slots {
+        assert!(matches!(fra.slots[slot as usize].rule, SlotRule::Latency { .. }));
+    }
+    let edge = fra
+        .rrsets
+        .iter()
+        .find(|s| qdns_zone::name::to_text(&s.name) == "edge.t.example.")
+        .unwrap();
+    let eu = &edge.policy.as_ref().unwrap().members[0];
+    let SlotRule::AliasTarget { members } = &fra.slots[eu.slot as usize].rule else {
+        panic!("{:?}", fra.slots[eu.slot as usize].rule);
+    };
+    assert_eq!(
+        members, &choice_slots,
+        "the alias is healthy iff the latency set chose a member"
+    );
+    let sin = load(body, Some("sin")).unwrap();
+    assert_eq!(ids(&sin, "app.t.example."), ["iad", "sin"]);
+}
