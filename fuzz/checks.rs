@@ -169,9 +169,13 @@ pub fn link_frame(data: &[u8]) {
             assert_eq!(applied, delta.words.iter().all(|&(i, _)| i < 4));
             assert_eq!(bitmap.len(), 4, "a delta never resizes the bitmap");
         }
-        Err(_) => {}
+        Ok(ToEdge::Keepalive) | Err(_) => {}
     }
-    let _ = qdns_zone::sync::decode::<ToControl>(data);
+    // An edge's first frame (the message, then the hello's extension): the message reads
+    // as any frame does, whatever follows it.
+    let message = qdns_zone::sync::decode::<ToControl>(data).ok();
+    let hello = qdns_zone::sync::decode_hello(data).ok();
+    assert_eq!(hello.map(|(m, _)| m), message);
 }
 
 /// A control-socket line: refused with a precise error, or a request that encodes

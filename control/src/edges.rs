@@ -116,6 +116,12 @@ pub const REVOCATION_CHECK: std::time::Duration = std::time::Duration::from_secs
 /// Reads one message of at most [`MAX_FROM_EDGE`] octets (the buffer grows only with
 /// octets that arrive); `None` on a close, an oversized length or an undecodable body.
 async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Option<ToControl> {
+    read_hello(reader).await.map(|(msg, _)| msg)
+}
+
+/// [`read_message`], with the hello's extension when the message is a hello that has
+/// one.
+async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, Option<sync::HelloExtension>)> {
     let mut prefix = [0u8; 4];
     reader.read_exact(&mut prefix).await.ok()?;
     let len = sync::frame_len(prefix).ok()?;
@@ -125,9 +131,21 @@ async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Option<ToControl>
     }
     let mut body = Vec::new();
     match (&mut *reader).take(len as u64).read_to_end(&mut body).await {
-        Ok(n) if n == len => sync::decode::<ToControl>(&body).ok(),
+        Ok(n) if n == len => sync::decode_hello(&body).ok(),
         _ => None,
     }
+}
+
+/// Longest keepalive interval an edge may ask for.
+pub const MAX_KEEPALIVE_SECS: u16 = 60;
+
+/// How long an edge may be silent, after a full snapshot was written to it, before a
+/// keepalive link is dropped: it compiles the snapshot before it speaks again.
+pub const SNAPSHOT_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Milliseconds on a clock shared by a connection's two tasks.
+fn millis_since(origin: std::time::Instant) -> u64 {
+    u64::try_from(origin.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Longest a frame may take to reach an edge: one that stops reading is dropped (it
@@ -204,6 +222,53 @@ fn enlist(
     }
 }
 
+/// The edge's hello (name, version served, extension), read within [`HELLO_TIMEOUT`] and
+/// checked against its certificate on tls://; `None` (counted) for anything else.
+async fn greet<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    peer: &Peer,
+    ticket: &mut qdns_listen::Ticket,
+    state: &Mutex<State>,
+    shutdown: &CancellationToken,
+) -> Option<(String, Option<u64>, Option<sync::HelloExtension>)> {
+    let hello = tokio::select! {
+        () = shutdown.cancelled() => return None,
+        () = ticket.evicted() => {
+            refuse(state, "evicted", "closed before its hello to make room").await;
+            return None;
+        }
+        hello = tokio::time::timeout(HELLO_TIMEOUT, read_hello(reader)) => hello,
+    };
+    let (edge, serving, extension) = match hello {
+        Ok(Some((ToControl::Hello { edge, serving }, extension))) => (edge, serving, extension),
+        Ok(Some(_)) => {
+            refuse(state, "no_hello", "first message was not a hello").await;
+            return None;
+        }
+        Ok(None) => {
+            refuse(
+                state,
+                "no_hello",
+                "closed or sent an unreadable message before its hello",
+            )
+            .await;
+            return None;
+        }
+        Err(_) => {
+            refuse(state, "timeout", "no hello within the timeout").await;
+            return None;
+        }
+    };
+    if let Peer::Certified(cert, _) = peer {
+        if !qdns_link::tls::certifies(cert, &edge) {
+            let detail = format!("hello names edge {edge:?} but its certificate does not");
+            refuse(state, "wrong_name", &detail).await;
+            return None;
+        }
+    }
+    Some((edge, serving, extension))
+}
+
 /// Serves one edge connection until it closes or `shutdown`. The edge speaks first: a
 /// hello (within [`HELLO_TIMEOUT`]) naming it, checked against its certificate on
 /// tls://; only then does it get the snapshot. A peer that says nothing, or something
@@ -221,30 +286,9 @@ pub async fn serve_edge<R, W>(
     W: AsyncWrite + Unpin,
 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let hello = tokio::select! {
-        () = shutdown.cancelled() => return,
-        () = ticket.evicted() => return refuse(&state, "evicted", "closed before its hello to make room").await,
-        hello = tokio::time::timeout(HELLO_TIMEOUT, read_message(&mut reader)) => hello,
+    let Some((edge, serving, extension)) = greet(&mut reader, &peer, &mut ticket, &state, &shutdown).await else {
+        return;
     };
-    let (edge, serving) = match hello {
-        Ok(Some(ToControl::Hello { edge, serving })) => (edge, serving),
-        Ok(Some(_)) => return refuse(&state, "no_hello", "first message was not a hello").await,
-        Ok(None) => {
-            return refuse(
-                &state,
-                "no_hello",
-                "closed or sent an unreadable message before its hello",
-            )
-            .await
-        }
-        Err(_) => return refuse(&state, "timeout", "no hello within the timeout").await,
-    };
-    if let Peer::Certified(cert, _) = &peer {
-        if !qdns_link::tls::certifies(cert, &edge) {
-            let detail = format!("hello names edge {edge:?} but its certificate does not");
-            return refuse(&state, "wrong_name", &detail).await;
-        }
-    }
     // An edge that named itself (and on tls:// proved it) keeps its place.
     ticket.set_evictable(false);
     // Subscribe and take the snapshot under one lock, so no delta falls between them.
@@ -254,29 +298,44 @@ pub async fn serve_edge<R, W>(
         state.lock().await.edges.disconnect(id);
         return;
     }
+    // Keepalives, when the edge asked for them: one now (the edge learns this control
+    // speaks them), then every interval; an edge silent for KEEPALIVE_MISSES intervals
+    // is dropped.
+    let keepalive = extension
+        .map(|e| e.keepalive_secs.min(MAX_KEEPALIVE_SECS))
+        .filter(|&secs| secs > 0)
+        .map(|secs| std::time::Duration::from_secs(u64::from(secs)));
+    let keepalive_frame = sync::encode(&sync::ToEdge::Keepalive).unwrap_or_default();
+    if keepalive.is_some() && !write_frame(&mut writer, &keepalive_frame).await {
+        state.lock().await.edges.disconnect(id);
+        return;
+    }
+    // Until when (ms on `origin`) the edge may be silent because it compiles a snapshot.
+    let origin = std::time::Instant::now();
+    let grace_until = Arc::new(AtomicU64::new(millis_since(origin) + ms(SNAPSHOT_GRACE)));
     // Acknowledgements come back on the read half.
-    let acks_state = Arc::clone(&state);
-    let mut reader_task = tokio::spawn(async move {
-        while let Some(msg) = read_message(&mut reader).await {
-            let mut guard = acks_state.lock().await;
-            let Some(info) = guard.edges.get_mut(id) else { break };
-            match msg {
-                // Said once, before the snapshot.
-                ToControl::Hello { .. } => break,
-                ToControl::Applied { snapshot, seq } => {
-                    info.snapshot = Some(snapshot);
-                    info.seq = seq;
-                }
-                ToControl::Xdp(report) => info.xdp = Some(report),
-            }
-        }
-    });
+    let mut reader_task = tokio::spawn(read_acks(
+        reader,
+        Arc::clone(&state),
+        id,
+        keepalive,
+        origin,
+        Arc::clone(&grace_until),
+    ));
     let mut revocation = tokio::time::interval(REVOCATION_CHECK);
     revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut ticks = tokio::time::interval(keepalive.unwrap_or(std::time::Duration::from_secs(3600)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    let mut silent = None;
     loop {
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
-            _ = &mut reader_task => break, // the edge went away
+            // The edge went away, or went silent.
+            ended = &mut reader_task => {
+                silent = ended.ok().flatten();
+                break;
+            }
             _ = revocation.tick() => {
                 if let Peer::Certified(cert, tls) = &peer {
                     if tls.revokes(cert) {
@@ -290,10 +349,24 @@ pub async fn serve_edge<R, W>(
                 }
                 continue;
             }
+            _ = ticks.tick(), if keepalive.is_some() => {
+                // Sent once the state answers: a control whose state is stuck goes
+                // silent, and its edges notice.
+                drop(state.lock().await);
+                if !write_frame(&mut writer, &keepalive_frame).await {
+                    break;
+                }
+                continue;
+            }
             frame = rx.recv() => frame,
         };
         match frame {
             Ok(frame) => {
+                // A full snapshot (variant 0 right after the length): the edge compiles
+                // it before it speaks again.
+                if frame.get(4) == Some(&0) {
+                    grace_until.store(millis_since(origin) + ms(SNAPSHOT_GRACE), Ordering::Relaxed);
+                }
                 if !write_frame(&mut writer, &frame).await {
                     break;
                 }
@@ -305,8 +378,62 @@ pub async fn serve_edge<R, W>(
     reader_task.abort();
     let mut guard = state.lock().await;
     if let Some(info) = guard.edges.disconnect(id) {
-        guard.event("edge", format!("edge {} disconnected", info.name));
+        match silent {
+            Some(quiet) => {
+                tracing::warn!(edge = %info.name, "edge silent for {quiet:?}: link dropped");
+                guard.event(
+                    "edge",
+                    format!("edge {} silent for {} s: link dropped", info.name, quiet.as_secs()),
+                );
+            }
+            None => guard.event("edge", format!("edge {} disconnected", info.name)),
+        }
     }
+}
+
+/// Reads edge `id`'s acknowledgements and reports into the state until it closes, says
+/// something it may not, or — with `keepalive` — is silent for `KEEPALIVE_MISSES`
+/// intervals outside a snapshot's grace (`grace_until`, ms on `origin`): then how long.
+async fn read_acks<R: AsyncRead + Unpin>(
+    mut reader: R,
+    state: Arc<Mutex<State>>,
+    id: u64,
+    keepalive: Option<std::time::Duration>,
+    origin: std::time::Instant,
+    grace_until: Arc<AtomicU64>,
+) -> Option<std::time::Duration> {
+    loop {
+        let msg = match keepalive {
+            None => read_message(&mut reader).await,
+            Some(every) => {
+                let silent_for = every * sync::KEEPALIVE_MISSES;
+                match tokio::time::timeout(silent_for, read_message(&mut reader)).await {
+                    Ok(msg) => msg,
+                    Err(_) if millis_since(origin) < grace_until.load(Ordering::Relaxed) => continue,
+                    Err(_) => return Some(silent_for),
+                }
+            }
+        };
+        let msg = msg?;
+        let mut guard = state.lock().await;
+        let info = guard.edges.get_mut(id)?;
+        match msg {
+            // Said once, before the snapshot.
+            ToControl::Hello { .. } => return None,
+            ToControl::Applied { snapshot, seq } => {
+                info.snapshot = Some(snapshot);
+                info.seq = seq;
+                // It compiled what it was sent: silence counts again.
+                grace_until.store(0, Ordering::Relaxed);
+            }
+            ToControl::Xdp(report) => info.xdp = Some(report),
+            ToControl::Keepalive => {}
+        }
+    }
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

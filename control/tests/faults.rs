@@ -277,3 +277,80 @@ fn a_silent_path_to_control_is_noticed_by_both_ends_of_a_quiet_link() {
     }
     assert_eq!(edges(&loc), 1);
 }
+
+/// Issue 32 §4: a hung peer whose kernel still acknowledges everything (SIGSTOP) is
+/// noticed through the link's keepalives, which the edge asks for in its hello
+/// (`--control-keepalive 1` here; 5 s by default). A stopped control: the edge gives
+/// it up within three intervals (plus a second), goes not ready after
+/// `--ready-max-stale`, answers on, and links again once control runs. A stopped edge:
+/// control drops it from `status` within three intervals, with an event, and takes it
+/// back when it runs again.
+#[test]
+fn a_hung_control_or_edge_is_noticed_through_keepalives() {
+    let mut loc = Location::control_only();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    loc.start_edge_with(
+        &[],
+        &[
+            "--control-keepalive",
+            "1",
+            "--metrics",
+            &metrics,
+            "--ready-max-stale",
+            "2",
+        ],
+    );
+    loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    let ready = || common::get(&metrics, "/ready");
+    let until = |what: &str, limit: Duration, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < limit, "not {what} within {limit:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        started.elapsed()
+    };
+    until("linked", Duration::from_secs(10), &|| {
+        ready().contains("linked to control")
+    });
+    let edges = |loc: &Location| loc.ctl_json(&["status"])["edges"].as_array().unwrap().len();
+    assert_eq!(edges(&loc), 1);
+
+    let control = loc.control.as_ref().unwrap();
+    control.signal("STOP");
+    let stopped = Instant::now();
+    let line = loc
+        .edge
+        .as_ref()
+        .unwrap()
+        .wait_for_within("control silent for", Duration::from_secs(10));
+    let noticed = stopped.elapsed();
+    eprintln!("the edge noticed the stopped control after {noticed:?}: {line}");
+    assert!(
+        noticed >= Duration::from_secs(2) && noticed <= Duration::from_secs(4),
+        "{noticed:?}"
+    );
+    until("unready", Duration::from_secs(5), &|| ready().contains("not ready"));
+    assert_eq!(
+        loc.values("www.example.com.", RecordType::A),
+        ["192.0.2.10", "192.0.2.11"],
+        "the last snapshot is served"
+    );
+    control.signal("CONT");
+    until("linked again", Duration::from_secs(20), &|| {
+        ready().contains("linked to control")
+    });
+
+    let edge = loc.edge.as_ref().unwrap();
+    edge.signal("STOP");
+    let dropped = until("dropped by control", Duration::from_secs(10), &|| edges(&loc) == 0);
+    eprintln!("control dropped the stopped edge after {dropped:?}");
+    assert!(dropped <= Duration::from_secs(4), "{dropped:?}");
+    let events = loc.ctl_json(&["events"]).to_string();
+    assert!(
+        events.contains("edge test-edge silent for 3 s: link dropped"),
+        "{events}"
+    );
+    edge.signal("CONT");
+    until("back in status", Duration::from_secs(20), &|| edges(&loc) == 1);
+}

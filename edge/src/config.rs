@@ -133,6 +133,11 @@ pub struct Settings {
     /// send its snapshot within this many seconds, and retry.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = within(1u64, 3600).unit("s"))]
     pub control_timeout: u64,
+    /// With --control: ask control for keepalives every this many seconds, and send
+    /// ours as often; either end drops a link silent for three of them (a hung control
+    /// or edge is noticed within 3 × this). 0: off (kernel keepalive only).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = within(0u16, 60).unit("s"))]
+    pub control_keepalive: u16,
     /// With --control: the largest frame accepted from control, in octets, checked
     /// before its body is read (a snapshot of 1,000,000 record sets is about 51 MiB; the
     /// ceiling is 1 GiB). A larger snapshot is refused with a log naming this flag.
@@ -211,6 +216,12 @@ impl Config {
     #[must_use]
     pub fn max_snapshot_frame(&self) -> usize {
         usize::try_from(self.settings.max_snapshot_frame).unwrap_or(qdns_zone::sync::MAX_FRAME)
+    }
+
+    /// The keepalive interval asked of control (`None`: off).
+    #[must_use]
+    pub fn control_keepalive(&self) -> Option<Duration> {
+        (self.settings.control_keepalive > 0).then(|| Duration::from_secs(u64::from(self.settings.control_keepalive)))
     }
 
     /// Longest wait for control to connect and send its snapshot.

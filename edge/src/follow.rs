@@ -117,6 +117,8 @@ pub struct Follower {
     pub readiness: Arc<Readiness>,
     /// Longest wait for control to connect and send its snapshot.
     pub control_timeout: Duration,
+    /// The keepalive interval asked of control (`--control-keepalive`; `None`: off).
+    pub keepalive: Option<Duration>,
     /// Largest frame accepted from control (`--max-snapshot-frame`).
     pub max_frame: usize,
     /// What went wrong with the link and the state directory, for the metrics.
@@ -233,20 +235,20 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         state_dir,
         engine,
         options,
-        edge_name,
         readiness,
         ..
     } = follower;
     let xdp = follower.xdp.as_deref();
-    let serving = engine.load().version();
-    send(
-        &mut writer,
-        &ToControl::Hello {
-            edge: edge_name.to_owned(),
-            serving: (serving > 0).then_some(serving),
-        },
-    )
-    .await?;
+    send_hello(&mut writer, follower, engine.load().version()).await?;
+    // Keepalives run once control has sent its first (a control that predates them
+    // sends none, and would not read ours): then a control silent for
+    // KEEPALIVE_MISSES intervals is given up on.
+    let every = follower.keepalive.unwrap_or(Duration::from_secs(3600));
+    let mut keepalive_on = false;
+    let mut keepalives = tokio::time::interval(every);
+    keepalives.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let silence = tokio::time::sleep(every * sync::KEEPALIVE_MISSES);
+    tokio::pin!(silence);
     // Frames are read on their own task, so the XDP report tick never cuts a read short.
     let (frames, mut incoming) = tokio::sync::mpsc::channel(4);
     let _reading = AbortOnDrop(tokio::spawn(read_frames(reader, frames, follower.max_frame)));
@@ -259,12 +261,25 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     tokio::pin!(first_snapshot);
     loop {
         let msg = tokio::select! {
+            // A frame that arrived while a snapshot compiled counts before the silence.
+            biased;
             msg = incoming.recv() => match msg {
                 Some(Ok(msg)) => msg,
                 Some(Err(err)) => return Err(err),
                 None => return Ok(()),
             },
             () = &mut first_snapshot, if link.is_none() => return Err(stalled(follower, "send its snapshot")),
+            () = &mut silence, if keepalive_on => {
+                follower.stats.control_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("control silent for {:?} (keepalive)", every * sync::KEEPALIVE_MISSES),
+                ));
+            }
+            _ = keepalives.tick(), if keepalive_on => {
+                send(&mut writer, &ToControl::Keepalive).await?;
+                continue;
+            }
             _ = report.tick(), if xdp.is_some() => {
                 if let Some(report) = xdp.and_then(xdp_report) {
                     send(&mut writer, &ToControl::Xdp(report)).await?;
@@ -272,7 +287,18 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 continue;
             }
         };
+        silence
+            .as_mut()
+            .reset(tokio::time::Instant::now() + every * sync::KEEPALIVE_MISSES);
         let applied = match msg {
+            ToEdge::Keepalive => {
+                if !keepalive_on && follower.keepalive.is_some() {
+                    keepalive_on = true;
+                    keepalives.reset();
+                    tracing::debug!("control speaks keepalives");
+                }
+                continue;
+            }
             ToEdge::Snapshot { snapshot, seq } => {
                 let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options, &follower.stats).await?;
                 *backoff = Duration::from_millis(100);
@@ -284,32 +310,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 let Some(current) = link.as_mut() else {
                     return Err(std::io::Error::other("health delta before a snapshot"));
                 };
-                if !apply_delta(current, &delta) {
-                    tracing::warn!(
-                        have = current.seq,
-                        got = delta.seq,
-                        "health delta out of sequence or past the snapshot's slots; resyncing"
-                    );
-                    return Err(std::io::Error::other("delta out of sequence"));
-                }
-                engine.load().set_health(current.bitmap.clone());
-                let health = PersistedHealth {
-                    snapshot: current.snapshot,
-                    seq: current.seq,
-                    bitmap: current.bitmap.clone(),
-                };
-                let dir = state_dir.clone();
-                let stats = Arc::clone(&follower.stats);
-                let _ = tokio::task::spawn_blocking(move || {
-                    if let Err(err) = sync::persist(&health_path(&dir), &health) {
-                        stats
-                            .persist_failures
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::error!(%err, "cannot persist health; serving it from memory");
-                    }
-                })
-                .await;
-                (current.snapshot, current.seq)
+                apply_health(current, &delta, follower).await?
             }
         };
         readiness.linked();
@@ -322,6 +323,55 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         )
         .await?;
     }
+}
+
+/// The hello, with the keepalive this edge asks for in its extension.
+async fn send_hello<W: AsyncWrite + Unpin>(writer: &mut W, follower: &Follower, serving: u64) -> std::io::Result<()> {
+    let hello = sync::encode_hello(
+        &follower.edge_name,
+        (serving > 0).then_some(serving),
+        &sync::HelloExtension {
+            version: 1,
+            keepalive_secs: follower
+                .keepalive
+                .map_or(0, |k| u16::try_from(k.as_secs()).unwrap_or(u16::MAX)),
+        },
+    )
+    .map_err(std::io::Error::other)?;
+    writer.write_all(&hello).await?;
+    writer.flush().await
+}
+
+/// Applies a health delta to the link's bitmap, the engine and the state directory;
+/// the (snapshot, seq) to acknowledge. A delta out of sequence ends the session (a
+/// full snapshot follows on reconnect).
+async fn apply_health(current: &mut Link, delta: &HealthDelta, follower: &Follower) -> std::io::Result<(u64, u64)> {
+    if !apply_delta(current, delta) {
+        tracing::warn!(
+            have = current.seq,
+            got = delta.seq,
+            "health delta out of sequence or past the snapshot's slots; resyncing"
+        );
+        return Err(std::io::Error::other("delta out of sequence"));
+    }
+    follower.engine.load().set_health(current.bitmap.clone());
+    let health = PersistedHealth {
+        snapshot: current.snapshot,
+        seq: current.seq,
+        bitmap: current.bitmap.clone(),
+    };
+    let dir = follower.state_dir.clone();
+    let stats = Arc::clone(&follower.stats);
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(err) = sync::persist(&health_path(&dir), &health) {
+            stats
+                .persist_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(%err, "cannot persist health; serving it from memory");
+        }
+    })
+    .await;
+    Ok((current.snapshot, current.seq))
 }
 
 /// Compiles and swaps in `snapshot`, persists it (before the acknowledgement: a later

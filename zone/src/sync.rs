@@ -29,6 +29,9 @@ pub enum ToEdge {
     },
     /// Changed health words of the current snapshot.
     Health(HealthDelta),
+    /// Control is alive (its state answers): sent every keepalive interval to an edge
+    /// whose hello asked for it ([`HelloExtension::keepalive_secs`]), never to others.
+    Keepalive,
 }
 
 /// A health update: bitmap words that changed.
@@ -61,6 +64,51 @@ pub enum ToControl {
     },
     /// The edge's XDP fast path, every few seconds while it has one.
     Xdp(XdpReport),
+    /// The edge is alive: sent every keepalive interval once control has sent its own
+    /// first [`ToEdge::Keepalive`] (a control that predates it never reads one).
+    Keepalive,
+}
+
+/// What an edge appends to its hello's frame, after the [`ToControl::Hello`]: a control
+/// that predates it ignores it (it decodes the hello and stops), a newer one reads it.
+/// Later versions append their fields after these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloExtension {
+    /// The extension's version (1).
+    pub version: u16,
+    /// Application-level keepalive: each end sends a frame at least this often (in
+    /// seconds) and drops a peer silent for [`KEEPALIVE_MISSES`] intervals; 0 = off.
+    pub keepalive_secs: u16,
+}
+
+/// Intervals without a frame after which a peer that asked for keepalives is dropped.
+pub const KEEPALIVE_MISSES: u32 = 3;
+
+/// The hello frame: [`ToControl::Hello`], then `extension`.
+pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension) -> Result<Vec<u8>, SyncError> {
+    let mut frame = encode(&ToControl::Hello {
+        edge: edge.to_owned(),
+        serving,
+    })?;
+    frame = postcard::to_extend(extension, frame)?;
+    let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge {
+        len: frame.len(),
+        max: MAX_FRAME,
+    })?;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(frame)
+}
+
+/// Decodes an edge's first frame: the message, and the hello's extension when the
+/// edge sent one (an older edge's hello has none; a later one's extra fields are
+/// skipped).
+pub fn decode_hello(body: &[u8]) -> Result<(ToControl, Option<HelloExtension>), SyncError> {
+    let (msg, rest): (ToControl, &[u8]) = postcard::take_from_bytes(body)?;
+    let extension = match (&msg, rest) {
+        (ToControl::Hello { .. }, [_, ..]) => postcard::take_from_bytes::<HelloExtension>(rest).ok().map(|(e, _)| e),
+        _ => None,
+    };
+    Ok((msg, extension))
 }
 
 /// What an edge's XDP program did so far.
@@ -762,6 +810,29 @@ mod tests {
     }
 
     #[test]
+    fn a_hello_carries_its_extension_and_older_readers_skip_it() {
+        let extension = HelloExtension {
+            version: 1,
+            keepalive_secs: 5,
+        };
+        let frame = encode_hello("e1", Some(9), &extension).unwrap();
+        assert_eq!(frame_len(frame[..4].try_into().unwrap()).unwrap(), frame.len() - 4);
+        let hello = ToControl::Hello {
+            edge: "e1".into(),
+            serving: Some(9),
+        };
+        assert_eq!(decode_hello(&frame[4..]).unwrap(), (hello.clone(), Some(extension)));
+        // A control that predates the extension reads the hello alone.
+        assert_eq!(decode::<ToControl>(&frame[4..]).unwrap(), hello);
+        // An edge that predates it sends the hello alone.
+        let bare = encode(&hello).unwrap();
+        assert_eq!(decode_hello(&bare[4..]).unwrap(), (hello, None));
+        // The keepalives are new variants at the end: the old ones keep their indices.
+        assert_eq!(encode(&ToEdge::Keepalive).unwrap(), [0, 0, 0, 1, 2]);
+        assert_eq!(encode(&ToControl::Keepalive).unwrap(), [0, 0, 0, 1, 3]);
+    }
+
+    #[test]
     fn frames_round_trip() {
         let msg = ToEdge::Health(HealthDelta {
             snapshot: 7,
@@ -818,7 +889,7 @@ mod tests {
         .unwrap();
         match decode_to_edge(&frame[4..]).unwrap() {
             ToEdge::Snapshot { snapshot, seq } => assert_eq!((snapshot.version, seq), (9, 4)),
-            ToEdge::Health(other) => panic!("{other:?}"),
+            other => panic!("{other:?}"),
         }
         // This version's own forms read as they are.
         persist(&path, &read).unwrap();
@@ -881,7 +952,7 @@ mod tests {
         .unwrap();
         match decode_to_edge(&frame[4..]).unwrap() {
             ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 5)),
-            ToEdge::Health(other) => panic!("{other:?}"),
+            other => panic!("{other:?}"),
         }
     }
 
@@ -948,7 +1019,7 @@ mod tests {
         .unwrap();
         match decode_to_edge(&frame[4..]).unwrap() {
             ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 6)),
-            ToEdge::Health(other) => panic!("{other:?}"),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -263,6 +263,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
                 xdp: xdp.clone(),
                 readiness: Arc::clone(&readiness),
                 control_timeout: config.control_timeout(),
+                keepalive: config.control_keepalive(),
                 max_frame: config.max_snapshot_frame(),
                 stats: Arc::clone(&link_stats),
             },
