@@ -91,12 +91,7 @@ pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension
         serving,
     })?;
     frame = postcard::to_extend(extension, frame)?;
-    let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge {
-        len: frame.len(),
-        max: MAX_FRAME,
-    })?;
-    frame[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(frame)
+    with_length(frame)
 }
 
 /// Decodes an edge's first frame: the message, and the hello's extension when the
@@ -147,8 +142,11 @@ pub enum SyncError {
 
 /// Encodes `msg` as one frame (length prefix included).
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, SyncError> {
-    let mut frame = vec![0u8; 4];
-    frame = postcard::to_extend(msg, frame)?;
+    with_length(postcard::to_extend(msg, vec![0u8; 4])?)
+}
+
+/// `frame` (4 octets, then the body) with the body's length written into the 4.
+fn with_length(mut frame: Vec<u8>) -> Result<Vec<u8>, SyncError> {
     let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge {
         len: frame.len(),
         max: MAX_FRAME,
