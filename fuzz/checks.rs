@@ -20,7 +20,7 @@ use qdns_control::{
     report_listener,
 };
 use qdns_edge::{Engine, Transport};
-use qdns_zone::sync::{ToControl, ToEdge};
+use qdns_link::protocol::{ToControl, ToEdge};
 
 /// The checker key the report target knows (`c1`, region `eu`).
 pub const CHECKER_KEY: [u8; 32] = [7; 32];
@@ -161,7 +161,7 @@ pub fn report_frames(data: &[u8]) {
 /// from control (a snapshot is compiled and served, a health delta applied to a
 /// bitmap) and what control decodes from an edge.
 pub fn link_frame(data: &[u8]) {
-    match qdns_zone::sync::decode::<ToEdge>(data) {
+    match qdns_link::protocol::decode::<ToEdge>(data) {
         Ok(ToEdge::Snapshot { snapshot, .. }) => serve(&snapshot),
         Ok(ToEdge::Health(delta)) => {
             let mut bitmap = vec![0u64; 4];
@@ -173,8 +173,8 @@ pub fn link_frame(data: &[u8]) {
     }
     // An edge's first frame (the message, then the hello's extension): the message reads
     // as any frame does, whatever follows it.
-    let message = qdns_zone::sync::decode::<ToControl>(data).ok();
-    let hello = qdns_zone::sync::decode_hello(data).ok();
+    let message = qdns_link::protocol::decode::<ToControl>(data).ok();
+    let hello = qdns_link::protocol::decode_hello(data).ok();
     assert_eq!(hello.map(|(m, _)| m), message);
 }
 

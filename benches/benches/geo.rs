@@ -82,7 +82,7 @@ fn main() {
         .filter_map(|s| s.policy.as_ref()?.client.as_deref())
         .map(|r| r.chains.len())
         .sum();
-    let frame = qdns_zone::sync::encode_snapshot(&snapshot, 0).unwrap();
+    let frame = qdns_link::protocol::encode_snapshot(&snapshot, 0).unwrap();
     println!(
         "geo/load: database read and {SETS} geo sets compiled in {:.0} ms (median of 3), peak heap {:.1} MiB, snapshot {:.1} MiB",
         took.as_secs_f64() * 1000.0,

@@ -21,7 +21,7 @@ use std::{
 use benches::{CURRENT, PEAK};
 use criterion::Criterion;
 use qdns_edge::{follow::apply_words, Engine};
-use qdns_zone::sync::{self, ToEdge};
+use qdns_link::protocol::{self, ToEdge};
 
 #[global_allocator]
 static GLOBAL: benches::Peak = benches::Peak;
@@ -117,7 +117,7 @@ fn report_scale() -> Engine {
         snapshot: Box::new(snapshot),
         seq: 0,
     };
-    let (time, peak, frame) = measure(|| sync::encode(&message).expect("encodes"));
+    let (time, peak, frame) = measure(|| protocol::encode(&message).expect("encodes"));
     println!(
         "snapshot/encode_{}k: {:.3} s, frame {:.1} MiB, peak heap {:.1} MiB",
         100 * scale(),
@@ -127,7 +127,7 @@ fn report_scale() -> Engine {
     );
     drop(message);
     let (time, peak, engine) = measure(|| {
-        let ToEdge::Snapshot { snapshot, .. } = sync::decode::<ToEdge>(&frame[4..]).expect("decodes") else {
+        let ToEdge::Snapshot { snapshot, .. } = protocol::decode::<ToEdge>(&frame[4..]).expect("decodes") else {
             unreachable!()
         };
         Engine::compile(&snapshot).expect("compiles")

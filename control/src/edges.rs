@@ -6,7 +6,7 @@ use std::sync::{
     Arc,
 };
 
-use qdns_zone::sync::{self, ToControl};
+use qdns_link::protocol::{self, ToControl};
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     sync::{broadcast, Mutex},
@@ -69,7 +69,11 @@ impl EdgeRegistry {
     /// The full-snapshot frame for `snapshot` at delta `seq`: encoded once per version
     /// and delta, however many edges connect (a thousand edges reconnecting after a
     /// restart cost one encoding and one frame's memory, not a thousand).
-    pub fn snapshot_frame(&mut self, snapshot: &qdns_zone::Snapshot, seq: u64) -> Result<Frame, sync::SyncError> {
+    pub fn snapshot_frame(
+        &mut self,
+        snapshot: &qdns_zone::Snapshot,
+        seq: u64,
+    ) -> Result<Frame, protocol::ProtocolError> {
         if let Some((version, at, frame)) = &self.snapshot_frame {
             if *version == snapshot.version && *at == seq {
                 return Ok(Arc::clone(frame));
@@ -77,7 +81,7 @@ impl EdgeRegistry {
         }
         // The old frame goes first: at most one is held.
         self.snapshot_frame = None;
-        let frame: Frame = Arc::new(sync::encode_snapshot(snapshot, seq)?);
+        let frame: Frame = Arc::new(protocol::encode_snapshot(snapshot, seq)?);
         self.snapshot_frame = Some((snapshot.version, seq, Arc::clone(&frame)));
         Ok(frame)
     }
@@ -121,17 +125,17 @@ async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Option<ToControl>
 
 /// [`read_message`], with the hello's extension when the message is a hello that has
 /// one.
-async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, Option<sync::HelloExtension>)> {
+async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, Option<protocol::HelloExtension>)> {
     let mut prefix = [0u8; 4];
     reader.read_exact(&mut prefix).await.ok()?;
-    let len = sync::frame_len(prefix).ok()?;
+    let len = protocol::frame_len(prefix).ok()?;
     if len > MAX_FROM_EDGE {
         tracing::warn!(len, "edge frame over {MAX_FROM_EDGE} octets: closing");
         return None;
     }
     let mut body = Vec::new();
     match (&mut *reader).take(len as u64).read_to_end(&mut body).await {
-        Ok(n) if n == len => sync::decode_hello(&body).ok(),
+        Ok(n) if n == len => protocol::decode_hello(&body).ok(),
         _ => None,
     }
 }
@@ -230,7 +234,7 @@ async fn greet<R: AsyncRead + Unpin>(
     ticket: &mut qdns_listen::Ticket,
     state: &Mutex<State>,
     shutdown: &CancellationToken,
-) -> Option<(String, Option<u64>, Option<sync::HelloExtension>)> {
+) -> Option<(String, Option<u64>, Option<protocol::HelloExtension>)> {
     let hello = tokio::select! {
         () = shutdown.cancelled() => return None,
         () = ticket.evicted() => {
@@ -305,7 +309,7 @@ pub async fn serve_edge<R, W>(
         .map(|e| e.keepalive_secs.min(MAX_KEEPALIVE_SECS))
         .filter(|&secs| secs > 0)
         .map(|secs| std::time::Duration::from_secs(u64::from(secs)));
-    let keepalive_frame = sync::encode(&sync::ToEdge::Keepalive).unwrap_or_default();
+    let keepalive_frame = protocol::encode(&protocol::ToEdge::Keepalive).unwrap_or_default();
     if keepalive.is_some() && !write_frame(&mut writer, &keepalive_frame).await {
         state.lock().await.edges.disconnect(id);
         return;
@@ -406,7 +410,7 @@ async fn read_acks<R: AsyncRead + Unpin>(
         let msg = match keepalive {
             None => read_message(&mut reader).await,
             Some(every) => {
-                let silent_for = every * sync::KEEPALIVE_MISSES;
+                let silent_for = every * protocol::KEEPALIVE_MISSES;
                 match tokio::time::timeout(silent_for, read_message(&mut reader)).await {
                     Ok(msg) => msg,
                     Err(_) if millis_since(origin) < grace_until.load(Ordering::Relaxed) => continue,

@@ -2,7 +2,8 @@
 //! re-evaluated, and pushed to the edges before the response is sent.
 use std::{path::PathBuf, sync::Arc};
 
-use qdns_zone::{name, sync::ToEdge, PolicyKind};
+use qdns_link::protocol::ToEdge;
+use qdns_zone::{name, PolicyKind};
 use tokio::sync::{broadcast, Mutex};
 
 use crate::{
@@ -50,7 +51,7 @@ impl Ctx {
 
     /// Sends a message to every edge.
     pub fn broadcast(&self, msg: &ToEdge) {
-        match qdns_zone::sync::encode(msg) {
+        match qdns_link::protocol::encode(msg) {
             Ok(frame) => {
                 let _ = self.updates.send(Arc::new(frame));
             }

@@ -15,11 +15,10 @@ use qdns_abi::{
         select_chain, select_failover, select_latency, select_multivalue, select_weighted, select_zonal, WeightedMember,
     },
 };
+use qdns_link::protocol::HealthDelta;
 use qdns_zone::{
     evaluate::{evaluate, global, Inputs},
-    name,
-    sync::HealthDelta,
-    PolicyKind, RecordSet, SlotRule, Snapshot, Zone,
+    name, PolicyKind, RecordSet, SlotRule, Snapshot, Zone,
 };
 use serde::{Deserialize, Serialize};
 
@@ -201,7 +200,7 @@ pub struct EdgeInfo {
     /// Unix seconds of the connection.
     pub connected_at: u64,
     /// Its XDP fast path, as last reported (none without `--xdp`).
-    pub xdp: Option<qdns_zone::sync::XdpReport>,
+    pub xdp: Option<qdns_link::protocol::XdpReport>,
 }
 
 /// Default quorum: healthy iff more than this share of reachable checkers say so.

@@ -607,7 +607,7 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
     let _ = location.control.take().unwrap().term();
     let _ = location.edge.take().unwrap().term();
     let path = location.dir.path().join("edge-state").join("snapshot.bin");
-    let mut snapshot = qdns_zone::sync::load_snapshot(&path).unwrap().unwrap();
+    let mut snapshot = qdns_link::protocol::load_snapshot(&path).unwrap().unwrap();
     let mut broken = 0;
     for zone in &mut snapshot.zones {
         for sig in zone.dnssec.iter_mut().flat_map(|s| s.sigs.iter_mut()) {
@@ -618,7 +618,7 @@ fn validators_validate_every_answer(tag: char, kind: Kind) {
         }
     }
     assert!(broken > 20, "{broken} signatures");
-    qdns_zone::sync::persist(&path, &snapshot).unwrap();
+    qdns_link::protocol::persist(&path, &snapshot).unwrap();
     location.start_edge_with(&["ip", "netns", "exec", &pair.server], &["--listen", &listen]);
     let resolver = start_expecting(&pair, kind, &dir, &second, "status: SERVFAIL");
     for (name, rtype) in [

@@ -326,7 +326,7 @@ fn one_edge_name_holds_at_most_four_connections() {
     let metrics = free_port();
     location.start_control_with(&["--metrics", &format!("127.0.0.1:{metrics}")]);
     let hello = |name: &str| {
-        qdns_zone::sync::encode(&qdns_zone::sync::ToControl::Hello {
+        qdns_link::protocol::encode(&qdns_link::protocol::ToControl::Hello {
             edge: name.to_owned(),
             serving: None,
         })

@@ -24,7 +24,7 @@ fn a_control_that_accepts_and_stalls_is_given_up_on_while_the_edge_serves() {
     let state = loc.dir.path().join("edge-state");
     std::fs::create_dir_all(&state).unwrap();
     let snapshot = qdns_zone::load_dir(&loc.zones(), 5).unwrap();
-    qdns_zone::sync::persist(&state.join("snapshot.bin"), &snapshot).unwrap();
+    qdns_link::protocol::persist(&state.join("snapshot.bin"), &snapshot).unwrap();
     // "Control": accepts every connection and never writes a byte.
     let stalled = UnixListener::bind(loc.edge_socket()).unwrap();
     stalled.set_nonblocking(true).unwrap();

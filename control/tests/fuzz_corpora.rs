@@ -9,7 +9,7 @@ mod checks;
 use std::path::Path;
 
 use qdns_control::report;
-use qdns_zone::sync::{HealthDelta, ToEdge};
+use qdns_link::protocol::{HealthDelta, ToEdge};
 
 fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -88,7 +88,7 @@ fn report_frames_corpus() {
 #[test]
 fn link_frame_corpus() {
     let snapshot = qdns_zone::load_dir(&example_zones(), 1).unwrap();
-    let body = |msg: &ToEdge| qdns_zone::sync::encode(msg).unwrap()[4..].to_vec();
+    let body = |msg: &ToEdge| qdns_link::protocol::encode(msg).unwrap()[4..].to_vec();
     let seeds = vec![
         body(&ToEdge::Snapshot {
             snapshot: Box::new(snapshot),

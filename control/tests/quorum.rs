@@ -560,7 +560,7 @@ fn hostile_link_frame(noise: &mut Rng, i: u64) -> Vec<u8> {
             frame
         }
         _ => {
-            let hello = qdns_zone::sync::encode(&qdns_zone::sync::ToControl::Hello {
+            let hello = qdns_link::protocol::encode(&qdns_link::protocol::ToControl::Hello {
                 edge: format!("edge-{i}"),
                 serving: None,
             })
@@ -698,7 +698,7 @@ fn idle_and_slowloris_crowds_lock_out_no_checker_edge_operator_or_scraper() {
     let edge_hello = || {
         let mut edge = connect_from(std::net::Ipv4Addr::new(127, 0, 0, 3), at(edge_port)).expect("the edge connects");
         edge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let hello = qdns_zone::sync::encode(&qdns_zone::sync::ToControl::Hello {
+        let hello = qdns_link::protocol::encode(&qdns_link::protocol::ToControl::Hello {
             edge: "legit".to_owned(),
             serving: None,
         })

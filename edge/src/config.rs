@@ -215,7 +215,7 @@ impl Config {
     /// `--max-snapshot-frame`.
     #[must_use]
     pub fn max_snapshot_frame(&self) -> usize {
-        usize::try_from(self.settings.max_snapshot_frame).unwrap_or(qdns_zone::sync::MAX_FRAME)
+        usize::try_from(self.settings.max_snapshot_frame).unwrap_or(qdns_link::protocol::MAX_FRAME)
     }
 
     /// The keepalive interval asked of control (`None`: off).

@@ -10,10 +10,8 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use qdns_zone::{
-    sync::{self, HealthDelta, PersistedHealth, ToControl, ToEdge, XdpReport},
-    Snapshot,
-};
+use qdns_link::protocol::{self, HealthDelta, PersistedHealth, ToControl, ToEdge, XdpReport};
+use qdns_zone::Snapshot;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -76,7 +74,7 @@ fn health_path(dir: &Path) -> PathBuf {
 /// A damaged file is reported and ignored: the edge then waits for control.
 #[must_use]
 pub fn load_persisted(dir: &Path) -> Option<Snapshot> {
-    let mut snapshot = match sync::load_snapshot(&snapshot_path(dir)) {
+    let mut snapshot = match protocol::load_snapshot(&snapshot_path(dir)) {
         Ok(Some(snapshot)) => snapshot,
         Ok(None) => return None,
         Err(err) => {
@@ -84,7 +82,7 @@ pub fn load_persisted(dir: &Path) -> Option<Snapshot> {
             return None;
         }
     };
-    match sync::load::<PersistedHealth>(&health_path(dir)) {
+    match protocol::load::<PersistedHealth>(&health_path(dir)) {
         Ok(Some(health)) if health.snapshot == snapshot.version => snapshot.bitmap = health.bitmap,
         Ok(_) => {}
         Err(err) => tracing::warn!(%err, "persisted health unusable; using the snapshot's own"),
@@ -247,7 +245,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     let mut keepalive_on = false;
     let mut keepalives = tokio::time::interval(every);
     keepalives.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let silence = tokio::time::sleep(every * sync::KEEPALIVE_MISSES);
+    let silence = tokio::time::sleep(every * protocol::KEEPALIVE_MISSES);
     tokio::pin!(silence);
     // Frames are read on their own task, so the XDP report tick never cuts a read short.
     let (frames, mut incoming) = tokio::sync::mpsc::channel(4);
@@ -273,7 +271,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 follower.stats.control_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("control silent for {:?} (keepalive)", every * sync::KEEPALIVE_MISSES),
+                    format!("control silent for {:?} (keepalive)", every * protocol::KEEPALIVE_MISSES),
                 ));
             }
             _ = keepalives.tick(), if keepalive_on => {
@@ -289,7 +287,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         };
         silence
             .as_mut()
-            .reset(tokio::time::Instant::now() + every * sync::KEEPALIVE_MISSES);
+            .reset(tokio::time::Instant::now() + every * protocol::KEEPALIVE_MISSES);
         let applied = match msg {
             ToEdge::Keepalive => {
                 if !keepalive_on && follower.keepalive.is_some() {
@@ -327,10 +325,10 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
 
 /// The hello, with the keepalive this edge asks for in its extension.
 async fn send_hello<W: AsyncWrite + Unpin>(writer: &mut W, follower: &Follower, serving: u64) -> std::io::Result<()> {
-    let hello = sync::encode_hello(
+    let hello = protocol::encode_hello(
         &follower.edge_name,
         (serving > 0).then_some(serving),
-        &sync::HelloExtension {
+        &protocol::HelloExtension {
             version: 1,
             keepalive_secs: follower
                 .keepalive
@@ -363,7 +361,7 @@ async fn apply_health(current: &mut Link, delta: &HealthDelta, follower: &Follow
     let dir = follower.state_dir.clone();
     let stats = Arc::clone(&follower.stats);
     let _ = tokio::task::spawn_blocking(move || {
-        if let Err(err) = sync::persist(&health_path(&dir), &health) {
+        if let Err(err) = protocol::persist(&health_path(&dir), &health) {
             stats
                 .persist_failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -407,7 +405,7 @@ async fn apply_snapshot(
     let dir = state_dir.to_path_buf();
     let stats = Arc::clone(stats);
     let _ = tokio::task::spawn_blocking(move || {
-        if let Err(err) = sync::persist(&snapshot_path(&dir), &snapshot) {
+        if let Err(err) = protocol::persist(&snapshot_path(&dir), &snapshot) {
             stats.persist_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::error!(%err, "cannot persist the snapshot; serving it from memory (a restart would serve the last one persisted)");
         }
@@ -443,14 +441,14 @@ async fn read_frames<R: AsyncRead + Unpin>(
 /// A frame's body: the buffer grows only with octets that arrive (a snapshot may be
 /// large, but a peer announcing one and sending nothing costs nothing).
 async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4], max_frame: usize) -> std::io::Result<ToEdge> {
-    let len = sync::frame_len_within(prefix, max_frame)
+    let len = protocol::frame_len_within(prefix, max_frame)
         .map_err(|e| std::io::Error::other(format!("{e} (--max-snapshot-frame): raise it for snapshots this large")))?;
     let mut body = Vec::new();
     let got = reader.take(len as u64).read_to_end(&mut body).await?;
     if got != len {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    sync::decode_to_edge(&body).map_err(std::io::Error::other)
+    protocol::decode_to_edge(&body).map_err(std::io::Error::other)
 }
 
 /// Aborts the task when the session ends.
@@ -505,7 +503,7 @@ pub fn apply_words(bitmap: &mut [u64], words: &[(u32, u64)]) -> bool {
 }
 
 async fn send<W: AsyncWrite + Unpin>(writer: &mut W, msg: &ToControl) -> std::io::Result<()> {
-    let frame = sync::encode(msg).map_err(std::io::Error::other)?;
+    let frame = protocol::encode(msg).map_err(std::io::Error::other)?;
     writer.write_all(&frame).await?;
     writer.flush().await
 }

@@ -13,11 +13,14 @@
 //!
 //! - [`tls`]: server and client configurations from PEM files, reloaded when they change.
 //! - [`pki`]: the CA behind `qdnsctl pki init` and `qdnsctl pki issue`.
+//! - [`protocol`]: the messages on the link, their framing, and the snapshot file an
+//!   edge keeps.
 //! - [`liveness`]: TCP keepalive and an unacknowledged-data bound, so a dead path is
 //!   noticed by both ends of a quiet link.
 #![forbid(unsafe_code)]
 pub mod liveness;
 pub mod pki;
+pub mod protocol;
 pub mod tls;
 
 /// The flag that accepts a `tcp://` link beyond loopback (SPEC §10), named in the

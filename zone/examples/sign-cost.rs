@@ -32,12 +32,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(dir.join("sign.example.zone"), master)?;
     let mut snapshot = qdns_zone::load_dir(&dir, 1)?;
     let _ = std::fs::remove_dir_all(&dir);
-    let before = qdns_zone::sync::encode(&snapshot)?.len();
+    let before = postcard::to_stdvec(&snapshot)?.len();
     let key = ZoneKey::generate(algorithm, KeyState::Active, 1)?;
     let started = Instant::now();
     sign_zone(&mut snapshot.zones[0], &[key], SignOptions::at(1_800_000_000))?;
     let took = started.elapsed();
-    let after = qdns_zone::sync::encode(&snapshot)?.len();
+    let after = postcard::to_stdvec(&snapshot)?.len();
     let sigs = snapshot.zones[0].dnssec.as_ref().map_or(0, |s| s.sigs.len());
     println!(
         "{n} sets, {}: {sigs} signatures in {:.2} s ({:.1} µs each); snapshot {:.1} → {:.1} MiB ({:.2}×)",

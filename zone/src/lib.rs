@@ -27,7 +27,6 @@ pub mod policy;
 pub mod schema;
 pub mod sites;
 pub mod snapshot;
-pub mod sync;
 
 pub use error::ZoneError;
 pub use load::{

@@ -14,7 +14,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use qdns_control::api::{
     Distribution, ExplainDetail, Explanation, MemberAnswer, Reply, Request, Response, StatusReport,
 };
-use qdns_zone::sync::XdpReport;
+use qdns_link::protocol::XdpReport;
 use serde_json::Value;
 
 #[derive(Parser)]

@@ -202,7 +202,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let xdp = match xdp {
         Some((program, installed)) => {
             let watcher =
-                crate::xdp::sync::spawn(Arc::clone(&program), Arc::clone(&engine), installed, Arc::clone(&stop))
+                crate::xdp::watch::spawn(Arc::clone(&program), Arc::clone(&engine), installed, Arc::clone(&stop))
                     .map_err(ServerError::Start)?;
             udp_threads.push(watcher);
             Some(program)

@@ -13,8 +13,8 @@
 pub mod listen;
 pub mod pack;
 pub mod peer;
-pub mod sync;
 pub mod table;
+pub mod watch;
 
 use aya::{
     maps::{Array, ArrayOfMaps, MapData, PerCpuArray},

@@ -1,5 +1,6 @@
-//! Control ↔ edge synchronisation: the messages, their framing, and the persisted
-//! snapshot file. Shared by both daemons so they cannot drift apart.
+//! The control ↔ edge protocol: the messages, their framing, the forms of earlier
+//! versions still read, and the persisted snapshot file. Shared by both daemons so they
+//! cannot drift apart.
 //!
 //! On every (re)connect control sends the whole [`Snapshot`]; after that, health changes
 //! go as [`HealthDelta`]s: the changed bitmap words, numbered by `seq` within a snapshot
@@ -10,7 +11,7 @@ use std::{fs, io, path::Path};
 
 use serde::{Deserialize, Serialize};
 
-use crate::Snapshot;
+use qdns_zone::Snapshot;
 
 /// Largest frame accepted (a snapshot of millions of records fits; a corrupt length
 /// prefix cannot make a reader allocate more).
@@ -85,7 +86,7 @@ pub struct HelloExtension {
 pub const KEEPALIVE_MISSES: u32 = 3;
 
 /// The hello frame: [`ToControl::Hello`], then `extension`.
-pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension) -> Result<Vec<u8>, SyncError> {
+pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension) -> Result<Vec<u8>, ProtocolError> {
     let mut frame = encode(&ToControl::Hello {
         edge: edge.to_owned(),
         serving,
@@ -97,7 +98,7 @@ pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension
 /// Decodes an edge's first frame: the message, and the hello's extension when the
 /// edge sent one (an older edge's hello has none; a later one's extra fields are
 /// skipped).
-pub fn decode_hello(body: &[u8]) -> Result<(ToControl, Option<HelloExtension>), SyncError> {
+pub fn decode_hello(body: &[u8]) -> Result<(ToControl, Option<HelloExtension>), ProtocolError> {
     let (msg, rest): (ToControl, &[u8]) = postcard::take_from_bytes(body)?;
     let extension = match (&msg, rest) {
         (ToControl::Hello { .. }, [_, ..]) => postcard::take_from_bytes::<HelloExtension>(rest).ok().map(|(e, _)| e),
@@ -120,7 +121,7 @@ pub struct XdpReport {
 /// Why a frame or file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SyncError {
+pub enum ProtocolError {
     /// I/O failed.
     #[error("{0}")]
     Io(#[from] io::Error),
@@ -141,13 +142,13 @@ pub enum SyncError {
 }
 
 /// Encodes `msg` as one frame (length prefix included).
-pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, SyncError> {
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtocolError> {
     with_length(postcard::to_extend(msg, vec![0u8; 4])?)
 }
 
 /// `frame` (4 octets, then the body) with the body's length written into the 4.
-fn with_length(mut frame: Vec<u8>) -> Result<Vec<u8>, SyncError> {
-    let len = u32::try_from(frame.len() - 4).map_err(|_| SyncError::TooLarge {
+fn with_length(mut frame: Vec<u8>) -> Result<Vec<u8>, ProtocolError> {
+    let len = u32::try_from(frame.len() - 4).map_err(|_| ProtocolError::TooLarge {
         len: frame.len(),
         max: MAX_FRAME,
     })?;
@@ -158,7 +159,7 @@ fn with_length(mut frame: Vec<u8>) -> Result<Vec<u8>, SyncError> {
 /// Encodes `ToEdge::Snapshot { snapshot, seq }` without the copy of the snapshot an
 /// owned `ToEdge` would need: the same octets (postcard writes an enum as its variant
 /// index, and `Snapshot` is variant 0 of both).
-pub fn encode_snapshot(snapshot: &Snapshot, seq: u64) -> Result<Vec<u8>, SyncError> {
+pub fn encode_snapshot(snapshot: &Snapshot, seq: u64) -> Result<Vec<u8>, ProtocolError> {
     #[derive(Serialize)]
     enum Borrowed<'a> {
         Snapshot { snapshot: &'a Snapshot, seq: u64 },
@@ -167,22 +168,22 @@ pub fn encode_snapshot(snapshot: &Snapshot, seq: u64) -> Result<Vec<u8>, SyncErr
 }
 
 /// Length of the frame body announced by a 4-octet prefix.
-pub fn frame_len(prefix: [u8; 4]) -> Result<usize, SyncError> {
+pub fn frame_len(prefix: [u8; 4]) -> Result<usize, ProtocolError> {
     frame_len_within(prefix, MAX_FRAME)
 }
 
 /// Length of the frame body announced by a 4-octet prefix, refused over `max` octets
 /// (checked before a byte of the body is read or allocated).
-pub fn frame_len_within(prefix: [u8; 4], max: usize) -> Result<usize, SyncError> {
+pub fn frame_len_within(prefix: [u8; 4], max: usize) -> Result<usize, ProtocolError> {
     let len = u32::from_be_bytes(prefix) as usize;
     if len > max {
-        return Err(SyncError::TooLarge { len, max });
+        return Err(ProtocolError::TooLarge { len, max });
     }
     Ok(len)
 }
 
 /// Decodes a frame body.
-pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, SyncError> {
+pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ProtocolError> {
     Ok(postcard::from_bytes(body)?)
 }
 
@@ -201,7 +202,7 @@ pub struct PersistedHealth {
 
 /// Writes `value` to `path` atomically (temp file, fsync, rename) with a CRC-32 of
 /// the body, so a crash mid-write leaves the previous file.
-pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), SyncError> {
+pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), ProtocolError> {
     let body = postcard::to_stdvec(value)?;
     let mut file = Vec::with_capacity(body.len() + 20);
     file.extend_from_slice(MAGIC);
@@ -231,20 +232,20 @@ pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), SyncError> {
 }
 
 /// Reads a value written by [`persist`]; `Ok(None)` when there is no file.
-pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, SyncError> {
+pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ProtocolError> {
     let Some(body) = load_body(path)? else {
         return Ok(None);
     };
     postcard::from_bytes(&body)
         .map(Some)
-        .map_err(|e| SyncError::Corrupt(format!("{}: undecodable: {e}", path.display())))
+        .map_err(|e| ProtocolError::Corrupt(format!("{}: undecodable: {e}", path.display())))
 }
 
 /// Reads a [`Snapshot`] written by [`persist`] — by this version, by one before
-/// client-aware sets (policies without [`crate::Policy::client`]) or by one before
-/// DNSSEC (zones without [`crate::Zone::dnssec`]): an upgraded edge serves the snapshot
+/// client-aware sets (policies without [`qdns_zone::Policy::client`]) or by one before
+/// DNSSEC (zones without [`qdns_zone::Zone::dnssec`]): an upgraded edge serves the snapshot
 /// its predecessor persisted.
-pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, SyncError> {
+pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, ProtocolError> {
     let Some(body) = load_body(path)? else {
         return Ok(None);
     };
@@ -257,12 +258,12 @@ pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, SyncError> {
                 .map_err(|_| e)
         })
         .map(Some)
-        .map_err(|e| SyncError::Corrupt(format!("{}: undecodable: {e}", path.display())))
+        .map_err(|e| ProtocolError::Corrupt(format!("{}: undecodable: {e}", path.display())))
 }
 
 /// Decodes a control → edge frame body, from this version's control or from an older
 /// one (see [`load_snapshot`]; upgrade edges first: they read every form).
-pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, SyncError> {
+pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, ProtocolError> {
     whole(body)
         .or_else(|e| {
             whole::<legacy::ToEdgeV3>(body)
@@ -271,7 +272,7 @@ pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, SyncError> {
                 .or_else(|_| whole::<legacy::ToEdgeV1>(body).map(ToEdge::from))
                 .map_err(|_| e)
         })
-        .map_err(SyncError::from)
+        .map_err(ProtocolError::from)
 }
 
 /// `body` decoded as a `T` that spans it exactly: an older form read as a newer one
@@ -284,13 +285,13 @@ fn whole<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, postcard::Error> {
 }
 
 /// The body of a file written by [`persist`], checked; `Ok(None)` when there is none.
-fn load_body(path: &Path) -> Result<Option<Vec<u8>>, SyncError> {
+fn load_body(path: &Path) -> Result<Option<Vec<u8>>, ProtocolError> {
     let data = match fs::read(path) {
         Ok(data) => data,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let corrupt = |why: &str| SyncError::Corrupt(format!("{}: {why}", path.display()));
+    let corrupt = |why: &str| ProtocolError::Corrupt(format!("{}: {why}", path.display()));
     if data.len() < 20 || &data[..8] != MAGIC {
         return Err(corrupt("not a qdns snapshot file (bad magic or too short)"));
     }
@@ -312,7 +313,7 @@ fn load_body(path: &Path) -> Result<Option<Vec<u8>>, SyncError> {
 mod legacy {
     use serde::Deserialize;
 
-    use crate::{
+    use qdns_zone::{
         snapshot::{Probe, ProbeKind},
         Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone,
     };
@@ -435,8 +436,8 @@ mod legacy {
         rrsets: Vec<RecordSet>,
         slot_base: u32,
         slots: Vec<SlotV3>,
-        dnssec: Option<Box<crate::dnssec::Signatures>>,
-        geo: Option<Box<crate::client::GeoTable>>,
+        dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
+        geo: Option<Box<qdns_zone::client::GeoTable>>,
     }
 
     #[derive(Deserialize)]
@@ -534,7 +535,7 @@ mod legacy {
         rrsets: Vec<RecordSetV2>,
         slot_base: u32,
         slots: Vec<SlotV3>,
-        dnssec: Option<Box<crate::dnssec::Signatures>>,
+        dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
     }
 
     #[derive(Deserialize)]
@@ -656,7 +657,7 @@ mod legacy {
         //! The old forms, written as the versions before them wrote them.
         use serde::Serialize;
 
-        use crate::{snapshot::ProbeKind, Member, PolicyKind, RecordSet};
+        use qdns_zone::{snapshot::ProbeKind, Member, PolicyKind, RecordSet};
 
         #[derive(Serialize)]
         pub struct ProbeV3 {
@@ -696,8 +697,8 @@ mod legacy {
             pub rrsets: Vec<RecordSet>,
             pub slot_base: u32,
             pub slots: Vec<SlotV3>,
-            pub dnssec: Option<Box<crate::dnssec::Signatures>>,
-            pub geo: Option<Box<crate::client::GeoTable>>,
+            pub dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
+            pub geo: Option<Box<qdns_zone::client::GeoTable>>,
         }
 
         #[derive(Serialize)]
@@ -739,7 +740,7 @@ mod legacy {
             pub rrsets: Vec<RecordSetV2>,
             pub slot_base: u32,
             pub slots: Vec<SlotV3>,
-            pub dnssec: Option<Box<crate::dnssec::Signatures>>,
+            pub dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
         }
 
         #[derive(Serialize)]
@@ -897,12 +898,12 @@ mod tests {
     #[test]
     fn snapshots_and_frames_from_before_client_aware_sets_still_read() {
         use super::legacy::write::{PolicyV2, RecordSetV2, SnapshotV2, ToEdgeV2, ZoneV2};
-        let member = |id: &str, rdata: u8| crate::Member {
+        let member = |id: &str, rdata: u8| qdns_zone::Member {
             id: id.into(),
             weight: 1,
             slot: qdns_abi::health::ALWAYS_HEALTHY,
             check: None,
-            answer: crate::Answer::Values(vec![vec![192, 0, 2, rdata]]),
+            answer: qdns_zone::Answer::Values(vec![vec![192, 0, 2, rdata]]),
         };
         let old = || SnapshotV2 {
             version: 11,
@@ -917,7 +918,7 @@ mod tests {
                     ttl: 60,
                     rdata: Vec::new(),
                     policy: Some(Box::new(PolicyV2 {
-                        kind: crate::PolicyKind::Weighted,
+                        kind: qdns_zone::PolicyKind::Weighted,
                         members: vec![member("a", 1), member("b", 2)],
                         fail_open_below_permille: 250,
                         degraded_ttl: Some(5),
@@ -970,7 +971,7 @@ mod tests {
                     name: "web".into(),
                     rule: SlotRuleV3::Check {
                         probe: Some(ProbeV3 {
-                            kind: crate::snapshot::ProbeKind::Http,
+                            kind: qdns_zone::snapshot::ProbeKind::Http,
                             ip: "192.0.2.1".parse().unwrap(),
                             port: 8080,
                             path: "/up".into(),
@@ -993,7 +994,7 @@ mod tests {
         let path = dir.path().join("snapshot.bin");
         persist(&path, &old()).unwrap();
         let read = load_snapshot(&path).unwrap().unwrap();
-        let crate::SlotRule::Check {
+        let qdns_zone::SlotRule::Check {
             probe: Some(probe),
             inverted: true,
             disabled: false,
