@@ -120,6 +120,28 @@ impl Choices {
         self.hold
     }
 
+    /// Each set's current choice, as saved across restarts.
+    #[must_use]
+    pub fn saved(&self) -> Vec<(SetKey, u32)> {
+        self.sets
+            .iter()
+            .filter_map(|(key, c)| Some((key.clone(), c.current?)))
+            .collect()
+    }
+
+    /// Takes back saved choices (no challenger: a restart starts every hold again).
+    pub fn restore(&mut self, saved: Vec<(SetKey, u32)>) {
+        for (key, current) in saved {
+            self.sets.insert(
+                key,
+                Choice {
+                    current: Some(current),
+                    challenger: None,
+                },
+            );
+        }
+    }
+
     /// Sets the hold (`--latency-hold`), keeping the choices.
     pub fn set_hold(&mut self, hold: u64) {
         self.hold = hold;

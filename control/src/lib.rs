@@ -182,6 +182,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.region.clone_from(&config.settings.region);
     state.latency.set_hold(config.settings.latency_hold);
     state.expire();
+    if let Some(saved) = persist::load_steering(&config.state_dir, state::now()) {
+        tracing::info!(
+            round_trips = saved.round_trips.len(),
+            choices = saved.choices.len(),
+            loads = saved.loads.len(),
+            "steering taken back from before the restart"
+        );
+        state.restore_steering(saved);
+    }
     let _ = state.recompute();
     for zone in &state.snapshot.zones {
         tracing::info!(zone = %qdns_zone::name::to_text(&zone.origin), serial = zone.serial, "zone loaded");
@@ -289,6 +298,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     qdns_listen::notify::ready(&format!("location ready, snapshot {version}"));
     shutdown.cancelled().await;
     tasks.shutdown().await;
+    let steering = ctx.state.lock().await.steering();
+    if let Err(err) = persist::save_steering(&config.state_dir, &steering) {
+        tracing::warn!(%err, "cannot save what steering learnt; a restart measures afresh");
+    }
     let _ = std::fs::remove_file(&config.socket);
     if tcp.is_none() {
         let _ = std::fs::remove_file(&config.edge_socket);
@@ -573,6 +586,7 @@ async fn apply_observations(
 async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut resign_after = Instant::now();
+    let mut steering_saved = Instant::now();
     // The re-signing under way: its own task, so expiries and checker freshness keep
     // their one-second beat while a large zone is signed.
     let mut refreshing: Option<tokio::task::JoinHandle<Result<(), String>>> = None;
@@ -600,12 +614,27 @@ async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
         let due =
             refreshing.is_none() && ctx.lifetimes.due(&state.snapshot, dnssec::now()) && Instant::now() >= resign_after;
         let base = due.then(|| state.snapshot.clone());
+        let steering = (steering_saved.elapsed() >= persist::STEERING_EVERY).then(|| state.steering());
         if std::mem::take(&mut state.operator_dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted
             // and retried at the next change (a restart re-expires it anyway).
             let _ = persist::save_operator(&ctx.state_dir, &mut state);
         }
         drop(state);
+        if let Some(steering) = steering {
+            steering_saved = Instant::now();
+            let dir = ctx.state_dir.clone();
+            // Off the async workers: a write and an fsync.
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Err(err) = persist::save_steering(&dir, &steering) {
+                    static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
+                    if LOG.allow() {
+                        tracing::warn!(%err, "cannot save what steering learnt");
+                    }
+                }
+            })
+            .await;
+        }
         if let Some(base) = base {
             // Signatures near their end: sign again, without the lock.
             let ctx = ctx.clone();

@@ -13,7 +13,7 @@ use std::{collections::BTreeMap, time::Duration};
 pub const WEIGHT: f64 = 0.3;
 
 /// One check's figure from one region.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Smoothed {
     /// The last three samples (µs), newest last; `seen` of them are real.
     recent: [u32; 3],
@@ -81,6 +81,38 @@ impl RoundTrips {
     pub fn retain_checks(&mut self, keep: impl Fn(&str) -> bool) {
         self.by.retain(|(check, _), _| keep(check));
     }
+
+    /// Everything, as saved across restarts.
+    #[must_use]
+    pub fn saved(&self) -> Vec<SavedRoundTrip> {
+        self.by
+            .iter()
+            .map(|((check, region), smoothed)| SavedRoundTrip {
+                check: check.clone(),
+                region: region.clone(),
+                smoothed: smoothed.clone(),
+            })
+            .collect()
+    }
+
+    /// Takes back what [`RoundTrips::saved`] gave (a figure that makes no sense is
+    /// left out).
+    pub fn restore(&mut self, saved: Vec<SavedRoundTrip>) {
+        for s in saved {
+            if s.smoothed.seen <= 3 && s.smoothed.average.is_finite() && s.smoothed.average >= 0.0 {
+                self.by.insert((s.check, s.region), s.smoothed);
+            }
+        }
+    }
+}
+
+/// One (check, region)'s figure as saved across restarts.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SavedRoundTrip {
+    check: String,
+    region: String,
+    #[serde(flatten)]
+    smoothed: Smoothed,
 }
 
 #[cfg(test)]

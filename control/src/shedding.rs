@@ -69,6 +69,24 @@ impl Loads {
     pub fn retain_checks(&mut self, keep: impl Fn(&str) -> bool) {
         self.by.retain(|(check, _), _| keep(check));
     }
+
+    /// Every figure as saved across restarts: (check, checker, thousandths, its age in
+    /// seconds at monotonic second `now`).
+    #[must_use]
+    pub fn saved(&self, now: u64) -> Vec<(String, String, u32, u64)> {
+        self.by
+            .iter()
+            .map(|((check, checker), f)| (check.clone(), checker.clone(), f.milli, now.saturating_sub(f.at)))
+            .collect()
+    }
+
+    /// Takes back saved figures, each `age` seconds older than when it was saved plus
+    /// `since` (the time the process was down), at monotonic second `now`.
+    pub fn restore(&mut self, saved: Vec<(String, String, u32, u64)>, since: u64, now: u64) {
+        for (check, checker, milli, age) in saved {
+            self.add(&check, &checker, milli, now.saturating_sub(age.saturating_add(since)));
+        }
+    }
 }
 
 /// A member's load gauge: the check that reads it, its probe interval, the band.
@@ -346,6 +364,19 @@ mod tests {
         // The figure goes stale (3 intervals + 5 s): the whole weight is back.
         assert_eq!(shedding.apply(&mut snapshot, &loads, 1041).len(), 1);
         assert_eq!(weights(&snapshot), [30, 20]);
+    }
+
+    #[test]
+    fn saved_figures_come_back_as_old_as_they_are() {
+        let mut loads = Loads::default();
+        loads.add("z./web", "c1", 900, 1000);
+        let saved = loads.saved(1010);
+        assert_eq!(saved, [("z./web".to_owned(), "c1".to_owned(), 900, 10)]);
+        // Down for 20 s; the new process's clock reads 5000: the figure is 30 s old.
+        let mut back = Loads::default();
+        back.restore(saved, 20, 5000);
+        assert_eq!(back.figure("z./web", 10, 5000), Some(900));
+        assert_eq!(back.figure("z./web", 10, 5006), None, "fresh for 35 s of age only");
     }
 
     #[test]

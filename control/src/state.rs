@@ -525,6 +525,51 @@ impl State {
         self.observations.record(observation, age, crate::clock::monotonic());
     }
 
+    /// What steering has learnt, to save.
+    #[must_use]
+    pub fn steering(&self) -> crate::persist::Steering {
+        crate::persist::Steering {
+            saved_at: now(),
+            round_trips: self.round_trips.saved(),
+            choices: self.latency.saved(),
+            loads: self.loads.saved(crate::clock::monotonic()),
+        }
+    }
+
+    /// Takes back what steering learnt before a restart, for the sets and checks this
+    /// snapshot still has, and applies it: the latency choices and shed weights are
+    /// what they were (call before any edge has the snapshot).
+    pub fn restore_steering(&mut self, saved: crate::persist::Steering) {
+        let down_for = now().saturating_sub(saved.saved_at);
+        self.round_trips.restore(saved.round_trips);
+        self.loads.restore(saved.loads, down_for, crate::clock::monotonic());
+        let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
+        self.round_trips.retain_checks(|key| keys.contains(key));
+        self.loads.retain_checks(|key| keys.contains(key));
+        let sets = self.latency_sets();
+        let mut taken = Vec::new();
+        for (key, member) in saved.choices {
+            let Some(set) = sets.iter().find(|s| s.key == key) else {
+                continue;
+            };
+            let Some(id) = set.ids.get(member as usize) else {
+                continue;
+            };
+            self.event(
+                "latency",
+                format!("{}: answered by {id} as before the restart", set.label),
+            );
+            taken.push((key, member));
+        }
+        self.latency.restore(taken);
+        let _ = self.shedding.apply(
+            Arc::make_mut(&mut self.snapshot),
+            &self.loads,
+            crate::clock::monotonic(),
+        );
+        let _ = self.recompute();
+    }
+
     /// Moves weighted sets' weights to the load their checks read (at most every
     /// [`crate::shedding::MIN_INTERVAL_SECS`]); true when they moved — the snapshot is
     /// then a new version, to be sent whole.

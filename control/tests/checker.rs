@@ -164,8 +164,11 @@ fn check(id: &str, kind: &str, port: u16, extra: &str) -> String {
 
 struct Setup {
     dir: tempfile::TempDir,
-    _control: Proc,
+    control: Proc,
     metrics: u16,
+    /// How control was started (for a restart).
+    netns: Option<String>,
+    extra: Vec<String>,
 }
 
 impl Setup {
@@ -183,6 +186,20 @@ impl Setup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("zones")).unwrap();
         std::fs::write(dir.path().join("zones/chk.toml"), zone_text).unwrap();
+        let netns = netns.map(str::to_owned);
+        let extra: Vec<String> = extra.iter().map(|&a| a.to_owned()).collect();
+        let metrics = closed_port();
+        let control = Setup::spawn(dir.path(), netns.as_deref(), &extra, metrics);
+        Setup {
+            dir,
+            control,
+            metrics,
+            netns,
+            extra,
+        }
+    }
+
+    fn spawn(dir: &std::path::Path, netns: Option<&str>, extra: &[String], metrics: u16) -> Proc {
         let mut cmd = match netns {
             Some(ns) => {
                 let mut cmd = std::process::Command::new("ip");
@@ -192,24 +209,25 @@ impl Setup {
             None => std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control")),
         };
         cmd.arg("--zones")
-            .arg(dir.path().join("zones"))
+            .arg(dir.join("zones"))
             .arg("--socket")
-            .arg(dir.path().join("c.sock"));
+            .arg(dir.join("c.sock"));
         cmd.arg("--state-dir")
-            .arg(dir.path().join("cs"))
+            .arg(dir.join("cs"))
             .arg("--edge-socket")
-            .arg(dir.path().join("e.sock"));
+            .arg(dir.join("e.sock"));
         cmd.args(["--checker-id", "embedded-1", "--region", "test-region"])
             .args(extra);
-        let metrics = closed_port();
         cmd.args(["--metrics", &format!("127.0.0.1:{metrics}")]);
         let control = Proc::spawn("control", cmd);
         control.wait_for("control socket ready");
-        Setup {
-            dir,
-            _control: control,
-            metrics,
-        }
+        control
+    }
+
+    /// Stops control (SIGTERM) and starts it again on the same state directory.
+    fn restart(&mut self) {
+        assert!(self.control.term().success());
+        self.control = Setup::spawn(self.dir.path(), self.netns.as_deref(), &self.extra, self.metrics);
     }
 
     /// `GET /metrics` over a plain socket.
@@ -533,6 +551,40 @@ fn connect_times_over_a_delay_line_steer_a_latency_set() {
     }
     eprintln!("the refusing endpoint was left after {:?}", started.elapsed());
     assert_eq!(setup.candidate("mid")["healthy"], false);
+}
+
+/// A restart (an upgrade) keeps what steering learnt: control saves the smoothed round
+/// trips, the latency choices and the load figures in its state directory (every 10 s
+/// and when it stops) and takes them back when it starts. A latency set whose first
+/// listed member is the slower one answers, right after the restart and before any new
+/// probe could have measured anything, with the faster one it chose before — a fresh
+/// start would answer the first listed member until both were measured again.
+#[test]
+fn a_restart_keeps_the_latency_choice_and_round_trips() {
+    let servers = delayed_servers(&[20, 3]);
+    let mut setup = Setup::start_with(
+        &latency_zone(&servers, &[("slow", "192.0.2.20"), ("fast", "192.0.2.3")]),
+        &["--latency-hold", "5"],
+    );
+    let chosen = |setup: &Setup| {
+        let explain = setup.ctl(&["explain", "www.chk.example.", "A"]);
+        explain["latency"].as_str().unwrap_or_default().to_owned()
+    };
+    let started = Instant::now();
+    while !chosen(&setup).starts_with("answered by fast (") {
+        assert!(started.elapsed() < Duration::from_secs(25), "{}", chosen(&setup));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let before = setup.candidate("slow")["rtt_us"].as_u64().unwrap();
+    setup.restart();
+    assert!(chosen(&setup).starts_with("answered by fast ("), "{}", chosen(&setup));
+    let after = setup.candidate("slow")["rtt_us"].as_u64();
+    assert!(
+        after.is_some_and(|us| us.abs_diff(before) < 5_000),
+        "{before} µs before, {after:?} after"
+    );
+    let events = setup.ctl(&["events"]).to_string();
+    assert!(events.contains("answered by fast as before the restart"), "{events}");
 }
 
 /// Issue 30 §5: two endpoints 3 ms apart with ±15 ms of jitter on every answer, over a
