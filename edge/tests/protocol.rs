@@ -103,6 +103,52 @@ fn refused_outside_every_zone() {
     }
 }
 
+/// QCLASS ANY (RFC 1035 §3.2.5) is answered from the zones as IN is, as knotd, NSD and
+/// BIND answer it: AA, the same records (class IN), the question's class as asked;
+/// NXDOMAIN likewise. CHAOS and other classes are refused.
+#[test]
+fn qclass_any_is_answered_as_in_and_other_classes_are_refused() {
+    let edge = Edge::start();
+    let with_class = |name: &str, class: u16| {
+        let mut q = query(name, RecordType::A, Ask::default());
+        // QCLASS: after the name (labels to the root) and QTYPE.
+        let mut at = 12;
+        while q[at] != 0 {
+            at += 1 + usize::from(q[at]);
+        }
+        q[at + 3..at + 5].copy_from_slice(&class.to_be_bytes());
+        q
+    };
+    for (addr, via) in every_path(&edge) {
+        let raw = |q: &[u8]| match via {
+            Via::Udp => udp_raw(addr, q),
+            Via::Tcp => tcp_raw(addr, q),
+        };
+        let q = with_class("www.example.com.", 255);
+        let response = raw(&q);
+        let msg = parse_response(&q, &response);
+        assert_eq!(msg.metadata.response_code, ResponseCode::NoError, "{via:?} {addr}");
+        assert!(msg.metadata.authoritative);
+        assert_eq!(msg.queries[0].query_class(), hickory_proto::rr::DNSClass::ANY);
+        assert_eq!(
+            a_values(&msg),
+            vec![Ipv4Addr::new(192, 0, 2, 10), Ipv4Addr::new(192, 0, 2, 11)]
+        );
+        assert!(msg
+            .answers
+            .iter()
+            .all(|r| r.dns_class == hickory_proto::rr::DNSClass::IN));
+        let q = with_class("nope.example.com.", 255);
+        let msg = parse_response(&q, &raw(&q));
+        assert_eq!(msg.metadata.response_code, ResponseCode::NXDomain, "{via:?}");
+        assert_eq!(msg.authorities[0].record_type(), RecordType::SOA);
+        let q = with_class("www.example.com.", 3);
+        let msg = parse_response(&q, &raw(&q));
+        assert_eq!(msg.metadata.response_code, ResponseCode::Refused, "CHAOS over {via:?}");
+        assert!(msg.answers.is_empty());
+    }
+}
+
 #[test]
 fn formerr_for_malformed_queries() {
     let edge = Edge::start();

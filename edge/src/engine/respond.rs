@@ -314,7 +314,7 @@ impl Engine {
     /// True when the answer for the question comes from our authority: a zone holds the
     /// name and it is not at or below a cut (the referral's AA is clear).
     fn is_authoritative_for(&self, query: &Query) -> bool {
-        if query.qclass != rtype::CLASS_IN {
+        if !rtype::answers_class(query.qclass) {
             return false;
         }
         self.zone_for(&query.qname)
@@ -332,7 +332,7 @@ impl Engine {
             authoritative: false,
             counts: Counts::default(),
         };
-        if query.qclass != rtype::CLASS_IN {
+        if !rtype::answers_class(query.qclass) {
             return Ok(refused);
         }
         match query.qtype {

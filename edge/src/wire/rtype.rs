@@ -52,3 +52,13 @@ pub const CAA: u16 = 257;
 
 /// Class IN.
 pub const CLASS_IN: u16 = 1;
+/// QCLASS ANY (RFC 1035 §3.2.5).
+pub const CLASS_ANY: u16 = 255;
+
+/// A query of this class is answered from our (class IN) zones: IN itself, and ANY,
+/// which knotd, NSD and BIND answer with their IN data (the records say IN; the
+/// question keeps the class asked).
+#[must_use]
+pub fn answers_class(qclass: u16) -> bool {
+    qclass == CLASS_IN || qclass == CLASS_ANY
+}
