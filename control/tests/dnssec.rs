@@ -744,3 +744,56 @@ fn signatures_are_made_again_before_they_expire() {
     let out = location.ctl(&["status"]);
     assert!(out.status.success());
 }
+
+/// A query of type RRSIG at a name of a signed zone is answered with the signatures
+/// there, as BIND and NSD answer it (with or without DO): `static` (A) gets the RRSIGs
+/// of its A and NSEC sets; a policy set's name (`www`, weighted) the NSEC's only (its
+/// own signature comes with the answer it gives); an unsigned zone's name, NODATA.
+#[test]
+fn rrsig_queries_are_answered_with_the_signatures_at_the_name() {
+    let mut location = Location::prepared();
+    let zone_file = location.zones().join("shop.example.toml");
+    let text = std::fs::read_to_string(&zone_file).unwrap();
+    std::fs::write(&zone_file, text.replacen("ttl = 60\n", "ttl = 60\ndnssec = true\n", 1)).unwrap();
+    location.start_control();
+    location.start_edge();
+    location.wait_edges_current();
+    let addr = location.dns.unwrap();
+    let ask = |name: &str, dnssec: bool| {
+        let out = Command::new("dig")
+            .args([
+                if dnssec { "+dnssec" } else { "+nodnssec" },
+                "+norec",
+                "+time=2",
+                &format!("@{}", addr.ip()),
+                "-p",
+                &addr.port().to_string(),
+                name,
+                "RRSIG",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let covered = |text: &str| -> Vec<String> {
+        let mut types: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with(';'))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.get(3) == Some(&"RRSIG")).then(|| f[4].to_owned())
+            })
+            .collect();
+        types.sort();
+        types
+    };
+    for dnssec in [false, true] {
+        let text = ask("static.shop.example.", dnssec);
+        assert!(text.contains("status: NOERROR") && text.contains(" aa"), "{text}");
+        assert_eq!(covered(&text), ["A", "NSEC"], "{text}");
+        let text = ask("www.shop.example.", dnssec);
+        assert_eq!(covered(&text), ["NSEC"], "{text}");
+    }
+    let text = ask("www.example.com.", true);
+    assert!(text.contains("status: NOERROR") && text.contains("ANSWER: 0"), "{text}");
+}

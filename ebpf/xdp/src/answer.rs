@@ -32,6 +32,8 @@ use crate::{
 
 const CLASS_IN: u16 = 1;
 pub const TYPE_OPT: u16 = 41;
+/// RRSIG: passed to user space, which answers with the signatures at the name.
+const TYPE_RRSIG: u16 = 46;
 /// The DO bit in the OPT record's flags (RFC 3225 §3).
 pub const DO_BIT: u16 = 0x8000;
 /// Most EDNS options walked in a query's OPT record.
@@ -293,7 +295,9 @@ fn plan<'a, const W: usize>(
     let qname_at = at.dns + 12;
     let qtype = u16_at(ctx, qname_at + qlen)?;
     let qclass = u16_at(ctx, qname_at + qlen + 2)?;
-    if qclass != CLASS_IN || qtype == 0 || qtype == TYPE_OPT || (128..QTYPE_ANY).contains(&qtype) {
+    // RRSIG queries too: user space answers them with the signatures at the name.
+    if qclass != CLASS_IN || qtype == 0 || qtype == TYPE_OPT || qtype == TYPE_RRSIG || (128..QTYPE_ANY).contains(&qtype)
+    {
         return Err(Counter::PassSpecialQuery);
     }
     let end = qname_at + qlen + 4;

@@ -428,6 +428,17 @@ impl Engine {
                 *slot = id;
             }
             let Some(node) = zone.node(id) else { break };
+            // RRSIG asked for at a name of a signed zone: the signatures there, as BIND
+            // and NSD answer it (whatever DO says).
+            if query.qtype == rtype::RRSIG && chain == 0 && !matches!(found, Found::Wildcard(_)) {
+                if let Some(all) = zone.signed.as_deref() {
+                    let written = put_signatures(all, b, current, id, node.each_set())?;
+                    if written > 0 {
+                        counts.answer += written;
+                        break;
+                    }
+                }
+            }
             let wanted = if query.qtype == rtype::ANY {
                 // RFC 8482 §4.1: one RRset is enough.
                 node.first_set()
@@ -479,6 +490,22 @@ impl Engine {
             counts,
         })
     }
+}
+
+/// The RRSIGs of every plain set in `sets` at `node` (a policy set's signatures depend on
+/// the answer it gives, so they come with that answer only); how many.
+fn put_signatures<'z>(
+    signed: &dnssec::Signed,
+    b: &mut Builder<'_>,
+    owner: NameRef<'_>,
+    node: NodeId,
+    sets: impl Iterator<Item = SetRef<'z>>,
+) -> Result<u16, Full> {
+    let mut written = 0;
+    for set in sets.filter(|set| set.policy.is_none()) {
+        written += signed.put_rrsig(b, owner, node, set.rtype, dnssec::key_of(set))?;
+    }
+    Ok(written)
 }
 
 /// Types that may own data beside a CNAME, so a query for them at a CNAME owner is
