@@ -112,6 +112,45 @@ fn start_edge(location: &mut Location, pair: &Pair) {
     location.edge.as_ref().unwrap().wait_for("snapshot applied");
 }
 
+/// `qdnsctl anycast` in the server namespace, watching the edge's readiness and its DNS
+/// answers and driving the edge's BIRD.
+fn watchdog_command(pair: &Pair, dir: &Path) -> Command {
+    let qdnsctl = env!("CARGO_BIN_EXE_qdnsctl");
+    // Under the system call filter of its unit (testkit/bin/seccomp-run, as systemd
+    // applies it), with the soft open-file limit at the hard one as LimitNOFILE= sets it.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let filter = root.join("testkit/bin/seccomp-run");
+    let unit = root.join("contrib/systemd/qdns-anycast.service");
+    let mut watchdog = Command::new("ip");
+    watchdog
+        .args([
+            "netns",
+            "exec",
+            &pair.server,
+            "sh",
+            "-c",
+            "ulimit -Sn $(ulimit -Hn) && exec \"$@\"",
+            "sh",
+        ])
+        .arg(filter)
+        .arg(unit)
+        .args(["--", qdnsctl, "anycast"])
+        .args(["--ready", "http://127.0.0.1:9153/ready"])
+        .args(["--probe", &format!("{SERVICE}:53"), "--probe-name", "example.com."])
+        .arg("--bird-socket")
+        .arg(dir.join("edge-bird.ctl"))
+        .args([
+            "--protocol",
+            "qdns_anycast",
+            "--interval",
+            "300ms",
+            "--timeout",
+            "500ms",
+        ])
+        .args(["--rise", "2", "--fall", "2"]);
+    watchdog
+}
+
 #[test]
 fn bird_announces_the_prefix_only_while_the_edge_is_ready() {
     require_root("network namespaces and BIRD");
@@ -153,23 +192,7 @@ fn bird_announces_the_prefix_only_while_the_edge_is_ready() {
     location.dns = Some(format!("{SERVICE}:53").parse().unwrap());
     start_edge(&mut location, &pair);
 
-    let qdnsctl = env!("CARGO_BIN_EXE_qdnsctl");
-    let mut watchdog = Command::new("ip");
-    watchdog
-        .args(["netns", "exec", &pair.server, qdnsctl, "anycast"])
-        .args(["--ready", "http://127.0.0.1:9153/ready"])
-        .args(["--probe", &format!("{SERVICE}:53"), "--probe-name", "example.com."])
-        .arg("--bird-socket")
-        .arg(dir.path().join("edge-bird.ctl"))
-        .args([
-            "--protocol",
-            "qdns_anycast",
-            "--interval",
-            "300ms",
-            "--timeout",
-            "500ms",
-        ])
-        .args(["--rise", "2", "--fall", "2"]);
+    let watchdog = watchdog_command(&pair, dir.path());
     let mut watchdog = Proc::spawn("anycast", watchdog);
 
     // Ready: the router learns the prefix (the BGP session may take a few seconds to
@@ -213,6 +236,10 @@ fn bird_announces_the_prefix_only_while_the_edge_is_ready() {
 
     // The watchdog stops: it withdraws on its way out.
     assert!(watchdog.term().success(), "the watchdog withdrew and exited cleanly");
+    assert!(
+        !watchdog.history_has("Operation not permitted") && !watchdog.history_has("os error 1)"),
+        "the unit's filter refused a call"
+    );
     wait_learned(&pair, false, "watchdog stopped");
     assert!(learned(&pair).is_none());
     drop(edge_bird);

@@ -32,10 +32,37 @@ const SERVER: &str = "10.77.0.1";
 const SERVER6: &str = "fd00:77::1";
 
 fn start_edge(pair: &Pair, zones: &std::path::Path, mode: &str) -> Edge {
+    start_edge_under(&["ip", "netns", "exec", &pair.server], zones, mode, pair)
+}
+
+/// [`start_edge`] under the system call filter of the edge's systemd unit
+/// (`testkit/bin/seccomp-run`, as systemd would apply it) and its `LimitNOFILE=`.
+fn start_filtered_edge(pair: &Pair, zones: &std::path::Path, mode: &str) -> Edge {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let filter = root.join("testkit/bin/seccomp-run");
+    let unit = root.join("contrib/systemd/qdns-edge.service");
+    let prefix = [
+        "ip",
+        "netns",
+        "exec",
+        &pair.server,
+        // LimitNOFILE= sets the soft limit to the hard one: nothing to raise.
+        "sh",
+        "-c",
+        "ulimit -Sn $(ulimit -Hn) && exec \"$@\"",
+        "sh",
+        filter.to_str().unwrap(),
+        unit.to_str().unwrap(),
+        "--",
+    ];
+    start_edge_under(&prefix, zones, mode, pair)
+}
+
+fn start_edge_under(prefix: &[&str], zones: &std::path::Path, mode: &str, pair: &Pair) -> Edge {
     let v4 = format!("{SERVER}:{PORT}");
     let v6 = format!("[{SERVER6}]:{PORT}");
     Edge::start_in(
-        &["ip", "netns", "exec", &pair.server],
+        prefix,
         zones,
         &[
             "--listen",
@@ -60,13 +87,15 @@ fn counter(log: &[String], label: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {label} in {line}"))
 }
 
+/// Also the XDP edge under its unit's system call filter (the package test runs the
+/// others): the program loads and attaches, both paths answer, and no call is refused.
 #[test]
 fn veth_clients_get_answers_from_xdp_and_from_user_space() {
     require_root("network namespaces, XDP");
     let pair = Pair::new('a');
     let zones = tempfile::tempdir().unwrap();
     copy_examples(zones.path());
-    let edge = start_edge(&pair, zones.path(), "auto");
+    let edge = start_filtered_edge(&pair, zones.path(), "auto");
     let attached = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
     assert!(
         attached.contains("xdpgeneric"),
@@ -173,8 +202,12 @@ fn clients_get_answers(pair: &Pair, edge: Edge) -> Vec<String> {
         "no answer from an address nothing listens on"
     );
 
+    // No system call was refused (with a unit's filter: none outside its list is made).
+    let refused = |line: &String| line.contains("Operation not permitted") || line.contains("os error 1)");
+    assert!(!edge.history_has("Operation not permitted") && !edge.history_has("os error 1)"));
     let (status, log) = edge.stop_with_log();
     assert_eq!(status.code(), Some(0));
+    assert!(!log.iter().any(refused), "a call was refused: {log:?}");
     assert!(counter(&log, "pass_other_address") >= 2, "{log:?}");
     assert!(counter(&log, "answered_plain") >= 7, "{log:?}");
     // Every answer found room but the 30-record one: a query from a veth peer sits in

@@ -35,6 +35,11 @@ pub struct Edge {
 }
 
 impl Edge {
+    /// True when the edge has logged a line containing `needle`.
+    pub fn history_has(&self, needle: &str) -> bool {
+        self.daemon.history_has(needle)
+    }
+
     /// Starts the edge on ephemeral loopback ports with the example zones.
     pub fn start() -> Edge {
         Edge::start_with(&example_zones(), &[])
