@@ -116,25 +116,13 @@ fn start_edge(location: &mut Location, pair: &Pair) {
 /// answers and driving the edge's BIRD.
 fn watchdog_command(pair: &Pair, dir: &Path) -> Command {
     let qdnsctl = env!("CARGO_BIN_EXE_qdnsctl");
-    // Under the system call filter of its unit (testkit/bin/seccomp-run, as systemd
-    // applies it), with the soft open-file limit at the hard one as LimitNOFILE= sets it.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let filter = root.join("testkit/bin/seccomp-run");
-    let unit = root.join("contrib/systemd/qdns-anycast.service");
+    // Under the system call filter of its unit, as systemd applies it.
+    let unit = qdns_testkit::units::shipped("qdns-anycast");
     let mut watchdog = Command::new("ip");
     watchdog
-        .args([
-            "netns",
-            "exec",
-            &pair.server,
-            "sh",
-            "-c",
-            "ulimit -Sn $(ulimit -Hn) && exec \"$@\"",
-            "sh",
-        ])
-        .arg(filter)
-        .arg(unit)
-        .args(["--", qdnsctl, "anycast"])
+        .args(["netns", "exec", &pair.server])
+        .args(qdns_testkit::units::filtered(&unit))
+        .args([qdnsctl, "anycast"])
         .args(["--ready", "http://127.0.0.1:9153/ready"])
         .args(["--probe", &format!("{SERVICE}:53"), "--probe-name", "example.com."])
         .arg("--bird-socket")

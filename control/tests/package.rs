@@ -175,21 +175,10 @@ fn as_user(user: &str, groups: &str, args: &[&str]) -> Command {
 }
 
 /// The daemon `args` run as `user` (see [`as_user`]) under the system call filter its
-/// installed unit declares (`testkit/bin/seccomp-run`, which applies the unit's
-/// `SystemCallFilter=` lines as systemd does) and its `LimitNOFILE=` (soft and hard
-/// alike, so the daemon never needs `setrlimit`, which the filter refuses).
+/// installed unit declares, as systemd applies it (`qdns_testkit::units`).
 fn as_unit(unit: &str, user: &str, groups: &str, args: &[&str]) -> Command {
-    let filter = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testkit/bin/seccomp-run");
-    let unit = format!("/lib/systemd/system/{unit}.service");
-    let mut wrapped = vec![
-        "sh",
-        "-c",
-        "ulimit -Sn $(ulimit -Hn) && exec \"$@\"",
-        "sh",
-        filter.to_str().expect("a UTF-8 path"),
-        unit.as_str(),
-        "--",
-    ];
+    let filtered = qdns_testkit::units::filtered(std::path::Path::new(&format!("/lib/systemd/system/{unit}.service")));
+    let mut wrapped: Vec<&str> = filtered.iter().map(String::as_str).collect();
     wrapped.extend_from_slice(args);
     as_user(user, groups, &wrapped)
 }

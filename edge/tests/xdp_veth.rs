@@ -35,26 +35,12 @@ fn start_edge(pair: &Pair, zones: &std::path::Path, mode: &str) -> Edge {
     start_edge_under(&["ip", "netns", "exec", &pair.server], zones, mode, pair)
 }
 
-/// [`start_edge`] under the system call filter of the edge's systemd unit
-/// (`testkit/bin/seccomp-run`, as systemd would apply it) and its `LimitNOFILE=`.
+/// [`start_edge`] under the edge's systemd unit's system call filter, as systemd would
+/// apply it (`qdns_testkit::units`).
 fn start_filtered_edge(pair: &Pair, zones: &std::path::Path, mode: &str) -> Edge {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let filter = root.join("testkit/bin/seccomp-run");
-    let unit = root.join("contrib/systemd/qdns-edge.service");
-    let prefix = [
-        "ip",
-        "netns",
-        "exec",
-        &pair.server,
-        // LimitNOFILE= sets the soft limit to the hard one: nothing to raise.
-        "sh",
-        "-c",
-        "ulimit -Sn $(ulimit -Hn) && exec \"$@\"",
-        "sh",
-        filter.to_str().unwrap(),
-        unit.to_str().unwrap(),
-        "--",
-    ];
+    let filtered = qdns_testkit::units::filtered(&qdns_testkit::units::shipped("qdns-edge"));
+    let mut prefix = vec!["ip", "netns", "exec", &pair.server];
+    prefix.extend(filtered.iter().map(String::as_str));
     start_edge_under(&prefix, zones, mode, pair)
 }
 

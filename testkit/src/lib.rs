@@ -19,6 +19,7 @@ pub mod delay_line;
 pub mod fixtures;
 pub mod mmdb;
 pub mod netns;
+pub mod units;
 
 use std::{
     io::{Read, Write},
