@@ -147,6 +147,15 @@ pub struct ApiError {
     pub message: String,
 }
 
+impl From<crate::state::CheckKeyError> for ApiError {
+    fn from(err: crate::state::CheckKeyError) -> ApiError {
+        match err {
+            crate::state::CheckKeyError::NotFound(_) => ApiError::not_found(err.to_string()),
+            crate::state::CheckKeyError::Ambiguous { .. } => ApiError::bad_argument(err.to_string()),
+        }
+    }
+}
+
 impl ApiError {
     /// An error of `code`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {

@@ -4,11 +4,14 @@
 //!   whether a checker's report is still fresh, how long until an override or a shift
 //!   set (or loaded) by this process ends. Wall-clock steps (NTP, an operator's `date`)
 //!   do not move it.
-//! - **Wall** ([`crate::state::now`]): what is shown to people (events, `since`, the time
+//! - **Wall** ([`now`]): what is shown to people (events, `since`, the time
 //!   of an observation), what is persisted (an override's end survives a restart as a
 //!   wall time, the only one a new process can read back), and the freshness window of
 //!   signed reports (replay protection across restarts needs a clock both ends share).
-use std::{sync::OnceLock, time::Instant};
+use std::{
+    sync::OnceLock,
+    time::{Instant, SystemTime, UNIX_EPOCH},
+};
 
 /// Seconds added to the monotonic clock so "now − age" never underflows near start-up.
 const OFFSET: u64 = 1 << 32;
@@ -18,4 +21,10 @@ const OFFSET: u64 = 1 << 32;
 pub fn monotonic() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_secs() + OFFSET
+}
+
+/// Seconds since the epoch on the wall clock.
+#[must_use]
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -13,10 +13,12 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::state::{now, EdgeInfo, State};
+use crate::{
+    edge_registry::EdgeInfo,
+    state::{now, State},
+};
 
-/// An encoded frame for every edge.
-pub type Frame = Arc<Vec<u8>>;
+pub use crate::edge_registry::Frame;
 
 /// Largest message an edge sends control (its XDP report is a few KiB).
 pub const MAX_FROM_EDGE: usize = 1 << 20;
@@ -27,75 +29,6 @@ pub const MAX_FROM_EDGE: usize = 1 << 20;
 pub const MAX_PER_EDGE: usize = 4;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The edges connected now (by connection id) and the connections refused before a
-/// snapshot was sent, by reason.
-#[derive(Debug, Default)]
-pub struct EdgeRegistry {
-    connected: std::collections::BTreeMap<u64, EdgeInfo>,
-    refused: std::collections::BTreeMap<&'static str, u64>,
-    /// The snapshot frame last sent, with the version and delta it holds: every edge
-    /// connecting until either moves gets these octets, encoded once.
-    snapshot_frame: Option<(u64, u64, Frame)>,
-}
-
-impl EdgeRegistry {
-    /// Connection `id` is edge `info`.
-    pub fn connect(&mut self, id: u64, info: EdgeInfo) {
-        self.connected.insert(id, info);
-    }
-
-    /// Connection `id` ended; what it was.
-    pub fn disconnect(&mut self, id: u64) -> Option<EdgeInfo> {
-        self.connected.remove(&id)
-    }
-
-    /// Connection `id`, to record what it acknowledged.
-    pub fn get_mut(&mut self, id: u64) -> Option<&mut EdgeInfo> {
-        self.connected.get_mut(&id)
-    }
-
-    /// The connected edges, oldest connection first.
-    pub fn connected(&self) -> impl Iterator<Item = &EdgeInfo> {
-        self.connected.values()
-    }
-
-    /// Connections open now that name edge `name`.
-    #[must_use]
-    pub fn named(&self, name: &str) -> usize {
-        self.connected.values().filter(|info| info.name == name).count()
-    }
-
-    /// The full-snapshot frame for `snapshot` at delta `seq`: encoded once per version
-    /// and delta, however many edges connect (a thousand edges reconnecting after a
-    /// restart cost one encoding and one frame's memory, not a thousand).
-    pub fn snapshot_frame(
-        &mut self,
-        snapshot: &qdns_zone::Snapshot,
-        seq: u64,
-    ) -> Result<Frame, protocol::ProtocolError> {
-        if let Some((version, at, frame)) = &self.snapshot_frame {
-            if *version == snapshot.version && *at == seq {
-                return Ok(Arc::clone(frame));
-            }
-        }
-        // The old frame goes first: at most one is held.
-        self.snapshot_frame = None;
-        let frame: Frame = Arc::new(protocol::encode_snapshot(snapshot, seq)?);
-        self.snapshot_frame = Some((snapshot.version, seq, Arc::clone(&frame)));
-        Ok(frame)
-    }
-
-    /// Counts a connection refused for `reason`.
-    pub fn refuse(&mut self, reason: &'static str) {
-        *self.refused.entry(reason).or_default() += 1;
-    }
-
-    /// Connections refused, by reason.
-    pub fn refused(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        self.refused.iter().map(|(reason, n)| (*reason, *n))
-    }
-}
 
 /// Longest wait for an edge's hello after it connects.
 pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -438,31 +371,4 @@ async fn read_acks<R: AsyncRead + Unpin>(
 
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::EdgeRegistry;
-
-    #[test]
-    fn the_snapshot_frame_is_encoded_once_per_version_and_delta() {
-        let mut registry = EdgeRegistry::default();
-        let snapshot = qdns_zone::Snapshot {
-            version: 7,
-            zones: Vec::new(),
-            bitmap: vec![u64::MAX],
-        };
-        let first = registry.snapshot_frame(&snapshot, 0).unwrap();
-        let again = registry.snapshot_frame(&snapshot, 0).unwrap();
-        assert!(Arc::ptr_eq(&first, &again), "the same octets, not a second encoding");
-        let later = registry.snapshot_frame(&snapshot, 1).unwrap();
-        assert!(
-            !Arc::ptr_eq(&first, &later) && first != later,
-            "a delta later: a new frame"
-        );
-        drop((first, again));
-        assert_eq!(Arc::strong_count(&later), 2, "the registry holds only the newest");
-    }
 }

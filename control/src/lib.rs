@@ -24,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod dnssec;
 pub mod duration;
+pub mod edge_registry;
 pub mod edges;
 pub mod explain;
 pub mod handler;

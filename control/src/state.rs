@@ -6,7 +6,6 @@ use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     path::PathBuf,
     sync::Arc,
-    time::{SystemTime, UNIX_EPOCH},
 };
 
 use qdns_abi::{
@@ -22,15 +21,11 @@ use qdns_zone::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{edges::EdgeRegistry, observations::Observations, timeline::Timeline};
+use crate::{edge_registry::EdgeRegistry, observations::Observations, timeline::Timeline};
 
 pub use crate::timeline::MAX_EVENTS;
 
-/// Seconds since the epoch.
-#[must_use]
-pub fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
+pub use crate::clock::now;
 
 /// A forced status with an expiry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,19 +183,22 @@ impl OperatorState {
 
 pub use crate::timeline::Event;
 
-/// A connected edge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EdgeInfo {
-    /// Its name.
-    pub name: String,
-    /// Snapshot version it acknowledged.
-    pub snapshot: Option<u64>,
-    /// Health delta it acknowledged.
-    pub seq: u64,
-    /// Unix seconds of the connection.
-    pub connected_at: u64,
-    /// Its XDP fast path, as last reported (none without `--xdp`).
-    pub xdp: Option<qdns_link::protocol::XdpReport>,
+pub use crate::edge_registry::EdgeInfo;
+
+/// A check named to the control socket that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CheckKeyError {
+    /// No check has that id or key.
+    #[error("no health check {0:?}")]
+    NotFound(String),
+    /// The id is in several zones.
+    #[error("health check id {given:?} is in several zones; name one of {keys}")]
+    Ambiguous {
+        /// The id given.
+        given: String,
+        /// The keys it could mean.
+        keys: String,
+    },
 }
 
 /// Default quorum: healthy iff more than this share of reachable checkers say so.
@@ -391,8 +389,7 @@ impl State {
     }
 
     /// The key of a check given as `ID` (unique across zones) or `ZONE/ID`.
-    pub fn check_key(&self, given: &str) -> Result<String, crate::api::ApiError> {
-        use crate::api::ApiError;
+    pub fn check_key(&self, given: &str) -> Result<String, CheckKeyError> {
         if self.slot_by_key.contains_key(given) && self.is_check_key(given) {
             return Ok(given.to_owned());
         }
@@ -403,11 +400,11 @@ impl State {
             .collect();
         match matches.as_slice() {
             [one] => Ok((*one).clone()),
-            [] => Err(ApiError::not_found(format!("no health check {given:?}"))),
-            many => Err(ApiError::bad_argument(format!(
-                "health check id {given:?} is in several zones; name one of {}",
-                many.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-            ))),
+            [] => Err(CheckKeyError::NotFound(given.to_owned())),
+            many => Err(CheckKeyError::Ambiguous {
+                given: given.to_owned(),
+                keys: many.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+            }),
         }
     }
 

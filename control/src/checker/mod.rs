@@ -19,7 +19,7 @@ use qdns_zone::snapshot::Probe;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::state::now;
+use crate::clock::now;
 
 /// One probe result of one checker.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

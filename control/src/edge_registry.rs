@@ -1,0 +1,121 @@
+//! Who is linked: the edges connected now, with what each acknowledged, the connections
+//! refused and why, and the snapshot frame every newly connected edge gets (encoded once
+//! per version and delta). The state holds it; `crate::edges` serves the links that fill it.
+use std::sync::Arc;
+
+use qdns_link::protocol;
+use serde::{Deserialize, Serialize};
+
+/// An encoded frame for every edge.
+pub type Frame = Arc<Vec<u8>>;
+
+/// A connected edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeInfo {
+    /// Its name.
+    pub name: String,
+    /// Snapshot version it acknowledged.
+    pub snapshot: Option<u64>,
+    /// Health delta it acknowledged.
+    pub seq: u64,
+    /// Unix seconds of the connection.
+    pub connected_at: u64,
+    /// Its XDP fast path, as last reported (none without `--xdp`).
+    pub xdp: Option<protocol::XdpReport>,
+}
+
+/// The edges connected now (by connection id) and the connections refused before a
+/// snapshot was sent, by reason.
+#[derive(Debug, Default)]
+pub struct EdgeRegistry {
+    connected: std::collections::BTreeMap<u64, EdgeInfo>,
+    refused: std::collections::BTreeMap<&'static str, u64>,
+    /// The snapshot frame last sent, with the version and delta it holds: every edge
+    /// connecting until either moves gets these octets, encoded once.
+    snapshot_frame: Option<(u64, u64, Frame)>,
+}
+
+impl EdgeRegistry {
+    /// Connection `id` is edge `info`.
+    pub fn connect(&mut self, id: u64, info: EdgeInfo) {
+        self.connected.insert(id, info);
+    }
+
+    /// Connection `id` ended; what it was.
+    pub fn disconnect(&mut self, id: u64) -> Option<EdgeInfo> {
+        self.connected.remove(&id)
+    }
+
+    /// Connection `id`, to record what it acknowledged.
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut EdgeInfo> {
+        self.connected.get_mut(&id)
+    }
+
+    /// The connected edges, oldest connection first.
+    pub fn connected(&self) -> impl Iterator<Item = &EdgeInfo> {
+        self.connected.values()
+    }
+
+    /// Connections open now that name edge `name`.
+    #[must_use]
+    pub fn named(&self, name: &str) -> usize {
+        self.connected.values().filter(|info| info.name == name).count()
+    }
+
+    /// The full-snapshot frame for `snapshot` at delta `seq`: encoded once per version
+    /// and delta, however many edges connect (a thousand edges reconnecting after a
+    /// restart cost one encoding and one frame's memory, not a thousand).
+    pub fn snapshot_frame(
+        &mut self,
+        snapshot: &qdns_zone::Snapshot,
+        seq: u64,
+    ) -> Result<Frame, protocol::ProtocolError> {
+        if let Some((version, at, frame)) = &self.snapshot_frame {
+            if *version == snapshot.version && *at == seq {
+                return Ok(Arc::clone(frame));
+            }
+        }
+        // The old frame goes first: at most one is held.
+        self.snapshot_frame = None;
+        let frame: Frame = Arc::new(protocol::encode_snapshot(snapshot, seq)?);
+        self.snapshot_frame = Some((snapshot.version, seq, Arc::clone(&frame)));
+        Ok(frame)
+    }
+
+    /// Counts a connection refused for `reason`.
+    pub fn refuse(&mut self, reason: &'static str) {
+        *self.refused.entry(reason).or_default() += 1;
+    }
+
+    /// Connections refused, by reason.
+    pub fn refused(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.refused.iter().map(|(reason, n)| (*reason, *n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::EdgeRegistry;
+
+    #[test]
+    fn the_snapshot_frame_is_encoded_once_per_version_and_delta() {
+        let mut registry = EdgeRegistry::default();
+        let snapshot = qdns_zone::Snapshot {
+            version: 7,
+            zones: Vec::new(),
+            bitmap: vec![u64::MAX],
+        };
+        let first = registry.snapshot_frame(&snapshot, 0).unwrap();
+        let again = registry.snapshot_frame(&snapshot, 0).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the same octets, not a second encoding");
+        let later = registry.snapshot_frame(&snapshot, 1).unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &later) && first != later,
+            "a delta later: a new frame"
+        );
+        drop((first, again));
+        assert_eq!(Arc::strong_count(&later), 2, "the registry holds only the newest");
+    }
+}
