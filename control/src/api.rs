@@ -147,6 +147,18 @@ pub struct ApiError {
     pub message: String,
 }
 
+impl From<crate::dnssec::DnssecError> for ApiError {
+    /// What the operator asked for does not fit the zone's keys: a bad argument; keys
+    /// that cannot be read or made: an internal error.
+    fn from(err: crate::dnssec::DnssecError) -> ApiError {
+        use crate::dnssec::DnssecError;
+        match err {
+            DnssecError::NotSigned(_) | DnssecError::Rollover(_) => ApiError::bad_argument(err.to_string()),
+            _ => ApiError::new(ErrorCode::Internal, err.to_string()),
+        }
+    }
+}
+
 impl From<crate::state::CheckKeyError> for ApiError {
     fn from(err: crate::state::CheckKeyError) -> ApiError {
         match err {

@@ -124,36 +124,41 @@ impl KeyStore {
     }
 
     /// The keys of `origin` (none yet: empty).
-    pub fn load(&self, origin: &[u8]) -> Result<Vec<ZoneKey>, String> {
+    pub fn load(&self, origin: &[u8]) -> Result<Vec<ZoneKey>, DnssecError> {
         let path = self.path(origin);
         match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice::<KeyFile>(&bytes)
                 .map(|f| f.keys)
-                .map_err(|e| format!("{}: damaged key file: {e}", path.display())),
+                .map_err(|source| DnssecError::Damaged { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(format!("{}: {e}", path.display())),
+            Err(source) => Err(DnssecError::Io { path, source }),
         }
     }
 
     /// Stores the keys of `origin` (0600, atomically).
-    pub fn save(&self, origin: &[u8], keys: &[ZoneKey]) -> Result<(), String> {
+    pub fn save(&self, origin: &[u8], keys: &[ZoneKey]) -> Result<(), DnssecError> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)
-            .map_err(|e| format!("{}: {e}", self.dir.display()))?;
+            .map_err(|source| DnssecError::Io {
+                path: self.dir.clone(),
+                source,
+            })?;
         let path = self.path(origin);
-        let bytes = serde_json::to_vec(&KeyFile { keys: keys.to_vec() }).map_err(|e| e.to_string())?;
-        qdns_link::pki::write_atomic(&path, &bytes, 0o600).map_err(|e| e.to_string())
+        let bytes =
+            serde_json::to_vec(&KeyFile { keys: keys.to_vec() }).map_err(|e| DnssecError::Key(e.to_string()))?;
+        qdns_link::pki::write_atomic(&path, &bytes, 0o600)
+            .map_err(|e| DnssecError::Key(format!("{}: {e}", path.display())))
     }
 
     /// The keys of `origin`, made (and stored) on first use.
-    pub fn keys_for(&self, origin: &[u8], algorithm: Algorithm) -> Result<Vec<ZoneKey>, String> {
+    pub fn keys_for(&self, origin: &[u8], algorithm: Algorithm) -> Result<Vec<ZoneKey>, DnssecError> {
         let keys = self.load(origin)?;
         if !keys.is_empty() {
             return Ok(keys);
         }
-        let key = ZoneKey::generate(algorithm, KeyState::Active, now()).map_err(|e| e.to_string())?;
+        let key = ZoneKey::generate(algorithm, KeyState::Active, now()).map_err(|e| DnssecError::Key(e.to_string()))?;
         let keys = vec![key];
         self.save(origin, &keys)?;
         tracing::info!(zone = %name::to_text(origin), algorithm = algorithm.mnemonic(), "made a DNSSEC key");
@@ -161,16 +166,47 @@ impl KeyStore {
     }
 }
 
+/// Why keys could not be read, made or kept, or a zone not signed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DnssecError {
+    /// A key file or the key directory could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A key file does not hold keys.
+    #[error("{path}: damaged key file: {source}")]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// Why it does not parse.
+        source: serde_json::Error,
+    },
+    /// A key could not be made or used, or the zone not signed with it.
+    #[error("{0}")]
+    Key(String),
+    /// The zone does not sign (no `dnssec = true`).
+    #[error("{0} is not signed: set `dnssec = true` in its [zone] and reload first (a DS for an unsigned zone would make every validating resolver fail it)")]
+    NotSigned(String),
+    /// A rollover step that does not follow the one before.
+    #[error("{0}")]
+    Rollover(String),
+}
+
 /// Signs every zone of `snapshot` that asks for it, with its stored keys (made on
 /// first use). An error names the zone.
-pub fn sign_snapshot(store: &KeyStore, snapshot: &mut Snapshot, now: u64) -> Result<(), String> {
+pub fn sign_snapshot(store: &KeyStore, snapshot: &mut Snapshot, now: u64) -> Result<(), DnssecError> {
     for zone in &mut snapshot.zones {
         sign_one(store, zone, now)?;
     }
     Ok(())
 }
 
-fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64) -> Result<(), String> {
+fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64) -> Result<(), DnssecError> {
     let Some(request) = zone.dnssec.as_deref() else {
         return Ok(());
     };
@@ -181,7 +217,7 @@ fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64) -> Result<(), String> {
         validity: store.lifetimes.validity,
         ..SignOptions::at(now)
     };
-    sign_zone(zone, &keys, options).map_err(|e| e.to_string())
+    sign_zone(zone, &keys, options).map_err(|e| DnssecError::Key(e.to_string()))
 }
 
 /// Takes a signed zone back to its request (the DNSKEY and NSEC sets only come from
@@ -209,13 +245,13 @@ pub fn earliest_expiry(snapshot: &Snapshot) -> Option<u64> {
 }
 
 /// A copy of `snapshot` with every signed zone signed again now.
-pub fn resign(store: &KeyStore, snapshot: &Snapshot, version: u64) -> Result<Snapshot, String> {
+pub fn resign(store: &KeyStore, snapshot: &Snapshot, version: u64) -> Result<Snapshot, DnssecError> {
     sign_again(store, snapshot.clone(), version)
 }
 
 /// `snapshot` (a copy of the current one) with every signed zone signed again now, as
 /// `version`.
-pub fn sign_again(store: &KeyStore, mut snapshot: Snapshot, version: u64) -> Result<Snapshot, String> {
+pub fn sign_again(store: &KeyStore, mut snapshot: Snapshot, version: u64) -> Result<Snapshot, DnssecError> {
     snapshot.version = version;
     sign_snapshot(store, &mut snapshot, now())?;
     Ok(snapshot)
@@ -237,18 +273,15 @@ pub struct KeyInfo {
 }
 
 /// The keys of a signed zone with their DS records.
-pub fn key_info(store: &KeyStore, zone: &Zone) -> Result<Vec<KeyInfo>, String> {
+pub fn key_info(store: &KeyStore, zone: &Zone) -> Result<Vec<KeyInfo>, DnssecError> {
     let origin = name::to_text(&zone.origin);
     if zone.dnssec.is_none() {
-        return Err(format!(
-            "{origin} is not signed: set `dnssec = true` in its [zone] and reload first (a DS for an \
-             unsigned zone would make every validating resolver fail it)"
-        ));
+        return Err(DnssecError::NotSigned(origin));
     }
     let keys = store.load(&zone.origin)?;
     keys.iter()
         .map(|key| {
-            let signer = key.signer().map_err(|e| e.to_string())?;
+            let signer = key.signer().map_err(|e| DnssecError::Key(e.to_string()))?;
             Ok(KeyInfo {
                 tag: signer.tag,
                 algorithm: key.algorithm.mnemonic().to_owned(),
@@ -275,29 +308,30 @@ pub enum RolloverStep {
 }
 
 /// Moves the zone's keys one rollover step; the caller re-signs and pushes.
-pub fn rollover(store: &KeyStore, zone: &Zone, step: RolloverStep) -> Result<(), String> {
+pub fn rollover(store: &KeyStore, zone: &Zone, step: RolloverStep) -> Result<(), DnssecError> {
     let origin = name::to_text(&zone.origin);
     let Some(request) = zone.dnssec.as_deref() else {
-        return Err(format!("{origin} is not signed"));
+        return Err(DnssecError::NotSigned(origin));
     };
     let mut keys = store.load(&zone.origin)?;
     let incoming = keys.iter().any(|k| k.state == KeyState::Incoming);
     match step {
         RolloverStep::Start => {
             if incoming {
-                return Err(format!(
+                return Err(DnssecError::Rollover(format!(
                     "{origin}: a rollover is already under way; put the incoming key's DS at the parent, then \
                      `qdnsctl dnssec rollover {origin} --complete`"
-                ));
+                )));
             }
-            let key = ZoneKey::generate(request.algorithm, KeyState::Incoming, now()).map_err(|e| e.to_string())?;
+            let key = ZoneKey::generate(request.algorithm, KeyState::Incoming, now())
+                .map_err(|e| DnssecError::Key(e.to_string()))?;
             keys.push(key);
         }
         RolloverStep::Complete => {
             if !incoming {
-                return Err(format!(
+                return Err(DnssecError::Rollover(format!(
                     "{origin}: no rollover under way (start one with `qdnsctl dnssec rollover {origin}`)"
-                ));
+                )));
             }
             keys.retain(|k| k.state == KeyState::Incoming);
             for key in &mut keys {

@@ -114,16 +114,16 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
             let found = zone_of(state, &zone)?;
             crate::dnssec::key_info(&ctx.key_store(), found)
                 .map(Reply::DnssecKeys)
-                .map_err(ApiError::bad_argument)
+                .map_err(ApiError::from)
         }
         Request::DnssecRollover { zone, step } => {
             let found = zone_of(state, &zone)?.clone();
             let store = ctx.key_store();
-            crate::dnssec::rollover(&store, &found, step).map_err(ApiError::bad_argument)?;
+            crate::dnssec::rollover(&store, &found, step)?;
             resign(ctx, state, &format!("DNSSEC rollover of {zone}: {step:?}"))?;
             crate::dnssec::key_info(&store, &found)
                 .map(Reply::DnssecKeys)
-                .map_err(ApiError::bad_argument)
+                .map_err(ApiError::from)
         }
         Request::Dump { zone } => {
             let found = zone_of(state, &zone)?;
@@ -428,7 +428,7 @@ pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>
         // signs updates the state's own without copying it under the lock.
         let copy = (*base).clone();
         drop(base);
-        crate::dnssec::sign_again(&store, copy, version)
+        crate::dnssec::sign_again(&store, copy, version).map_err(|e| e.to_string())
     })
     .await
     .map_err(|e| e.to_string())
@@ -451,9 +451,9 @@ pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>
 /// expiry) and pushes it as a new snapshot version; health is kept.
 pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiError> {
     let version = next_version(state.snapshot.version);
-    let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.snapshot, version).map_err(|message| {
-        state.event("dnssec", format!("re-signing failed: {message}"));
-        ApiError::new(ErrorCode::Internal, message)
+    let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.snapshot, version).map_err(|err| {
+        state.event("dnssec", format!("re-signing failed: {err}"));
+        ApiError::new(ErrorCode::Internal, err.to_string())
     })?;
     install_signed(ctx, state, snapshot, why);
     Ok(())
@@ -488,9 +488,9 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;
-    crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now()).map_err(|message| {
-        state.event("reload", format!("reload rejected: {message}"));
-        ApiError::new(ErrorCode::InvalidZone, message)
+    crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now()).map_err(|err| {
+        state.event("reload", format!("reload rejected: {err}"));
+        ApiError::new(ErrorCode::InvalidZone, err.to_string())
     })?;
     if state.deny_special_use_targets {
         crate::special_use::check(&snapshot).map_err(|message| {

@@ -80,6 +80,9 @@ pub enum ControlError {
     /// The persisted operator state is unreadable.
     #[error("{0}")]
     State(String),
+    /// A zone's keys could not be read or made, or it could not be signed.
+    #[error("{0}")]
+    Dnssec(#[from] dnssec::DnssecError),
     /// A socket could not be bound.
     #[error("cannot listen on {what} {at}: {source}")]
     Bind {
@@ -166,8 +169,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
         &mut snapshot,
         dnssec::now(),
-    )
-    .map_err(ControlError::State)?;
+    )?;
     if config.settings.deny_special_use_targets {
         special_use::check(&snapshot).map_err(ControlError::State)?;
     }
