@@ -206,8 +206,8 @@ struct Loads {
 /// The [`Extension`] this build writes.
 const EXTENSION_VERSION: u16 = 2;
 
-/// Signs `report` with `key`: the body is the report, then its [`Extension`] and
-/// [`Loads`].
+/// Signs `report` with `key`: the body is the report, then its extension (the
+/// probes' timings) and, from version 2, their load figures.
 pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, String> {
     let mut body = postcard::to_stdvec(report).map_err(|e| e.to_string())?;
     let extension = Extension {

@@ -10,7 +10,7 @@
 //! Edges are told by a new snapshot version whose weighted sets carry the effective
 //! weights: every member's configured weight × the tenths it keeps (members that read
 //! no load keep 10 tenths), which keeps the shares exact. New versions for load are
-//! made at most every [`MIN_INTERVAL`] (each is a whole snapshot until snapshots ship
+//! made at most every [`MIN_INTERVAL_SECS`] (each is a whole snapshot until snapshots ship
 //! as deltas). A member shed to weight 0 is a zero-weight member: it answers again when
 //! every positive-weight member is unhealthy, and when all are shed the set answers
 //! every healthy one alike — shedding never takes a set below the fail-open rules.
