@@ -83,34 +83,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     // Installed first: SIGHUP's default action would kill the process.
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let version = AtomicU64::new(1);
-    let engine = match &config.source {
-        Source::Zones(dir) => load_engine(
-            dir,
-            config.zone_sources(),
-            version.load(Ordering::Relaxed),
-            &config.serve_options(),
-        )?,
-        Source::Control { state_dir, .. } => {
-            std::fs::create_dir_all(state_dir).map_err(ServerError::Start)?;
-            match crate::follow::load_persisted(state_dir).map(|s| Engine::compile(&s)) {
-                Some(Ok(engine)) => {
-                    tracing::info!(
-                        version = engine.version(),
-                        "serving the persisted snapshot until control answers"
-                    );
-                    engine.with_options(&config.serve_options())
-                }
-                Some(Err(err)) => {
-                    tracing::error!(%err, "persisted snapshot does not compile; waiting for control");
-                    Engine::default()
-                }
-                None => {
-                    tracing::info!("no persisted snapshot; refusing queries until control sends one");
-                    Engine::default()
-                }
-            }
-        }
-    };
+    let engine = initial_engine(&config, version.load(Ordering::Relaxed))?;
     for (zone, serial) in engine.zones() {
         tracing::info!(%zone, serial, "zone loaded");
     }
@@ -146,39 +119,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .chain(metrics_listener.iter().map(AsRawFd::as_raw_fd))
             .collect()
     };
-    let xdp = if config.settings.xdp.is_empty() {
-        None
-    } else {
-        // The bound addresses (port 0 resolved): the program answers only queries to
-        // these, not to every address of the interface.
-        let mut listen: Vec<std::net::SocketAddr> = tcp_listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
-        listen.sort_unstable();
-        listen.dedup();
-        let mut program = XdpProgram::load(&listen, config.settings.max_udp_payload)?;
-        // Without the switch the program would answer NSID requests without the NSID.
-        program
-            .set_nsid(config.settings.nsid.is_some())
-            .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
-        if let Some(settings) = &config.rrl {
-            program
-                .set_rrl(settings)
-                .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP rate limiter: {err}"))))?;
-        }
-        // Tables first, then attach: the program never runs without its answers.
-        let installed = engine.load_full();
-        program
-            .fit_links(&config.settings.xdp)
-            .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP link size: {err}"))))?;
-        match program.install(&installed) {
-            Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
-            Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
-        }
-        // Taking over, the old edge's links are updated to this program once it serves.
-        if takeover.is_none() {
-            program.attach(&config.settings.xdp, config.settings.xdp_mode)?;
-        }
-        Some((Arc::new(std::sync::Mutex::new(program)), installed))
-    };
+    let xdp = load_xdp(&config, &tcp_listeners, &engine, takeover.is_some())?;
     // Logged once everything is in place: tests and operators take it as "ready".
     for listener in &tcp_listeners {
         if let Ok(bound) = listener.local_addr() {
@@ -253,64 +194,152 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     }
 
     if let Source::Control { endpoint, state_dir } = &config.source {
-        tokio::spawn(crate::follow::follow(
-            crate::follow::Follower {
-                endpoint: endpoint.clone(),
-                state_dir: state_dir.clone(),
-                engine: Arc::clone(&engine),
-                options: config.serve_options(),
-                edge_name: config.edge_id.clone(),
-                xdp: xdp.clone(),
-                readiness: Arc::clone(&readiness),
-                control_timeout: config.control_timeout(),
-                keepalive: config.control_keepalive(),
-                max_frame: config.max_snapshot_frame(),
-                stats: Arc::clone(&link_stats),
-            },
-            shutdown.clone(),
-        ));
+        let follower = crate::follow::Follower {
+            endpoint: endpoint.clone(),
+            state_dir: state_dir.clone(),
+            engine: Arc::clone(&engine),
+            options: config.serve_options(),
+            edge_name: config.edge_id.clone(),
+            xdp: xdp.clone(),
+            readiness: Arc::clone(&readiness),
+            control_timeout: config.control_timeout(),
+            keepalive: config.control_keepalive(),
+            max_frame: config.max_snapshot_frame(),
+            stats: Arc::clone(&link_stats),
+        };
+        tokio::spawn(crate::follow::follow(follower, shutdown.clone()));
     }
     let replacing = takeover.is_some();
     if let Some(stream) = takeover {
         complete_takeover(&stream, &config, xdp.as_ref())?;
     }
     if let Some(path) = &config.settings.takeover_socket {
-        // Registered before the socket says "may take over": a SIGUSR2 from then on is
-        // handled, never the default action (termination).
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2()) {
-            Ok(usr2) => {
-                tokio::spawn(replace_on_usr2(usr2, shutdown.clone()));
-            }
-            Err(err) => tracing::warn!(%err, "no SIGUSR2 handler: replace with `qdns-edge --takeover` instead"),
-        }
-        let listener = crate::takeover::bind(path, replacing)?;
-        tracing::info!(socket = %path.display(), "a new edge may take over here (--takeover)");
-        tokio::spawn(crate::takeover::serve(
-            listener,
-            crate::takeover::Handover {
-                listeners: handover,
-                fds: handover_fds,
-                xdp: xdp.clone(),
-                bpffs: config.settings.bpffs.clone(),
-            },
-            shutdown.clone(),
-        ));
+        let handover = crate::takeover::Handover {
+            listeners: handover,
+            fds: handover_fds,
+            xdp: xdp.clone(),
+            bpffs: config.settings.bpffs.clone(),
+        };
+        offer_takeover(path, replacing, handover, &shutdown)?;
     }
     tokio::spawn(announce_ready(Arc::clone(&engine), replacing, shutdown.clone()));
     reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
 
     stop.store(true, Ordering::Relaxed);
     while tcp_tasks.join_next().await.is_some() {}
+    wind_down(udp_threads, &worker_stats, xdp.as_deref());
+    Ok(())
+}
+
+/// Joins the UDP threads (told to stop) and logs what the edge answered, and the XDP
+/// program's counters before it detaches.
+fn wind_down(
+    udp_threads: Vec<std::thread::JoinHandle<()>>,
+    worker_stats: &[Arc<WorkerStats>],
+    xdp: Option<&std::sync::Mutex<XdpProgram>>,
+) {
     for thread in udp_threads {
         let _ = thread.join();
     }
     let totals = stats::totals(worker_stats.iter().map(AsRef::as_ref));
     tracing::info!(?totals, "stopped");
-    if let Some(xdp) = xdp {
-        if let Ok(program) = xdp.lock() {
-            tracing::info!(counters = ?program.counters(), interfaces = ?program.interfaces(), "detaching XDP");
-        }
+    if let Some(Ok(program)) = xdp.map(std::sync::Mutex::lock) {
+        tracing::info!(counters = ?program.counters(), interfaces = ?program.interfaces(), "detaching XDP");
     }
+}
+
+/// The engine to serve from at start: the zones (standalone), or the snapshot persisted
+/// before the last stop (following control; none or a damaged one: an empty engine that
+/// refuses queries until control sends one).
+fn initial_engine(config: &Config, version: u64) -> Result<Engine, ServerError> {
+    Ok(match &config.source {
+        Source::Zones(dir) => load_engine(dir, config.zone_sources(), version, &config.serve_options())?,
+        Source::Control { state_dir, .. } => {
+            std::fs::create_dir_all(state_dir).map_err(ServerError::Start)?;
+            match crate::follow::load_persisted(state_dir).map(|s| Engine::compile(&s)) {
+                Some(Ok(engine)) => {
+                    tracing::info!(
+                        version = engine.version(),
+                        "serving the persisted snapshot until control answers"
+                    );
+                    engine.with_options(&config.serve_options())
+                }
+                Some(Err(err)) => {
+                    tracing::error!(%err, "persisted snapshot does not compile; waiting for control");
+                    Engine::default()
+                }
+                None => {
+                    tracing::info!("no persisted snapshot; refusing queries until control sends one");
+                    Engine::default()
+                }
+            }
+        }
+    })
+}
+
+/// The XDP program shared by the edge's parts, and the engine whose tables it holds.
+type LoadedXdp = (Arc<std::sync::Mutex<XdpProgram>>, Arc<Engine>);
+
+/// The XDP program, loaded with its tables and (unless `taking_over`, when the running
+/// edge's links move to it later) attached; `None` without `--xdp`.
+fn load_xdp(
+    config: &Config,
+    tcp_listeners: &[tokio::net::TcpListener],
+    engine: &ArcSwap<Engine>,
+    taking_over: bool,
+) -> Result<Option<LoadedXdp>, ServerError> {
+    if config.settings.xdp.is_empty() {
+        return Ok(None);
+    }
+    // The bound addresses (port 0 resolved): the program answers only queries to
+    // these, not to every address of the interface.
+    let mut listen: Vec<std::net::SocketAddr> = tcp_listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
+    listen.sort_unstable();
+    listen.dedup();
+    let mut program = XdpProgram::load(&listen, config.settings.max_udp_payload)?;
+    // Without the switch the program would answer NSID requests without the NSID.
+    program
+        .set_nsid(config.settings.nsid.is_some())
+        .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
+    if let Some(settings) = &config.rrl {
+        program
+            .set_rrl(settings)
+            .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP rate limiter: {err}"))))?;
+    }
+    // Tables first, then attach: the program never runs without its answers.
+    let installed = engine.load_full();
+    program
+        .fit_links(&config.settings.xdp)
+        .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP link size: {err}"))))?;
+    match program.install(&installed) {
+        Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
+        Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
+    }
+    // Taking over, the old edge's links are updated to this program once it serves.
+    if !taking_over {
+        program.attach(&config.settings.xdp, config.settings.xdp_mode)?;
+    }
+    Ok(Some((Arc::new(std::sync::Mutex::new(program)), installed)))
+}
+
+/// Lets a new edge take over at `path` (`--takeover-socket`), and SIGUSR2 start one.
+fn offer_takeover(
+    path: &std::path::Path,
+    replacing: bool,
+    handover: crate::takeover::Handover,
+    shutdown: &CancellationToken,
+) -> Result<(), ServerError> {
+    // Registered before the socket says "may take over": a SIGUSR2 from then on is
+    // handled, never the default action (termination).
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2()) {
+        Ok(usr2) => {
+            tokio::spawn(replace_on_usr2(usr2, shutdown.clone()));
+        }
+        Err(err) => tracing::warn!(%err, "no SIGUSR2 handler: replace with `qdns-edge --takeover` instead"),
+    }
+    let listener = crate::takeover::bind(path, replacing)?;
+    tracing::info!(socket = %path.display(), "a new edge may take over here (--takeover)");
+    tokio::spawn(crate::takeover::serve(listener, handover, shutdown.clone()));
     Ok(())
 }
 
