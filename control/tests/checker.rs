@@ -265,6 +265,17 @@ impl Setup {
         common::spawn_edge(cmd)
     }
 
+    /// Waits (up to 25 s: two probe intervals) until every member in `ids` of
+    /// `www.chk.example. A` has a round trip; the first probes are spread over an
+    /// interval, and a measured member takes over from an unmeasured choice at once.
+    fn wait_measured(&self, ids: &[&str]) {
+        let started = Instant::now();
+        while let Some(id) = ids.iter().find(|id| self.candidate(id)["rtt_us"].as_u64().is_none()) {
+            assert!(started.elapsed() < Duration::from_secs(25), "{id} never measured");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
     /// Member `id` of `www.chk.example. A` as `explain` shows it.
     fn candidate(&self, id: &str) -> serde_json::Value {
         let explain = self.ctl(&["explain", "www.chk.example.", "A"]);
@@ -527,6 +538,7 @@ fn connect_times_over_a_delay_line_steer_a_latency_set() {
         }
         started.elapsed()
     };
+    setup.wait_measured(&ids);
     until("near", Duration::from_secs(25));
     for (id, delay_ms) in [("far", 40), ("mid", 20), ("near", 3)] {
         let us = setup.candidate(id)["rtt_us"]
@@ -570,6 +582,7 @@ fn a_restart_keeps_the_latency_choice_and_round_trips() {
         let explain = setup.ctl(&["explain", "www.chk.example.", "A"]);
         explain["latency"].as_str().unwrap_or_default().to_owned()
     };
+    setup.wait_measured(&["slow", "fast"]);
     let started = Instant::now();
     while !chosen(&setup).starts_with("answered by fast (") {
         assert!(started.elapsed() < Duration::from_secs(25), "{}", chosen(&setup));
