@@ -215,6 +215,22 @@ impl Shedding {
             .collect()
     }
 
+    /// True when [`Shedding::apply`] would move a weight now: a set's target differs
+    /// from what it keeps, and the last move is [`MIN_INTERVAL_SECS`] behind.
+    #[must_use]
+    pub fn due(&self, loads: &Loads, now: u64) -> bool {
+        let rested = self
+            .last
+            .is_none_or(|last| now.saturating_sub(last) >= MIN_INTERVAL_SECS);
+        rested
+            && self.sets.iter().any(|set| {
+                Self::target(set, loads, now)
+                    .iter()
+                    .map(|(kept, _)| *kept)
+                    .ne(set.kept.iter().copied())
+            })
+    }
+
     /// Moves the weights of `snapshot` to what `loads` asks for, when one differs and
     /// the last move is [`MIN_INTERVAL_SECS`] behind; what moved (empty: nothing did).
     pub fn apply(&mut self, snapshot: &mut Snapshot, loads: &Loads, now: u64) -> Vec<Moved> {

@@ -378,14 +378,19 @@ impl State {
         self.snapshot = Arc::new(snapshot);
         self.seq = 0;
         self.index();
+        self.forget_removed();
+        self.failing_open.clear();
+        let _ = self.recompute();
+    }
+
+    /// Forgets what was learnt about checks and latency sets the snapshot no longer has.
+    fn forget_removed(&mut self) {
         let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
         self.observations.retain_checks(|key| keys.contains(key));
         self.round_trips.retain_checks(|key| keys.contains(key));
         self.loads.retain_checks(|key| keys.contains(key));
         let sets: BTreeSet<crate::latency::SetKey> = self.latency_sets().into_iter().map(|s| s.key).collect();
         self.latency.retain(|key| sets.contains(key));
-        self.failing_open.clear();
-        let _ = self.recompute();
     }
 
     /// The key of a check given as `ID` (unique across zones) or `ZONE/ID`.
@@ -540,9 +545,7 @@ impl State {
         let down_for = now().saturating_sub(saved.saved_at);
         self.round_trips.restore(saved.round_trips);
         self.loads.restore(saved.loads, down_for, crate::clock::monotonic());
-        let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
-        self.round_trips.retain_checks(|key| keys.contains(key));
-        self.loads.retain_checks(|key| keys.contains(key));
+        self.forget_removed();
         let sets = self.latency_sets();
         let mut taken = Vec::new();
         for (key, member) in saved.choices {
@@ -571,11 +574,13 @@ impl State {
     /// [`crate::shedding::MIN_INTERVAL_SECS`]); true when they moved — the snapshot is
     /// then a new version, to be sent whole.
     pub fn shed_load(&mut self) -> bool {
-        let moved = self.shedding.apply(
-            Arc::make_mut(&mut self.snapshot),
-            &self.loads,
-            crate::clock::monotonic(),
-        );
+        let now = crate::clock::monotonic();
+        // Checked first: `make_mut` copies the snapshot while another holder (a
+        // re-signing under way) shares it, and this runs every second.
+        if !self.shedding.due(&self.loads, now) {
+            return false;
+        }
+        let moved = self.shedding.apply(Arc::make_mut(&mut self.snapshot), &self.loads, now);
         if moved.is_empty() {
             return false;
         }
