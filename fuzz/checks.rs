@@ -169,6 +169,15 @@ pub fn link_frame(data: &[u8]) {
             assert_eq!(applied, delta.words.iter().all(|&(i, _)| i < 4));
             assert_eq!(bitmap.len(), 4, "a delta never resizes the bitmap");
         }
+        Ok(ToEdge::Cookies { current, previous }) => {
+            // Taken as the edge takes them, and made into what the program reads.
+            let jar = qdns_edge::cookies::CookieJar::new(current, previous);
+            let secrets = jar.secrets();
+            assert_eq!(
+                secrets.flags & qdns_abi::cookie::COOKIES_PREVIOUS != 0,
+                previous.is_some()
+            );
+        }
         Ok(ToEdge::Keepalive) | Err(_) => {}
     }
     // An edge's first frame (the message, then the hello's extension): the message reads
@@ -225,6 +234,9 @@ fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::handler
             shutdown: tokio_util::sync::CancellationToken::new(),
             state: std::sync::Arc::new(tokio::sync::Mutex::new(state)),
             updates: tokio::sync::broadcast::channel(16).0,
+            cookies: std::sync::Arc::new(tokio::sync::watch::Sender::new(
+                qdns_control::cookies::load_or_make(&state_dir, 0).expect("cookie secrets"),
+            )),
             state_dir,
             lifetimes,
         };

@@ -71,7 +71,7 @@ pub(crate) async fn accept_edges_unix(listener: UnixListener, ctx: Ctx, shutdown
             edges::Peer::Unchecked,
             ticket,
             Arc::clone(&ctx.state),
-            ctx.updates.clone(),
+            ctx.feeds(),
             shutdown.clone(),
         ));
     }
@@ -108,10 +108,10 @@ pub(crate) async fn accept_edges_tcp(
         let shutdown = shutdown.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
-            let (state, updates) = (Arc::clone(&ctx.state), ctx.updates.clone());
+            let (state, feeds) = (Arc::clone(&ctx.state), ctx.feeds());
             let Some(tls) = tls else {
                 let (r, w) = stream.into_split();
-                edges::serve_edge(r, w, edges::Peer::Unchecked, ticket, state, updates, shutdown).await;
+                edges::serve_edge(r, w, edges::Peer::Unchecked, ticket, state, feeds, shutdown).await;
                 return;
             };
             let handshake = tokio::select! {
@@ -141,16 +141,7 @@ pub(crate) async fn accept_edges_tcp(
                 return; // the verifier requires one; nothing to serve without it
             };
             let (r, w) = tokio::io::split(stream);
-            edges::serve_edge(
-                r,
-                w,
-                edges::Peer::Certified(cert, tls),
-                ticket,
-                state,
-                updates,
-                shutdown,
-            )
-            .await;
+            edges::serve_edge(r, w, edges::Peer::Certified(cert, tls), ticket, state, feeds, shutdown).await;
         });
     }
 }

@@ -105,6 +105,16 @@ pub struct Settings {
         value_parser = within(1u64, 3600).unit("s")
     )]
     pub latency_hold: u64,
+    /// Seconds between rotations of the location's DNS cookie secret (RFC 7873 §7.1);
+    /// the one before stays accepted until the next rotation, so at least an hour (the
+    /// life of a server cookie, RFC 9018).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 86_400,
+        value_parser = within(3600u64, 30 * 86_400).unit("s")
+    )]
+    pub cookie_rotation: u64,
     /// Healthy iff more than this share of reachable checkers say so (0.0 up to, not
     /// including, 1.0).
     #[arg(long, value_name = "SHARE", default_value_t = crate::state::DEFAULT_QUORUM, value_parser = quorum)]

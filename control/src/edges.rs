@@ -206,6 +206,40 @@ async fn greet<R: AsyncRead + Unpin>(
     Some((edge, serving, extension))
 }
 
+/// True (logged, and an event) when the edge's certificate is revoked now.
+async fn revoked(peer: &Peer, state: &Mutex<State>, id: u64) -> bool {
+    let Peer::Certified(cert, tls) = peer else {
+        return false;
+    };
+    if !tls.revokes(cert) {
+        return false;
+    }
+    let mut guard = state.lock().await;
+    let name = guard
+        .edges
+        .get_mut(id)
+        .map(|info| info.name.clone())
+        .unwrap_or_default();
+    guard.event("edge", format!("edge {name}'s certificate is revoked: link dropped"));
+    drop(guard);
+    tracing::warn!(edge = %name, "edge certificate revoked: link dropped");
+    true
+}
+
+/// What an edge connection is fed besides its snapshot.
+pub struct Feeds {
+    /// Snapshots and health deltas, as broadcast.
+    pub updates: broadcast::Sender<Frame>,
+    /// The location's cookie secrets.
+    pub cookies: tokio::sync::watch::Receiver<crate::cookies::Secrets>,
+}
+
+/// The frame carrying the secrets `cookies` holds now (marked seen).
+fn cookie_frame(cookies: &mut tokio::sync::watch::Receiver<crate::cookies::Secrets>) -> Vec<u8> {
+    let message = cookies.borrow_and_update().message();
+    protocol::encode(&message).unwrap_or_default()
+}
+
 /// Serves one edge connection until it closes or `shutdown`. The edge speaks first: a
 /// hello (within [`HELLO_TIMEOUT`]) naming it, checked against its certificate on
 /// tls://; only then does it get the snapshot. A peer that says nothing, or something
@@ -216,7 +250,7 @@ pub async fn serve_edge<R, W>(
     peer: Peer,
     mut ticket: qdns_listen::Ticket,
     state: Arc<Mutex<State>>,
-    updates: broadcast::Sender<Frame>,
+    feeds: Feeds,
     shutdown: CancellationToken,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
@@ -229,12 +263,8 @@ pub async fn serve_edge<R, W>(
     // An edge that named itself (and on tls:// proved it) keeps its place.
     ticket.set_evictable(false);
     // Subscribe and take the snapshot under one lock, so no delta falls between them.
-    let enlisted = enlist(&mut *state.lock().await, id, edge, serving, &updates);
+    let enlisted = enlist(&mut *state.lock().await, id, edge, serving, &feeds.updates);
     let Some((full, mut rx)) = enlisted else { return };
-    if !write_frame(&mut writer, &full).await {
-        state.lock().await.edges.disconnect(id);
-        return;
-    }
     // Keepalives, when the edge asked for them: one now (the edge learns this control
     // speaks them), then every interval; an edge silent for KEEPALIVE_MISSES intervals
     // is dropped.
@@ -243,9 +273,20 @@ pub async fn serve_edge<R, W>(
         .filter(|&secs| secs > 0)
         .map(|secs| std::time::Duration::from_secs(u64::from(secs)));
     let keepalive_frame = protocol::encode(&protocol::ToEdge::Keepalive).unwrap_or_default();
-    if keepalive.is_some() && !write_frame(&mut writer, &keepalive_frame).await {
-        state.lock().await.edges.disconnect(id);
-        return;
+    // The cookie secrets, to an edge that takes them: now, and at each rotation.
+    let takes_cookies = extension.is_some_and(|e| e.cookies);
+    let mut cookies = feeds.cookies;
+    let first_cookies = takes_cookies.then(|| cookie_frame(&mut cookies));
+    let opening = [
+        Some(&full[..]),
+        keepalive.map(|_| &keepalive_frame[..]),
+        first_cookies.as_deref(),
+    ];
+    for frame in opening.into_iter().flatten() {
+        if !write_frame(&mut writer, frame).await {
+            state.lock().await.edges.disconnect(id);
+            return;
+        }
     }
     // Until when (ms on `origin`) the edge may be silent because it compiles a snapshot.
     let origin = std::time::Instant::now();
@@ -274,15 +315,14 @@ pub async fn serve_edge<R, W>(
                 break;
             }
             _ = revocation.tick() => {
-                if let Peer::Certified(cert, tls) = &peer {
-                    if tls.revokes(cert) {
-                        let mut guard = state.lock().await;
-                        let name = guard.edges.get_mut(id).map(|info| info.name.clone()).unwrap_or_default();
-                        guard.event("edge", format!("edge {name}'s certificate is revoked: link dropped"));
-                        drop(guard);
-                        tracing::warn!(edge = %name, "edge certificate revoked: link dropped");
-                        break;
-                    }
+                if revoked(&peer, &state, id).await {
+                    break;
+                }
+                continue;
+            }
+            changed = cookies.changed(), if takes_cookies => {
+                if changed.is_err() || !write_frame(&mut writer, &cookie_frame(&mut cookies)).await {
+                    break;
                 }
                 continue;
             }

@@ -29,6 +29,9 @@ pub struct Ctx {
     pub state: Arc<Mutex<State>>,
     /// Frames for the edges.
     pub updates: broadcast::Sender<Frame>,
+    /// The location's cookie secrets (sent to each edge that takes them, again at each
+    /// rotation).
+    pub cookies: Arc<tokio::sync::watch::Sender<crate::cookies::Secrets>>,
     /// Where operator state is saved.
     pub state_dir: PathBuf,
     /// How long signatures last, and when they are made again.
@@ -36,6 +39,15 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// What a new edge connection is fed.
+    #[must_use]
+    pub fn feeds(&self) -> crate::edges::Feeds {
+        crate::edges::Feeds {
+            updates: self.updates.clone(),
+            cookies: self.cookies.subscribe(),
+        }
+    }
+
     /// Recomputes health and pushes a delta if anything changed.
     pub fn push_health(&self, state: &mut State) {
         if let Some(delta) = state.recompute() {

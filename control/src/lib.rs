@@ -24,6 +24,7 @@ pub mod api;
 pub mod checker;
 pub mod clock;
 pub mod config;
+pub mod cookies;
 pub mod dnssec;
 pub mod duration;
 pub mod edge_registry;
@@ -192,6 +193,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     }
     state.event("reload", format!("started with snapshot {}", state.snapshot.version));
     let (updates, _) = broadcast::channel(1024);
+    let cookies = cookies::load_or_make(&config.state_dir, state::now()).map_err(ControlError::State)?;
+    let cookies = Arc::new(tokio::sync::watch::Sender::new(cookies));
     let (observations, observed) = tokio::sync::mpsc::channel(4096);
     let checker = if config.settings.no_embedded_checker {
         drop(observations);
@@ -209,6 +212,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     let ctx = Ctx {
         state: Arc::new(Mutex::new(state)),
         updates,
+        cookies,
         state_dir: config.state_dir.clone(),
         lifetimes: config.dnssec,
         checker,
@@ -260,6 +264,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     }
     tasks.spawn(accept::accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(tasks::expiry_ticker(ctx.clone(), shutdown.clone()));
+    tasks.spawn(cookies::rotate(
+        config.state_dir.clone(),
+        config.settings.cookie_rotation,
+        ctx.clone(),
+        shutdown.clone(),
+    ));
     tasks.spawn(tasks::apply_observations(observed, ctx.clone(), shutdown.clone()));
     if let Some(addr) = &config.settings.metrics {
         let listener = qdns_listen::bind_tcp(addr.as_str())

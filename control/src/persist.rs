@@ -30,7 +30,7 @@ pub struct Steering {
 
 /// Saves what steering learnt (temp file, fsync, rename).
 pub fn save_steering(dir: &Path, steering: &Steering) -> io::Result<()> {
-    write_atomically(dir, STEERING, &serde_json::to_vec(steering).map_err(io::Error::other)?)
+    write_private(dir, STEERING, &serde_json::to_vec(steering).map_err(io::Error::other)?)
 }
 
 /// What steering learnt before the last stop, unless it is missing, damaged (logged)
@@ -98,16 +98,23 @@ pub fn save_operator(dir: &Path, state: &mut State) -> Result<(), String> {
 /// Saves the operator state (temp file, fsync, rename); a failed write removes its
 /// temporary file, and the previous file stays whole.
 pub fn save(dir: &Path, state: &OperatorState) -> io::Result<()> {
-    write_atomically(dir, FILE, &serde_json::to_vec_pretty(state).map_err(io::Error::other)?)
+    write_private(dir, FILE, &serde_json::to_vec_pretty(state).map_err(io::Error::other)?)
 }
 
-/// Writes `text` as `dir/name` through a temporary file, fsync and rename.
-fn write_atomically(dir: &Path, name: &str, text: &[u8]) -> io::Result<()> {
+/// Writes `text` as `dir/name` (readable by its owner only) through a temporary file,
+/// fsync and rename.
+pub(crate) fn write_private(dir: &Path, name: &str, text: &[u8]) -> io::Result<()> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}.tmp"));
     let written = (|| {
         use io::Write as _;
-        let mut file = fs::File::create(&tmp)?;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         file.write_all(text)?;
         file.sync_all()?;
         fs::rename(&tmp, &path)

@@ -13,6 +13,7 @@ pub type ConfigError = qdns_settings::Error;
 /// Every setting of `qdns-edge`: the flag, its type, default, range and doc. The
 /// `--config` file takes the same names with `_` for `-`.
 #[derive(Debug, Clone, clap::Parser)]
+#[expect(clippy::struct_excessive_bools, reason = "each is a command-line switch")]
 #[command(
     name = "qdns-edge",
     version,
@@ -111,6 +112,12 @@ pub struct Settings {
     /// IPv6 prefix length a rate-limit bucket covers (buckets cover at most a /64).
     #[arg(long, value_name = "BITS", default_value_t = 56, value_parser = within(1u8, 64))]
     pub rrl_ipv6_prefix: u8,
+    /// Ignore COOKIE options (RFC 7873) like unknown ones: no server cookies, and the
+    /// rate limiter exempts no client. By default both paths answer with a server cookie
+    /// (RFC 9018) under the location's secret, which control sends (standalone: the
+    /// edge's own, made at start).
+    #[arg(long)]
+    pub no_cookies: bool,
     /// Serve Prometheus metrics (`/metrics`) and readiness (`/ready`) on this TCP address.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
@@ -170,6 +177,8 @@ pub struct Config {
     pub rrl: Option<qdns_abi::rrl::RrlSettings>,
     /// The answer counters' blocks, shared by every engine this server compiles.
     pub answer_sets: Arc<crate::answers::AnswerSets>,
+    /// The cookie secrets and clock, shared by every engine (`None`: `--no-cookies`).
+    pub cookies: Option<Arc<crate::cookies::CookieJar>>,
 }
 
 /// Where the edge gets its zones.
@@ -203,6 +212,7 @@ impl Config {
             max_udp_payload: self.settings.max_udp_payload,
             nsid: self.settings.nsid.clone(),
             answer_sets: Some(Arc::clone(&self.answer_sets)),
+            cookies: self.cookies.clone(),
         }
     }
 
@@ -291,7 +301,19 @@ impl Config {
                 "needs --takeover-socket PATH: where the running edge listens",
             ));
         }
+        let cookies = if settings.no_cookies {
+            None
+        } else {
+            let jar = crate::cookies::CookieJar::random().map_err(|err| {
+                ConfigError::invalid(
+                    "--no-cookies",
+                    format!("no random cookie secret ({err}); cookies need one"),
+                )
+            })?;
+            Some(Arc::new(jar))
+        };
         Ok(Config {
+            cookies,
             rrl: rrl_settings(&settings),
             source,
             edge_id: settings

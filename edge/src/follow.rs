@@ -69,6 +69,28 @@ fn snapshot_path(dir: &Path) -> PathBuf {
 fn health_path(dir: &Path) -> PathBuf {
     dir.join("health.bin")
 }
+fn cookies_path(dir: &Path) -> PathBuf {
+    dir.join("cookies.bin")
+}
+
+/// The location's cookie secrets as persisted (the last [`ToEdge::Cookies`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PersistedCookies {
+    current: [u8; 16],
+    previous: Option<[u8; 16]>,
+}
+
+/// Puts the persisted cookie secrets (control's, from before a restart) into `jar`, so
+/// cookies this location gave out stay valid while control is away.
+pub fn restore_cookies(dir: &Path, jar: &crate::cookies::CookieJar) {
+    match protocol::load::<PersistedCookies>(&cookies_path(dir)) {
+        Ok(Some(saved)) => jar.set_secrets(saved.current, saved.previous),
+        Ok(None) => {}
+        Err(err) => {
+            tracing::warn!(%err, "persisted cookie secrets unusable; using this edge's own until control sends them");
+        }
+    }
+}
 
 /// The persisted snapshot with its latest persisted health, if both are sound.
 /// A damaged file is reported and ignored: the edge then waits for control.
@@ -310,6 +332,10 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 };
                 apply_health(current, &delta, follower).await?
             }
+            ToEdge::Cookies { current, previous } => {
+                apply_cookies(follower, current, previous).await;
+                continue;
+            }
         };
         readiness.linked();
         send(
@@ -329,10 +355,11 @@ async fn send_hello<W: AsyncWrite + Unpin>(writer: &mut W, follower: &Follower, 
         &follower.edge_name,
         (serving > 0).then_some(serving),
         &protocol::HelloExtension {
-            version: 1,
+            version: protocol::HELLO_EXTENSION_VERSION,
             keepalive_secs: follower
                 .keepalive
                 .map_or(0, |k| u16::try_from(k.as_secs()).unwrap_or(u16::MAX)),
+            cookies: follower.options.cookies.is_some(),
         },
     )
     .map_err(std::io::Error::other)?;
@@ -370,6 +397,25 @@ async fn apply_health(current: &mut Link, delta: &HealthDelta, follower: &Follow
     })
     .await;
     Ok((current.snapshot, current.seq))
+}
+
+/// Takes the location's cookie secrets and persists them (a failure is counted: the
+/// secrets serve from memory).
+async fn apply_cookies(follower: &Follower, current: [u8; 16], previous: Option<[u8; 16]>) {
+    let Some(jar) = &follower.options.cookies else { return };
+    jar.set_secrets(current, previous);
+    tracing::info!(previous = previous.is_some(), "cookie secrets from control");
+    let dir = follower.state_dir.clone();
+    let stats = Arc::clone(&follower.stats);
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(err) = protocol::persist(&cookies_path(&dir), &PersistedCookies { current, previous }) {
+            stats
+                .persist_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(%err, "cannot persist the cookie secrets; serving them from memory");
+        }
+    })
+    .await;
 }
 
 /// Compiles and swaps in `snapshot`, persists it (before the acknowledgement: a later

@@ -17,6 +17,7 @@
 
 pub mod answers;
 pub mod config;
+pub mod cookies;
 pub mod engine;
 pub mod follow;
 pub mod memory;

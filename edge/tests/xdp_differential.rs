@@ -20,7 +20,18 @@ use common::{
     netns::require_root,
     Rng,
 };
-use qdns_edge::{engine::MAX_MESSAGE, xdp::XdpProgram, Engine, Transport};
+use qdns_abi::cookie::{answer, server_octets, ClientAddress, CookieSecrets};
+use qdns_edge::{
+    cookies::CookieJar,
+    engine::{Asked, MAX_MESSAGE},
+    xdp::XdpProgram,
+    Engine, Transport,
+};
+
+/// The cookie secrets and clock both paths are given (pinned: the same second).
+const COOKIE_SECRET: [u8; 16] = [0x11; 16];
+const COOKIE_PREVIOUS: [u8; 16] = [0x22; 16];
+const COOKIE_NOW: u32 = 1_700_000_000;
 
 /// The zones `engine()` signs: static names, and every routing policy.
 const SIGNED_ZONES: &[&[u8]] = &[b"\x07example\x03com\x00", b"\x04shop\x07example\x00"];
@@ -214,13 +225,26 @@ fn engine() -> Engine {
         let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
         sign_zone(zone, &[key], SignOptions::at(now)).expect("the zone signs");
     }
+    let jar = CookieJar::new(COOKIE_SECRET, Some(COOKIE_PREVIOUS));
+    jar.pin(COOKIE_NOW);
     let options = qdns_edge::engine::ServeOptions {
         answer_sets: Some(std::sync::Arc::default()),
+        cookies: Some(std::sync::Arc::new(jar)),
         ..qdns_edge::engine::ServeOptions::default()
     };
     Engine::compile(&snapshot)
         .expect("test zones compile")
         .with_options(&options)
+}
+
+/// The program for `engine`, with the cookie secrets and clock `engine()` pinned.
+fn load_program(engine: &Engine) -> XdpProgram {
+    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
+    program
+        .set_cookie_secrets(&CookieSecrets::new(COOKIE_SECRET, Some(COOKIE_PREVIOUS)))
+        .expect("cookie secrets");
+    program.set_cookie_clock(COOKIE_NOW).expect("cookie clock");
+    program
 }
 
 /// Owner names of the test zones, plus names that do not exist below them.
@@ -283,6 +307,7 @@ fn random_case(name: &str, rng: &mut Rng) -> String {
 
 /// What a generated query's OPT record carried.
 #[derive(Clone, Copy, Default)]
+#[expect(clippy::struct_excessive_bools, reason = "one flag per thing the query carried")]
 struct Sent {
     /// DO=1 (version 0).
     dnssec_ok: bool,
@@ -290,13 +315,18 @@ struct Sent {
     options: bool,
     /// A Client Subnet option (version 0).
     client_subnet: bool,
+    /// A COOKIE option (version 0).
+    cookie: bool,
 }
 
 /// The EDNS options real resolvers send (and some they do not): a client COOKIE as BIND
-/// and dig send it, a client+server COOKIE, ECS (RFC 7871), an NSID request (RFC 5001),
-/// padding (RFC 7830) and an unassigned code.
+/// and dig send it, a client+server COOKIE (random, or one of ours: fresh, over half an
+/// hour old, expired, under the previous secret), a COOKIE of a forbidden length, ECS
+/// (RFC 7871), an NSID request (RFC 5001), padding (RFC 7830) and an unassigned code.
 fn option(rng: &mut Rng) -> Vec<u8> {
-    let (code, data): (u16, Vec<u8>) = match rng.below(6) {
+    let (code, data): (u16, Vec<u8>) = match rng.below(9) {
+        6 | 7 => (10, our_cookie(rng)),
+        8 => (10, vec![7; [0, 5, 12, 20, 41][rng.below(5)]]),
         0 => (10, rng.next().to_be_bytes().to_vec()),
         1 => (
             10,
@@ -317,6 +347,28 @@ fn option(rng: &mut Rng) -> Vec<u8> {
     out.extend((data.len() as u16).to_be_bytes());
     out.extend(data);
     out
+}
+
+/// A client cookie with a server cookie made as ours are (RFC 9018) for one of the
+/// test frames' sources (127.0.0.1 or `::1`; the frame may come from the other), at an
+/// age that is echoed, refreshed or refused, under the current or the previous secret.
+fn our_cookie(rng: &mut Rng) -> Vec<u8> {
+    let client = rng.next().to_le_bytes();
+    let address = if rng.chance(50) {
+        ClientAddress::v4([127, 0, 0, 1])
+    } else {
+        ClientAddress::v6(std::net::Ipv6Addr::LOCALHOST.octets())
+    };
+    let secret = if rng.chance(80) { COOKIE_SECRET } else { COOKIE_PREVIOUS };
+    let age = [10u32, 600, 2000, 3000, 4000][rng.below(5)];
+    let made = answer(
+        &CookieSecrets::new(secret, None),
+        u64::from_le_bytes(client),
+        None,
+        &address,
+        COOKIE_NOW - age,
+    );
+    [&client[..], &server_octets(made.server)].concat()
 }
 
 /// The data of a Client Subnet option (RFC 7871 §6): FAMILY 1 or 2, a random SOURCE and
@@ -393,6 +445,7 @@ fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> (Vec<u8>, Sent) {
         msg.extend(flags.to_be_bytes());
         let options: Vec<Vec<u8>> = (0..[0, 0, 1, 1, 2, 3, 17][rng.below(7)]).map(|_| option(rng)).collect();
         let client_subnet = options.iter().any(|o| o[..2] == [0, 8]);
+        let cookie = options.iter().any(|o| o[..2] == [0, 10]);
         let options = options.concat();
         msg.extend((options.len() as u16).to_be_bytes());
         msg.extend(&options);
@@ -400,6 +453,7 @@ fn dns_query(name: &str, qtype: u16, rng: &mut Rng) -> (Vec<u8>, Sent) {
             dnssec_ok: dnssec_ok && version == 0,
             options: !options.is_empty() && version == 0,
             client_subnet: client_subnet && version == 0,
+            cookie: cookie && version == 0,
         };
     }
     (msg, sent)
@@ -442,24 +496,53 @@ fn frame_shape(frame: &[u8]) -> usize {
     shape + if tagged { 3 } else { 0 }
 }
 
-/// Every message the engine may send for `query` (one unless a draw decides).
-fn engine_answers(engine: &Engine, query: &[u8], out: &mut [u8]) -> Vec<Vec<u8>> {
+/// The source address of a test frame (`ipv4_udp_frame` or `ipv6_udp_frame`, tagged
+/// or not): 127.0.0.1 or `::1`.
+fn frame_source(frame: &[u8]) -> std::net::IpAddr {
+    let l3 = if frame[12..14] == [0x81, 0x00] { 18 } else { 14 };
+    if frame[l3] >> 4 == 4 {
+        std::net::IpAddr::from(<[u8; 4]>::try_from(&frame[l3 + 12..l3 + 16]).unwrap())
+    } else {
+        std::net::IpAddr::from(<[u8; 16]>::try_from(&frame[l3 + 8..l3 + 24]).unwrap())
+    }
+}
+
+/// The answer the engine gives `query` from `source` with the random `draw`.
+fn respond(
+    engine: &Engine,
+    query: &[u8],
+    out: &mut [u8],
+    source: std::net::IpAddr,
+    draw: u32,
+) -> Option<qdns_edge::engine::Outcome> {
+    let asked = Asked {
+        transport: Transport::Udp,
+        draw,
+        source: Some(source),
+    };
+    engine.respond_with(query, out, asked)
+}
+
+/// Every message the engine may send for `query` from `source` (one unless a draw
+/// decides).
+fn engine_answers(engine: &Engine, query: &[u8], out: &mut [u8], source: std::net::IpAddr) -> Vec<Vec<u8>> {
     let mut all = BTreeSet::new();
     for k in 0..=256u64 {
         let draw = ((k << 24).min(u64::from(u32::MAX))) as u32;
-        if let Some(o) = engine.respond_with_draw(query, out, Transport::Udp, draw) {
+        if let Some(o) = respond(engine, query, out, source, draw) {
             all.insert(out[..o.len].to_vec());
         }
     }
     all.into_iter().collect()
 }
 
-/// What `Engine::slip` makes of every message the engine may send for `query`.
-fn engine_slips(engine: &Engine, query: &[u8], out: &mut [u8]) -> Vec<Vec<u8>> {
+/// What `Engine::slip` makes of every message the engine may send for `query` from
+/// `source`.
+fn engine_slips(engine: &Engine, query: &[u8], out: &mut [u8], source: std::net::IpAddr) -> Vec<Vec<u8>> {
     let mut all = BTreeSet::new();
     for k in 0..=256u64 {
         let draw = ((k << 24).min(u64::from(u32::MAX))) as u32;
-        if let Some(o) = engine.respond_with_draw(query, out, Transport::Udp, draw) {
+        if let Some(o) = respond(engine, query, out, source, draw) {
             if let Some(slipped) = engine.slip(query, out, o) {
                 all.insert(out[..slipped.len].to_vec());
             }
@@ -508,6 +591,10 @@ fn assert_every_outcome(c: &HashMap<&'static str, u64>) {
         // Malformed or repeated Client Subnet options (RFC 7871): user space answers
         // FORMERR.
         "pass_client_subnet",
+        // COOKIE options of forbidden lengths (RFC 7873 §5.2.2): FORMERR from user space.
+        "pass_cookie",
+        // Answers to queries whose server cookie was ours and fresh.
+        "valid_cookie",
     ] {
         assert!(c[kind] > 0, "{kind} never happened: {c:?}");
     }
@@ -520,7 +607,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let mut rng = Rng::from_env();
     let seed = rng.0;
     let engine = engine();
-    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
+    let mut program = load_program(&engine);
     let stats = program.install(&engine).expect("tables install");
     assert!(stats.plain > 10 && stats.policy >= 4 && stats.nodes > 5, "{stats:?}");
     // Both tail classes are in use: tails of 129..=512 octets without pointers to move
@@ -570,6 +657,8 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let (mut tx_dnssec_ok, mut tx_options) = (0u32, 0u32);
     // Answered in XDP: queries with a Client Subnet option (echoed, SCOPE 0 for these).
     let mut tx_client_subnet = 0u32;
+    // Answered in XDP: queries with a COOKIE option (answered with a server cookie).
+    let mut tx_cookie = 0u32;
     // Answered in XDP: names over 64 octets (the long-name stage).
     let mut tx_long = 0u32;
     // Answered in XDP: DO=1 queries of the signed zones (the answers carry RRSIGs), and
@@ -624,6 +713,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     );
                     tx_options += u32::from(sent.options);
                     tx_client_subnet += u32::from(sent.client_subnet);
+                    tx_cookie += u32::from(sent.cookie);
                     shapes[frame_shape(&packet)] += 1;
                     let sent = check_response_frame(&packet, &run.packet);
                     tx_over_512 += u32::from(sent.len() > 512);
@@ -636,7 +726,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                             && [15, 5, 12, 1, 255].contains(&qtype)
                             && sent.get(6..8) != Some(&[0, 0]),
                     );
-                    let valid = engine_answers(&engine, &dns, &mut out);
+                    let valid = engine_answers(&engine, &dns, &mut out, frame_source(&packet));
                     assert!(
                         valid.contains(&sent),
                         "seed {seed}: {name} type {qtype}: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
@@ -688,7 +778,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                     "round {round}: {name} DO={dnssec_ok} not answered in XDP"
                 );
                 let sent = check_response_frame(&packet, &run.packet);
-                let valid = engine_answers(&engine, &dns, &mut out);
+                let valid = engine_answers(&engine, &dns, &mut out, frame_source(&packet));
                 assert!(
                     valid.contains(&sent),
                     "round {round}: {name} DO={dnssec_ok}: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
@@ -724,7 +814,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
                 total += 1;
                 assert_eq!(run.action, XDP_TX, "round {round}: {name} DO=1 not answered in XDP");
                 let sent = check_response_frame(&packet, &run.packet);
-                let valid = engine_answers(&engine, &dns, &mut out);
+                let valid = engine_answers(&engine, &dns, &mut out, frame_source(&packet));
                 assert!(
                     valid.contains(&sent),
                     "round {round}: {name} DO=1: XDP sent\n{sent:02x?}\nuser space sends one of\n{valid:02x?}"
@@ -754,6 +844,10 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     assert!(
         tx_client_subnet > 200,
         "queries with Client Subnet are answered in XDP: {tx_client_subnet}"
+    );
+    assert!(
+        tx_cookie > 300,
+        "queries with COOKIE options are answered in XDP: {tx_cookie}"
     );
     assert!(shapes.iter().all(|&n| n > 0), "every frame shape answered: {shapes:?}");
     assert!(tx_long > 300, "names over 64 octets are answered in XDP: {tx_long}");
@@ -789,7 +883,7 @@ fn xdp_answers_are_byte_identical_to_user_space() {
 fn xdp_weighted_distribution_follows_the_weights() {
     require_root("BPF_PROG_TEST_RUN");
     let engine = engine();
-    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
+    let mut program = load_program(&engine);
     program.install(&engine).expect("tables install");
     let all_healthy = vec![u64::MAX; engine.health().len()];
     engine.set_health(all_healthy.clone());
@@ -849,7 +943,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
     require_root("BPF_PROG_TEST_RUN");
     let mut rng = Rng(0x5eed_0014);
     let engine = engine();
-    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
+    let mut program = load_program(&engine);
     program.install(&engine).expect("tables install");
     let settings = qdns_abi::rrl::RrlSettings::new(3, 2, 24, 56, 7);
     program.set_rrl(&settings).expect("rrl settings");
@@ -859,6 +953,8 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
     // Per family (IPv4, IPv6): answers sent whole, and the limited ones in order.
     let mut allowed = [0u32; 2];
     let mut limited: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    // Answers to queries with a valid server cookie: never limited (RFC 7873 §5.3).
+    let (mut exempt, mut valid_cookies) = ([0u32; 2], 0);
     let mut passed = 0;
     for _ in 0..400 {
         let name = random_case(&names[rng.below(names.len())], &mut rng);
@@ -881,13 +977,19 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
             XDP_DROP => limited[family].push(XDP_DROP),
             XDP_TX => {
                 let sent = check_response_frame(&packet, &run.packet);
-                let valid = engine_answers(&engine, &query, &mut out);
+                let valid = engine_answers(&engine, &query, &mut out, frame_source(&packet));
                 if valid.contains(&sent) {
-                    allowed[family] += 1;
+                    let now_valid = counters(&program)["valid_cookie"];
+                    if now_valid > valid_cookies {
+                        valid_cookies = now_valid;
+                        exempt[family] += 1;
+                    } else {
+                        allowed[family] += 1;
+                    }
                     continue;
                 }
                 // Not an answer: it must be the slipped form of one.
-                let slipped = engine_slips(&engine, &query, &mut out);
+                let slipped = engine_slips(&engine, &query, &mut out, frame_source(&packet));
                 assert!(
                     slipped.contains(&sent),
                     "{name}: XDP sent\n{sent:02x?}\nneither an answer nor the slipped form\n{slipped:02x?}"
@@ -901,7 +1003,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
     let elapsed = started.elapsed().as_secs_f64();
     let c = counters(&program);
     eprintln!(
-        "in {elapsed:.2} s: allowed {allowed:?}, limited {:?}, passed {passed}; {c:?}",
+        "in {elapsed:.2} s: allowed {allowed:?}, exempt by cookie {exempt:?}, limited {:?}, passed {passed}; {c:?}",
         limited.each_ref().map(Vec::len)
     );
     let burst = 3 + (started.elapsed().as_secs() as u32 + 1) * 3;
@@ -912,6 +1014,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
             allowed[family]
         );
         assert!(limited[family].len() > 50, "family {family}: the flood was limited");
+        assert!(exempt[family] > 3, "family {family}: valid cookies were let through");
         for (i, action) in limited[family].iter().enumerate() {
             let expect = if i % 2 == 0 { XDP_DROP } else { XDP_TX };
             assert_eq!(
@@ -938,7 +1041,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
 fn answers_over_the_links_limit_pass() {
     require_root("BPF_PROG_TEST_RUN");
     let engine = engine();
-    let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
+    let mut program = load_program(&engine);
     program.install(&engine).expect("tables install");
     // A plain query (no EDNS) for MX at a name the long wildcard covers.
     let mut query = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];

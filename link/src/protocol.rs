@@ -33,6 +33,16 @@ pub enum ToEdge {
     /// Control is alive (its state answers): sent every keepalive interval to an edge
     /// whose hello asked for it ([`HelloExtension::keepalive_secs`]), never to others.
     Keepalive,
+    /// The location's DNS cookie secrets (RFC 7873, RFC 9018): new server cookies are
+    /// made with `current`, those made with `previous` are still accepted. Sent after
+    /// the snapshot and at each rotation to an edge whose hello said it takes them
+    /// ([`HelloExtension::cookies`]), never to others.
+    Cookies {
+        /// The secret new cookies are made with.
+        current: [u8; 16],
+        /// The one before the last rotation, still accepted.
+        previous: Option<[u8; 16]>,
+    },
 }
 
 /// A health update: bitmap words that changed.
@@ -72,15 +82,22 @@ pub enum ToControl {
 
 /// What an edge appends to its hello's frame, after the [`ToControl::Hello`]: a control
 /// that predates it ignores it (it decodes the hello and stops), a newer one reads it.
-/// Later versions append their fields after these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Each version appends its fields after the last one's, so a control reads the fields
+/// of the versions it knows and skips the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HelloExtension {
-    /// The extension's version (1).
+    /// The extension's version ([`HELLO_EXTENSION_VERSION`]).
     pub version: u16,
     /// Application-level keepalive: each end sends a frame at least this often (in
     /// seconds) and drops a peer silent for [`KEEPALIVE_MISSES`] intervals; 0 = off.
+    /// (Version 1.)
     pub keepalive_secs: u16,
+    /// The edge takes [`ToEdge::Cookies`]. (Version 2; false in a version 1 hello.)
+    pub cookies: bool,
 }
+
+/// The hello extension's version this build writes.
+pub const HELLO_EXTENSION_VERSION: u16 = 2;
 
 /// Intervals without a frame after which a peer that asked for keepalives is dropped.
 pub const KEEPALIVE_MISSES: u32 = 3;
@@ -91,7 +108,10 @@ pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension
         edge: edge.to_owned(),
         serving,
     })?;
-    frame = postcard::to_extend(extension, frame)?;
+    frame = postcard::to_extend(&(extension.version, extension.keepalive_secs), frame)?;
+    if extension.version >= 2 {
+        frame = postcard::to_extend(&extension.cookies, frame)?;
+    }
     with_length(frame)
 }
 
@@ -101,10 +121,25 @@ pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension
 pub fn decode_hello(body: &[u8]) -> Result<(ToControl, Option<HelloExtension>), ProtocolError> {
     let (msg, rest): (ToControl, &[u8]) = postcard::take_from_bytes(body)?;
     let extension = match (&msg, rest) {
-        (ToControl::Hello { .. }, [_, ..]) => postcard::take_from_bytes::<HelloExtension>(rest).ok().map(|(e, _)| e),
+        (ToControl::Hello { .. }, [_, ..]) => read_extension(rest),
         _ => None,
     };
     Ok((msg, extension))
+}
+
+/// The hello extension's fields of each version this build knows.
+fn read_extension(rest: &[u8]) -> Option<HelloExtension> {
+    let ((version, keepalive_secs), rest) = postcard::take_from_bytes::<(u16, u16)>(rest).ok()?;
+    let cookies = if version >= 2 {
+        postcard::take_from_bytes::<bool>(rest).ok()?.0
+    } else {
+        false
+    };
+    Some(HelloExtension {
+        version,
+        keepalive_secs,
+        cookies,
+    })
 }
 
 /// What an edge's XDP program did so far.
@@ -813,6 +848,7 @@ mod tests {
         let extension = HelloExtension {
             version: 1,
             keepalive_secs: 5,
+            cookies: false,
         };
         let frame = encode_hello("e1", Some(9), &extension).unwrap();
         assert_eq!(frame_len(frame[..4].try_into().unwrap()).unwrap(), frame.len() - 4);
@@ -829,6 +865,46 @@ mod tests {
         // The keepalives are new variants at the end: the old ones keep their indices.
         assert_eq!(encode(&ToEdge::Keepalive).unwrap(), [0, 0, 0, 1, 2]);
         assert_eq!(encode(&ToControl::Keepalive).unwrap(), [0, 0, 0, 1, 3]);
+        // And the cookie secrets after them.
+        let cookies = encode(&ToEdge::Cookies {
+            current: [1; 16],
+            previous: None,
+        })
+        .unwrap();
+        assert_eq!(cookies[4], 3);
+    }
+
+    #[test]
+    fn each_hello_extension_version_reads_what_it_knows() {
+        let hello = ToControl::Hello {
+            edge: "e2".into(),
+            serving: None,
+        };
+        let v2 = HelloExtension {
+            version: 2,
+            keepalive_secs: 7,
+            cookies: true,
+        };
+        let frame = encode_hello("e2", None, &v2).unwrap();
+        assert_eq!(decode_hello(&frame[4..]).unwrap(), (hello.clone(), Some(v2)));
+        // A version 1 extension (an edge before cookies): no cookies.
+        let v1 = HelloExtension {
+            version: 1,
+            keepalive_secs: 7,
+            cookies: true,
+        };
+        let frame = encode_hello("e2", None, &v1).unwrap();
+        assert_eq!(
+            decode_hello(&frame[4..]).unwrap().1,
+            Some(HelloExtension { cookies: false, ..v1 })
+        );
+        // A later version's extra fields are skipped.
+        let mut later = encode(&hello).unwrap()[4..].to_vec();
+        later = postcard::to_extend(&(3u16, 7u16, true, 99u32), later).unwrap();
+        assert_eq!(
+            decode_hello(&later).unwrap().1,
+            Some(HelloExtension { version: 3, ..v2 })
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ extern crate std;
 
 pub mod answer;
 pub mod client;
+pub mod cookie;
 pub mod health;
 pub mod name;
 pub mod rrl;
@@ -26,7 +27,7 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V16";
+pub const STATS_MAP: &str = "QDNS_STATS_V17";
 /// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
 /// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
 /// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
@@ -250,6 +251,12 @@ counters! {
     AnsweredClient = 40, "answered_client";
     /// Answered: a latency set, the member control chose (SPEC §10).
     AnsweredLatency = 41, "answered_latency";
+    /// Passed (malformed): a COOKIE option of a length RFC 7873 §5.2.2 forbids (not 8,
+    /// not 16 to 40 octets): user space answers FORMERR.
+    PassCookie = 42, "pass_cookie";
+    /// Not an outcome: an answer to a query whose server cookie was valid (the rate
+    /// limiter lets it through; also counted in its `Answered*` kind).
+    ValidCookie = 43, "valid_cookie";
 }
 
 impl Counter {
@@ -302,4 +309,6 @@ mod pod {
     unsafe impl aya::Pod for crate::rrl::RrlBucket {}
     // SAFETY: as said above, for `ListenKey` (20 octets, asserted).
     unsafe impl aya::Pod for crate::ListenKey {}
+    // SAFETY: as said above, for `CookieSecrets` (40 octets, asserted).
+    unsafe impl aya::Pod for crate::cookie::CookieSecrets {}
 }

@@ -122,6 +122,10 @@ pub struct Question {
     pub limit: usize,
     /// Octets of the Client Subnet option echoed after our OPT record (0: none).
     pub ecs_len: usize,
+    /// Octets of the COOKIE option after it (0: none; see [`crate::cookie`]).
+    pub cookie_len: usize,
+    /// The query's server cookie was valid: the rate limiter lets the answer through.
+    pub cookie_valid: bool,
 }
 
 /// Per-CPU scratch: the lookup key and name, the parse offsets passed through map
@@ -154,9 +158,13 @@ pub struct Scratch {
     /// The query's Client Subnet option as the response echoes it (see
     /// [`crate::subnet`]; zeros without one); read by the rate-limit stage too.
     pub ecs: [u64; ECHO_WORDS],
+    /// The COOKIE option the response carries (see [`crate::cookie`]); read by the
+    /// rate-limit stage too.
+    pub cookie: [u64; ECHO_WORDS],
     /// What the rate-limit stage needs of a sent answer (`crate::limit`): question
     /// end, question sum, and bits (EDNS in bit 0, the DO bit in place at 15, IPv6 in
-    /// bit 32, the Client Subnet echo's length from bit 40); with `offsets`.
+    /// bit 32, the Client Subnet echo's length from bit 40, the COOKIE option's from
+    /// bit 48); with `offsets`.
     pub stage: [u64; 3],
     /// The front of the frame while it moves (see [`resize`]).
     pub moving: [u8; MOVE_MAX],
@@ -225,7 +233,8 @@ pub fn answer<const W: usize>(ctx: &XdpContext, at: &Offsets) -> Verdict {
         Ok((question, body, counter)) => {
             // SAFETY: a write of this CPU's scratch.
             unsafe { core::ptr::write_volatile(&mut scratch.outcome, counter as u64) };
-            match rewrite::respond(ctx, at, &question, &body, &mut scratch.moving, &scratch.ecs) {
+            let echoes = [&scratch.ecs, &scratch.cookie];
+            match rewrite::respond(ctx, at, &question, &body, &mut scratch.moving, echoes) {
                 Verdict::Sent => {
                     // SAFETY: a read of this CPU's scratch, written above.
                     let counter = unsafe { core::ptr::read_volatile(&scratch.outcome) };
@@ -235,13 +244,19 @@ pub fn answer<const W: usize>(ctx: &XdpContext, at: &Offsets) -> Verdict {
                     if members != NO_MEMBERS {
                         maps::count_answers(members as u32, members >> 32);
                     }
+                    if question.cookie_valid {
+                        // A client that proved its address: not rate limited.
+                        maps::count(Counter::ValidCookie);
+                        return Verdict::Tx;
+                    }
                     if !maps::rrl_on() {
                         return Verdict::Tx;
                     }
                     let bits = u64::from(question.edns)
                         | u64::from(question.dnssec_ok)
                         | u64::from(at.ipv6) << 32
-                        | (question.ecs_len as u64) << 40;
+                        | (question.ecs_len as u64) << 40
+                        | (question.cookie_len as u64) << 48;
                     // SAFETY: a write of this CPU's scratch, read by the rate-limit stage.
                     unsafe {
                         core::ptr::write_volatile(&mut scratch.stage, [question.end as u64, question.sum, bits]);
@@ -280,6 +295,7 @@ fn plan<'a, const W: usize>(
         offsets,
         members,
         ecs,
+        cookie,
         ..
     } = scratch;
     let active = maps::active();
@@ -305,16 +321,22 @@ fn plan<'a, const W: usize>(
     special_addresses(ctx, at)?;
     let opt = edns(ctx, at.dns, end, msg_end)?;
     let ecs_len = subnet::read(ctx, usize::from(opt.ecs_at), ecs)?;
+    let (cookie_len, cookie_valid) = crate::cookie::read(ctx, at, usize::from(opt.cookie_at), cookie)?;
     // Each way out of the options walk leaves `msg_end` in another range (it equals the
     // walk's position there), and whether the query had EDNS (or Client Subnet) is a
     // constant per path: the verifier would walk the lookup and the rewrite once for
     // each. Read back from map memory they are one state (the walk was four times longer
     // without this).
-    *message_end_slot = msg_end as u64 | u64::from(opt.present) << 16 | (ecs_len as u64) << 24;
+    *message_end_slot = msg_end as u64
+        | u64::from(opt.present) << 16
+        | (ecs_len as u64) << 24
+        | (cookie_len as u64) << 32
+        | u64::from(cookie_valid) << 40;
     // SAFETY: a read of this CPU's scratch, just written.
     let read = unsafe { core::ptr::read_volatile(message_end_slot) };
     let (msg_end, edns_present) = ((read as usize) & 0x7ff, read >> 16 & 1 == 1);
     let ecs_len = (read >> 24) as usize & 0x1f;
+    let (cookie_len, cookie_valid) = ((read >> 32) as usize & 0x1f, read >> 40 & 1 == 1);
     if msg_end > QUERY_MAX || msg_end < end {
         return Err(Counter::PassBadLength);
     }
@@ -368,6 +390,8 @@ fn plan<'a, const W: usize>(
         dnssec_ok: opt.dnssec_ok,
         limit,
         ecs_len,
+        cookie_len,
+        cookie_valid,
     };
     let bank = (active >> ACTIVE_BANK_SHIFT) as u32 & 1;
     let tables = Tables {
@@ -446,14 +470,17 @@ struct Opt {
     udp_size: u16,
     /// Where its Client Subnet option starts (0: none).
     ecs_at: u16,
+    /// Where its first COOKIE option starts (0: none).
+    cookie_at: u16,
 }
 
 /// The additional section: nothing, or exactly one OPT record (root owner, version 0,
 /// well-formed options) ending the message — what user space answers the same way.
-/// DO is echoed and every option is ignored, as user space does (COOKIE, padding and
-/// unknown codes alike; docs/OPERATIONS.md says what a client gets), but for Client
-/// Subnet (checked and echoed, [`crate::subnet`]) and an NSID request the edge answers
-/// (user space adds it). Anything else goes to user space.
+/// DO is echoed and every option is ignored, as user space does (padding and unknown
+/// codes alike; docs/OPERATIONS.md says what a client gets), but for Client Subnet
+/// (checked and echoed, [`crate::subnet`]), COOKIE (answered, [`crate::cookie`]) and
+/// an NSID request the edge answers (user space adds it). Anything else goes to user
+/// space.
 #[inline(always)]
 fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt, Counter> {
     if u16_at(ctx, dns + 10)? == 0 {
@@ -463,6 +490,7 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
                 dnssec_ok: 0,
                 udp_size: 0,
                 ecs_at: 0,
+                cookie_at: 0,
             })
         } else {
             Err(Counter::PassBadLength)
@@ -477,6 +505,7 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
         dnssec_ok: opt.get16(7) & DO_BIT,
         udp_size: opt.get16(3),
         ecs_at: 0,
+        cookie_at: 0,
     };
     let opt_end = end + OPT_LEN + usize::from(opt.get16(9));
     if opt_end != msg_end {
@@ -486,10 +515,10 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
     // 1 once an option is NSID (code 3), the number of Client Subnet options (code 8)
     // and where the last one starts, computed without a branch: (code ^ 3) is below
     // 2^16, so subtracting one borrows into bit 63 only when it is 0.
-    let (mut nsid, mut ecs, mut ecs_at) = (0u64, 0u64, 0u64);
+    let (mut nsid, mut ecs, mut ecs_at, mut cookie_at) = (0u64, 0u64, 0u64, 0u64);
     for _ in 0..MAX_OPTIONS {
         if pos == opt_end {
-            return answerable(found, nsid, ecs, ecs_at);
+            return answerable(found, nsid, ecs, [ecs_at, cookie_at]);
         }
         if pos + 4 > opt_end || pos > QUERY_MAX {
             return Err(Counter::PassEdns);
@@ -499,23 +528,27 @@ fn edns(ctx: &XdpContext, dns: usize, end: usize, msg_end: usize) -> Result<Opt,
         let is_ecs = (code ^ 8).wrapping_sub(1) >> 63;
         ecs += is_ecs;
         ecs_at |= pos as u64 & is_ecs.wrapping_neg();
+        // The first COOKIE option (code 10): taken while none is (`cookie_at - 1`
+        // borrows into bit 63 only while it is 0).
+        let first_cookie = (code ^ 10).wrapping_sub(1) >> 63 & cookie_at.wrapping_sub(1) >> 63;
+        cookie_at |= pos as u64 & first_cookie.wrapping_neg();
         pos += 4 + usize::from(u16_at(ctx, pos + 2)?);
         if pos > opt_end {
             return Err(Counter::PassEdns);
         }
     }
     if pos == opt_end {
-        answerable(found, nsid, ecs, ecs_at)
+        answerable(found, nsid, ecs, [ecs_at, cookie_at])
     } else {
         Err(Counter::PassEdns)
     }
 }
 
-/// The OPT as read (with where its Client Subnet option starts), unless it asks for an
+/// The OPT as read (with where its Client Subnet and COOKIE options start), unless it asks for an
 /// NSID the edge has (user space adds it) or carries Client Subnet twice (user space
 /// answers FORMERR).
 #[inline(always)]
-fn answerable(found: Opt, nsid: u64, ecs: u64, ecs_at: u64) -> Result<Opt, Counter> {
+fn answerable(found: Opt, nsid: u64, ecs: u64, [ecs_at, cookie_at]: [u64; 2]) -> Result<Opt, Counter> {
     if ecs > 1 {
         Err(Counter::PassClientSubnet)
     } else if nsid & maps::nsid_passes() != 0 {
@@ -523,6 +556,7 @@ fn answerable(found: Opt, nsid: u64, ecs: u64, ecs_at: u64) -> Result<Opt, Count
     } else {
         Ok(Opt {
             ecs_at: ecs_at as u16 & 0x7ff,
+            cookie_at: cookie_at as u16 & 0x7ff,
             ..found
         })
     }

@@ -37,6 +37,10 @@ struct Sent {
     ecs_len: usize,
     /// The echo.
     ecs: [u64; ECHO_WORDS],
+    /// Octets of the COOKIE option (0: none).
+    cookie_len: usize,
+    /// The option.
+    cookie: [u64; ECHO_WORDS],
 }
 
 #[inline(always)]
@@ -72,6 +76,9 @@ fn sent() -> Option<Sent> {
         ecs_len: (bits >> 40) as usize & 0x1f,
         // SAFETY: as above.
         ecs: unsafe { core::ptr::read_volatile(&scratch.ecs) },
+        cookie_len: (bits >> 48) as usize & 0x1f,
+        // SAFETY: as above.
+        cookie: unsafe { core::ptr::read_volatile(&scratch.cookie) },
     })
 }
 
@@ -122,9 +129,10 @@ fn slip(ctx: &XdpContext, sent: &Sent) -> Option<()> {
     let mut end = sent.end;
     let mut arcount = 0;
     if sent.edns {
-        sum += write_opt(ctx, end, udp, sent.dnssec_ok, sent.ecs_len as u16)?;
+        sum += write_opt(ctx, end, udp, sent.dnssec_ok, (sent.ecs_len + sent.cookie_len) as u16)?;
         sum += write_echo(ctx, end + OPT_LEN, udp, &sent.ecs, sent.ecs_len)?;
-        end += OPT_LEN + sent.ecs_len;
+        sum += write_echo(ctx, end + OPT_LEN + sent.ecs_len, udp, &sent.cookie, sent.cookie_len)?;
+        end += OPT_LEN + sent.ecs_len + sent.cookie_len;
         arcount = 1;
     }
     let header = Window::<12>::at(ctx, sent.at.dns).ok()?;

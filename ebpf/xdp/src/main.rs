@@ -10,6 +10,7 @@
 #![no_main]
 
 mod answer;
+mod cookie;
 mod limit;
 mod maps;
 mod parse;

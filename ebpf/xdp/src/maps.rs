@@ -8,17 +8,18 @@ use aya_ebpf::{
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
-        CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL,
-        CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
+        CONFIG_COOKIE_CLOCK, CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID,
+        CONFIG_RRL, CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
     },
     client::{ClientBlock, ClientSet},
+    cookie::{CookieSecrets, COOKIES_ON},
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
     Counter, ListenKey, LISTEN_PROBES, LISTEN_SLOTS, PORTS_ANY_V4, PORTS_ANY_V6, PORTS_ENTRIES,
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V16")]
+#[map(name = "QDNS_STATS_V17")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// Per-CPU answers per policy member (`qdns_abi::answer::ANSWERS_MAP`).
@@ -107,10 +108,24 @@ pub static CLIENT_INDEX: ArrayOfMaps<ClientIndex, { BANKS as usize }> = ArrayOfM
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
 
 /// The active generation and health buffer, and our EDNS payload size.
-#[map(name = "QDNS_CONFIG_V5")]
+#[map(name = "QDNS_CONFIG_V6")]
 static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
-/// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
+/// The location's cookie secrets (`qdns_abi::cookie::COOKIE_MAP`), written by user
+/// space when control sends new ones.
+#[map(name = "QDNS_COOKIE_V1")]
+static COOKIE: Array<CookieSecrets> = Array::with_max_entries(1, 0);
+
+/// The cookie secrets and the cookie clock, when cookies are on.
+#[inline(always)]
+pub fn cookies() -> Option<(&'static CookieSecrets, u32)> {
+    let secrets = COOKIE.get(0)?;
+    if secrets.flags & COOKIES_ON == 0 {
+        return None;
+    }
+    Some((secrets, *CONFIG.get(CONFIG_COOKIE_CLOCK)? as u32))
+}
+
 /// The rate limiter's buckets (`qdns_abi::rrl`), shared by every CPU.
 #[map(name = "QDNS_RRL_V1")]
 pub static RRL: Array<RrlBucket> = Array::with_max_entries(RRL_BUCKETS, 0);
@@ -137,7 +152,8 @@ pub fn rrl_on() -> bool {
     CONFIG.get(CONFIG_RRL).is_some_and(|&interval| interval != 0)
 }
 
-#[map(name = "QDNS_SCRATCH_V2")]
+/// Per-packet scratch space of this CPU (see [`crate::answer::Scratch`]).
+#[map(name = "QDNS_SCRATCH_V3")]
 pub static SCRATCH: PerCpuArray<crate::answer::Scratch> = PerCpuArray::with_max_entries(1, 0);
 
 /// Adds one to a counter of this CPU.

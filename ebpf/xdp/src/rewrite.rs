@@ -39,13 +39,13 @@ pub fn respond(
     q: &Question,
     body: &Body<'_>,
     moving: &mut [u8; MOVE_MAX],
-    echo: &[u64; ECHO_WORDS],
+    echoes: [&[u64; ECHO_WORDS]; 2],
 ) -> Verdict {
     let (flags, an, ns, ar, tail_len) = match shape(body, q.qlen) {
         Ok(shape) => shape,
         Err(reason) => return Verdict::Pass(reason),
     };
-    let end = q.end + tail_len + if q.edns { OPT_LEN + q.ecs_len } else { 0 };
+    let end = q.end + tail_len + if q.edns { OPT_LEN + q.ecs_len + q.cookie_len } else { 0 };
     let size = end - at.dns;
     // Over what XDP may send, or over what the links carry (XDP cannot fragment; the
     // table compiler allowed for questions up to 64 octets, longer ones meet it here).
@@ -58,7 +58,7 @@ pub fn respond(
     if !resize(ctx, q, end, moving) {
         return Verdict::Pass(Counter::PassNoRoom);
     }
-    match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end, echo) {
+    match finish(ctx, at, q, body, (flags, an, ns, ar, tail_len), end, echoes) {
         Some(()) => {
             if q.dnssec_ok != 0 {
                 crate::maps::count(Counter::WithDo);
@@ -77,15 +77,23 @@ fn finish(
     body: &Body<'_>,
     (flags, an, ns, ar, tail_len): (u16, u16, u16, u16, usize),
     end: usize,
-    echo: &[u64; ECHO_WORDS],
+    [ecs, cookie]: [&[u64; ECHO_WORDS]; 2],
 ) -> Option<()> {
     let udp = at.l4;
     let mut sum = q.sum;
     sum += write_tail(ctx, body, q.end, udp, q.qlen)?;
     let mut arcount = ar;
     if q.edns {
-        sum += write_opt(ctx, q.end + tail_len, udp, q.dnssec_ok, q.ecs_len as u16)?;
-        sum += write_echo(ctx, q.end + tail_len + OPT_LEN, udp, echo, q.ecs_len)?;
+        let options = q.end + tail_len + OPT_LEN;
+        sum += write_opt(
+            ctx,
+            q.end + tail_len,
+            udp,
+            q.dnssec_ok,
+            (q.ecs_len + q.cookie_len) as u16,
+        )?;
+        sum += write_echo(ctx, options, udp, ecs, q.ecs_len)?;
+        sum += write_echo(ctx, options + q.ecs_len, udp, cookie, q.cookie_len)?;
         arcount += 1;
     }
 

@@ -52,6 +52,7 @@ impl Engine {
             by_apex: NameMap::with_capacity_and_hasher(snapshot.zones.len(), foldhash::fast::RandomState::default()),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             nsid: None,
+            cookies: None,
             health: arc_swap::ArcSwap::from_pointee(snapshot.bitmap.clone()),
             compiled_at: std::time::SystemTime::now(),
         };

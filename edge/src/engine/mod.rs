@@ -56,6 +56,8 @@ pub struct Engine {
     max_udp_payload: u16,
     /// This server's identifier for NSID requests (RFC 5001), when configured.
     nsid: Option<std::sync::Arc<[u8]>>,
+    /// The cookie secrets and clock (RFC 7873); `None`: COOKIE options are ignored.
+    cookies: Option<std::sync::Arc<crate::cookies::CookieJar>>,
     /// Health of every slot (bit set = healthy), read at query time.
     health: arc_swap::ArcSwap<Vec<u64>>,
     /// When this engine was compiled (its snapshot applied).
@@ -345,6 +347,7 @@ impl Engine {
     pub fn with_options(mut self, options: &ServeOptions) -> Engine {
         self.max_udp_payload = options.max_udp_payload.max(512);
         self.nsid.clone_from(&options.nsid);
+        self.cookies.clone_from(&options.cookies);
         if let Some(sets) = &options.answer_sets {
             for zone in &mut self.zones {
                 let mut labels = Vec::with_capacity(zone.policies.len());
@@ -421,6 +424,9 @@ pub struct ServeOptions {
     /// The answer counters' blocks (one registry for the server's lifetime); `None`:
     /// answers are not counted per member.
     pub answer_sets: Option<std::sync::Arc<crate::answers::AnswerSets>>,
+    /// The cookie secrets and clock (one for the server's lifetime); `None`: COOKIE
+    /// options are ignored like unknown ones.
+    pub cookies: Option<std::sync::Arc<crate::cookies::CookieJar>>,
 }
 
 impl Default for ServeOptions {
@@ -429,6 +435,7 @@ impl Default for ServeOptions {
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             nsid: None,
             answer_sets: None,
+            cookies: None,
         }
     }
 }
@@ -441,6 +448,7 @@ impl Default for Engine {
             by_apex: NameMap::default(),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
             nsid: None,
+            cookies: None,
             health: arc_swap::ArcSwap::from_pointee(Vec::new()),
             compiled_at: std::time::SystemTime::now(),
         }

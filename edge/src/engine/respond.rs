@@ -10,6 +10,7 @@ use super::{
     policy::{records, MemberAnswer},
     Engine, NodeId, SetRef, ZoneData,
 };
+use crate::cookies::CookieEcho;
 use crate::wire::{
     builder::NameRef,
     edns::{nsid_option_header, opt_record, Edns, OPT_LEN},
@@ -53,6 +54,9 @@ pub struct Outcome {
     /// The ECS SCOPE PREFIX-LENGTH echoed (0 without ECS, or when the answer does not
     /// depend on the client).
     pub scope: u8,
+    /// The COOKIE option sent (RFC 7873), with whether the query's server cookie was
+    /// valid (the rate limiter lets such clients through).
+    pub cookie: Option<CookieEcho>,
 }
 
 /// How a query is answered besides its bytes.
@@ -170,7 +174,7 @@ impl Engine {
                 question_end,
                 edns,
             }) => {
-                return self.reject(msg, out, transport, rcode, question_end, edns);
+                return self.reject(msg, out, (transport, source), rcode, question_end, edns);
             }
         };
         let limit = self.size_limit(transport, query.edns);
@@ -181,7 +185,7 @@ impl Engine {
         b.put(&[0; 10]).ok()?;
         b.put(question).ok()?;
         b.set_u16(4, 1);
-        let opt = self.opt(query.edns);
+        let opt = self.opt(query.edns, source);
         if let Some(edns) = query.edns {
             if edns.version > 0 {
                 return finish(b, base, Rcode::BadVers, Counts::default(), opt, 0).map(|o| Outcome {
@@ -250,28 +254,38 @@ impl Engine {
 
     /// Rewrites `out`, holding the response [`Engine::respond`] made to `msg`, into its
     /// slipped form for the rate limiter (`qdns_abi::rrl`): the same header with TC=1
-    /// and no records, the question, our OPT — what the XDP stage makes of the same
-    /// answer. `None` when `msg` is not a query it could have answered (then drop it).
+    /// and no records, the question, our OPT (with the same cookie) — what the XDP
+    /// stage makes of the same answer. `None` when `msg` is not a query it could have
+    /// answered (then drop it).
     pub fn slip(&self, msg: &[u8], out: &mut [u8], response: Outcome) -> Option<Outcome> {
         let query = parse_query(msg).ok()?;
         let flags = u16::from_be_bytes([*out.get(2)?, *out.get(3)?]) & !header::RCODE_MASK | header::TC;
         let mut b = Builder::new(out, self.size_limit(Transport::Udp, query.edns));
         // The header and question are already in place: keep them.
         b.advance(query.question_end);
-        let opt = self.opt(query.edns);
+        let opt = Opt {
+            cookie: response.cookie,
+            ..self.opt(query.edns, None)
+        };
         finish(b, flags, response.rcode, Counts::default(), opt, response.scope).map(|o| Outcome {
             qtype: query.qtype,
             ..o
         })
     }
 
-    /// Our OPT record for a query's `edns`: none without one; NSID (RFC 5001 §2.3) when
-    /// asked for and configured.
-    fn opt(&self, edns: Option<Edns>) -> Opt<'_> {
+    /// Our OPT record for a query's `edns` from `source`: none without one; NSID
+    /// (RFC 5001 §2.3) when asked for and configured; a COOKIE (RFC 7873 §5.2) when the
+    /// query has one, cookies are on and the client's address is known.
+    fn opt(&self, edns: Option<Edns>, source: Option<IpAddr>) -> Opt<'_> {
+        let cookie = match (edns.and_then(|e| e.cookie), &self.cookies, source) {
+            (Some(option), Some(jar), Some(client)) => Some(CookieEcho::new(&option, jar.answer(&option, client))),
+            _ => None,
+        };
         Opt {
             edns,
             payload: self.max_udp_payload,
             nsid: self.nsid.as_deref().filter(|_| edns.is_some_and(|e| e.nsid)),
+            cookie,
         }
     }
 
@@ -288,7 +302,7 @@ impl Engine {
         &self,
         msg: &[u8],
         out: &mut [u8],
-        transport: Transport,
+        (transport, source): (Transport, Option<IpAddr>),
         rcode: Rcode,
         question_end: usize,
         edns: Option<Edns>,
@@ -308,7 +322,7 @@ impl Engine {
         } else {
             0
         };
-        finish(b, flags, rcode, Counts::default(), self.opt(edns), 0).map(|o| Outcome { qtype, ..o })
+        finish(b, flags, rcode, Counts::default(), self.opt(edns, source), 0).map(|o| Outcome { qtype, ..o })
     }
 
     /// True when the answer for the question comes from our authority: a zone holds the
@@ -846,13 +860,18 @@ struct Opt<'a> {
     payload: u16,
     /// Our NSID, when the query asked for it.
     nsid: Option<&'a [u8]>,
+    /// The COOKIE option, when the query had one.
+    cookie: Option<CookieEcho>,
 }
 
 impl Opt<'_> {
     /// Octets it takes.
     fn len(self) -> usize {
         let Some(edns) = self.edns else { return 0 };
-        OPT_LEN + self.nsid.map_or(0, |id| 4 + id.len()) + edns.ecs.map_or(0, |ecs| ecs.option_len())
+        OPT_LEN
+            + self.nsid.map_or(0, |id| 4 + id.len())
+            + edns.ecs.map_or(0, |ecs| ecs.option_len())
+            + self.cookie.map_or(0, |_| qdns_abi::cookie::ECHO_LEN)
     }
 }
 
@@ -873,6 +892,9 @@ fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt
         if let Some(ecs) = edns.ecs {
             b.put(&ecs.echo(scope)[..ecs.option_len()]).ok()?;
         }
+        if let Some(cookie) = opt.cookie {
+            b.put(&cookie.octets()).ok()?;
+        }
         additional += 1;
     }
     b.set_u16(2, flags | rcode.header_bits());
@@ -886,5 +908,6 @@ fn finish(mut b: Builder<'_>, flags: u16, rcode: Rcode, counts: Counts, opt: Opt
         qtype: 0,
         members: None,
         scope,
+        cookie: opt.cookie,
     })
 }

@@ -119,6 +119,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             .chain(metrics_listener.iter().map(AsRawFd::as_raw_fd))
             .collect()
     };
+    if let (Source::Control { state_dir, .. }, Some(jar)) = (&config.source, &config.cookies) {
+        crate::follow::restore_cookies(state_dir, jar);
+    }
     let xdp = load_xdp(&config, &tcp_listeners, &engine, takeover.is_some())?;
     // Logged once everything is in place: tests and operators take it as "ready".
     for listener in &tcp_listeners {
@@ -142,9 +145,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         udp::spawn(crews, &engine, &worker_stats, limiter.as_ref(), &stop).map_err(ServerError::Start)?;
     let xdp = match xdp {
         Some((program, installed)) => {
-            let watcher =
-                crate::xdp::watch::spawn(Arc::clone(&program), Arc::clone(&engine), installed, Arc::clone(&stop))
-                    .map_err(ServerError::Start)?;
+            let watcher = crate::xdp::watch::spawn(
+                Arc::clone(&program),
+                Arc::clone(&engine),
+                installed,
+                config.cookies.clone(),
+                Arc::clone(&stop),
+            )
+            .map_err(ServerError::Start)?;
             udp_threads.push(watcher);
             Some(program)
         }
@@ -221,6 +229,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             bpffs: config.settings.bpffs.clone(),
         };
         offer_takeover(path, replacing, handover, &shutdown)?;
+    }
+    if let Some(jar) = &config.cookies {
+        tokio::spawn(crate::cookies::tick(Arc::clone(jar), shutdown.clone()));
     }
     tokio::spawn(announce_ready(Arc::clone(&engine), replacing, shutdown.clone()));
     reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
@@ -301,6 +312,12 @@ fn load_xdp(
     program
         .set_nsid(config.settings.nsid.is_some())
         .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
+    if let Some(jar) = &config.cookies {
+        program
+            .set_cookie_clock(jar.now())
+            .and_then(|()| program.set_cookie_secrets(&jar.secrets()))
+            .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP cookies: {err}"))))?;
+    }
     if let Some(settings) = &config.rrl {
         program
             .set_rrl(settings)

@@ -248,7 +248,10 @@ impl Batch {
             stats.count(outcome);
             let Some(mut outcome) = outcome else { continue };
             let io = &mut *self.io;
-            if let Some(limiter) = limiter {
+            // A client that presented a valid server cookie proved its address: not
+            // rate limited (RFC 7873 §5.3's point), in XDP as here.
+            let proven = outcome.cookie.is_some_and(|c| c.valid);
+            if let Some(limiter) = limiter.filter(|_| !proven) {
                 let client = client_of(&io.addrs[i]);
                 match client.map(|ip| limiter.charge(ip, now)) {
                     None | Some(RrlOutcome::Allow) => {}

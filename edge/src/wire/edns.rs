@@ -16,6 +16,32 @@ pub const OPTION_NSID: u16 = 3;
 pub const NSID_MAX: usize = 128;
 /// The EDNS Client Subnet option code (RFC 7871).
 pub const OPTION_ECS: u16 = 8;
+/// The COOKIE option code (RFC 7873).
+pub const OPTION_COOKIE: u16 = qdns_abi::cookie::OPTION_COOKIE;
+
+/// A query's COOKIE option (RFC 7873 §4): the client cookie, and the server cookie when
+/// it is 16 octets (the only length ours have; any other is answered as none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CookieOption {
+    /// The client cookie.
+    pub client: [u8; 8],
+    /// A 16-octet server cookie, if the query carried one.
+    pub server: Option<[u8; 16]>,
+}
+
+impl CookieOption {
+    /// The option's data, or `None` for a length RFC 7873 §5.2.2 answers with FORMERR
+    /// (not 8, not 16 to 40 octets).
+    #[must_use]
+    pub fn parse(data: &[u8]) -> Option<CookieOption> {
+        if data.len() != 8 && !(16..=40).contains(&data.len()) {
+            return None;
+        }
+        let client = data.get(..8)?.try_into().ok()?;
+        let server = data.get(8..).filter(|s| s.len() == 16).and_then(|s| s.try_into().ok());
+        Some(CookieOption { client, server })
+    }
+}
 
 /// A query's EDNS Client Subnet option (RFC 7871 §6), checked: FAMILY 1 (IPv4) or 2
 /// (IPv6), SOURCE PREFIX-LENGTH within the family, SCOPE PREFIX-LENGTH 0, the address
@@ -113,6 +139,8 @@ pub struct Edns {
     pub nsid: bool,
     /// The query's Client Subnet option, if it carried one.
     pub ecs: Option<ClientSubnet>,
+    /// The query's first COOKIE option, if it carried one.
+    pub cookie: Option<CookieOption>,
 }
 
 /// Writes our OPT record: payload `udp_payload`, extended RCODE bits, version 0, DO echoed.
@@ -134,7 +162,19 @@ pub fn nsid_option_header(id: &[u8]) -> [u8; 4] {
 
 #[cfg(test)]
 mod tests {
-    use super::ClientSubnet;
+    use super::{ClientSubnet, CookieOption};
+
+    #[test]
+    fn cookie_lengths_follow_rfc_7873() {
+        assert_eq!(CookieOption::parse(&[1; 8]).map(|c| c.server), Some(None));
+        assert_eq!(CookieOption::parse(&[1; 24]).map(|c| c.server), Some(Some([1; 16])));
+        // Server cookies of 8 to 32 octets are well-formed, but only ours are 16.
+        assert_eq!(CookieOption::parse(&[1; 16]).map(|c| c.server), Some(None));
+        assert_eq!(CookieOption::parse(&[1; 40]).map(|c| c.server), Some(None));
+        for bad in [0, 1, 7, 9, 15, 41, 64] {
+            assert_eq!(CookieOption::parse(&vec![1; bad]), None, "{bad} octets");
+        }
+    }
 
     #[test]
     fn client_subnets_follow_rfc_7871() {

@@ -1,7 +1,7 @@
 //! Reading a query: header, the one question, and the OPT record (RFC 1035 §4.1.2,
 //! RFC 6891 §6.1.1, RFC 9619 for QDCOUNT = 1). Allocation-free; the result is `Copy`.
 use super::{
-    edns::{ClientSubnet, Edns, MIN_UDP_PAYLOAD, OPTION_ECS, OPTION_NSID},
+    edns::{ClientSubnet, CookieOption, Edns, MIN_UDP_PAYLOAD, OPTION_COOKIE, OPTION_ECS, OPTION_NSID},
     header::{Header, HEADER_LEN},
     name::{self, NameBuf},
     rcode::Rcode,
@@ -123,7 +123,9 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             continue;
         }
         // One OPT, owned by the root (RFC 6891 §6.1.1), with well-formed options.
-        let Some((nsid, ecs)) = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0)) else {
+        let Some(Options { nsid, ecs, cookie }) =
+            options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0))
+        else {
             return Err(edns);
         };
         edns = Some(Edns {
@@ -132,29 +134,46 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             dnssec_ok: ttl & 0x8000 != 0,
             nsid,
             ecs,
+            cookie,
         });
     }
     Ok((edns, pos))
 }
 
+/// The options of an OPT record the edge acts on.
+struct Options {
+    nsid: bool,
+    ecs: Option<ClientSubnet>,
+    cookie: Option<CookieOption>,
+}
+
 /// When the OPT RDATA is a sequence of complete {code, length, data} options: whether
-/// one of them is NSID, and the Client Subnet option. `None` when malformed, including
-/// an ECS option that breaks RFC 7871 §6 or a second one (§7.1.2: FORMERR).
-fn options(mut rdata: &[u8]) -> Option<(bool, Option<ClientSubnet>)> {
-    let (mut nsid, mut ecs) = (false, None);
+/// one of them is NSID, the Client Subnet option and the first COOKIE option. `None`
+/// when malformed, including an ECS option that breaks RFC 7871 §6 or a second one
+/// (§7.1.2: FORMERR) and a first COOKIE option of a length RFC 7873 §5.2.2 forbids.
+fn options(mut rdata: &[u8]) -> Option<Options> {
+    let mut found = Options {
+        nsid: false,
+        ecs: None,
+        cookie: None,
+    };
     while !rdata.is_empty() {
         let code = read_u16(rdata, 0)?;
         let len = usize::from(read_u16(rdata, 2)?);
-        nsid |= code == OPTION_NSID;
+        let data = rdata.get(4..4 + len)?;
+        found.nsid |= code == OPTION_NSID;
         if code == OPTION_ECS {
-            if ecs.is_some() {
+            if found.ecs.is_some() {
                 return None;
             }
-            ecs = Some(ClientSubnet::parse(rdata.get(4..4 + len)?)?);
+            found.ecs = Some(ClientSubnet::parse(data)?);
+        }
+        if code == OPTION_COOKIE && found.cookie.is_none() {
+            found.cookie = Some(CookieOption::parse(data)?);
         }
         rdata = rdata.get(4 + len..)?;
     }
-    Some((nsid, ecs))
+    Some(found)
 }
 
 fn read_u16(msg: &[u8], at: usize) -> Option<u16> {
@@ -194,6 +213,7 @@ mod tests {
                 dnssec_ok: true,
                 nsid: false,
                 ecs: None,
+                cookie: None,
             })
         );
         // With a COOKIE and an NSID request.

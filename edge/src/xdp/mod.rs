@@ -210,6 +210,7 @@ impl XdpProgram {
             CONFIG_MAP,
             qdns_abi::rrl::RRL_MAP,
             qdns_abi::answer::ANSWERS_MAP,
+            qdns_abi::cookie::COOKIE_MAP,
         ] {
             if ebpf.map(name).is_none() {
                 return Err(XdpLoadError::MissingMap { name });
@@ -719,6 +720,22 @@ impl XdpProgram {
     pub fn set_nsid(&mut self, on: bool) -> Result<(), XdpTableError> {
         let mut config = Array::<_, u64>::try_from(self.map(CONFIG_MAP)?).map_err(map_error(CONFIG_MAP))?;
         config.set(CONFIG_NSID, u64::from(on), 0).map_err(map_error(CONFIG_MAP))
+    }
+
+    /// Gives the program the location's cookie secrets (`qdns_abi::cookie`; without
+    /// `COOKIES_ON` in their flags, the program ignores COOKIE options as user space
+    /// does with `--no-cookies`).
+    pub fn set_cookie_secrets(&mut self, secrets: &qdns_abi::cookie::CookieSecrets) -> Result<(), XdpTableError> {
+        use qdns_abi::cookie::COOKIE_MAP;
+        let mut map = Array::<_, qdns_abi::cookie::CookieSecrets>::try_from(self.map(COOKIE_MAP)?)
+            .map_err(map_error(COOKIE_MAP))?;
+        map.set(0, *secrets, 0).map_err(map_error(COOKIE_MAP))
+    }
+
+    /// Sets the cookie clock: the second the program stamps server cookies with (user
+    /// space's, so both paths make the same cookie).
+    pub fn set_cookie_clock(&mut self, now: u32) -> Result<(), XdpTableError> {
+        self.set_config(qdns_abi::answer::CONFIG_COOKIE_CLOCK, u64::from(now))
     }
 
     /// Sets the response rate limiter (`qdns_abi::rrl`; `interval_ns` 0 = off). The

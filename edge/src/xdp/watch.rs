@@ -1,6 +1,7 @@
 //! Keeps the XDP tables in step with the engine: a thread that watches the engine and
 //! its health bitmap (both swapped whole, so a pointer comparison tells a change) and
-//! installs a new generation or flips the health buffer.
+//! installs a new generation or flips the health buffer; and the cookie secrets and
+//! clock, copied into the program's maps when they change.
 //!
 //! Watching rather than being called keeps every path that changes the engine — SIGHUP
 //! reload, control snapshots and deltas, the persisted state at start — covered. The
@@ -17,7 +18,7 @@ use std::{
 use arc_swap::ArcSwap;
 
 use super::XdpProgram;
-use crate::engine::Engine;
+use crate::{cookies::CookieJar, engine::Engine};
 
 /// How often the engine is looked at.
 pub const POLL: Duration = Duration::from_millis(2);
@@ -28,16 +29,25 @@ pub fn spawn(
     program: Arc<Mutex<XdpProgram>>,
     engine: Arc<ArcSwap<Engine>>,
     installed: Arc<Engine>,
+    cookies: Option<Arc<CookieJar>>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("qdns-xdp-sync".into())
-        .spawn(move || watch(&program, &engine, installed, &stop))
+        .spawn(move || watch(&program, &engine, installed, cookies.as_deref(), &stop))
 }
 
-fn watch(program: &Mutex<XdpProgram>, engine: &ArcSwap<Engine>, installed: Arc<Engine>, stop: &AtomicBool) {
+fn watch(
+    program: &Mutex<XdpProgram>,
+    engine: &ArcSwap<Engine>,
+    installed: Arc<Engine>,
+    cookies: Option<&CookieJar>,
+    stop: &AtomicBool,
+) {
     let mut health = Some(installed.health());
     let mut current = Some(installed);
+    // What the program holds (written at load).
+    let mut jar = cookies.map(|jar| (jar.secrets(), jar.now()));
     while !stop.load(Ordering::Relaxed) {
         let latest = engine.load_full();
         let bitmap = latest.health();
@@ -64,7 +74,34 @@ fn watch(program: &Mutex<XdpProgram>, engine: &ArcSwap<Engine>, installed: Arc<E
             }
             health = Some(bitmap);
         }
+        if let (Some(source), Some((secrets, now))) = (cookies, jar.as_mut()) {
+            sync_cookies(&mut xdp, source, secrets, now);
+        }
         drop(xdp);
         std::thread::sleep(POLL);
+    }
+}
+
+/// Copies the jar's secrets and clock into the program when they differ from what it
+/// holds (`secrets`, `now`).
+fn sync_cookies(
+    xdp: &mut XdpProgram,
+    jar: &CookieJar,
+    secrets: &mut Arc<qdns_abi::cookie::CookieSecrets>,
+    now: &mut u32,
+) {
+    let latest = jar.secrets();
+    if !Arc::ptr_eq(&latest, secrets) {
+        match xdp.set_cookie_secrets(&latest) {
+            Ok(()) => *secrets = latest,
+            Err(err) => tracing::error!(%err, "XDP cookie secrets not updated"),
+        }
+    }
+    let clock = jar.now();
+    if clock != *now {
+        match xdp.set_cookie_clock(clock) {
+            Ok(()) => *now = clock,
+            Err(err) => tracing::error!(%err, "XDP cookie clock not updated"),
+        }
     }
 }

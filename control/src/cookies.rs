@@ -1,0 +1,200 @@
+//! The location's DNS cookie secrets (SPEC §10, RFC 7873 §7.1, RFC 9018): made here,
+//! kept in `STATE_DIR/cookies.json` (owner-only, like the rest of the state directory),
+//! rotated every `--cookie-rotation`, the one before kept as `previous` (still accepted
+//! by the edges) until the next rotation, and sent to every edge that takes them
+//! (`ToEdge::Cookies`), so any edge of the location validates another's cookie.
+use std::{io, path::Path};
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// The file in the state directory.
+const FILE: &str = "cookies.json";
+/// How often the rotation is looked at.
+const CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The secrets, as kept and as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Secrets {
+    /// New cookies are made with it (hex in the file).
+    #[serde(with = "hex16")]
+    pub current: [u8; 16],
+    /// The one before, still accepted.
+    #[serde(with = "hex16_option")]
+    pub previous: Option<[u8; 16]>,
+    /// When `current` was made (Unix seconds).
+    pub made_at: u64,
+}
+
+impl Secrets {
+    /// The message that gives them to an edge.
+    #[must_use]
+    pub fn message(&self) -> qdns_link::protocol::ToEdge {
+        qdns_link::protocol::ToEdge::Cookies {
+            current: self.current,
+            previous: self.previous,
+        }
+    }
+}
+
+/// The secrets of the last run, or new ones (saved before they are used).
+///
+/// # Errors
+/// When the file is damaged (the operator decides: a new secret invalidates every
+/// cookie the location gave out), or a new secret cannot be made or saved.
+pub fn load_or_make(dir: &Path, now: u64) -> Result<Secrets, String> {
+    let path = dir.join(FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            let secrets = Secrets {
+                current: random()?,
+                previous: None,
+                made_at: now,
+            };
+            save(dir, &secrets).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(secrets)
+        }
+        Err(err) => Err(format!("{}: {err}", path.display())),
+    }
+}
+
+/// `secrets` rotated at `now`: a new current, the old one previous.
+///
+/// # Errors
+/// When the kernel gives no random octets.
+pub fn rotated(secrets: &Secrets, now: u64) -> Result<Secrets, String> {
+    Ok(Secrets {
+        current: random()?,
+        previous: Some(secrets.current),
+        made_at: now,
+    })
+}
+
+fn save(dir: &Path, secrets: &Secrets) -> io::Result<()> {
+    crate::persist::write_private(
+        dir,
+        FILE,
+        &serde_json::to_vec_pretty(secrets).map_err(io::Error::other)?,
+    )
+}
+
+fn random() -> Result<[u8; 16], String> {
+    let mut secret = [0u8; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret)
+        .map_err(|_| "no random octets for a cookie secret".to_owned())?;
+    Ok(secret)
+}
+
+/// Rotates the secrets every `every` seconds (counted from when the current one was
+/// made, across restarts), saving each before the edges get it.
+pub async fn rotate(dir: std::path::PathBuf, every: u64, ctx: crate::handler::Ctx, shutdown: CancellationToken) {
+    let secrets = &ctx.cookies;
+    let mut ticks = tokio::time::interval(CHECK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let now = crate::state::now();
+        let held = *secrets.borrow();
+        if now < held.made_at.saturating_add(every) {
+            continue;
+        }
+        let next = match rotated(&held, now) {
+            Ok(next) => next,
+            Err(err) => {
+                tracing::error!(%err, "cookie secret not rotated");
+                continue;
+            }
+        };
+        if let Err(err) = save(&dir, &next) {
+            tracing::error!(%err, "cookie secret not rotated: cannot save it");
+            continue;
+        }
+        secrets.send_replace(next);
+        tracing::info!("cookie secret rotated; the previous one is still accepted until the next rotation");
+        ctx.state
+            .lock()
+            .await
+            .event("cookies", "cookie secret rotated".to_owned());
+    }
+}
+
+mod hex16 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &[u8; 16], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::to_hex(value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 16], D::Error> {
+        let text = String::deserialize(d)?;
+        super::from_hex(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+mod hex16_option {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[expect(clippy::ref_option, reason = "serde's `with` signature")]
+    pub fn serialize<S: Serializer>(value: &Option<[u8; 16]>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => s.serialize_some(&super::to_hex(v)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[u8; 16]>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| super::from_hex(&text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+fn to_hex(octets: &[u8; 16]) -> String {
+    use std::fmt::Write as _;
+    octets.iter().fold(String::with_capacity(32), |mut out, o| {
+        let _ = write!(out, "{o:02x}");
+        out
+    })
+}
+
+fn from_hex(text: &str) -> Result<[u8; 16], String> {
+    if text.len() != 32 || !text.is_ascii() {
+        return Err(format!("a cookie secret is 32 hex digits, not {text:?}"));
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|e| format!("{text:?}: {e}"))?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_made_once_kept_and_rotated() {
+        let dir = std::env::temp_dir().join(format!("qdns-cookies-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let made = load_or_make(&dir, 1000).unwrap();
+        assert_eq!(made.previous, None);
+        assert_eq!(load_or_make(&dir, 2000).unwrap(), made, "kept across restarts");
+        let next = rotated(&made, 3000).unwrap();
+        assert_eq!((next.previous, next.made_at), (Some(made.current), 3000));
+        assert_ne!(next.current, made.current);
+        save(&dir, &next).unwrap();
+        assert_eq!(load_or_make(&dir, 4000).unwrap(), next);
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let bits = std::fs::metadata(dir.join(FILE)).unwrap().permissions().mode();
+            assert_eq!(bits & 0o077, 0, "owner only: {bits:o}");
+        }
+        std::fs::write(dir.join(FILE), "{").unwrap();
+        assert!(load_or_make(&dir, 5000).unwrap_err().contains("cookies.json"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
