@@ -173,7 +173,7 @@ const LONG_PARENT: &str = "label-of-the-long-name-stage-number-one.label-of-the-
 /// Asks the resolver everything, checks the answers, and returns how the edge served
 /// the queries the resolver sent it.
 fn resolve_through(pair: &Pair, resolver: &Resolver) {
-    let (xdp_before, do_before, user_before, _) = served(pair);
+    let (xdp_before, do_before, user_before, text_before) = served(pair);
     for &(name, qtype, expect) in QUESTIONS {
         // A stub (Knot Resolver's STUB policy) expects a recursive upstream and does
         // not follow a CNAME out of the zone itself: it returns the CNAME.
@@ -230,6 +230,21 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
         "{}: {xdp} answered by XDP, {user} by user space over UDP (< 99 %)\n{text}",
         resolver.name
     );
+    // BIND sends DNS cookies (RFC 7873): after its first answer, with the server cookie
+    // the edge gave it, which the program validates (and so would not rate limit).
+    let valid = |text: &str| metric_sum(text, "qdns_edge_xdp_packets_total{counter=\"valid_cookie\"}");
+    let cookies = valid(&text) - valid(&text_before);
+    eprintln!(
+        "{}: {cookies} answers to queries with a valid server cookie",
+        resolver.name
+    );
+    if resolver.name == "named" {
+        assert!(
+            cookies * 2 > xdp,
+            "{}: most queries carry the server cookie XDP gave: {cookies} of {xdp}\n{text}",
+            resolver.name
+        );
+    }
 }
 
 fn bind_config(dir: &Path) -> String {

@@ -1,0 +1,118 @@
+//! The location's DNS cookie secret (SPEC §10): control makes it, its edges answer with
+//! server cookies made under it, a restarted edge still accepts the cookies it gave,
+//! and a rotation keeps the previous secret's cookies valid while new ones are made
+//! under the new secret. Real control, real edge, a real UDP socket.
+mod common;
+
+use std::{net::UdpSocket, path::Path, time::Duration};
+
+use common::Location;
+use qdns_abi::cookie::{hash, key_words, ClientAddress};
+
+/// The secrets in control's `cookies.json`: (current, previous).
+fn secrets(location: &Location) -> ([u8; 16], Option<[u8; 16]>) {
+    let text = std::fs::read_to_string(location.dir.path().join("control-state/cookies.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let octets = |v: &serde_json::Value| -> [u8; 16] {
+        let hex = v.as_str().unwrap();
+        std::array::from_fn(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+    };
+    (
+        octets(&json["current"]),
+        json["previous"].as_str().map(|_| octets(&json["previous"])),
+    )
+}
+
+/// Asks `www.example.com A` with a COOKIE option of `cookie` (client, then any server
+/// cookie) and returns the response's cookie (24 octets).
+fn ask_with(location: &Location, cookie: &[u8]) -> Vec<u8> {
+    let mut msg = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+    msg.extend(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
+    msg.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
+    msg.extend(((cookie.len() + 4) as u16).to_be_bytes());
+    msg.extend([0, 10]);
+    msg.extend((cookie.len() as u16).to_be_bytes());
+    msg.extend(cookie);
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 2048];
+    for _ in 0..3 {
+        socket.send_to(&msg, location.dns.unwrap()).unwrap();
+        if let Ok((len, _)) = socket.recv_from(&mut buf) {
+            let at = buf[..len]
+                .windows(4)
+                .rposition(|w| w == [0, 10, 0, 24])
+                .expect("a COOKIE");
+            return buf[at + 4..at + 28].to_vec();
+        }
+    }
+    panic!("no answer");
+}
+
+/// True when `cookie` (client | server) was made for 127.0.0.1 under `secret`.
+fn made_under(cookie: &[u8], secret: [u8; 16]) -> bool {
+    let word = |at: usize| u64::from_le_bytes(cookie[at..at + 8].try_into().unwrap());
+    hash(key_words(secret), word(0), word(8), &ClientAddress::v4([127, 0, 0, 1])) == word(16)
+}
+
+fn wait_for_secrets(location: &Location) {
+    location.edge.as_ref().unwrap().wait_for("cookie secrets from control");
+}
+
+#[test]
+fn edges_make_cookies_under_the_locations_secret_across_restarts_and_rotations() {
+    let mut location = Location::new();
+    wait_for_secrets(&location);
+    let (secret, previous) = secrets(&location);
+    assert_eq!(previous, None);
+    let client = *b"cookie-1";
+    let given = ask_with(&location, &client);
+    assert_eq!(given[..8], client);
+    assert!(made_under(&given, secret), "the edge made it under control's secret");
+    // Fresh: sent back as it came.
+    assert_eq!(ask_with(&location, &given), given);
+
+    // A restarted edge (another process of the location) accepts it, before and after
+    // control has sent the secret again: it kept the secret in its state directory.
+    location.edge.take().unwrap().term();
+    location.start_edge();
+    assert_eq!(ask_with(&location, &given), given, "accepted by the restarted edge");
+    wait_for_secrets(&location);
+
+    // A rotation: control restarted with its secret made long ago rotates at once.
+    let state = location.dir.path().join("control-state/cookies.json");
+    age_secret(&state);
+    location.control.take().unwrap().term();
+    location.start_control();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while secrets(&location).0 == secret {
+        assert!(std::time::Instant::now() < deadline, "no rotation");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (rotated, kept) = secrets(&location);
+    assert_eq!(kept, Some(secret), "the previous secret is kept");
+    // The edge reconnects and takes the new secrets; the old cookie is still valid but
+    // replaced by one under the new secret.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = ask_with(&location, &given);
+        if answer != given {
+            assert!(made_under(&answer, rotated), "the new cookie is under the new secret");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the edge never took the new secret"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Makes the current secret look two days old.
+fn age_secret(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let made = json["made_at"].as_u64().unwrap();
+    json["made_at"] = (made - 2 * 86_400).into();
+    std::fs::write(path, serde_json::to_vec(&json).unwrap()).unwrap();
+}
