@@ -86,12 +86,20 @@ enum Edns {
     None,
     /// OPT, DO=0, no options.
     Plain,
-    /// OPT with DO=1 and a client COOKIE, as BIND sends.
+    /// OPT with DO=1 and a client COOKIE, as BIND sends its first query.
     Resolver,
+    /// OPT with DO=1, the client COOKIE and a valid server cookie, as BIND sends once
+    /// it has one.
+    ResolverCookie,
     /// OPT, DO=0, and a Client Subnet option for the /24 `a.b.c.0/24`, as a resolver
     /// with ECS sends (RFC 7871 §11.1).
     Subnet([u8; 3]),
 }
+
+/// The cookie secret and clock the program is given (as an edge gives it its
+/// location's), unless QDNS_XDP_NO_COOKIES is set.
+const COOKIE_SECRET: [u8; 16] = [0x5a; 16];
+const COOKIE_NOW: u32 = 1_800_000_000;
 
 fn frame(name: &str, qtype: u16, edns: Edns) -> Vec<u8> {
     let mut dns = benches::query(name, qtype, None);
@@ -105,6 +113,20 @@ fn frame(name: &str, qtype: u16, edns: Edns) -> Vec<u8> {
             dns[11] = 1;
             dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 12, 0, 10, 0, 8]);
             dns.extend(0x0123_4567_89ab_cdefu64.to_be_bytes());
+        }
+        Edns::ResolverCookie => {
+            dns[11] = 1;
+            dns.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0x80, 0, 0, 28, 0, 10, 0, 24]);
+            let client = 0x0123_4567_89ab_cdefu64.to_be_bytes();
+            dns.extend(client);
+            let made = qdns_abi::cookie::answer(
+                &qdns_abi::cookie::CookieSecrets::new(COOKIE_SECRET, None),
+                u64::from_le_bytes(client),
+                None,
+                &qdns_abi::cookie::ClientAddress::v4([10, 0, 0, 2]),
+                COOKIE_NOW,
+            );
+            dns.extend(qdns_abi::cookie::server_octets(made.server));
         }
         Edns::Subnet(net) => {
             dns[11] = 1;
@@ -185,6 +207,16 @@ fn main() {
         "tables compiled and installed in {:.2} s",
         installing.elapsed().as_secs_f64()
     );
+    // Cookies on, as an edge runs by default (QDNS_XDP_NO_COOKIES=1: off, COOKIE options
+    // ignored: the hashing's cost).
+    if std::env::var_os("QDNS_XDP_NO_COOKIES").is_none() {
+        program
+            .set_cookie_secrets(&qdns_abi::cookie::CookieSecrets::new(COOKIE_SECRET, None))
+            .expect("cookie secrets");
+        program.set_cookie_clock(COOKIE_NOW).expect("cookie clock");
+    } else {
+        println!("cookies off");
+    }
     // QDNS_XDP_RRL=1: the rate limiter on at a rate no case reaches (each answer then
     // goes through the rate-limit stage and is allowed): the stage's cost.
     if std::env::var_os("QDNS_XDP_RRL").is_some() {
@@ -246,6 +278,11 @@ fn main() {
         (
             "plain A + DO=1 + COOKIE",
             vec![frame("www.example.com.", 1, Edns::Resolver)],
+            3,
+        ),
+        (
+            "plain A + DO=1 + COOKIE with a valid server cookie",
+            vec![frame("www.example.com.", 1, Edns::ResolverCookie)],
             3,
         ),
         ("signed A, DO=0", vec![frame("www.example.net.", 1, Edns::Plain)], 3),

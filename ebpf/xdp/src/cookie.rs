@@ -31,7 +31,7 @@ pub fn read(
     option_at: usize,
     echo: &mut [u64; ECHO_WORDS],
 ) -> Result<(usize, bool), Counter> {
-    *echo = [0; ECHO_WORDS];
+    // `echo` is read only when the returned length is not 0: it is not cleared.
     if option_at == 0 {
         return Ok((0, false));
     }

@@ -19,7 +19,7 @@ use crate::{
     maps,
     parse::{Offsets, Window},
     rewrite::seal,
-    sections::{write_echo, write_opt, OPT_LEN},
+    sections::{write_cookie, write_echo, write_opt, OPT_LEN},
     subnet::ECHO_WORDS,
 };
 
@@ -131,7 +131,7 @@ fn slip(ctx: &XdpContext, sent: &Sent) -> Option<()> {
     if sent.edns {
         sum += write_opt(ctx, end, udp, sent.dnssec_ok, (sent.ecs_len + sent.cookie_len) as u16)?;
         sum += write_echo(ctx, end + OPT_LEN, udp, &sent.ecs, sent.ecs_len)?;
-        sum += write_echo(ctx, end + OPT_LEN + sent.ecs_len, udp, &sent.cookie, sent.cookie_len)?;
+        sum += write_cookie(ctx, end + OPT_LEN + sent.ecs_len, udp, &sent.cookie, sent.cookie_len)?;
         end += OPT_LEN + sent.ecs_len + sent.cookie_len;
         arcount = 1;
     }

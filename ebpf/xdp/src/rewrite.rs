@@ -22,7 +22,7 @@ use qdns_abi::{
 use crate::{
     answer::{Body, Question, Verdict},
     parse::{self, Offsets, Window, IPPROTO_UDP},
-    sections::{shape, write_echo, write_opt, write_tail, OPT_LEN},
+    sections::{shape, write_cookie, write_echo, write_opt, write_tail, OPT_LEN},
     subnet::ECHO_WORDS,
 };
 
@@ -93,7 +93,7 @@ fn finish(
             (q.ecs_len + q.cookie_len) as u16,
         )?;
         sum += write_echo(ctx, options, udp, ecs, q.ecs_len)?;
-        sum += write_echo(ctx, options + q.ecs_len, udp, cookie, q.cookie_len)?;
+        sum += write_cookie(ctx, options + q.ecs_len, udp, cookie, q.cookie_len)?;
         arcount += 1;
     }
 
