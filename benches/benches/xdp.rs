@@ -97,7 +97,7 @@ enum Edns {
 }
 
 /// The cookie secret and clock the program is given (as an edge gives it its
-/// location's), unless QDNS_XDP_NO_COOKIES is set.
+/// location's), unless `QDNS_XDP_NO_COOKIES` is set.
 const COOKIE_SECRET: [u8; 16] = [0x5a; 16];
 const COOKIE_NOW: u32 = 1_800_000_000;
 
