@@ -1,0 +1,294 @@
+//! Writing the tables: a new generation's arrays built, placed under the inactive bank
+//! and made active, the old bank's emptied after a grace period; the health buffers;
+//! the answer-size bound from the links' MTU.
+use aya::maps::{Array, ArrayOfMaps, MapData};
+use qdns_abi::{
+    answer::{
+        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_MASK,
+        CONFIG_MAX_MESSAGE, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP, MEDIUM_MAX,
+        POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
+    },
+    client::{ClientBlock, ClientSet, CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_INDEX_MAP, CLIENT_SETS_MAP},
+    name::FRONT_WORDS,
+    slots::Bucket,
+};
+
+use super::{interface::interface_mtu, map_error, pack, table, Installed, TableStats, XdpProgram, XdpTableError};
+use crate::engine::Engine;
+
+impl XdpProgram {
+    /// Holds the tables' answers to what the smallest MTU of `interfaces` carries (XDP
+    /// cannot fragment): an answer whose IP packet could be larger — with the longest
+    /// question, IPv4 options and the UDP header — is left to user space and the kernel.
+    /// Call before [`XdpProgram::install`]; an MTU changed later is not followed.
+    /// The program checks the same bound on every answer (the long-name stage answers
+    /// questions longer than the compiler allowed for).
+    pub fn fit_links(&mut self, interfaces: &[String]) -> Result<(), XdpTableError> {
+        match interfaces.iter().filter_map(|iface| interface_mtu(iface)).min() {
+            // IPv4 with the largest header (60) and UDP (8).
+            Some(mtu) => self.set_max_message((mtu as usize).saturating_sub(68)),
+            None => Ok(()),
+        }
+    }
+
+    /// Holds every answer the program sends to `max` octets of DNS message (at most
+    /// 1,232): larger ones pass (`pass_large`). [`XdpProgram::fit_links`] sets it from
+    /// the links' MTU.
+    pub fn set_max_message(&mut self, max: usize) -> Result<(), XdpTableError> {
+        self.max_message = max.min(qdns_abi::answer::RESPONSE_MAX);
+        self.set_config(CONFIG_MAX_MESSAGE, self.max_message as u64)
+    }
+
+    /// Compiles `engine` into a new generation of the tables and makes it active, with
+    /// the engine's current health. On failure the program passes every query.
+    pub fn install(&mut self, engine: &Engine) -> Result<TableStats, XdpTableError> {
+        let old = std::mem::take(&mut self.installed);
+        let generation = match old.generation.wrapping_add(1) {
+            0 => 1,
+            g => g,
+        };
+        // The bank queries do not read (the first install takes bank 1).
+        let bank = 1 - old.bank;
+        let table = table::compile(engine, generation, self.max_message);
+        let mut stats = table.stats();
+        let health = 1 - old.health;
+        let result = self.write_generation(&table, &engine.health(), health, generation, bank);
+        match result {
+            Ok((crowded, bytes)) => {
+                stats.crowded = crowded;
+                stats.bytes = bytes;
+                // Once every program run that read the old active word has ended, no
+                // query reads the old bank: its arrays can go, and the next install can
+                // fill it without a reader ever seeing a table change under it.
+                grace_period();
+                let _ = self.clear_bank(old.bank);
+                self.installed = Installed {
+                    generation,
+                    health,
+                    bank,
+                    stats,
+                };
+                Ok(stats)
+            }
+            Err(err) => {
+                // Everything passes: the old generation answers for a snapshot the edge
+                // no longer serves, and the new one is incomplete.
+                let _ = self.set_active(0);
+                grace_period();
+                let _ = self.clear_bank(bank);
+                let _ = self.clear_bank(old.bank);
+                Err(err)
+            }
+        }
+    }
+
+    fn write_generation(
+        &mut self,
+        table: &table::Table,
+        bitmap: &[u64],
+        health: u32,
+        generation: u32,
+        bank: u32,
+    ) -> Result<(usize, usize), XdpTableError> {
+        if table.policies.len() > POLICIES_MAX as usize
+            || table.large.len() > LARGE_MAX as usize
+            || table.medium.len() > MEDIUM_MAX as usize
+        {
+            return Err(XdpTableError::TooLarge {
+                policies: table.policies.len(),
+                large: table.large.len(),
+            });
+        }
+        let packed = pack::pack(table)?;
+        self.write_health(health, bitmap)?;
+        // Each array is full before it is placed; the slot table goes last, so a query
+        // of this generation finds everything it points to.
+        let policies = table.policies.iter().map(|(_, v)| *v);
+        self.place(
+            POLICIES_MAP,
+            bank,
+            &filled(POLICIES_MAP, table.policies.len(), policies)?,
+        )?;
+        let large = table.large.iter().map(|(_, v)| v.large());
+        self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
+        let medium = table.medium.iter().map(|(_, v)| v.medium());
+        self.place(MEDIUM_MAP, bank, &filled(MEDIUM_MAP, table.medium.len(), medium)?)?;
+        // Entry 0: the all-zero front of every name of at most 64 octets.
+        let long_names = std::iter::once(LongName {
+            front: [0; FRONT_WORDS],
+        })
+        .chain(table.long_names.iter().copied());
+        self.place(
+            LONG_NAMES_MAP,
+            bank,
+            &filled(LONG_NAMES_MAP, table.long_names.len() + 1, long_names)?,
+        )?;
+        let client = &table.client;
+        self.place(
+            CLIENT_BLOCKS_MAP,
+            bank,
+            &filled(CLIENT_BLOCKS_MAP, client.blocks.len(), client.blocks.iter().copied())?,
+        )?;
+        self.place(
+            CLASS_CHAINS_MAP,
+            bank,
+            &filled(
+                CLASS_CHAINS_MAP,
+                client.class_chains.len(),
+                client.class_chains.iter().copied(),
+            )?,
+        )?;
+        self.place(
+            CLIENT_INDEX_MAP,
+            bank,
+            &filled(CLIENT_INDEX_MAP, client.index.len(), client.index.iter().copied())?,
+        )?;
+        self.place(
+            CLIENT_SETS_MAP,
+            bank,
+            &filled(CLIENT_SETS_MAP, client.sets.len(), client.sets.iter().copied())?,
+        )?;
+        let records = packed.records.iter().copied();
+        self.place(RECORDS_MAP, bank, &filled(RECORDS_MAP, packed.records.len(), records)?)?;
+        let buckets = packed.buckets.iter().copied();
+        self.place(SLOTS_MAP, bank, &filled(SLOTS_MAP, packed.buckets.len(), buckets)?)?;
+        self.set_config(CONFIG_MASK + bank, u64::from(packed.mask()))?;
+        self.set_active(u64::from(generation) | u64::from(health) << 32 | u64::from(bank) << ACTIVE_BANK_SHIFT)?;
+        let bytes = packed.records.len() * size_of::<AnswerValue>()
+            + packed.buckets.len() * size_of::<Bucket>()
+            + table.policies.len() * size_of::<PolicyValue>()
+            + table.large.len() * size_of::<LargeTail>()
+            + table.medium.len() * size_of::<MediumTail>()
+            + (table.long_names.len() + 1) * size_of::<LongName>()
+            + client.bytes();
+        Ok((packed.crowded, bytes))
+    }
+
+    /// Puts one-element empty arrays (generation 0, which no query reads) under `bank`,
+    /// so the kernel frees that bank's tables.
+    fn clear_bank(&mut self, bank: u32) -> Result<(), XdpTableError> {
+        self.place(
+            POLICIES_MAP,
+            bank,
+            &filled::<PolicyValue>(POLICIES_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(LARGE_MAP, bank, &filled::<LargeTail>(LARGE_MAP, 0, std::iter::empty())?)?;
+        self.place(
+            MEDIUM_MAP,
+            bank,
+            &filled::<MediumTail>(MEDIUM_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            LONG_NAMES_MAP,
+            bank,
+            &filled::<LongName>(LONG_NAMES_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLIENT_SETS_MAP,
+            bank,
+            &filled::<ClientSet>(CLIENT_SETS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLIENT_BLOCKS_MAP,
+            bank,
+            &filled::<ClientBlock>(CLIENT_BLOCKS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLASS_CHAINS_MAP,
+            bank,
+            &filled::<u32>(CLASS_CHAINS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            CLIENT_INDEX_MAP,
+            bank,
+            &filled::<u32>(CLIENT_INDEX_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(
+            RECORDS_MAP,
+            bank,
+            &filled::<AnswerValue>(RECORDS_MAP, 0, std::iter::empty())?,
+        )?;
+        self.place(SLOTS_MAP, bank, &filled::<Bucket>(SLOTS_MAP, 0, std::iter::empty())?)?;
+        self.set_config(CONFIG_MASK + bank, 0)
+    }
+
+    /// Makes `array` the table `name` of `bank`.
+    fn place<V: aya::Pod>(
+        &mut self,
+        name: &'static str,
+        bank: u32,
+        array: &Array<MapData, V>,
+    ) -> Result<(), XdpTableError> {
+        let mut outer = ArrayOfMaps::<_, Array<MapData, V>>::try_from(self.map(name)?).map_err(map_error(name))?;
+        outer.set(bank, array, 0).map_err(map_error(name))
+    }
+
+    /// Makes `bitmap` the health the program reads: written to the inactive buffer,
+    /// then flipped to.
+    pub fn set_health(&mut self, bitmap: &[u64]) -> Result<(), XdpTableError> {
+        if self.installed.generation == 0 {
+            return Ok(());
+        }
+        let next = 1 - self.installed.health;
+        self.write_health(next, bitmap)?;
+        let bank = u64::from(self.installed.bank) << ACTIVE_BANK_SHIFT;
+        self.set_active(u64::from(self.installed.generation) | u64::from(next) << 32 | bank)?;
+        self.installed.health = next;
+        Ok(())
+    }
+
+    fn write_health(&mut self, index: u32, bitmap: &[u64]) -> Result<(), XdpTableError> {
+        let mut words: Box<HealthWords> = Box::new([0; HEALTH_WORDS]);
+        for (word, &value) in words.iter_mut().zip(bitmap) {
+            *word = value;
+        }
+        let mut health = Array::<_, HealthWords>::try_from(self.map(HEALTH_MAP)?).map_err(map_error(HEALTH_MAP))?;
+        health.set(index, *words, 0).map_err(map_error(HEALTH_MAP))
+    }
+}
+
+/// Waits until every XDP program run that started before the call has ended.
+///
+/// XDP runs inside an RCU read-side section, and `membarrier(MEMBARRIER_CMD_GLOBAL)` is
+/// `synchronize_rcu()` on a multi-CPU kernel (kernel/sched/membarrier.c). Kernels with
+/// `nohz_full` refuse that command; then a pause far longer than any program run (its
+/// work is bounded: tens of microseconds at the very worst) stands in, with a warning.
+fn grace_period() {
+    const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    let rc = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0 as libc::c_long) };
+    if rc != 0 {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                error = %std::io::Error::last_os_error(),
+                "membarrier(GLOBAL) refused (nohz_full?): XDP table swaps wait 50 ms instead of an RCU grace period"
+            );
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `BPF_F_INNER_MAP`: a bank's arrays may differ in size from the object's template.
+const INNER_MAP: u32 = 1 << 12;
+
+/// A new array for the table `name` holding `values` (`len` of them; at least one
+/// element, zeroed when there are none).
+fn filled<V: aya::Pod>(
+    name: &'static str,
+    len: usize,
+    values: impl Iterator<Item = V>,
+) -> Result<Array<MapData, V>, XdpTableError> {
+    let entries = u32::try_from(len.max(1)).map_err(|_| XdpTableError::Map {
+        map: name,
+        source: Box::new(aya::maps::MapError::OutOfBounds {
+            index: u32::MAX,
+            max_entries: u32::MAX,
+        }),
+    })?;
+    let mut array = Array::<MapData, V>::create(entries, INNER_MAP).map_err(map_error(name))?;
+    for (index, value) in (0..entries).zip(values) {
+        array.set(index, value, 0).map_err(map_error(name))?;
+    }
+    Ok(array)
+}

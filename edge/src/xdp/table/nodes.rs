@@ -1,0 +1,177 @@
+//! The entries of one exported node: its sets, its CNAME chains and ANY, the signed
+//! variants, and the node entry that answers NODATA, NXDOMAIN and wildcards below it.
+use super::{
+    client_entry, is_special, key, label_suffixes, long_name_id, pass, pass_because, policy_entries, with_tail,
+    AnswerKey, AnswerValue, Compiler, NodeView, Table, Variant, DO_SALT, KIND_NODE, KIND_PASS, KIND_PLAIN, NODE_NODATA,
+    NODE_NXDOMAIN, NODE_WILDCARD, QR_AA, QTYPE_ANY, QTYPE_NODE, REASON_REFERRAL, SIGNED,
+};
+
+/// The entries of one exported node: its sets (plain, policy), the chains at a CNAME
+/// owner, ANY, a signed zone's DO=1 variants, and the node entry (NODATA, NXDOMAIN and
+/// wildcards below it, or the referral at and below a cut).
+pub(super) fn node_entries(
+    c: &mut Compiler<'_>,
+    table: &mut Table,
+    node: &NodeView<'_>,
+    referrals: &std::collections::HashMap<&[u8], AnswerValue>,
+) {
+    let generation = c.generation;
+    let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
+        return;
+    };
+    let long_name = long_name_id(&mut table.long_names, &words);
+    let signed = node.signed;
+    let mut push = |key: AnswerKey, mut value: AnswerValue| {
+        value.name = words.window;
+        value.long_name = long_name;
+        if signed {
+            value.node_flags |= SIGNED;
+        }
+        table.answers.push((key, value));
+    };
+    if node.below_cut {
+        // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
+        if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
+            push(ds_key, c.plain(node.name, 43));
+        }
+        let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
+        push(
+            node_key,
+            cut.copied().unwrap_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL)),
+        );
+        return;
+    }
+    // A hosted zone's apex whose parent is hosted too: DS is the parent's to answer
+    // (RFC 4035 §3.1.4.1), and the export holds only the child's node: user space.
+    let hosted_child = node.name.len() == node.apex_len && c.engine.has_parent_delegation(node.name);
+    if let Some((ds_key, _)) = key(generation, 43, node.name).filter(|_| hosted_child) {
+        push(ds_key, pass(KIND_PASS));
+    }
+    // The types whose answer here is static: a signed zone's get a DO=1 variant.
+    let mut static_types: Vec<u16> = Vec::new();
+    for (rtype, policy) in &node.sets {
+        if is_special(*rtype) {
+            continue;
+        }
+        let Some((set_key, _)) = key(generation, *rtype, node.name) else {
+            continue;
+        };
+        let value = match policy {
+            None => {
+                static_types.push(*rtype);
+                c.plain(node.name, *rtype)
+            }
+            Some(policy) => {
+                let (value, variants) = if policy.kind.is_client_aware() {
+                    client_entry(
+                        c,
+                        (&mut table.client, &mut table.policies),
+                        policy,
+                        node.name,
+                        *rtype,
+                        signed,
+                    )
+                } else {
+                    policy_entries(c, &mut table.policies, policy, node.name, *rtype, signed)
+                };
+                for (key, variant) in variants {
+                    push(key, variant);
+                }
+                value
+            }
+        };
+        push(set_key, value);
+    }
+    // At a CNAME owner: the chain's answer for the common types, when no policy is on
+    // it (other types find the node entry, which does not answer for them).
+    for &rtype in &node.static_chases {
+        static_types.push(rtype);
+        if let Some((chase_key, _)) = key(generation, rtype, node.name) {
+            push(chase_key, c.plain(node.name, rtype));
+        }
+    }
+    // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
+    // entry never answers NODATA for it.
+    if node.static_any {
+        static_types.push(QTYPE_ANY);
+    }
+    if !node.sets.is_empty() {
+        if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
+            let value = node.static_any.then(|| c.plain(node.name, QTYPE_ANY));
+            push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
+        }
+    }
+    let nodata = node_value(node);
+    if signed {
+        // Not NSEC, which only zone walkers ask: its signed answer would take a tail
+        // entry at every name (docs/BENCHMARKS.md: 337 vs 114 MiB for 100,000 names).
+        for rtype in static_types.into_iter().filter(|&t| t != NSEC) {
+            if let Some((key, value)) = c.signed_variant(node.name, rtype) {
+                push(key, value);
+            }
+        }
+        if nodata.node_flags & NODE_NODATA != 0 {
+            if let Some(value) = c.signed_nodata(node) {
+                let key = AnswerKey {
+                    hash: node_key.hash ^ DO_SALT,
+                    ..node_key
+                };
+                push(key, value);
+            }
+        }
+    }
+    push(node_key, nodata);
+}
+
+impl Compiler<'_> {
+    /// A signed zone's DO=1 NODATA at `node` — the SOA, the NSEC showing the types the
+    /// name has (or covering an empty non-terminal), their RRSIGs — which is the same for
+    /// every type the name lacks: the node entry's DO=1 variant. `None` when it does not
+    /// fit the tables (then such queries pass, `pass_signed`).
+    pub(super) fn signed_nodata(&mut self, node: &NodeView<'_>) -> Option<AnswerValue> {
+        // A private-use type (RFC 6895 §3.1) the name does not have stands for them all.
+        let absent = (0xff00..=0xfffe_u16).find(|t| node.sets.iter().all(|(rtype, _)| rtype != t))?;
+        let value = self.plain_with(node.name, absent, Variant::Signed(None));
+        (value.kind == KIND_PLAIN && value.ancount == 0 && value.nscount > 0).then_some(value)
+    }
+}
+
+/// The NSEC type (RFC 4034 §4).
+pub(super) const NSEC: u16 = 47;
+
+impl Compiler<'_> {
+    /// A signed zone's DO=1 answer for `name` and `rtype` — the records with their RRSIGs,
+    /// as the engine writes them — under the key the program looks up for DO=1 (the name's
+    /// hash with `DO_SALT`); `None` when it is not a plain answer the tables can hold.
+    pub(super) fn signed_variant(&mut self, name: &[u8], rtype: u16) -> Option<(AnswerKey, AnswerValue)> {
+        let (key, _) = key(self.generation, rtype, name)?;
+        let value = self.plain_with(name, rtype, Variant::Signed(None));
+        (value.kind == KIND_PLAIN).then_some((
+            AnswerKey {
+                hash: key.hash ^ DO_SALT,
+                ..key
+            },
+            value,
+        ))
+    }
+}
+
+/// NODATA here (unless a CNAME makes user space answer), and below: NXDOMAIN, or the
+/// wildcard child's answers.
+pub(super) fn node_value(node: &NodeView<'_>) -> AnswerValue {
+    let mut tail = vec![0u8, 0];
+    tail.extend_from_slice(node.negative_soa);
+    // An SOA too long for the table: the node passes (flags 0).
+    let Some(mut value) = with_tail(pass(KIND_NODE), &tail) else {
+        return pass(KIND_NODE);
+    };
+    value.flags = QR_AA;
+    value.apex_len = node.apex_len as u8;
+    value.node_flags = if node.has_cname { 0 } else { NODE_NODATA }
+        | if node.has_wildcard {
+            NODE_WILDCARD
+        } else {
+            NODE_NXDOMAIN
+        };
+    value
+}
