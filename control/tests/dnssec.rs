@@ -14,12 +14,15 @@ mod common;
 use std::{
     fmt::Write as _,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use common::Location;
-use qdns_testkit::netns::{require_root, Pair};
+use qdns_testkit::{
+    netns::{require_root, Pair},
+    resolvers::{bind_options, unbound_server, Kind, Resolver},
+};
 
 const SERVER: &str = "10.77.0.1";
 const ZONE: &str = "shop.example.";
@@ -70,24 +73,6 @@ values = ["12345 13 2 2BB183AF5F22588179A53B0A98631FAD1A292118C8A4D1C79A5A78A2FC
 /// Every check of the zone, for overrides.
 const CHECKS: &[&str] = &["web-1", "web-2", "api-1", "api-2", "m-1", "m-2", "a1", "b1", "a2", "b2"];
 
-struct Resolver {
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Resolver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    Bind,
-    Unbound,
-}
-
 /// Starts the validator in the client namespace with `ds` (`TAG ALG 2 HEX`) as its
 /// only trust anchor; waits until it answers the apex.
 fn start(pair: &Pair, kind: Kind, dir: &Path, ds: &str) -> Resolver {
@@ -96,104 +81,39 @@ fn start(pair: &Pair, kind: Kind, dir: &Path, ds: &str) -> Resolver {
 
 /// [`start`], ready once the apex query's answer contains `ready`.
 fn start_expecting(pair: &Pair, kind: Kind, dir: &Path, ds: &str, ready: &str) -> Resolver {
-    let conf = dir.join(format!("{kind:?}.conf"));
-    let log = dir.join(format!("{kind:?}.log"));
-    let _ = std::fs::remove_file(dir.join("named.pid"));
-    let _ = std::fs::remove_file(dir.join("unbound.pid"));
     let parts: Vec<&str> = ds.split_whitespace().collect();
-    let (text, argv): (String, Vec<String>) = match kind {
-        Kind::Bind => (
-            format!(
-                r#"options {{
-    directory "{dir}";
-    pid-file "{dir}/named.pid";
-    managed-keys-directory "{dir}";
-    listen-on port 53 {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
-    recursion yes;
-    allow-query {{ any; }};
-    allow-recursion {{ any; }};
-    dnssec-validation yes;
-    max-cache-ttl 1;
-    max-ncache-ttl 1;
-}};
-trust-anchors {{ "{ZONE}" static-ds {tag} {alg} {dt} "{digest}"; }};
-zone "{ZONE}" {{ type static-stub; server-addresses {{ {SERVER}; }}; }};
-"#,
-                dir = dir.display(),
-                tag = parts[0],
-                alg = parts[1],
-                dt = parts[2],
-                digest = parts[3],
-            ),
-            vec![
-                "named".into(),
-                "-g".into(),
-                "-4".into(),
-                "-c".into(),
-                conf.display().to_string(),
-            ],
-        ),
-        Kind::Unbound => (
-            format!(
-                r#"server:
-    interface: 127.0.0.1
-    port: 53
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "{dir}"
-    pidfile: "{dir}/unbound.pid"
-    use-syslog: no
-    logfile: ""
-    verbosity: 1
-    val-log-level: 2
-    cache-max-ttl: 1
-    cache-max-negative-ttl: 1
-    trust-anchor: "{ZONE} DS {ds}"
-stub-zone:
-    name: "{ZONE}"
-    stub-addr: {SERVER}
-"#,
-                dir = dir.display(),
-            ),
-            vec!["unbound".into(), "-d".into(), "-c".into(), conf.display().to_string()],
-        ),
-    };
-    std::fs::write(&conf, text).unwrap();
-    let file = std::fs::File::create(&log).unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", &pair.client])
-        .args(&argv)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap();
-    let mut resolver = Resolver { child, log };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if dig(pair, ZONE, "SOA").contains(ready) {
-            return resolver;
-        }
-        if let Ok(Some(status)) = resolver.child.try_wait() {
-            panic!("{kind:?} exited ({status}):\n{}", resolver.log_text());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{kind:?} did not start:\n{}",
-            resolver.log_text()
+    let config = if kind == Kind::Bind {
+        let mut conf = bind_options(
+            dir,
+            &["dnssec-validation yes;", "max-cache-ttl 1;", "max-ncache-ttl 1;"],
         );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-impl Resolver {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
+        let _ = writeln!(
+            conf,
+            "trust-anchors {{ \"{ZONE}\" static-ds {} {} {} \"{}\"; }};",
+            parts[0], parts[1], parts[2], parts[3]
+        );
+        let _ = writeln!(
+            conf,
+            "zone \"{ZONE}\" {{ type static-stub; server-addresses {{ {SERVER}; }}; }};"
+        );
+        conf
+    } else {
+        let anchor = format!("trust-anchor: \"{ZONE} DS {ds}\"");
+        let mut conf = unbound_server(
+            dir,
+            &[
+                "val-log-level: 2",
+                "cache-max-ttl: 1",
+                "cache-max-negative-ttl: 1",
+                &anchor,
+            ],
+        );
+        let _ = writeln!(conf, "stub-zone:\n    name: \"{ZONE}\"\n    stub-addr: {SERVER}");
+        conf
+    };
+    Resolver::start(&pair.client, kind, dir, &config, || {
+        dig(pair, ZONE, "SOA").contains(ready)
+    })
 }
 
 fn dig(pair: &Pair, name: &str, rtype: &str) -> String {

@@ -834,7 +834,8 @@ fn nsid_answers_only_when_set_and_asked() {
         parse_response(&q, &raw);
         raw
     };
-    let request = [0u8, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 0, 0];
+    // An unassigned option (ignored), then the NSID request.
+    let request = [0xfdu8, 0xe9, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 0, 0];
     let nsid_option = [&[0u8, 3, 0, 11][..], b"edge-test-1"].concat();
     for (addr, via) in every_path(&with) {
         let raw = ask_raw(addr, via, &request);
@@ -847,6 +848,15 @@ fn nsid_answers_only_when_set_and_asked() {
     for (addr, via) in every_path(&without) {
         let raw = ask_raw(addr, via, &request);
         assert!(raw.ends_with(&[0, 0]), "{via:?}: no NSID set, no option: {raw:02x?}");
+    }
+    // With a COOKIE too: the NSID option, then the cookie (RFC 7873), RDLENGTH both.
+    let with_cookie = [&request[12..], &[0, 10, 0, 8], &[9; 8]].concat();
+    for (addr, via) in every_path(&with) {
+        let raw = ask_raw(addr, via, &with_cookie);
+        let (options, cookie) = raw.split_at(raw.len() - 28);
+        assert!(options.ends_with(&nsid_option), "{via:?}: {raw:02x?}");
+        assert_eq!(cookie[..12], [&[0u8, 10, 0, 24][..], &[9; 8]].concat()[..], "{via:?}");
+        assert_eq!(raw[raw.len() - 45..raw.len() - 43], [0, 43], "{via:?}");
     }
 }
 

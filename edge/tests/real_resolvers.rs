@@ -18,85 +18,18 @@
 //! the root servers fail at once and never leave the machine.
 mod common;
 
-use std::{
-    fmt::Write as _,
-    path::Path,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::{fmt::Write as _, path::Path, process::Command};
 
 use common::{
     copy_examples,
     netns::{require_root, run, Pair},
     Edge,
 };
+use qdns_testkit::resolvers::{bind_options, unbound_server, Kind, Resolver};
 
 const SERVER: &str = "10.77.0.1";
 const METRICS: &str = "127.0.0.1:9153";
 const ZONES: &[&str] = &["example.com", "example.net", "shop.example"];
-
-/// A resolver process in the client namespace, killed (by its PID) on drop.
-struct Resolver {
-    child: Child,
-    name: &'static str,
-    /// Sends its queries as a stub would (RD=1) and takes what comes back.
-    stub: bool,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Resolver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Resolver {
-    /// Starts `argv` in the client namespace, its output to `dir/NAME.log`, and waits
-    /// until it answers on 127.0.0.1:53 there.
-    fn start(pair: &Pair, name: &'static str, dir: &Path, argv: &[&str]) -> Resolver {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &pair.client])
-            .args(argv)
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut resolver = Resolver {
-            child,
-            name,
-            stub: name == "kresd",
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            // Up once it resolves the zone's apex through the edge (before the counts
-            // the test compares are read).
-            let out = dig(pair, &["+tries=1", "+time=1", "example.com.", "SOA"]);
-            if out.contains("status: NOERROR") {
-                break;
-            }
-            if let Ok(Some(status)) = resolver.child.try_wait() {
-                panic!("{name} exited ({status}):\n{}", resolver.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} did not start:\n{}",
-                resolver.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        resolver
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
 
 /// `dig @127.0.0.1` in the client namespace (the resolver), its output whatever it is.
 fn dig(pair: &Pair, args: &[&str]) -> String {
@@ -177,7 +110,7 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
     for &(name, qtype, expect) in QUESTIONS {
         // A stub (Knot Resolver's STUB policy) expects a recursive upstream and does
         // not follow a CNAME out of the zone itself: it returns the CNAME.
-        let expect = if resolver.stub && name == "outside.example.com" {
+        let expect = if resolver.kind() == Kind::Knot && name == "outside.example.com" {
             "CNAME\twww.example.net."
         } else {
             expect
@@ -186,7 +119,7 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
         assert!(
             out.contains("status: NOERROR") && out.contains(expect),
             "{}: {name} {qtype} should hold {expect:?}:\n{out}\n{}",
-            resolver.name,
+            resolver.kind(),
             resolver.log_text()
         );
     }
@@ -200,7 +133,7 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
         assert!(
             out.contains("status: NXDOMAIN"),
             "{}: {name} {qtype}:\n{out}\n{}",
-            resolver.name,
+            resolver.kind(),
             resolver.log_text()
         );
     }
@@ -211,24 +144,24 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
     let share = xdp as f64 / (xdp + user).max(1) as f64;
     eprintln!(
         "{}: {xdp} queries answered by XDP ({with_do} with DO=1), {user} by user space over UDP ({:.1} % in XDP)",
-        resolver.name,
+        resolver.kind(),
         share * 100.0
     );
     assert!(
         xdp >= 60,
         "{}: the resolver's queries reached XDP: {xdp}\n{text}",
-        resolver.name
+        resolver.kind()
     );
     // BIND and Unbound validate, so they set DO on every query; the stub does not.
-    if resolver.stub {
-        assert_eq!(with_do, 0, "{}: a stub sends DO=0", resolver.name);
+    if resolver.kind() == Kind::Knot {
+        assert_eq!(with_do, 0, "{}: a stub sends DO=0", resolver.kind());
     } else {
-        assert_eq!(with_do, xdp, "{}: every query had DO=1", resolver.name);
+        assert_eq!(with_do, xdp, "{}: every query had DO=1", resolver.kind());
     }
     assert!(
         share >= 0.99,
         "{}: {xdp} answered by XDP, {user} by user space over UDP (< 99 %)\n{text}",
-        resolver.name
+        resolver.kind()
     );
     // BIND sends DNS cookies (RFC 7873): after its first answer, with the server cookie
     // the edge gave it, which the program validates (and so would not rate limit).
@@ -236,63 +169,32 @@ fn resolve_through(pair: &Pair, resolver: &Resolver) {
     let cookies = valid(&text) - valid(&text_before);
     eprintln!(
         "{}: {cookies} answers to queries with a valid server cookie",
-        resolver.name
+        resolver.kind()
     );
-    if resolver.name == "named" {
+    if resolver.kind() == Kind::Bind {
         assert!(
             cookies * 2 > xdp,
             "{}: most queries carry the server cookie XDP gave: {cookies} of {xdp}\n{text}",
-            resolver.name
+            resolver.kind()
         );
     }
 }
 
 fn bind_config(dir: &Path) -> String {
     let except: Vec<String> = ZONES.iter().map(|z| format!("\"{z}\";")).collect();
-    let mut stubs = String::new();
+    let validation = format!("validate-except {{ {} }};", except.join(" "));
+    let mut conf = bind_options(dir, &["dnssec-validation auto;", &validation]);
     for z in ZONES {
         let _ = writeln!(
-            stubs,
+            conf,
             "zone \"{z}\" {{ type static-stub; server-addresses {{ {SERVER}; }}; }};"
         );
     }
-    format!(
-        r#"options {{
-    directory "{dir}";
-    pid-file "{dir}/named.pid";
-    managed-keys-directory "{dir}";
-    listen-on port 53 {{ 127.0.0.1; }};
-    listen-on-v6 {{ none; }};
-    recursion yes;
-    allow-query {{ any; }};
-    allow-recursion {{ any; }};
-    dnssec-validation auto;
-    validate-except {{ {except} }};
-}};
-{stubs}"#,
-        dir = dir.display(),
-        except = except.join(" "),
-    )
+    conf
 }
 
 fn unbound_config(dir: &Path) -> String {
-    let mut conf = format!(
-        r#"server:
-    interface: 127.0.0.1
-    port: 53
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "{dir}"
-    pidfile: "{dir}/unbound.pid"
-    use-syslog: no
-    logfile: ""
-    verbosity: 1
-    trust-anchor-file: "/usr/share/dns/root.key"
-"#,
-        dir = dir.display()
-    );
+    let mut conf = unbound_server(dir, &["trust-anchor-file: \"/usr/share/dns/root.key\""]);
     for zone in ZONES {
         let _ = writeln!(conf, "    domain-insecure: \"{zone}\"");
     }
@@ -317,7 +219,7 @@ policy.add(policy.suffix(policy.STUB({{ '{SERVER}' }}), policy.todnames({{ {name
 }
 
 /// One resolver end to end: namespaces, edge, the resolver, the questions.
-fn resolver_test(tag: char, name: &'static str, configure: fn(&Path) -> (String, Vec<String>)) {
+fn resolver_test(tag: char, kind: Kind, configure: fn(&Path) -> String) {
     require_root("network namespaces, XDP");
     let pair = Pair::new(tag);
     let zones = tempfile::tempdir().unwrap();
@@ -335,10 +237,10 @@ fn resolver_test(tag: char, name: &'static str, configure: fn(&Path) -> (String,
     let attached = run(&["ip", "-n", &pair.server, "link", "show", &pair.server_if]);
     assert!(attached.contains("xdpgeneric"), "{attached}");
     let dir = tempfile::tempdir().unwrap();
-    let (config, argv) = configure(dir.path());
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    std::fs::write(dir.path().join("resolver.conf"), config).unwrap();
-    let resolver = Resolver::start(&pair, name, dir.path(), &argv);
+    // Up once it resolves the zone's apex through the edge (before the counts the test
+    // compares are read).
+    let ready = || dig(&pair, &["+tries=1", "+time=1", "example.com.", "SOA"]).contains("status: NOERROR");
+    let resolver = Resolver::start(&pair.client, kind, dir.path(), &configure(dir.path()), ready);
     resolve_through(&pair, &resolver);
     drop(resolver);
     let (status, _) = edge.stop_with_log();
@@ -347,39 +249,15 @@ fn resolver_test(tag: char, name: &'static str, configure: fn(&Path) -> (String,
 
 #[test]
 fn bind9_validating_resolver_is_answered_from_xdp() {
-    resolver_test('B', "named", |dir| {
-        let conf = dir.join("resolver.conf").display().to_string();
-        (
-            bind_config(dir),
-            vec!["named".into(), "-g".into(), "-4".into(), "-c".into(), conf],
-        )
-    });
+    resolver_test('B', Kind::Bind, bind_config);
 }
 
 #[test]
 fn unbound_validating_resolver_is_answered_from_xdp() {
-    resolver_test('U', "unbound", |dir| {
-        let conf = dir.join("resolver.conf").display().to_string();
-        (
-            unbound_config(dir),
-            vec!["unbound".into(), "-d".into(), "-c".into(), conf],
-        )
-    });
+    resolver_test('U', Kind::Unbound, unbound_config);
 }
 
 #[test]
 fn knot_resolver_is_answered_from_xdp() {
-    resolver_test('K', "kresd", |dir| {
-        let conf = dir.join("resolver.conf").display().to_string();
-        (
-            kresd_config(dir),
-            vec![
-                "kresd".into(),
-                "-n".into(),
-                "-c".into(),
-                conf,
-                dir.display().to_string(),
-            ],
-        )
-    });
+    resolver_test('K', Kind::Knot, kresd_config);
 }

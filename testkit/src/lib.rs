@@ -16,9 +16,11 @@
 
 pub mod daemon;
 pub mod delay_line;
+pub mod dns;
 pub mod fixtures;
 pub mod mmdb;
 pub mod netns;
+pub mod resolvers;
 pub mod units;
 
 use std::{

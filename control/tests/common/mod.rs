@@ -3,7 +3,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::{
-    net::{SocketAddr, UdpSocket},
+    net::SocketAddr,
     path::{Path, PathBuf},
     process::{Command, Output},
     sync::OnceLock,
@@ -11,8 +11,8 @@ use std::{
 };
 
 use hickory_proto::{
-    op::{Message, Query},
-    rr::{Name, RData, RecordType},
+    op::Message,
+    rr::{RData, RecordType},
 };
 
 /// The `qdns-edge` binary, built once if this test run did not build it.
@@ -214,30 +214,8 @@ impl Location {
     }
 }
 
-/// Asks over UDP, up to `tries` times; `None` when nothing came back.
-pub fn ask(addr: SocketAddr, name: &str, qtype: RecordType, timeout: Duration, tries: u32) -> Option<Message> {
-    let mut msg = Message::query();
-    msg.metadata.id = rand_id();
-    msg.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
-    let bytes = msg.to_vec().unwrap();
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(timeout)).unwrap();
-    let mut buf = [0u8; 4096];
-    for _ in 0..tries {
-        socket.send_to(&bytes, addr).unwrap();
-        if let Ok((len, _)) = socket.recv_from(&mut buf) {
-            let reply = Message::from_vec(&buf[..len]).unwrap();
-            assert_eq!(reply.metadata.id, msg.metadata.id);
-            return Some(reply);
-        }
-    }
-    None
-}
-
-fn rand_id() -> u16 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(Instant::now()) as u16
-}
+/// Asks over UDP without EDNS, up to `tries` times; `None` when nothing came back.
+pub use qdns_testkit::dns::ask_udp as ask;
 
 /// Sorted answer values.
 pub fn values(msg: &Message) -> Vec<String> {
