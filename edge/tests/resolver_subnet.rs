@@ -6,6 +6,7 @@
 mod common;
 
 use std::{
+    fmt::Write as _,
     fs,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -79,30 +80,21 @@ members = [
 
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let conf = format!(
-        r#"server:
-    interface: 127.0.0.1
-    port: {port}
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "{dir}"
-    pidfile: "{dir}/unbound.pid"
-    use-syslog: no
-    logfile: ""
-    verbosity: 1
-    access-control: 127.0.0.0/8 allow
-    do-not-query-localhost: no
-    module-config: "subnetcache iterator"
-    send-client-subnet: 127.0.0.1
-    max-client-subnet-ipv4: 24
-stub-zone:
-    name: "t.example"
-    stub-addr: 127.0.0.1@{edge_port}
-"#,
-        dir = dir.path().display(),
-        edge_port = edge.v4.port(),
+    let mut conf = qdns_testkit::resolvers::unbound_server_on(
+        dir.path(),
+        port,
+        &[
+            "access-control: 127.0.0.0/8 allow",
+            "do-not-query-localhost: no",
+            "module-config: \"subnetcache iterator\"",
+            "send-client-subnet: 127.0.0.1",
+            "max-client-subnet-ipv4: 24",
+        ],
+    );
+    let _ = writeln!(
+        conf,
+        "stub-zone:\n    name: \"t.example\"\n    stub-addr: 127.0.0.1@{}",
+        edge.v4.port()
     );
     let conf_path = dir.path().join("unbound.conf");
     fs::write(&conf_path, conf).unwrap();

@@ -143,10 +143,15 @@ pub fn bind_options(dir: &Path, extra: &[&str]) -> String {
 /// 127.0.0.1:53 (IPv4 only, in the foreground, logging to its output); `extra` lines go
 /// inside the clause. The test adds its stub zones after it.
 pub fn unbound_server(dir: &Path, extra: &[&str]) -> String {
+    unbound_server_on(dir, 53, extra)
+}
+
+/// [`unbound_server`] on 127.0.0.1:`port`.
+pub fn unbound_server_on(dir: &Path, port: u16, extra: &[&str]) -> String {
     let mut conf = format!(
         r#"server:
     interface: 127.0.0.1
-    port: 53
+    port: {port}
     do-ip6: no
     do-daemonize: no
     username: ""
