@@ -154,4 +154,7 @@ fn malformed_cookies_get_formerr_and_no_cookies_turns_them_off() {
     let off = Edge::start_with(&example_zones(), &["--no-cookies"]);
     let out = dig(off.v4, &["+cookie", "www.example.com", "A"]);
     assert!(out.contains("status: NOERROR") && !out.contains("; COOKIE:"), "{out}");
+    // Off, the option is ignored like an unknown one, whatever its length.
+    let response = common::udp_raw(off.v4, &query(9, &cookie_option(&[1; 5])));
+    assert_eq!(rcode(&response), 0, "no FORMERR with cookies off");
 }

@@ -247,7 +247,14 @@ pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), ProtocolError
     let tmp = path.with_extension("tmp");
     let written = (|| {
         use io::Write as _;
-        let mut out = fs::File::create(&tmp)?;
+        // Owner-only: a snapshot holds every zone, the cookie file the location's secret.
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         out.write_all(&file)?;
         out.sync_all()?;
         fs::rename(&tmp, path)

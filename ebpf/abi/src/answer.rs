@@ -44,7 +44,7 @@ pub const BANKS: u32 = 2;
 /// Name of the double-buffered health bitmap (two entries of [`HealthWords`]).
 pub const HEALTH_MAP: &str = "QDNS_HEALTH_V1";
 /// Name of the configuration array (`u64` entries, see [`CONFIG_ACTIVE`]).
-pub const CONFIG_MAP: &str = "QDNS_CONFIG_V6";
+pub const CONFIG_MAP: &str = "QDNS_CONFIG_V7";
 
 /// CONFIG index of the active word: generation in the low 32 bits (0 = no table: pass
 /// everything), health buffer index in bit 32.
@@ -71,8 +71,11 @@ pub const CONFIG_LISTEN_SEED: u32 = 11;
 /// are stamped with and checked against (`crate::cookie`); user space writes the second
 /// it stamps with, so both paths make the same cookie.
 pub const CONFIG_COOKIE_CLOCK: u32 = 12;
+/// CONFIG entry: which entry of `crate::cookie::COOKIE_MAP` holds the secrets in use
+/// (0 or 1; the other is written, then this flips).
+pub const CONFIG_COOKIE_SLOT: u32 = 13;
 /// Entries of CONFIG.
-pub const CONFIG_ENTRIES: u32 = 13;
+pub const CONFIG_ENTRIES: u32 = 14;
 /// The bank bit of the active word.
 pub const ACTIVE_BANK_SHIFT: u32 = 33;
 

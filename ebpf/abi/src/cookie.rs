@@ -13,8 +13,8 @@
 //! where the stamp word holds version, reserved and timestamp and the hash word is
 //! SipHash's output as RFC 9018 writes it (little-endian).
 
-/// Name of the secrets map: one [`CookieSecrets`].
-pub const COOKIE_MAP: &str = "QDNS_COOKIE_V1";
+/// Name of the secrets map: [`COOKIE_SLOTS`] [`CookieSecrets`].
+pub const COOKIE_MAP: &str = "QDNS_COOKIE_V2";
 /// The COOKIE option code (RFC 7873 §4).
 pub const OPTION_COOKIE: u16 = 10;
 /// Octets of a client cookie.
@@ -41,7 +41,7 @@ pub const COOKIES_PREVIOUS: u64 = 2;
 /// The location's cookie secrets, as the program reads them (little-endian words of
 /// the 16 secret octets: SipHash's k0 and k1).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct CookieSecrets {
     /// The secret new cookies are made with.
     pub current: [u64; 2],
@@ -52,6 +52,19 @@ pub struct CookieSecrets {
 }
 
 const _: () = assert!(core::mem::size_of::<CookieSecrets>() == 40);
+
+/// The secrets are never printed: only whether there are any.
+impl core::fmt::Debug for CookieSecrets {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CookieSecrets")
+            .field("flags", &self.flags)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Entries of [`COOKIE_MAP`]: two, written in turn; [`crate::answer::CONFIG_COOKIE_SLOT`]
+/// says which one the program reads (a reader never sees half of a new pair).
+pub const COOKIE_SLOTS: u32 = 2;
 
 impl CookieSecrets {
     /// Secrets from their octets: `current`, and `previous` when there is one.
@@ -139,12 +152,13 @@ pub fn answer(
 ) -> CookieAnswer {
     let mut valid = false;
     if let Some([their_stamp, their_hash]) = presented {
-        // Version 1 and reserved zero, then the timestamp within the window (serial
-        // number arithmetic, RFC 1982).
+        // Version 1 (the reserved octets are not checked: RFC 9018 §4.3 says a verifier
+        // MUST NOT, and the hash covers them), then the timestamp within the window
+        // (serial number arithmetic, RFC 1982).
         let age = now
             .wrapping_sub(((their_stamp >> 32) as u32).swap_bytes())
             .cast_signed();
-        if their_stamp & 0xffff_ffff == 1 && (-ACCEPT_FUTURE..=ACCEPT_PAST).contains(&age) {
+        if their_stamp & 0xff == 1 && (-ACCEPT_FUTURE..=ACCEPT_PAST).contains(&age) {
             if hash(secrets.current, cookie, their_stamp, client) == their_hash {
                 if age <= REUSE_FOR {
                     return CookieAnswer {

@@ -38,16 +38,16 @@ pub fn read(
     if option_at > OPTION_AT_MAX {
         return Err(Counter::PassCookie);
     }
+    let Some((secrets, now)) = maps::cookies() else {
+        // Cookies off: the option is ignored whatever it holds, as user space ignores it.
+        return Ok((0, false));
+    };
     let head = Window::<4>::at(ctx, option_at).map_err(|_| Counter::PassCookie)?;
     let len = usize::from(head.get16(2));
     // RFC 7873 §5.2.2: a client cookie alone, or with a server cookie of 8 to 32 octets.
     if len != CLIENT_LEN && !(CLIENT_LEN + 8..=COOKIE_MAX).contains(&len) {
         return Err(Counter::PassCookie);
     }
-    let Some((secrets, now)) = maps::cookies() else {
-        // Cookies off: the option is ignored, as user space ignores it.
-        return Ok((0, false));
-    };
     let client = Window::<8>::at(ctx, option_at + 4)
         .map_err(|_| Counter::PassCookie)?
         .get64_le(0);

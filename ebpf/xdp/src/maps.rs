@@ -8,11 +8,11 @@ use aya_ebpf::{
 use qdns_abi::{
     answer::{
         AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
-        CONFIG_COOKIE_CLOCK, CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE, CONFIG_NSID,
-        CONFIG_RRL, CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
+        CONFIG_COOKIE_CLOCK, CONFIG_COOKIE_SLOT, CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE,
+        CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
     },
     client::{ClientBlock, ClientSet},
-    cookie::{CookieSecrets, COOKIES_ON},
+    cookie::{CookieSecrets, COOKIES_ON, COOKIE_SLOTS},
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
     Counter, ListenKey, LISTEN_PROBES, LISTEN_SLOTS, PORTS_ANY_V4, PORTS_ANY_V6, PORTS_ENTRIES,
@@ -108,18 +108,19 @@ pub static CLIENT_INDEX: ArrayOfMaps<ClientIndex, { BANKS as usize }> = ArrayOfM
 pub static HEALTH: Array<HealthWords> = Array::with_max_entries(2, 0);
 
 /// The active generation and health buffer, and our EDNS payload size.
-#[map(name = "QDNS_CONFIG_V6")]
+#[map(name = "QDNS_CONFIG_V7")]
 static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
 /// The location's cookie secrets (`qdns_abi::cookie::COOKIE_MAP`), written by user
 /// space when control sends new ones.
-#[map(name = "QDNS_COOKIE_V1")]
-static COOKIE: Array<CookieSecrets> = Array::with_max_entries(1, 0);
+#[map(name = "QDNS_COOKIE_V2")]
+static COOKIE: Array<CookieSecrets> = Array::with_max_entries(COOKIE_SLOTS, 0);
 
-/// The cookie secrets and the cookie clock, when cookies are on.
+/// The cookie secrets in use and the cookie clock, when cookies are on.
 #[inline(always)]
 pub fn cookies() -> Option<(&'static CookieSecrets, u32)> {
-    let secrets = COOKIE.get(0)?;
+    let slot = *CONFIG.get(CONFIG_COOKIE_SLOT)? as u32 & 1;
+    let secrets = COOKIE.get(slot)?;
     if secrets.flags & COOKIES_ON == 0 {
         return None;
     }

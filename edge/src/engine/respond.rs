@@ -177,6 +177,17 @@ impl Engine {
                 return self.reject(msg, out, (transport, source), rcode, question_end, edns);
             }
         };
+        if query.edns.is_some_and(|e| e.bad_cookie) && self.cookies.is_some() {
+            // RFC 7873 §5.2.2: a COOKIE option of a forbidden length.
+            return self.reject(
+                msg,
+                out,
+                (transport, source),
+                Rcode::FormErr,
+                query.question_end,
+                query.edns,
+            );
+        }
         let limit = self.size_limit(transport, query.edns);
         let mut b = Builder::new(out, limit);
         let question = msg.get(HEADER_LEN..query.question_end)?;

@@ -82,6 +82,10 @@ pub fn load_engine(
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServerError> {
     // Installed first: SIGHUP's default action would kill the process.
     let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    // The cookie clock runs from the start: cookies made while zones load are current.
+    if let Some(jar) = &config.cookies {
+        tokio::spawn(crate::cookies::tick(Arc::clone(jar), shutdown.clone()));
+    }
     let version = AtomicU64::new(1);
     let engine = initial_engine(&config, version.load(Ordering::Relaxed))?;
     for (zone, serial) in engine.zones() {
@@ -230,9 +234,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         };
         offer_takeover(path, replacing, handover, &shutdown)?;
     }
-    if let Some(jar) = &config.cookies {
-        tokio::spawn(crate::cookies::tick(Arc::clone(jar), shutdown.clone()));
-    }
     tokio::spawn(announce_ready(Arc::clone(&engine), replacing, shutdown.clone()));
     reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
 
@@ -266,7 +267,13 @@ fn initial_engine(config: &Config, version: u64) -> Result<Engine, ServerError> 
     Ok(match &config.source {
         Source::Zones(dir) => load_engine(dir, config.zone_sources(), version, &config.serve_options())?,
         Source::Control { state_dir, .. } => {
-            std::fs::create_dir_all(state_dir).map_err(ServerError::Start)?;
+            // The edge's own (the snapshot, the cookie secrets): no one else reads it.
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(ServerError::Start)?;
             match crate::follow::load_persisted(state_dir).map(|s| Engine::compile(&s)) {
                 Some(Ok(engine)) => {
                     tracing::info!(
@@ -313,6 +320,7 @@ fn load_xdp(
         .set_nsid(config.settings.nsid.is_some())
         .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP NSID switch: {err}"))))?;
     if let Some(jar) = &config.cookies {
+        jar.tick();
         program
             .set_cookie_clock(jar.now())
             .and_then(|()| program.set_cookie_secrets(&jar.secrets()))

@@ -139,8 +139,11 @@ pub struct Edns {
     pub nsid: bool,
     /// The query's Client Subnet option, if it carried one.
     pub ecs: Option<ClientSubnet>,
-    /// The query's first COOKIE option, if it carried one.
+    /// The query's first COOKIE option, if it carried a well-formed one.
     pub cookie: Option<CookieOption>,
+    /// Its first COOKIE option had a length RFC 7873 §5.2.2 answers with FORMERR (an
+    /// edge with cookies off ignores it, as any unknown option).
+    pub bad_cookie: bool,
 }
 
 /// Writes our OPT record: payload `udp_payload`, extended RCODE bits, version 0, DO echoed.

@@ -123,8 +123,12 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             continue;
         }
         // One OPT, owned by the root (RFC 6891 §6.1.1), with well-formed options.
-        let Some(Options { nsid, ecs, cookie }) =
-            options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0))
+        let Some(Options {
+            nsid,
+            ecs,
+            cookie,
+            bad_cookie,
+        }) = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0))
         else {
             return Err(edns);
         };
@@ -135,6 +139,7 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             nsid,
             ecs,
             cookie,
+            bad_cookie,
         });
     }
     Ok((edns, pos))
@@ -145,18 +150,22 @@ struct Options {
     nsid: bool,
     ecs: Option<ClientSubnet>,
     cookie: Option<CookieOption>,
+    bad_cookie: bool,
 }
 
 /// When the OPT RDATA is a sequence of complete {code, length, data} options: whether
 /// one of them is NSID, the Client Subnet option and the first COOKIE option. `None`
 /// when malformed, including an ECS option that breaks RFC 7871 §6 or a second one
-/// (§7.1.2: FORMERR) and a first COOKIE option of a length RFC 7873 §5.2.2 forbids.
+/// (§7.1.2: FORMERR). A first COOKIE option of a length RFC 7873 §5.2.2 forbids is
+/// marked: the engine answers FORMERR when cookies are on.
 fn options(mut rdata: &[u8]) -> Option<Options> {
     let mut found = Options {
         nsid: false,
         ecs: None,
         cookie: None,
+        bad_cookie: false,
     };
+    let mut first_cookie = true;
     while !rdata.is_empty() {
         let code = read_u16(rdata, 0)?;
         let len = usize::from(read_u16(rdata, 2)?);
@@ -168,8 +177,10 @@ fn options(mut rdata: &[u8]) -> Option<Options> {
             }
             found.ecs = Some(ClientSubnet::parse(data)?);
         }
-        if code == OPTION_COOKIE && found.cookie.is_none() {
-            found.cookie = Some(CookieOption::parse(data)?);
+        if code == OPTION_COOKIE && first_cookie {
+            first_cookie = false;
+            found.cookie = CookieOption::parse(data);
+            found.bad_cookie = found.cookie.is_none();
         }
         rdata = rdata.get(4 + len..)?;
     }
@@ -214,6 +225,7 @@ mod tests {
                 nsid: false,
                 ecs: None,
                 cookie: None,
+                bad_cookie: false,
             })
         );
         // With a COOKIE and an NSID request.

@@ -18,9 +18,14 @@ impl XdpProgram {
     /// does with `--no-cookies`).
     pub fn set_cookie_secrets(&mut self, secrets: &qdns_abi::cookie::CookieSecrets) -> Result<(), XdpTableError> {
         use qdns_abi::cookie::COOKIE_MAP;
+        // The spare entry, then the flip: a program run reads one pair whole.
+        let spare = 1 - self.cookie_slot;
         let mut map = Array::<_, qdns_abi::cookie::CookieSecrets>::try_from(self.map(COOKIE_MAP)?)
             .map_err(map_error(COOKIE_MAP))?;
-        map.set(0, *secrets, 0).map_err(map_error(COOKIE_MAP))
+        map.set(spare, *secrets, 0).map_err(map_error(COOKIE_MAP))?;
+        self.set_config(qdns_abi::answer::CONFIG_COOKIE_SLOT, u64::from(spare))?;
+        self.cookie_slot = spare;
+        Ok(())
     }
 
     /// Sets the cookie clock: the second the program stamps server cookies with (user

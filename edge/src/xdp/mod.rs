@@ -167,6 +167,8 @@ pub struct XdpProgram {
     installed: Installed,
     /// Largest DNS message the tables may hold ([`XdpProgram::fit_links`]).
     max_message: usize,
+    /// The cookie map entry the program reads (`qdns_abi::answer::CONFIG_COOKIE_SLOT`).
+    cookie_slot: u32,
 }
 
 /// Result of one `BPF_PROG_TEST_RUN` of the program.
@@ -235,6 +237,7 @@ impl XdpProgram {
             links: Vec::new(),
             installed: Installed::default(),
             max_message: qdns_abi::answer::RESPONSE_MAX,
+            cookie_slot: 0,
         })
     }
 

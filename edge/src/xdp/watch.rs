@@ -46,8 +46,9 @@ fn watch(
 ) {
     let mut health = Some(installed.health());
     let mut current = Some(installed);
-    // What the program holds (written at load).
-    let mut jar = cookies.map(|jar| (jar.secrets(), jar.now()));
+    // What the program was last given here: nothing yet (the first pass writes the jar's
+    // secrets and clock whatever load wrote, so a change in between is not lost).
+    let mut jar = cookies.map(|_| (Arc::new(qdns_abi::cookie::CookieSecrets::default()), 0));
     while !stop.load(Ordering::Relaxed) {
         let latest = engine.load_full();
         let bitmap = latest.health();
@@ -55,6 +56,11 @@ fn watch(
             tracing::error!("XDP state lock poisoned; table updates stop");
             return;
         };
+        // Before a table build (which can take seconds): the program stamps and checks
+        // cookies as user space does meanwhile.
+        if let (Some(source), Some((secrets, now))) = (cookies, jar.as_mut()) {
+            sync_cookies(&mut xdp, source, secrets, now);
+        }
         if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &latest)) {
             let started = std::time::Instant::now();
             match xdp.install(&latest) {
@@ -73,9 +79,6 @@ fn watch(
                 tracing::error!(%err, "XDP health not updated");
             }
             health = Some(bitmap);
-        }
-        if let (Some(source), Some((secrets, now))) = (cookies, jar.as_mut()) {
-            sync_cookies(&mut xdp, source, secrets, now);
         }
         drop(xdp);
         std::thread::sleep(POLL);
