@@ -37,6 +37,170 @@ const BIRD_MAX_LINES: usize = 64;
 /// Most octets of a `/ready` response read.
 const READY_MAX_RESPONSE: usize = 4096;
 
+/// Why the watchdog could not start or withdraw, why the edge is not ready, or why
+/// BIRD did not switch the protocol.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnycastError {
+    /// Neither `--ready` nor `--probe` was given.
+    #[error("give --ready, --probe or both: with neither, nothing is watched")]
+    NothingWatched,
+    /// The protocol could not be disabled when the watchdog stopped.
+    #[error("could not withdraw {protocol} on stopping: {source}")]
+    NotWithdrawn {
+        /// The BIRD protocol.
+        protocol: String,
+        /// Why BIRD did not switch it.
+        #[source]
+        source: Box<AnycastError>,
+    },
+    /// A `--ready` URL that is not `http://`.
+    #[error("{url}: only http://ADDR:PORT/PATH is supported")]
+    UrlScheme {
+        /// The URL given.
+        url: String,
+    },
+    /// A `--ready` URL whose authority is not an IP address and port.
+    #[error("{url}: {authority} is not an IP address and port")]
+    UrlAddress {
+        /// The URL given.
+        url: String,
+        /// Its authority.
+        authority: String,
+    },
+    /// A `--ready` URL whose path has spaces or control characters.
+    #[error("{url}: the path has spaces or control characters")]
+    UrlPath {
+        /// The URL given.
+        url: String,
+    },
+    /// BIRD did not answer within the timeout.
+    #[error("BIRD did not answer in time")]
+    BirdTimeout,
+    /// BIRD's control socket cannot be reached.
+    #[error("cannot connect to {}: {source}", .socket.display())]
+    BirdConnect {
+        /// The control socket.
+        socket: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// BIRD's first reply was not its greeting.
+    #[error("unexpected greeting {0:?}")]
+    BirdGreeting(Vec<(u16, String)>),
+    /// The command could not be written to BIRD.
+    #[error("cannot write to BIRD: {0}")]
+    BirdWrite(#[source] std::io::Error),
+    /// BIRD's reply could not be read.
+    #[error("reading BIRD's reply: {0}")]
+    BirdRead(#[source] std::io::Error),
+    /// BIRD closed the connection before its reply ended.
+    #[error("BIRD closed the connection")]
+    BirdClosed,
+    /// BIRD's reply had more lines than are read.
+    #[error("BIRD's reply ran past {} lines", BIRD_MAX_LINES)]
+    BirdReplyTooLong,
+    /// BIRD answered the command with codes that do not mean the wanted state.
+    #[error("`{command} {protocol}` answered {}", bird_text(.reply))]
+    BirdRefused {
+        /// `enable` or `disable`.
+        command: &'static str,
+        /// The protocol.
+        protocol: String,
+        /// BIRD's reply: code and text of each line.
+        reply: Vec<(u16, String)>,
+    },
+    /// The readiness URL did not answer within the timeout.
+    #[error("{addr}{path}: no response within {timeout:?}")]
+    ReadyTimeout {
+        /// Where.
+        addr: SocketAddr,
+        /// The path.
+        path: String,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The readiness URL's address refused or failed the connection.
+    #[error("{addr}{path}: {source}")]
+    ReadyConnect {
+        /// Where.
+        addr: SocketAddr,
+        /// The path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request could not be sent or the response read.
+    #[error("{addr}: {source}")]
+    ReadyExchange {
+        /// Where.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The readiness URL answered other than 200.
+    #[error("{addr}{path} answered {status}: {body}")]
+    NotReady {
+        /// Where.
+        addr: SocketAddr,
+        /// The path.
+        path: String,
+        /// The HTTP status (as sent).
+        status: String,
+        /// The first line of the body.
+        body: String,
+    },
+    /// The probe name is not a domain name.
+    #[error("{0}")]
+    ProbeName(String),
+    /// No UDP socket for the probe.
+    #[error("DNS probe socket: {0}")]
+    ProbeSocket(#[source] std::io::Error),
+    /// The probe could not be sent or its answer received.
+    #[error("DNS probe of {addr}: {source}")]
+    Probe {
+        /// The service address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The probe got no answer within the timeout.
+    #[error("DNS probe of {addr}: no answer within {timeout:?}")]
+    ProbeTimeout {
+        /// The service address.
+        addr: SocketAddr,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The probe's answer was not an authoritative NOERROR with an answer.
+    #[error("DNS probe of {addr}: {name} SOA answered rcode {rcode}, AA {aa}, {answers} answers")]
+    ProbeAnswer {
+        /// The service address.
+        addr: SocketAddr,
+        /// The name asked for.
+        name: String,
+        /// The response code.
+        rcode: u8,
+        /// Whether the answer was authoritative.
+        aa: bool,
+        /// How many answer records.
+        answers: u16,
+    },
+}
+
+/// A BIRD reply as one line: `CODE text / CODE text`.
+fn bird_text(reply: &[(u16, String)]) -> String {
+    reply
+        .iter()
+        .map(|(code, text)| format!("{code:04} {text}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 /// What to watch and what to switch.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -70,20 +234,21 @@ pub struct ReadyUrl {
 }
 
 impl std::str::FromStr for ReadyUrl {
-    type Err = String;
+    type Err = AnycastError;
 
-    fn from_str(text: &str) -> Result<ReadyUrl, String> {
+    fn from_str(text: &str) -> Result<ReadyUrl, AnycastError> {
         let rest = text
             .strip_prefix("http://")
-            .ok_or_else(|| format!("{text}: only http://ADDR:PORT/PATH is supported"))?;
+            .ok_or_else(|| AnycastError::UrlScheme { url: text.to_owned() })?;
         let (authority, path) = rest
             .split_once('/')
             .map_or((rest, "/ready".to_owned()), |(a, p)| (a, format!("/{p}")));
-        let addr = authority
-            .parse()
-            .map_err(|_| format!("{text}: {authority} is not an IP address and port"))?;
+        let addr = authority.parse().map_err(|_| AnycastError::UrlAddress {
+            url: text.to_owned(),
+            authority: authority.to_owned(),
+        })?;
         if path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-            return Err(format!("{text}: the path has spaces or control characters"));
+            return Err(AnycastError::UrlPath { url: text.to_owned() });
         }
         Ok(ReadyUrl { addr, path })
     }
@@ -158,9 +323,9 @@ impl Hysteresis {
 }
 
 /// Runs until `shutdown`, then withdraws. Errors only on settings that cannot work.
-pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), String> {
+pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), AnycastError> {
     if settings.ready.is_none() && settings.probe.is_none() {
-        return Err("give --ready, --probe or both: with neither, nothing is watched".to_owned());
+        return Err(AnycastError::NothingWatched);
     }
     let mut hysteresis = Hysteresis::new(settings.rise, settings.fall);
     let mut shown: Option<(Route, String)> = None;
@@ -181,9 +346,10 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
                 "{} of {} passing checks in a row so far: {why}",
                 hysteresis.good, hysteresis.rise
             ),
-            Ok(why) | Err(why) => why.clone(),
+            Ok(why) => why.clone(),
+            Err(why) => why.to_string(),
         };
-        if switch(&settings, route, &mut bird_error).await {
+        if switch(&settings, route, &mut bird_error).await.is_ok() {
             let changed = shown.as_ref().is_none_or(|(r, _)| *r != route);
             if changed {
                 match route {
@@ -195,79 +361,77 @@ pub async fn run(settings: Settings, shutdown: CancellationToken) -> Result<(), 
         }
     }
     tracing::info!(protocol = %settings.protocol, "stopping: withdrawing");
-    if !switch(&settings, Route::Withdrawn, &mut bird_error).await {
-        return Err(format!(
-            "could not withdraw {} on stopping: {}",
-            settings.protocol,
-            bird_error.unwrap_or_default()
-        ));
-    }
-    Ok(())
+    switch(&settings, Route::Withdrawn, &mut bird_error)
+        .await
+        .map_err(|source| AnycastError::NotWithdrawn {
+            protocol: settings.protocol.clone(),
+            source: Box::new(source),
+        })
 }
 
-/// Asks BIRD to put the protocol in `route`'s state; logs a failure once until it
-/// changes. True when BIRD confirmed.
-async fn switch(settings: &Settings, route: Route, last_error: &mut Option<String>) -> bool {
+/// Asks BIRD to put the protocol in `route`'s state; logs a failure once until its
+/// message (kept in `last_error`) changes. Ok when BIRD confirmed.
+async fn switch(settings: &Settings, route: Route, last_error: &mut Option<String>) -> Result<(), AnycastError> {
     match timeout(settings.timeout, bird(settings, route)).await {
         Ok(Ok(())) => {
             if last_error.take().is_some() {
                 tracing::info!(protocol = %settings.protocol, "BIRD reachable again");
             }
-            true
+            Ok(())
         }
         Ok(Err(err)) => {
-            if last_error.as_deref() != Some(err.as_str()) {
+            let message = err.to_string();
+            if last_error.as_deref() != Some(message.as_str()) {
                 tracing::error!(socket = %settings.bird_socket.display(), %err, "BIRD did not switch the protocol");
-                *last_error = Some(err);
+                *last_error = Some(message);
             }
-            false
+            Err(err)
         }
         Err(_) => {
-            let err = "BIRD did not answer in time".to_owned();
-            if last_error.as_deref() != Some(err.as_str()) {
+            let err = AnycastError::BirdTimeout;
+            let message = err.to_string();
+            if last_error.as_deref() != Some(message.as_str()) {
                 tracing::error!(socket = %settings.bird_socket.display(), %err);
-                *last_error = Some(err);
+                *last_error = Some(message);
             }
-            false
+            Err(err)
         }
     }
 }
 
 /// One exchange with BIRD: greeting, `enable|disable PROTOCOL`, the reply.
-async fn bird(settings: &Settings, route: Route) -> Result<(), String> {
+async fn bird(settings: &Settings, route: Route) -> Result<(), AnycastError> {
     let stream = UnixStream::connect(&settings.bird_socket)
         .await
-        .map_err(|e| format!("cannot connect to {}: {e}", settings.bird_socket.display()))?;
+        .map_err(|source| AnycastError::BirdConnect {
+            socket: settings.bird_socket.clone(),
+            source,
+        })?;
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     let greeting = bird_reply(&mut read).await?;
     if greeting.first().map(|(code, _)| *code) != Some(1) {
-        return Err(format!("unexpected greeting {greeting:?}"));
+        return Err(AnycastError::BirdGreeting(greeting));
     }
     write
         .write_all(format!("{} {}\n", route.command(), settings.protocol).as_bytes())
         .await
-        .map_err(|e| format!("cannot write to BIRD: {e}"))?;
+        .map_err(AnycastError::BirdWrite)?;
     let reply = bird_reply(&mut read).await?;
     if reply.iter().any(|(code, _)| route.accepts(*code)) {
         Ok(())
     } else {
-        Err(format!(
-            "`{} {}` answered {}",
-            route.command(),
-            settings.protocol,
-            reply
-                .iter()
-                .map(|(code, text)| format!("{code:04} {text}"))
-                .collect::<Vec<_>>()
-                .join(" / ")
-        ))
+        Err(AnycastError::BirdRefused {
+            command: route.command(),
+            protocol: settings.protocol.clone(),
+            reply,
+        })
     }
 }
 
 /// One reply of BIRD's CLI protocol: lines `CODE-text` (more follow), ` text` (the same
 /// code continues) and a last `CODE text`; every line bounded.
-async fn bird_reply<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> Result<Vec<(u16, String)>, String> {
+async fn bird_reply<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> Result<Vec<(u16, String)>, AnycastError> {
     let mut lines = Vec::new();
     let mut line = Vec::new();
     for _ in 0..BIRD_MAX_LINES {
@@ -276,9 +440,9 @@ async fn bird_reply<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> Result<
             .take(BIRD_MAX_LINE as u64)
             .read_until(b'\n', &mut line)
             .await
-            .map_err(|e| format!("reading BIRD's reply: {e}"))?;
+            .map_err(AnycastError::BirdRead)?;
         if n == 0 {
-            return Err("BIRD closed the connection".to_owned());
+            return Err(AnycastError::BirdClosed);
         }
         let text = String::from_utf8_lossy(&line).trim_end().to_owned();
         match parse_bird_line(&text) {
@@ -295,7 +459,7 @@ async fn bird_reply<R: tokio::io::AsyncBufRead + Unpin>(read: &mut R) -> Result<
             }
         }
     }
-    Err(format!("BIRD's reply ran past {BIRD_MAX_LINES} lines"))
+    Err(AnycastError::BirdReplyTooLong)
 }
 
 /// `CODE-text` or `CODE text`: (code, last line, text).
@@ -310,40 +474,52 @@ fn parse_bird_line(text: &str) -> Option<(u16, bool, &str)> {
 }
 
 /// Ready or not, and why.
-async fn check(settings: &Settings) -> Result<String, String> {
+async fn check(settings: &Settings) -> Result<String, AnycastError> {
     let mut why = Vec::new();
     if let Some(url) = &settings.ready {
         let answer = timeout(settings.timeout, ready(url))
             .await
-            .map_err(|_| format!("{}{}: no response within {:?}", url.addr, url.path, settings.timeout))??;
+            .map_err(|_| AnycastError::ReadyTimeout {
+                addr: url.addr,
+                path: url.path.clone(),
+                timeout: settings.timeout,
+            })??;
         why.push(answer);
     }
     if let Some(addr) = settings.probe {
         timeout(settings.timeout, probe(addr, &settings.probe_name))
             .await
-            .map_err(|_| format!("DNS probe of {addr}: no answer within {:?}", settings.timeout))??;
+            .map_err(|_| AnycastError::ProbeTimeout {
+                addr,
+                timeout: settings.timeout,
+            })??;
         why.push(format!("{addr} answers {} SOA", settings.probe_name));
     }
     Ok(why.join("; "))
 }
 
 /// `GET` the readiness URL: 200 is ready; the body's first line says why either way.
-async fn ready(url: &ReadyUrl) -> Result<String, String> {
+async fn ready(url: &ReadyUrl) -> Result<String, AnycastError> {
     let mut stream = TcpStream::connect(url.addr)
         .await
-        .map_err(|e| format!("{}{}: {e}", url.addr, url.path))?;
+        .map_err(|source| AnycastError::ReadyConnect {
+            addr: url.addr,
+            path: url.path.clone(),
+            source,
+        })?;
+    let exchange = |source| AnycastError::ReadyExchange { addr: url.addr, source };
     stream
         .write_all(format!("GET {} HTTP/1.0\r\nHost: {}\r\n\r\n", url.path, url.addr).as_bytes())
         .await
-        .map_err(|e| format!("{}: {e}", url.addr))?;
+        .map_err(exchange)?;
     let mut response = Vec::new();
     (&mut stream)
         .take(READY_MAX_RESPONSE as u64)
         .read_to_end(&mut response)
         .await
-        .map_err(|e| format!("{}: {e}", url.addr))?;
+        .map_err(exchange)?;
     let text = String::from_utf8_lossy(&response);
-    let status = text.split_whitespace().nth(1).unwrap_or("");
+    let status = text.split_whitespace().nth(1).unwrap_or("").to_owned();
     let body = text
         .split_once("\r\n\r\n")
         .map_or("", |(_, body)| body)
@@ -354,14 +530,19 @@ async fn ready(url: &ReadyUrl) -> Result<String, String> {
     if status == "200" {
         Ok(body)
     } else {
-        Err(format!("{}{} answered {status}: {body}", url.addr, url.path))
+        Err(AnycastError::NotReady {
+            addr: url.addr,
+            path: url.path.clone(),
+            status,
+            body,
+        })
     }
 }
 
 /// Asks `addr` for `name` SOA over UDP; an authoritative NOERROR answer to this query
 /// is a pass.
-async fn probe(addr: SocketAddr, name: &str) -> Result<(), String> {
-    let wire = crate::explain::owner_wire(name)?;
+async fn probe(addr: SocketAddr, name: &str) -> Result<(), AnycastError> {
+    let wire = crate::explain::owner_wire(name).map_err(AnycastError::ProbeName)?;
     let id = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0x5153, |d| d.subsec_nanos() as u16);
@@ -375,23 +556,13 @@ async fn probe(addr: SocketAddr, name: &str) -> Result<(), String> {
     } else {
         ([0u16; 8], 0).into()
     };
-    let socket = UdpSocket::bind(bind)
-        .await
-        .map_err(|e| format!("DNS probe socket: {e}"))?;
-    socket
-        .connect(addr)
-        .await
-        .map_err(|e| format!("DNS probe of {addr}: {e}"))?;
-    socket
-        .send(&query)
-        .await
-        .map_err(|e| format!("DNS probe of {addr}: {e}"))?;
+    let socket = UdpSocket::bind(bind).await.map_err(AnycastError::ProbeSocket)?;
+    let failed = |source| AnycastError::Probe { addr, source };
+    socket.connect(addr).await.map_err(failed)?;
+    socket.send(&query).await.map_err(failed)?;
     let mut reply = [0u8; 4096];
     loop {
-        let n = socket
-            .recv(&mut reply)
-            .await
-            .map_err(|e| format!("DNS probe of {addr}: {e}"))?;
+        let n = socket.recv(&mut reply).await.map_err(failed)?;
         let reply = &reply[..n];
         if n < 12 || reply[..2] != id.to_be_bytes() || reply[2] & 0x80 == 0 {
             continue; // not the answer to this query
@@ -401,9 +572,13 @@ async fn probe(addr: SocketAddr, name: &str) -> Result<(), String> {
         return if aa && rcode == 0 && answers > 0 {
             Ok(())
         } else {
-            Err(format!(
-                "DNS probe of {addr}: {name} SOA answered rcode {rcode}, AA {aa}, {answers} answers"
-            ))
+            Err(AnycastError::ProbeAnswer {
+                addr,
+                name: name.to_owned(),
+                rcode,
+                aa,
+                answers,
+            })
         };
     }
 }
@@ -440,9 +615,14 @@ mod tests {
         assert!(bird_reply(&mut endless.as_bytes())
             .await
             .unwrap_err()
+            .to_string()
             .contains("64 lines"));
         let cut: &[u8] = b"0011-qdns: enabled\n";
-        assert!(bird_reply(&mut &cut[..]).await.unwrap_err().contains("closed"));
+        assert!(bird_reply(&mut &cut[..])
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("closed"));
     }
 
     #[test]

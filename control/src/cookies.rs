@@ -3,7 +3,10 @@
 //! rotated every `--cookie-rotation`, the one before kept as `previous` (still accepted
 //! by the edges) until the next rotation, and sent to every edge that takes them
 //! (`ToEdge::Cookies`), so any edge of the location validates another's cookie.
-use std::{io, path::Path};
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -37,25 +40,76 @@ impl Secrets {
     }
 }
 
+/// Why the cookie secrets could not be read, made or saved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CookieError {
+    /// The secrets file exists but cannot be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The secrets file is damaged.
+    #[error("{}: {source}", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// New secrets could not be saved.
+    #[error("{}: {source}", .path.display())]
+    Save {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel gave no random octets.
+    #[error("no random octets for a cookie secret")]
+    Random,
+    /// A secret in the file is not 32 ASCII characters.
+    #[error("a cookie secret is 32 hex digits, not {text:?}")]
+    HexLength {
+        /// The text found.
+        text: String,
+    },
+    /// A secret in the file has a character that is not a hex digit.
+    #[error("{text:?}: {source}")]
+    Hex {
+        /// The text found.
+        text: String,
+        /// The cause.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+}
+
 /// The secrets of the last run, or new ones (saved before they are used).
 ///
 /// # Errors
 /// When the file is damaged (the operator decides: a new secret invalidates every
 /// cookie the location gave out), or a new secret cannot be made or saved.
-pub fn load_or_make(dir: &Path, now: u64) -> Result<Secrets, String> {
+pub fn load_or_make(dir: &Path, now: u64) -> Result<Secrets, CookieError> {
     let path = dir.join(FILE);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| CookieError::Parse { path, source }),
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             let secrets = Secrets {
                 current: random()?,
                 previous: None,
                 made_at: now,
             };
-            save(dir, &secrets).map_err(|e| format!("{}: {e}", path.display()))?;
+            save(dir, &secrets).map_err(|source| CookieError::Save { path, source })?;
             Ok(secrets)
         }
-        Err(err) => Err(format!("{}: {err}", path.display())),
+        Err(source) => Err(CookieError::Read { path, source }),
     }
 }
 
@@ -63,7 +117,7 @@ pub fn load_or_make(dir: &Path, now: u64) -> Result<Secrets, String> {
 ///
 /// # Errors
 /// When the kernel gives no random octets.
-pub fn rotated(secrets: &Secrets, now: u64) -> Result<Secrets, String> {
+pub fn rotated(secrets: &Secrets, now: u64) -> Result<Secrets, CookieError> {
     Ok(Secrets {
         current: random()?,
         previous: Some(secrets.current),
@@ -79,10 +133,9 @@ fn save(dir: &Path, secrets: &Secrets) -> io::Result<()> {
     )
 }
 
-fn random() -> Result<[u8; 16], String> {
+fn random() -> Result<[u8; 16], CookieError> {
     let mut secret = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret)
-        .map_err(|_| "no random octets for a cookie secret".to_owned())?;
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret).map_err(|_| CookieError::Random)?;
     Ok(secret)
 }
 
@@ -161,13 +214,16 @@ fn to_hex(octets: &[u8; 16]) -> String {
     })
 }
 
-fn from_hex(text: &str) -> Result<[u8; 16], String> {
+fn from_hex(text: &str) -> Result<[u8; 16], CookieError> {
     if text.len() != 32 || !text.is_ascii() {
-        return Err(format!("a cookie secret is 32 hex digits, not {text:?}"));
+        return Err(CookieError::HexLength { text: text.to_owned() });
     }
     let mut out = [0u8; 16];
     for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|e| format!("{text:?}: {e}"))?;
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|source| CookieError::Hex {
+            text: text.to_owned(),
+            source,
+        })?;
     }
     Ok(out)
 }
@@ -194,7 +250,10 @@ mod tests {
             assert_eq!(bits & 0o077, 0, "owner only: {bits:o}");
         }
         std::fs::write(dir.join(FILE), "{").unwrap();
-        assert!(load_or_make(&dir, 5000).unwrap_err().contains("cookies.json"));
+        assert!(load_or_make(&dir, 5000)
+            .unwrap_err()
+            .to_string()
+            .contains("cookies.json"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -86,7 +86,7 @@ impl Ctx {
     }
 
     fn save(&self, state: &mut State) -> Result<(), ApiError> {
-        persist::save_operator(&self.state_dir, state).map_err(|e| ApiError::new(ErrorCode::Internal, e))
+        persist::save_operator(&self.state_dir, state).map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
     }
 }
 
@@ -107,7 +107,7 @@ pub async fn handle(ctx: &Ctx, request: Request, peer: Option<&str>) -> Response
 
 /// An expiry that does not parse or is over the limit.
 fn expiry(text: &str) -> Result<std::time::Duration, ApiError> {
-    parse_expiry(text).map_err(ApiError::bad_argument)
+    parse_expiry(text).map_err(|e| ApiError::bad_argument(e.to_string()))
 }
 
 #[expect(
@@ -426,12 +426,27 @@ fn zone_of<'s>(state: &'s State, zone: &str) -> Result<&'s qdns_zone::Zone, ApiE
         .ok_or_else(|| ApiError::not_found(format!("no zone {zone}")))
 }
 
+/// Why a snapshot was not signed again in the background.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RefreshError {
+    /// Signing failed.
+    #[error("{0}")]
+    Sign(#[from] crate::dnssec::DnssecError),
+    /// The signing task panicked or was cancelled.
+    #[error("the signing task ended early: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Signs `base`, the current snapshot when called, again as a new version — without
 /// the state lock and off the async workers: a 1,000,000-set zone takes ~27 s of both
 /// cores, and health decisions, API calls and edge pushes go on meanwhile. The result
 /// is installed and pushed only if the snapshot is still `base` (a reload or a rollover
 /// step in the meantime signed its own). A failure is in the timeline.
-pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>, why: &str) -> Result<(), String> {
+pub(crate) async fn refresh_signatures(
+    ctx: &Ctx,
+    base: Arc<qdns_zone::Snapshot>,
+    why: &str,
+) -> Result<(), RefreshError> {
     let from = base.version;
     let version = next_version(from);
     let store = ctx.key_store();
@@ -440,17 +455,17 @@ pub(crate) async fn refresh_signatures(ctx: &Ctx, base: Arc<qdns_zone::Snapshot>
         // signs updates the state's own without copying it under the lock.
         let copy = (*base).clone();
         drop(base);
-        crate::dnssec::sign_again(&store, copy, version).map_err(|e| e.to_string())
+        crate::dnssec::sign_again(&store, copy, version)
     })
     .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r);
+    .map_err(RefreshError::from)
+    .and_then(|r| r.map_err(RefreshError::from));
     let mut state = ctx.state.lock().await;
     let snapshot = match signed {
         Ok(snapshot) => snapshot,
-        Err(message) => {
-            state.event("dnssec", format!("re-signing failed: {message}"));
-            return Err(message);
+        Err(err) => {
+            state.event("dnssec", format!("re-signing failed: {err}"));
+            return Err(err);
         }
     };
     if state.snapshot.version == from {
@@ -505,9 +520,9 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
         ApiError::new(ErrorCode::InvalidZone, err.to_string())
     })?;
     if state.deny_special_use_targets {
-        crate::special_use::check(&snapshot).map_err(|message| {
-            state.event("reload", format!("reload rejected: {message}"));
-            ApiError::new(ErrorCode::InvalidZone, message)
+        crate::special_use::check(&snapshot).map_err(|err| {
+            state.event("reload", format!("reload rejected: {err}"));
+            ApiError::new(ErrorCode::InvalidZone, err.to_string())
         })?;
     }
     state.install_loaded(snapshot);

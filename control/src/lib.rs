@@ -72,7 +72,25 @@ pub enum ControlError {
     Zone(#[from] qdns_zone::ZoneError),
     /// The persisted operator state is unreadable.
     #[error("{0}")]
-    State(String),
+    Persist(#[from] persist::PersistError),
+    /// A health-check target is special-use and `deny_special_use_targets` is on.
+    #[error("{0}")]
+    SpecialUse(#[from] special_use::SpecialUseError),
+    /// The `--checker-keys` file is unreadable or invalid.
+    #[error("{0}")]
+    CheckerKeys(#[from] report::ReportError),
+    /// The checker sequences kept in the state directory are unreadable.
+    #[error("{0}")]
+    Sequences(#[from] report_listener::SequencesError),
+    /// The DNS cookie secrets could not be read, made or saved.
+    #[error("{0}")]
+    Cookies(#[from] cookies::CookieError),
+    /// The embedded checker could not be set up.
+    #[error("{0}")]
+    Checker(#[from] checker::CheckerError),
+    /// The edge socket's TLS files are unusable.
+    #[error("edge socket TLS: {0}")]
+    EdgeTls(#[source] qdns_link::LinkError),
     /// A zone's keys could not be read or made, or it could not be signed.
     #[error("{0}")]
     Dnssec(#[from] dnssec::DnssecError),
@@ -124,13 +142,13 @@ async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Resul
 pub fn check(config: &Config) -> Result<String, ControlError> {
     let snapshot = qdns_zone::load_dir_from(&config.zones, 1, config.zone_sources())?;
     if config.settings.deny_special_use_targets {
-        special_use::check(&snapshot).map_err(ControlError::State)?;
+        special_use::check(&snapshot)?;
     }
     if let Some(path) = &config.settings.checker_keys {
-        report::Keys::load(path).map_err(ControlError::State)?;
+        report::Keys::load(path)?;
     }
     if config.state_dir.exists() {
-        persist::load(&config.state_dir).map_err(ControlError::State)?;
+        persist::load(&config.state_dir)?;
     }
     Ok(format!(
         "configuration ok; {} zones load from {}",
@@ -156,7 +174,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         at: config.state_dir.display().to_string(),
         source,
     })?;
-    let operator = persist::load(&config.state_dir).map_err(ControlError::State)?;
+    let operator = persist::load(&config.state_dir)?;
     let mut snapshot = qdns_zone::load_dir_from(&config.zones, next_version(0), config.zone_sources())?;
     dnssec::sign_snapshot(
         &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
@@ -164,10 +182,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         dnssec::now(),
     )?;
     if config.settings.deny_special_use_targets {
-        special_use::check(&snapshot).map_err(ControlError::State)?;
+        special_use::check(&snapshot)?;
     }
     let keys = match &config.settings.checker_keys {
-        Some(path) => Some(Arc::new(report::Keys::load(path).map_err(ControlError::State)?)),
+        Some(path) => Some(Arc::new(report::Keys::load(path)?)),
         None => None,
     };
     let mut state = State::new(config.zones.clone(), snapshot, operator);
@@ -193,7 +211,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     }
     state.event("reload", format!("started with snapshot {}", state.snapshot.version));
     let (updates, _) = broadcast::channel(1024);
-    let cookies = cookies::load_or_make(&config.state_dir, state::now()).map_err(ControlError::State)?;
+    let cookies = cookies::load_or_make(&config.state_dir, state::now())?;
     let cookies = Arc::new(tokio::sync::watch::Sender::new(cookies));
     let (observations, observed) = tokio::sync::mpsc::channel(4096);
     let checker = if config.settings.no_embedded_checker {
@@ -205,8 +223,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             region: config.settings.region.clone(),
             source: None,
         };
-        let checker = checker::Checker::new(identity, observations, config.settings.tls_ca.as_deref())
-            .map_err(ControlError::State)?;
+        let checker = checker::Checker::new(identity, observations, config.settings.tls_ca.as_deref())?;
         Some(Arc::new(std::sync::Mutex::new(checker)))
     };
     let ctx = Ctx {
@@ -237,8 +254,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     if let Some(addr) = tcp {
         let tls = match &config.edge_tls {
             Some(files) => Some(Arc::new(
-                qdns_link::tls::ServerTls::new(files.clone())
-                    .map_err(|e| ControlError::State(format!("edge socket TLS: {e}")))?,
+                qdns_link::tls::ServerTls::new(files.clone()).map_err(ControlError::EdgeTls)?,
             )),
             None => None,
         };
@@ -291,8 +307,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
                 source,
             })?;
         tracing::info!(checker_listen = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "accepting checker reports");
-        let sequences =
-            report_listener::Sequences::load(config.state_dir.join("checker-seq.json")).map_err(ControlError::State)?;
+        let sequences = report_listener::Sequences::load(config.state_dir.join("checker-seq.json"))?;
         let reports = (listener, keys, config.location.clone(), sequences);
         tasks.spawn(accept::accept_reports(reports, ctx.clone(), shutdown.clone()));
     }

@@ -3,7 +3,10 @@
 //! steering has learnt (smoothed round trips, latency choices, load figures) is kept in
 //! `STATE_DIR/steering.json`, written every [`STEERING_EVERY`] and at shutdown, so a
 //! restart (an upgrade) neither moves a latency set nor restores a shed weight.
-use std::{fs, io, path::Path};
+use std::{
+    fs, io,
+    path::{Path, PathBuf},
+};
 
 use crate::state::{OperatorState, State};
 
@@ -55,18 +58,52 @@ pub fn load_steering(dir: &Path, now: u64) -> Option<Steering> {
     }
 }
 
+/// Why the operator state could not be loaded or saved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PersistError {
+    /// The operator state file exists but cannot be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The operator state file is damaged.
+    #[error("{}: {source}", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The operator state could not be written.
+    #[error("cannot persist operator state in {}: {source}", .dir.display())]
+    Save {
+        /// The state directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
 /// Loads the operator state; a missing file is an empty state, a damaged one an error.
-pub fn load(dir: &Path) -> Result<OperatorState, String> {
+pub fn load(dir: &Path) -> Result<OperatorState, PersistError> {
     let path = dir.join(FILE);
     match fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(|mut state: OperatorState| {
+        Ok(text) => match serde_json::from_str::<OperatorState>(&text) {
+            Ok(mut state) => {
                 state.arm();
-                state
-            })
-            .map_err(|e| format!("{}: {e}", path.display())),
+                Ok(state)
+            }
+            Err(source) => Err(PersistError::Parse { path, source }),
+        },
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(OperatorState::default()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(PersistError::Read { path, source }),
     }
 }
 
@@ -74,7 +111,7 @@ pub fn load(dir: &Path) -> Result<OperatorState, String> {
 /// (`qdns_control_persist_failures_total`), kept for `status` until a save succeeds,
 /// logged and put in the timeline (once per episode). The caller decides whether the
 /// change stands (see `handler::handle`).
-pub fn save_operator(dir: &Path, state: &mut State) -> Result<(), String> {
+pub fn save_operator(dir: &Path, state: &mut State) -> Result<(), PersistError> {
     match save(dir, &state.operator.for_disk()) {
         Ok(()) => {
             if state.persist_error.take().is_some() {
@@ -82,15 +119,19 @@ pub fn save_operator(dir: &Path, state: &mut State) -> Result<(), String> {
             }
             Ok(())
         }
-        Err(err) => {
-            let message = format!("cannot persist operator state in {}: {err}", dir.display());
+        Err(source) => {
+            let err = PersistError::Save {
+                dir: dir.to_path_buf(),
+                source,
+            };
+            let message = err.to_string();
             state.counters.persist_failures += 1;
             tracing::error!("{message}");
             if state.persist_error.is_none() {
                 state.event("persist", message.clone());
             }
-            state.persist_error = Some(message.clone());
-            Err(message)
+            state.persist_error = Some(message);
+            Err(err)
         }
     }
 }

@@ -19,7 +19,7 @@ use tokio::{io::AsyncWriteExt, net::TcpStream, sync::Mutex};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    checker::{Checker, Identity, Observation},
+    checker::{Checker, CheckerError, Identity, Observation},
     report::{sign, Report},
     state::now,
 };
@@ -54,11 +54,26 @@ pub struct CheckerConfig {
     pub tls_ca: Option<PathBuf>,
 }
 
+/// Why a checker process could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteError {
+    /// SIGHUP (reload) could not be handled.
+    #[error("cannot handle SIGHUP: {0}")]
+    Signal(#[source] std::io::Error),
+    /// The zones failed validation.
+    #[error("{0}")]
+    Zone(#[from] qdns_zone::ZoneError),
+    /// The prober could not be set up.
+    #[error("{0}")]
+    Checker(#[from] CheckerError),
+}
+
 /// Runs the checker until `shutdown`.
-pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> Result<(), String> {
+pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> Result<(), RemoteError> {
     // Installed first: SIGHUP's default action would end the process.
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
+    let mut hup =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(RemoteError::Signal)?;
     let checks = probed_checks(&config.zones)?;
     tracing::info!(checks = checks.len(), id = %config.id, region = %config.region, locations = config.report_to.len(), "checker running");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Observation>(4096);
@@ -114,7 +129,7 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
 }
 
 /// The probed checks of the zones in `dir`.
-fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapshot::Probe)>, String> {
+fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapshot::Probe)>, qdns_zone::ZoneError> {
     // Checks only: geo sets need no database here.
     let snapshot = qdns_zone::load_dir_with(
         dir,
@@ -123,8 +138,7 @@ fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapsh
             geo: Some(&qdns_zone::geo::GeoDb::empty()),
             location: None,
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(crate::state::State::new(dir.to_path_buf(), snapshot, crate::state::OperatorState::default()).probed_checks())
 }
 

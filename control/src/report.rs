@@ -65,16 +65,16 @@ pub struct Signed {
 
 impl Signed {
     /// The frame: length, id length, id, MAC, body (see the module's comment).
-    pub fn frame(&self) -> Result<Vec<u8>, String> {
+    pub fn frame(&self) -> Result<Vec<u8>, ReportError> {
         if self.checker.is_empty() || self.checker.len() > MAX_ID {
-            return Err(format!("checker id must be 1 to {MAX_ID} octets"));
+            return Err(ReportError::IdLength);
         }
         if self.mac.len() != MAC_LEN {
-            return Err("MAC must be 32 octets".to_owned());
+            return Err(ReportError::MacLength);
         }
         let rest = 1 + self.checker.len() + MAC_LEN + self.body.len();
         if rest > MAX_REPORT {
-            return Err(format!("report of {rest} octets is over the {MAX_REPORT}-octet limit"));
+            return Err(ReportError::TooLarge { octets: rest });
         }
         let mut frame = Vec::with_capacity(4 + rest);
         frame.extend_from_slice(&(rest as u32).to_be_bytes());
@@ -84,6 +84,75 @@ impl Signed {
         frame.extend_from_slice(&self.body);
         Ok(frame)
     }
+}
+
+/// Why checker keys could not be read, or a report could not be signed or framed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// The `--checker-keys` file cannot be read.
+    #[error("{}: {source}", .path.display())]
+    KeysRead {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `--checker-keys` file is not valid TOML of `[[checker]]` tables.
+    #[error("{}: {}", .path.display(), .source.message())]
+    KeysParse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: toml::de::Error,
+    },
+    /// A checker's key in the `--checker-keys` file is unusable.
+    #[error("{}: checker[{index}].key: {source}", .path.display())]
+    KeysEntry {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The entry's index.
+        index: usize,
+        /// What is wrong with the key.
+        #[source]
+        source: Box<ReportError>,
+    },
+    /// Two entries of the `--checker-keys` file have the same id.
+    #[error("{}: checker[{index}].id: duplicate id {id:?}", .path.display())]
+    DuplicateId {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The second entry's index.
+        index: usize,
+        /// The id.
+        id: String,
+    },
+    /// A key is not base64.
+    #[error("key is not base64: {0}")]
+    KeyNotBase64(#[source] base64::DecodeError),
+    /// A key is shorter than 16 bytes.
+    #[error("key is shorter than 16 bytes")]
+    KeyTooShort,
+    /// A report could not be encoded.
+    #[error("cannot encode the report: {0}")]
+    Encode(#[source] postcard::Error),
+    /// The key cannot key an HMAC.
+    #[error("the key is unusable for HMAC-SHA256 (invalid length)")]
+    HmacKey,
+    /// A checker id that is empty or longer than [`MAX_ID`].
+    #[error("checker id must be 1 to {} octets", MAX_ID)]
+    IdLength,
+    /// A MAC that is not [`MAC_LEN`] octets.
+    #[error("MAC must be {} octets", MAC_LEN)]
+    MacLength,
+    /// A frame over [`MAX_REPORT`].
+    #[error("report of {octets} octets is over the {}-octet limit", MAX_REPORT)]
+    TooLarge {
+        /// The octets after the length.
+        octets: usize,
+    },
 }
 
 /// Why a report was dropped (also the counter label).
@@ -154,30 +223,40 @@ struct KeyFile {
 pub struct Keys(HashMap<String, (String, Vec<u8>)>);
 
 /// Decodes a base64 key; at least 16 bytes.
-pub fn decode_key(text: &str) -> Result<Vec<u8>, String> {
+pub fn decode_key(text: &str) -> Result<Vec<u8>, ReportError> {
     let key = base64::engine::general_purpose::STANDARD
         .decode(text.trim())
-        .map_err(|e| format!("key is not base64: {e}"))?;
+        .map_err(ReportError::KeyNotBase64)?;
     if key.len() < 16 {
-        return Err("key is shorter than 16 bytes".to_owned());
+        return Err(ReportError::KeyTooShort);
     }
     Ok(key)
 }
 
 impl Keys {
     /// Reads a `--checker-keys` file: `[[checker]]` tables with `id`, `region`, `key`.
-    pub fn load(path: &std::path::Path) -> Result<Keys, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let file: KeyFile = toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+    pub fn load(path: &std::path::Path) -> Result<Keys, ReportError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ReportError::KeysRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: KeyFile = toml::from_str(&text).map_err(|source| ReportError::KeysParse {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut keys = HashMap::new();
-        for (i, entry) in file.checker.into_iter().enumerate() {
-            let key = decode_key(&entry.key).map_err(|e| format!("{}: checker[{i}].key: {e}", path.display()))?;
+        for (index, entry) in file.checker.into_iter().enumerate() {
+            let key = decode_key(&entry.key).map_err(|source| ReportError::KeysEntry {
+                path: path.to_path_buf(),
+                index,
+                source: Box::new(source),
+            })?;
             if keys.insert(entry.id.clone(), (entry.region, key)).is_some() {
-                return Err(format!(
-                    "{}: checker[{i}].id: duplicate id {:?}",
-                    path.display(),
-                    entry.id
-                ));
+                return Err(ReportError::DuplicateId {
+                    path: path.to_path_buf(),
+                    index,
+                    id: entry.id,
+                });
             }
         }
         Ok(Keys(keys))
@@ -208,17 +287,17 @@ const EXTENSION_VERSION: u16 = 2;
 
 /// Signs `report` with `key`: the body is the report, then its extension (the
 /// probes' timings) and, from version 2, their load figures.
-pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, String> {
-    let mut body = postcard::to_stdvec(report).map_err(|e| e.to_string())?;
+pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, ReportError> {
+    let mut body = postcard::to_stdvec(report).map_err(ReportError::Encode)?;
     let extension = Extension {
         version: EXTENSION_VERSION,
         timings: report.observations.iter().map(|o| o.timing).collect(),
     };
-    body.extend(postcard::to_stdvec(&extension).map_err(|e| e.to_string())?);
+    body.extend(postcard::to_stdvec(&extension).map_err(ReportError::Encode)?);
     let loads = Loads {
         loads: report.observations.iter().map(|o| o.load_milli).collect(),
     };
-    body.extend(postcard::to_stdvec(&loads).map_err(|e| e.to_string())?);
+    body.extend(postcard::to_stdvec(&loads).map_err(ReportError::Encode)?);
     seal(&report.checker, body, key)
 }
 
@@ -250,8 +329,8 @@ fn decode(body: &[u8]) -> Result<Report, Reject> {
 
 /// Signs an encoded body as `checker`'s with `key` (whatever the body holds: tests and
 /// the fuzzer reach the parser behind the MAC this way).
-pub fn seal(checker: &str, body: Vec<u8>, key: &[u8]) -> Result<Signed, String> {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|e| e.to_string())?;
+pub fn seal(checker: &str, body: Vec<u8>, key: &[u8]) -> Result<Signed, ReportError> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).map_err(|_| ReportError::HmacKey)?;
     mac.update(&body);
     Ok(Signed {
         checker: checker.to_owned(),

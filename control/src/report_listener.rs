@@ -44,6 +44,30 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a frame may take to arrive once it has begun.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why the kept sequences could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SequencesError {
+    /// The sequences file exists but cannot be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sequences file is damaged.
+    #[error("{}: {source}", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// The last sequence accepted from each checker, kept in a file (written before the
 /// report is acted on) so a restarted location still refuses a report it accepted.
 #[derive(Debug, Default)]
@@ -54,11 +78,14 @@ pub struct Sequences {
 
 impl Sequences {
     /// The sequences kept in `file` (none yet when it does not exist).
-    pub fn load(file: PathBuf) -> Result<Sequences, String> {
+    pub fn load(file: PathBuf) -> Result<Sequences, SequencesError> {
         let last = match std::fs::read(&file) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", file.display()))?,
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(last) => last,
+                Err(source) => return Err(SequencesError::Parse { path: file, source }),
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
-            Err(e) => return Err(format!("{}: {e}", file.display())),
+            Err(source) => return Err(SequencesError::Read { path: file, source }),
         };
         Ok(Sequences { last, file: Some(file) })
     }
@@ -286,6 +313,9 @@ mod tests {
             Err(Reject::Replayed)
         );
         std::fs::write(&file, "{").unwrap();
-        assert!(Sequences::load(file).unwrap_err().contains("checker-seq.json"));
+        assert!(Sequences::load(file)
+            .unwrap_err()
+            .to_string()
+            .contains("checker-seq.json"));
     }
 }

@@ -57,19 +57,39 @@ fn special_v4(ip: Ipv4Addr) -> Option<&'static str> {
     })
 }
 
+/// A health-check target refused by `deny_special_use_targets`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecialUseError {
+    /// A probed check's target address is in a special-use range.
+    #[error("{file}: health_check {check:?} (zone {zone}): ip {ip} is {range}; deny_special_use_targets is on")]
+    Target {
+        /// The zone file.
+        file: String,
+        /// The check's name.
+        check: String,
+        /// The zone's origin.
+        zone: String,
+        /// The target address.
+        ip: IpAddr,
+        /// The special-use range it is in.
+        range: &'static str,
+    },
+}
+
 /// The first probed check of `snapshot` whose target is special-use, as an error.
-pub fn check(snapshot: &Snapshot) -> Result<(), String> {
+pub fn check(snapshot: &Snapshot) -> Result<(), SpecialUseError> {
     for zone in &snapshot.zones {
         for slot in &zone.slots {
             if let SlotRule::Check { probe: Some(probe), .. } = &slot.rule {
                 if let Some(range) = special_use(probe.ip) {
-                    return Err(format!(
-                        "{}: health_check {:?} (zone {}): ip {} is {range}; deny_special_use_targets is on",
-                        zone.source,
-                        slot.name,
-                        name::to_text(&zone.origin),
-                        probe.ip
-                    ));
+                    return Err(SpecialUseError::Target {
+                        file: zone.source.clone(),
+                        check: slot.name.clone(),
+                        zone: name::to_text(&zone.origin),
+                        ip: probe.ip,
+                        range,
+                    });
                 }
             }
         }

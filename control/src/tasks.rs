@@ -43,7 +43,7 @@ pub(crate) async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
     let mut steering_saved = Instant::now();
     // The re-signing under way: its own task, so expiries and checker freshness keep
     // their one-second beat while a large zone is signed.
-    let mut refreshing: Option<tokio::task::JoinHandle<Result<(), String>>> = None;
+    let mut refreshing: Option<tokio::task::JoinHandle<Result<(), handler::RefreshError>>> = None;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,

@@ -75,7 +75,7 @@ fn main() -> ExitCode {
     {
         let key = match std::fs::read_to_string(&key_file)
             .map_err(|e| e.to_string())
-            .and_then(|t| report::decode_key(&t))
+            .and_then(|t| report::decode_key(&t).map_err(|e| e.to_string()))
         {
             Ok(key) => key,
             Err(err) => return fatal(&format!("{}: {err}", key_file.display())),

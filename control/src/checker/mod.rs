@@ -60,6 +60,15 @@ pub struct Identity {
     pub source: Option<std::net::IpAddr>,
 }
 
+/// Why a checker could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckerError {
+    /// The TLS connectors for HTTPS checks could not be made.
+    #[error("cannot set up TLS for HTTPS checks: {0}")]
+    Tls(#[from] probe::TlsError),
+}
+
 /// Runs probes for a set of checks until cancelled; restart with a new set on reload.
 pub struct Checker {
     identity: Identity,
@@ -76,8 +85,8 @@ impl Checker {
         identity: Identity,
         observations: mpsc::Sender<Observation>,
         tls_ca: Option<&std::path::Path>,
-    ) -> Result<Checker, String> {
-        let tls = probe::Tls::new(tls_ca).map_err(|e| format!("cannot set up TLS for HTTPS checks: {e}"))?;
+    ) -> Result<Checker, CheckerError> {
+        let tls = probe::Tls::new(tls_ca)?;
         Ok(Checker {
             identity,
             tls,

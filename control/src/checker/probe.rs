@@ -89,6 +89,39 @@ async fn connect(addr: SocketAddr, source: Option<std::net::IpAddr>) -> std::io:
     socket.connect(addr).await
 }
 
+/// Why a checker's TLS connectors could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// rustls refused the configuration (no usable protocol versions).
+    #[error("{0}")]
+    Config(#[from] rustls::Error),
+    /// The CA bundle cannot be read, or holds something that is not PEM.
+    #[error("{}: {source}", .path.display())]
+    CaRead {
+        /// The bundle.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A certificate of the CA bundle is not a usable root.
+    #[error("{}: {source}", .path.display())]
+    CaAdd {
+        /// The bundle.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The CA bundle holds no certificate.
+    #[error("{}: no certificate in the CA bundle", .path.display())]
+    NoCa {
+        /// The bundle.
+        path: std::path::PathBuf,
+    },
+}
+
 /// The TLS connectors of a checker.
 #[derive(Clone)]
 pub struct Tls {
@@ -100,26 +133,34 @@ pub struct Tls {
 
 impl Tls {
     /// Both connectors; `extra_ca` is a PEM bundle of further trusted roots.
-    pub fn new(extra_ca: Option<&std::path::Path>) -> Result<Tls, String> {
+    pub fn new(extra_ca: Option<&std::path::Path>) -> Result<Tls, TlsError> {
         use rustls::pki_types::{pem::PemObject, CertificateDer};
-        let insecure = insecure_tls().map_err(|e| e.to_string())?;
+        let insecure = insecure_tls()?;
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(path) = extra_ca {
+            let read = |source| TlsError::CaRead {
+                path: path.to_path_buf(),
+                source,
+            };
             let mut added = 0;
-            for cert in CertificateDer::pem_file_iter(path).map_err(|e| format!("{}: {e}", path.display()))? {
-                let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
-                roots.add(cert).map_err(|e| format!("{}: {e}", path.display()))?;
+            for cert in CertificateDer::pem_file_iter(path).map_err(read)? {
+                let cert = cert.map_err(read)?;
+                roots.add(cert).map_err(|source| TlsError::CaAdd {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
                 added += 1;
             }
             if added == 0 {
-                return Err(format!("{}: no certificate in the CA bundle", path.display()));
+                return Err(TlsError::NoCa {
+                    path: path.to_path_buf(),
+                });
             }
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(Tls {

@@ -148,7 +148,7 @@ fn anycast(args: AnycastArgs) -> ExitCode {
         use tokio::signal::unix::{signal, SignalKind};
         let shutdown = tokio_util::sync::CancellationToken::new();
         let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-            return Err("cannot handle SIGTERM and SIGINT".to_owned());
+            return Err(Box::<dyn std::error::Error>::from("cannot handle SIGTERM and SIGINT"));
         };
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -158,7 +158,7 @@ fn anycast(args: AnycastArgs) -> ExitCode {
             }
             stop.cancel();
         });
-        qdns_control::anycast::run(settings, shutdown).await
+        qdns_control::anycast::run(settings, shutdown).await.map_err(Box::from)
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
