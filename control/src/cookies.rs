@@ -17,7 +17,7 @@ const FILE: &str = "cookies.json";
 const CHECK: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The secrets, as kept and as sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Secrets {
     /// New cookies are made with it (hex in the file).
     #[serde(with = "hex16")]
@@ -27,6 +27,16 @@ pub struct Secrets {
     pub previous: Option<[u8; 16]>,
     /// When `current` was made (Unix seconds).
     pub made_at: u64,
+}
+
+/// The secrets are never printed.
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("previous", &self.previous.is_some())
+            .field("made_at", &self.made_at)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Secrets {
