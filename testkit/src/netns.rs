@@ -40,6 +40,11 @@ impl Pair {
     /// `tag` keeps the names of tests running at once apart; the link is on 10.77.0.0/24
     /// and `fd00:77::/64` (each pair in namespaces of its own, so pairs never clash).
     pub fn new(tag: char) -> Pair {
+        Pair::on_net(tag, "77")
+    }
+
+    /// [`Pair::new`] on `10.NET.0.0/24` and `fd00:NET::/64`.
+    pub fn on_net(tag: char, net: &str) -> Pair {
         let id = std::process::id() % 100_000;
         let pair = Pair {
             server: format!("qdns-vs{tag}-{id}"),
@@ -49,7 +54,7 @@ impl Pair {
         };
         run(&["ip", "netns", "add", &pair.server]);
         run(&["ip", "netns", "add", &pair.client]);
-        pair.link(&pair.server_if, &pair.client_if, "77");
+        pair.link(&pair.server_if, &pair.client_if, net);
         run(&["ip", "-n", &pair.server, "link", "set", "lo", "up"]);
         run(&["ip", "-n", &pair.client, "link", "set", "lo", "up"]);
         pair

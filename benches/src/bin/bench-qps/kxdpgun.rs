@@ -323,7 +323,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mi
 
 /// The kxdpgun stage.
 pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
-    let pair = veth::pair()?;
+    let pair = veth::pair();
     // Each end's receive work in its own NAPI thread: NAPI needs GRO (or an XDP program)
     // on the receiving end, and veth uses it only for frames from a sender without TSO
     // (`veth_skb_is_eligible_for_gro`; a native XDP program turns the peer's off, generic

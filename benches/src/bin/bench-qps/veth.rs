@@ -20,25 +20,8 @@ pub const SERVER: &str = "10.79.0.1";
 /// The service port on the pair.
 pub const PORT: u16 = 15_360;
 
-/// The two ends, removed on drop.
-pub struct Pair {
-    /// The server's namespace.
-    pub server: String,
-    /// The client's namespace.
-    pub client: String,
-    /// The server end.
-    pub server_if: String,
-    /// The client end.
-    pub client_if: String,
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.server, &self.client] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
+/// The two ends (`qdns_testkit::netns::Pair`), removed on drop.
+pub use qdns_testkit::netns::Pair;
 
 /// Runs `ip ARGS`.
 pub fn ip(args: &[&str]) -> Result<(), String> {
@@ -50,55 +33,10 @@ pub fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// The pair, addressed 10.79.0.1 (server) and 10.79.0.2 (client), GRO on at the client.
-pub fn pair() -> Result<Pair, String> {
-    let id = std::process::id() % 100_000;
-    let pair = Pair {
-        server: format!("qdns-qps-s{id}"),
-        client: format!("qdns-qps-c{id}"),
-        server_if: format!("qqs{id}"),
-        client_if: format!("qqc{id}"),
-    };
-    let client_if = pair.client_if.clone();
-    ip(&["netns", "add", &pair.server])?;
-    ip(&["netns", "add", &pair.client])?;
-    ip(&[
-        "link",
-        "add",
-        &pair.server_if,
-        "numtxqueues",
-        "1",
-        "numrxqueues",
-        "1",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &client_if,
-        "numtxqueues",
-        "1",
-        "numrxqueues",
-        "1",
-    ])?;
-    ip(&["link", "set", &pair.server_if, "netns", &pair.server])?;
-    ip(&["link", "set", &client_if, "netns", &pair.client])?;
-    for (ns, dev, addr) in [
-        (&pair.server, &pair.server_if, "10.79.0.1/24"),
-        (&pair.client, &client_if, "10.79.0.2/24"),
-    ] {
-        ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
-        ip(&["-n", ns, "link", "set", dev, "up"])?;
-        ip(&["-n", ns, "link", "set", "lo", "up"])?;
-    }
-    // GRO on the peer, as in the end-to-end test (native mode needs the peer program).
-    let gro = Command::new("ip")
-        .args(["netns", "exec", &pair.client, "ethtool", "-K", &client_if, "gro", "on"])
-        .status()
-        .map_err(|e| format!("ethtool: {e}"))?;
-    if !gro.success() {
-        return Err("ethtool -K gro on failed".into());
-    }
-    Ok(pair)
+/// The pair, addressed 10.79.0.1 (server) and 10.79.0.2 (client), GRO on at both ends
+/// (testkit's pair on its own network, so it never meets a test's).
+pub fn pair() -> Pair {
+    Pair::on_net('Q', "79")
 }
 
 /// One configuration's results.
@@ -382,7 +320,7 @@ pub fn peer_program(pair: &Pair, mode: Mode) -> Result<Option<qdns_edge::xdp::pe
 
 /// The veth stage.
 pub fn run(plan: &Plan, work: &Path, queries: &Path) -> Result<VethResult, String> {
-    let pair = pair()?;
+    let pair = pair();
     Ok(VethResult {
         off: measure(plan, &pair, work, queries, Mode::Off)?,
         generic: measure(plan, &pair, work, queries, Mode::Generic)?,
