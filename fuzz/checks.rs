@@ -169,9 +169,13 @@ pub fn link_frame(data: &[u8]) {
             assert_eq!(applied, delta.words.iter().all(|&(i, _)| i < 4));
             assert_eq!(bitmap.len(), 4, "a delta never resizes the bitmap");
         }
-        Ok(ToEdge::Cookies { current, previous }) => {
+        Ok(ToEdge::Cookies {
+            current,
+            previous,
+            next,
+        }) => {
             // Taken as the edge takes them, and made into what the program reads.
-            let jar = qdns_edge::cookies::CookieJar::new(current, previous);
+            let jar = qdns_edge::cookies::CookieJar::new(current, previous, next);
             let secrets = jar.secrets();
             assert_eq!(
                 secrets.flags & qdns_abi::cookie::COOKIES_PREVIOUS != 0,

@@ -120,7 +120,7 @@ fn frame(name: &str, qtype: u16, edns: Edns) -> Vec<u8> {
             let client = 0x0123_4567_89ab_cdefu64.to_be_bytes();
             dns.extend(client);
             let made = qdns_abi::cookie::answer(
-                &qdns_abi::cookie::CookieSecrets::new(COOKIE_SECRET, None),
+                &qdns_abi::cookie::CookieSecrets::new(COOKIE_SECRET, None, None),
                 u64::from_le_bytes(client),
                 None,
                 &qdns_abi::cookie::ClientAddress::v4([10, 0, 0, 2]),
@@ -211,7 +211,7 @@ fn main() {
     // ignored: the hashing's cost).
     if std::env::var_os("QDNS_XDP_NO_COOKIES").is_none() {
         program
-            .set_cookie_secrets(&qdns_abi::cookie::CookieSecrets::new(COOKIE_SECRET, None))
+            .set_cookie_secrets(&qdns_abi::cookie::CookieSecrets::new(COOKIE_SECRET, None, None))
             .expect("cookie secrets");
         program.set_cookie_clock(COOKIE_NOW).expect("cookie clock");
     } else {

@@ -25,6 +25,10 @@ pub struct Secrets {
     /// The one before, still accepted.
     #[serde(with = "hex16_option")]
     pub previous: Option<[u8; 16]>,
+    /// The one the next rotation makes current: every edge accepts it a whole rotation
+    /// before any makes cookies with it (RFC 9018 §5). Made at load when missing.
+    #[serde(default, with = "hex16_option")]
+    pub next: Option<[u8; 16]>,
     /// When `current` was made (Unix seconds).
     pub made_at: u64,
 }
@@ -34,6 +38,7 @@ impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
             .field("previous", &self.previous.is_some())
+            .field("next", &self.next.is_some())
             .field("made_at", &self.made_at)
             .finish_non_exhaustive()
     }
@@ -46,6 +51,7 @@ impl Secrets {
         qdns_link::protocol::ToEdge::Cookies {
             current: self.current,
             previous: self.previous,
+            next: self.next,
         }
     }
 }
@@ -108,29 +114,46 @@ pub enum CookieError {
 /// cookie the location gave out), or a new secret cannot be made or saved.
 pub fn load_or_make(dir: &Path, now: u64) -> Result<Secrets, CookieError> {
     let path = dir.join(FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| CookieError::Parse { path, source }),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            let secrets = Secrets {
-                current: random()?,
-                previous: None,
-                made_at: now,
-            };
-            save(dir, &secrets).map_err(|source| CookieError::Save { path, source })?;
-            Ok(secrets)
+    let secrets = match std::fs::read(&path) {
+        Ok(bytes) => {
+            let kept: Secrets = serde_json::from_slice(&bytes).map_err(|source| CookieError::Parse {
+                path: path.clone(),
+                source,
+            })?;
+            if kept.next.is_some() {
+                return Ok(kept);
+            }
+            Secrets {
+                next: Some(random()?),
+                ..kept
+            }
         }
-        Err(source) => Err(CookieError::Read { path, source }),
-    }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Secrets {
+            current: random()?,
+            previous: None,
+            next: Some(random()?),
+            made_at: now,
+        },
+        Err(source) => return Err(CookieError::Read { path, source }),
+    };
+    save(dir, &secrets).map_err(|source| CookieError::Save { path, source })?;
+    Ok(secrets)
 }
 
-/// `secrets` rotated at `now`: a new current, the old one previous.
+/// `secrets` rotated at `now`: the next secret (which every edge accepts already)
+/// current, the current one previous, a new next.
 ///
 /// # Errors
 /// When the kernel gives no random octets.
 pub fn rotated(secrets: &Secrets, now: u64) -> Result<Secrets, CookieError> {
+    let current = match secrets.next {
+        Some(next) => next,
+        None => random()?,
+    };
     Ok(Secrets {
-        current: random()?,
+        current,
         previous: Some(secrets.current),
+        next: Some(random()?),
         made_at: now,
     })
 }
@@ -249,9 +272,12 @@ mod tests {
         let made = load_or_make(&dir, 1000).unwrap();
         assert_eq!(made.previous, None);
         assert_eq!(load_or_make(&dir, 2000).unwrap(), made, "kept across restarts");
+        assert!(made.next.is_some_and(|n| n != made.current));
         let next = rotated(&made, 3000).unwrap();
         assert_eq!((next.previous, next.made_at), (Some(made.current), 3000));
-        assert_ne!(next.current, made.current);
+        // The staged secret becomes current; a new one is staged.
+        assert_eq!(Some(next.current), made.next);
+        assert!(next.next.is_some_and(|n| n != next.current && Some(n) != made.next));
         save(&dir, &next).unwrap();
         assert_eq!(load_or_make(&dir, 4000).unwrap(), next);
         {
@@ -259,6 +285,16 @@ mod tests {
             let bits = std::fs::metadata(dir.join(FILE)).unwrap().permissions().mode();
             assert_eq!(bits & 0o077, 0, "owner only: {bits:o}");
         }
+        // A file from before staging (no `next`): one is made and saved.
+        std::fs::write(
+            dir.join(FILE),
+            r#"{"current":"00112233445566778899aabbccddeeff","previous":null,"made_at":1}"#,
+        )
+        .unwrap();
+        let staged = load_or_make(&dir, 4500).unwrap();
+        assert_eq!((staged.current[1], staged.made_at), (0x11, 1));
+        assert!(staged.next.is_some());
+        assert_eq!(load_or_make(&dir, 4600).unwrap(), staged);
         std::fs::write(dir.join(FILE), "{").unwrap();
         assert!(load_or_make(&dir, 5000)
             .unwrap_err()

@@ -9,8 +9,8 @@ use std::{net::UdpSocket, path::Path, time::Duration};
 use common::Location;
 use qdns_abi::cookie::{hash, key_words, ClientAddress};
 
-/// The secrets in control's `cookies.json`: (current, previous).
-fn secrets(location: &Location) -> ([u8; 16], Option<[u8; 16]>) {
+/// The secrets in control's `cookies.json`: (current, previous, next).
+fn secrets(location: &Location) -> ([u8; 16], Option<[u8; 16]>, Option<[u8; 16]>) {
     let text = std::fs::read_to_string(location.dir.path().join("control-state/cookies.json")).unwrap();
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     let octets = |v: &serde_json::Value| -> [u8; 16] {
@@ -20,6 +20,7 @@ fn secrets(location: &Location) -> ([u8; 16], Option<[u8; 16]>) {
     (
         octets(&json["current"]),
         json["previous"].as_str().map(|_| octets(&json["previous"])),
+        json["next"].as_str().map(|_| octets(&json["next"])),
     )
 }
 
@@ -63,8 +64,9 @@ fn wait_for_secrets(location: &Location) {
 fn edges_make_cookies_under_the_locations_secret_across_restarts_and_rotations() {
     let mut location = Location::new();
     wait_for_secrets(&location);
-    let (secret, previous) = secrets(&location);
+    let (secret, previous, staged) = secrets(&location);
     assert_eq!(previous, None);
+    assert!(staged.is_some(), "the next secret is staged from the start");
     let client = *b"cookie-1";
     let given = ask_with(&location, &client);
     assert_eq!(given[..8], client);
@@ -89,8 +91,9 @@ fn edges_make_cookies_under_the_locations_secret_across_restarts_and_rotations()
         assert!(std::time::Instant::now() < deadline, "no rotation");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (rotated, kept) = secrets(&location);
+    let (rotated, kept, _) = secrets(&location);
     assert_eq!(kept, Some(secret), "the previous secret is kept");
+    assert_eq!(Some(rotated), staged, "the staged secret became current");
     // The edge reconnects and takes the new secrets; the old cookie is still valid but
     // replaced by one under the new secret.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);

@@ -29,11 +29,11 @@ pub struct CookieJar {
 }
 
 impl CookieJar {
-    /// A jar holding `current` (and the `previous` secret, still accepted).
+    /// A jar holding `current` (and the `previous` and `next` secrets, accepted).
     #[must_use]
-    pub fn new(current: [u8; 16], previous: Option<[u8; 16]>) -> CookieJar {
+    pub fn new(current: [u8; 16], previous: Option<[u8; 16]>, next: Option<[u8; 16]>) -> CookieJar {
         let jar = CookieJar {
-            secrets: ArcSwap::from_pointee(CookieSecrets::new(current, previous)),
+            secrets: ArcSwap::from_pointee(CookieSecrets::new(current, previous, next)),
             clock: AtomicU32::new(0),
             pinned: AtomicBool::new(false),
         };
@@ -47,7 +47,7 @@ impl CookieJar {
     /// # Errors
     /// When the kernel has no randomness to give.
     pub fn random() -> std::io::Result<CookieJar> {
-        Ok(CookieJar::new(random_secret()?, None))
+        Ok(CookieJar::new(random_secret()?, None, None))
     }
 
     /// The secrets as the program reads them.
@@ -57,8 +57,8 @@ impl CookieJar {
     }
 
     /// Takes the location's secrets (from control).
-    pub fn set_secrets(&self, current: [u8; 16], previous: Option<[u8; 16]>) {
-        let new = CookieSecrets::new(current, previous);
+    pub fn set_secrets(&self, current: [u8; 16], previous: Option<[u8; 16]>, next: Option<[u8; 16]>) {
+        let new = CookieSecrets::new(current, previous, next);
         if **self.secrets.load() != new {
             self.secrets.store(Arc::new(new));
         }
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn a_cookie_made_here_is_valid_here_and_under_the_next_secret() {
-        let jar = CookieJar::new([1; 16], None);
+        let jar = CookieJar::new([1; 16], None, Some([2; 16]));
         jar.pin(1_700_000_000);
         let client: IpAddr = "192.0.2.7".parse().unwrap();
         let option = CookieOption {
@@ -200,9 +200,9 @@ mod tests {
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
         let again = CookieEcho::new(&back, jar.answer(&back, mapped));
         assert_eq!(again, CookieEcho { valid: true, ..made });
-        jar.set_secrets([2; 16], Some([1; 16]));
+        jar.set_secrets([2; 16], Some([1; 16]), Some([3; 16]));
         assert!(jar.answer(&back, client).valid);
-        jar.set_secrets([3; 16], Some([2; 16]));
+        jar.set_secrets([3; 16], Some([2; 16]), Some([4; 16]));
         assert!(!jar.answer(&back, client).valid);
         assert_eq!(&made.octets()[..4], [0, 10, 0, 24]);
     }

@@ -78,13 +78,14 @@ fn cookies_path(dir: &Path) -> PathBuf {
 struct PersistedCookies {
     current: [u8; 16],
     previous: Option<[u8; 16]>,
+    next: Option<[u8; 16]>,
 }
 
 /// Puts the persisted cookie secrets (control's, from before a restart) into `jar`, so
 /// cookies this location gave out stay valid while control is away.
 pub fn restore_cookies(dir: &Path, jar: &crate::cookies::CookieJar) {
     match protocol::load::<PersistedCookies>(&cookies_path(dir)) {
-        Ok(Some(saved)) => jar.set_secrets(saved.current, saved.previous),
+        Ok(Some(saved)) => jar.set_secrets(saved.current, saved.previous, saved.next),
         Ok(None) => {}
         Err(err) => {
             tracing::warn!(%err, "persisted cookie secrets unusable; using this edge's own until control sends them");
@@ -332,8 +333,8 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 };
                 apply_health(current, &delta, follower).await?
             }
-            ToEdge::Cookies { current, previous } => {
-                apply_cookies(follower, current, previous).await;
+            cookies @ ToEdge::Cookies { .. } => {
+                apply_cookies(follower, cookies).await;
                 continue;
             }
         };
@@ -401,14 +402,33 @@ async fn apply_health(current: &mut Link, delta: &HealthDelta, follower: &Follow
 
 /// Takes the location's cookie secrets and persists them (a failure is counted: the
 /// secrets serve from memory).
-async fn apply_cookies(follower: &Follower, current: [u8; 16], previous: Option<[u8; 16]>) {
-    let Some(jar) = &follower.options.cookies else { return };
-    jar.set_secrets(current, previous);
-    tracing::info!(previous = previous.is_some(), "cookie secrets from control");
+async fn apply_cookies(follower: &Follower, message: ToEdge) {
+    let (
+        ToEdge::Cookies {
+            current,
+            previous,
+            next,
+        },
+        Some(jar),
+    ) = (message, &follower.options.cookies)
+    else {
+        return;
+    };
+    let secrets = PersistedCookies {
+        current,
+        previous,
+        next,
+    };
+    jar.set_secrets(secrets.current, secrets.previous, secrets.next);
+    tracing::info!(
+        previous = secrets.previous.is_some(),
+        next = secrets.next.is_some(),
+        "cookie secrets from control"
+    );
     let dir = follower.state_dir.clone();
     let stats = Arc::clone(&follower.stats);
     let _ = tokio::task::spawn_blocking(move || {
-        if let Err(err) = protocol::persist(&cookies_path(&dir), &PersistedCookies { current, previous }) {
+        if let Err(err) = protocol::persist(&cookies_path(&dir), &secrets) {
             stats
                 .persist_failures
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

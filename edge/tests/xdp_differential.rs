@@ -31,6 +31,7 @@ use qdns_edge::{
 /// The cookie secrets and clock both paths are given (pinned: the same second).
 const COOKIE_SECRET: [u8; 16] = [0x11; 16];
 const COOKIE_PREVIOUS: [u8; 16] = [0x22; 16];
+const COOKIE_NEXT: [u8; 16] = [0x33; 16];
 const COOKIE_NOW: u32 = 1_700_000_000;
 
 /// The zones `engine()` signs: static names, and every routing policy.
@@ -225,7 +226,7 @@ fn engine() -> Engine {
         let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
         sign_zone(zone, &[key], SignOptions::at(now)).expect("the zone signs");
     }
-    let jar = CookieJar::new(COOKIE_SECRET, Some(COOKIE_PREVIOUS));
+    let jar = CookieJar::new(COOKIE_SECRET, Some(COOKIE_PREVIOUS), Some(COOKIE_NEXT));
     jar.pin(COOKIE_NOW);
     let options = qdns_edge::engine::ServeOptions {
         answer_sets: Some(std::sync::Arc::default()),
@@ -241,7 +242,11 @@ fn engine() -> Engine {
 fn load_program(engine: &Engine) -> XdpProgram {
     let mut program = XdpProgram::load(&qdns_edge::xdp::any_address(53), engine.max_udp_payload()).expect("load");
     program
-        .set_cookie_secrets(&CookieSecrets::new(COOKIE_SECRET, Some(COOKIE_PREVIOUS)))
+        .set_cookie_secrets(&CookieSecrets::new(
+            COOKIE_SECRET,
+            Some(COOKIE_PREVIOUS),
+            Some(COOKIE_NEXT),
+        ))
         .expect("cookie secrets");
     program.set_cookie_clock(COOKIE_NOW).expect("cookie clock");
     program
@@ -359,10 +364,16 @@ fn our_cookie(rng: &mut Rng) -> Vec<u8> {
     } else {
         ClientAddress::v6(std::net::Ipv6Addr::LOCALHOST.octets())
     };
-    let secret = if rng.chance(80) { COOKIE_SECRET } else { COOKIE_PREVIOUS };
+    let secret = [
+        COOKIE_SECRET,
+        COOKIE_SECRET,
+        COOKIE_SECRET,
+        COOKIE_PREVIOUS,
+        COOKIE_NEXT,
+    ][rng.below(5)];
     let age = [10u32, 600, 2000, 3000, 4000][rng.below(5)];
     let made = answer(
-        &CookieSecrets::new(secret, None),
+        &CookieSecrets::new(secret, None, None),
         u64::from_le_bytes(client),
         None,
         &address,

@@ -42,6 +42,8 @@ pub enum ToEdge {
         current: [u8; 16],
         /// The one before the last rotation, still accepted.
         previous: Option<[u8; 16]>,
+        /// The one the next rotation makes current, accepted already (RFC 9018 §5).
+        next: Option<[u8; 16]>,
     },
 }
 
@@ -876,6 +878,7 @@ mod tests {
         let cookies = encode(&ToEdge::Cookies {
             current: [1; 16],
             previous: None,
+            next: None,
         })
         .unwrap();
         assert_eq!(cookies[4], 3);

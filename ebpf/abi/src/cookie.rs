@@ -14,7 +14,7 @@
 //! SipHash's output as RFC 9018 writes it (little-endian).
 
 /// Name of the secrets map: [`COOKIE_SLOTS`] [`CookieSecrets`].
-pub const COOKIE_MAP: &str = "QDNS_COOKIE_V2";
+pub const COOKIE_MAP: &str = "QDNS_COOKIE_V3";
 /// The COOKIE option code (RFC 7873 §4).
 pub const OPTION_COOKIE: u16 = 10;
 /// Octets of a client cookie.
@@ -37,6 +37,11 @@ pub const COOKIES_ON: u64 = 1;
 /// [`CookieSecrets::flags`]: `previous` holds the secret before the last rotation,
 /// still accepted (a cookie made under it is valid but replaced).
 pub const COOKIES_PREVIOUS: u64 = 2;
+/// [`CookieSecrets::flags`]: `next` holds the secret the next rotation makes current,
+/// accepted already (RFC 9018 §5: every server of the location accepts a new secret
+/// before any makes cookies with it, so a cookie from an edge that rotated first is
+/// valid at one that has not yet).
+pub const COOKIES_NEXT: u64 = 4;
 
 /// The location's cookie secrets, as the program reads them (little-endian words of
 /// the 16 secret octets: SipHash's k0 and k1).
@@ -47,11 +52,13 @@ pub struct CookieSecrets {
     pub current: [u64; 2],
     /// The one before it (when [`COOKIES_PREVIOUS`] is set).
     pub previous: [u64; 2],
-    /// [`COOKIES_ON`], [`COOKIES_PREVIOUS`].
+    /// The one after it (when [`COOKIES_NEXT`] is set).
+    pub next: [u64; 2],
+    /// [`COOKIES_ON`], [`COOKIES_PREVIOUS`], [`COOKIES_NEXT`].
     pub flags: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<CookieSecrets>() == 40);
+const _: () = assert!(core::mem::size_of::<CookieSecrets>() == 56);
 
 /// The secrets are never printed: only whether there are any.
 impl core::fmt::Debug for CookieSecrets {
@@ -67,13 +74,16 @@ impl core::fmt::Debug for CookieSecrets {
 pub const COOKIE_SLOTS: u32 = 2;
 
 impl CookieSecrets {
-    /// Secrets from their octets: `current`, and `previous` when there is one.
+    /// Secrets from their octets: `current`, and `previous` and `next` when there are.
     #[must_use]
-    pub fn new(current: [u8; 16], previous: Option<[u8; 16]>) -> CookieSecrets {
+    pub fn new(current: [u8; 16], previous: Option<[u8; 16]>, next: Option<[u8; 16]>) -> CookieSecrets {
         CookieSecrets {
             current: key_words(current),
             previous: previous.map_or([0; 2], key_words),
-            flags: COOKIES_ON | if previous.is_some() { COOKIES_PREVIOUS } else { 0 },
+            next: next.map_or([0; 2], key_words),
+            flags: COOKIES_ON
+                | if previous.is_some() { COOKIES_PREVIOUS } else { 0 }
+                | if next.is_some() { COOKIES_NEXT } else { 0 },
         }
     }
 }
@@ -167,8 +177,13 @@ pub fn answer(
                     };
                 }
                 valid = true;
-            } else if secrets.flags & COOKIES_PREVIOUS != 0 {
-                valid = hash(secrets.previous, cookie, their_stamp, client) == their_hash;
+            } else {
+                // Made under the secret before, or (by an edge that rotated first) the
+                // one after: valid, and replaced by one under the current secret.
+                valid = (secrets.flags & COOKIES_PREVIOUS != 0
+                    && hash(secrets.previous, cookie, their_stamp, client) == their_hash)
+                    || (secrets.flags & COOKIES_NEXT != 0
+                        && hash(secrets.next, cookie, their_stamp, client) == their_hash);
             }
         }
     }
@@ -295,7 +310,7 @@ mod tests {
             ),
         ];
         for (secret, client, address, now, expected) in cases {
-            let secrets = CookieSecrets::new(secret, None);
+            let secrets = CookieSecrets::new(secret, None, None);
             let cookie = u64::from_le_bytes(hex::<8>(client));
             let made = answer(&secrets, cookie, None, &address, now);
             assert_eq!(server_octets(made.server), hex::<16>(expected), "{client} at {now}");
@@ -306,7 +321,7 @@ mod tests {
     #[test]
     fn valid_cookies_are_reused_refreshed_or_replaced() {
         let secret = [7u8; 16];
-        let secrets = CookieSecrets::new(secret, None);
+        let secrets = CookieSecrets::new(secret, None, None);
         let client = ClientAddress::v4([192, 0, 2, 1]);
         let cookie = 0x0102_0304_0506_0708;
         let made = answer(&secrets, cookie, None, &client, 1_000_000).server;
@@ -343,12 +358,12 @@ mod tests {
         assert!(!answer(&secrets, cookie, Some([made[0] + 1, made[1]]), &client, 1_000_010).valid);
         // After a rotation the old secret's cookie is valid and replaced; after the
         // next, refused.
-        let rotated = CookieSecrets::new([8u8; 16], Some(secret));
+        let rotated = CookieSecrets::new([8u8; 16], Some(secret), None);
         let after = answer(&rotated, cookie, Some(made), &client, 1_000_010);
         assert!(after.valid && after.server != made);
         assert!(
             !answer(
-                &CookieSecrets::new([9u8; 16], Some([8u8; 16])),
+                &CookieSecrets::new([9u8; 16], Some([8u8; 16]), None),
                 cookie,
                 Some(made),
                 &client,
@@ -356,6 +371,20 @@ mod tests {
             )
             .valid
         );
+        // A cookie made under the next secret (an edge that rotated first): valid here,
+        // and replaced by one under the current secret.
+        let ahead = answer(
+            &CookieSecrets::new([8u8; 16], Some(secret), None),
+            cookie,
+            None,
+            &client,
+            1_000_000,
+        )
+        .server;
+        let staged = CookieSecrets::new(secret, None, Some([8u8; 16]));
+        let here = answer(&staged, cookie, Some(ahead), &client, 1_000_010);
+        assert!(here.valid && here.server != ahead);
+        assert!(!answer(&secrets, cookie, Some(ahead), &client, 1_000_010).valid);
         // Timestamps wrap (RFC 1982).
         let near_wrap = answer(&secrets, cookie, None, &client, u32::MAX - 5).server;
         assert!(answer(&secrets, cookie, Some(near_wrap), &client, 100).valid);

@@ -113,7 +113,7 @@ static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_ENTRIES, 0);
 
 /// The location's cookie secrets (`qdns_abi::cookie::COOKIE_MAP`), written by user
 /// space when control sends new ones.
-#[map(name = "QDNS_COOKIE_V2")]
+#[map(name = "QDNS_COOKIE_V3")]
 static COOKIE: Array<CookieSecrets> = Array::with_max_entries(COOKIE_SLOTS, 0);
 
 /// The cookie secrets in use and the cookie clock, when cookies are on.
