@@ -260,6 +260,9 @@ fn main() {
     let names_a = random_names(BIG_NAMES, &|i| frame(&format!("h{i}.big.test."), 1, Edns::None));
     let names_resolver = random_names(BIG_NAMES, &|i| frame(&format!("h{i}.big.test."), 1, Edns::Resolver));
     let names_nxdomain = random_names(BIG_NAMES, &|i| frame(&format!("x{i}.big.test."), 1, Edns::None));
+    // A random-subdomain flood on a signed zone, as validating resolvers relay it (DO=1
+    // and a cookie): every name distinct and missing (issue 31's baseline: all pass).
+    let flood_signed = random_names(BIG_NAMES, &|i| frame(&format!("r{i}.shop.example."), 1, Edns::Resolver));
     // ECS /24s anywhere in 1.0.0.0–223.255.255.255, each for one of the 50 geo sets:
     // the class table's search from a cold start, as many resolvers' clients give it.
     let geo_ecs = random_names(BIG_NAMES, &|i| {
@@ -357,6 +360,11 @@ fn main() {
         ("A, random names of the big zone", names_a, 3),
         ("A + DO=1, random names of the big zone", names_resolver, 3),
         ("NXDOMAIN, random names of the big zone", names_nxdomain, 3),
+        (
+            "NXDOMAIN + DO=1 + COOKIE, random names under a signed zone (flood; passes)",
+            flood_signed,
+            2,
+        ),
         (
             "pass (other port)",
             vec![{
