@@ -37,6 +37,9 @@ pub enum Mix {
     Plain,
     /// The same queries, each with EDNS and DO=1 (kxdpgun's `D` flag).
     Resolver,
+    /// A random-subdomain flood: 20,000 distinct names that do not exist, A, no EDNS
+    /// (every answer NXDOMAIN; issue 31 §2, on the unsigned bench zone).
+    Flood,
 }
 
 impl Mix {
@@ -44,6 +47,7 @@ impl Mix {
         match self {
             Mix::Plain => "plain",
             Mix::Resolver => "resolver (DO=1)",
+            Mix::Flood => "random-subdomain flood (NXDOMAIN)",
         }
     }
 }
@@ -109,13 +113,28 @@ impl Plan {
     }
 }
 
-/// kxdpgun's input: the dnsperf mix, with `D` on every line for the resolver mix.
+/// kxdpgun's input: the dnsperf mix, with `D` on every line for the resolver mix; for
+/// the flood, distinct missing names.
 fn query_file(path: &Path, mix: Mix) -> std::io::Result<()> {
-    let flag = match mix {
-        Mix::Plain => "",
-        Mix::Resolver => "D",
+    let text = match mix {
+        Mix::Plain => super::query_text(20_000, ""),
+        Mix::Resolver => super::query_text(20_000, "D"),
+        Mix::Flood => flood_text(20_000),
     };
-    std::fs::write(path, super::query_text(20_000, flag))
+    std::fs::write(path, text)
+}
+
+/// `count` distinct names under the bench zone that do not exist (`rI-HEX`), type A.
+fn flood_text(count: u64) -> String {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut q = String::with_capacity(count as usize * 32);
+    for i in 0..count {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let _ = writeln!(q, "r{i}-{:08x}.{} A", state as u32, super::ZONE);
+    }
+    q
 }
 
 /// Nanoseconds the threads of `pid` and the NAPI threads of `iface` have run so far
@@ -344,7 +363,7 @@ pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
             fixed: plan.gun_steps().get(1..4).unwrap_or(plan.gun_steps()).to_vec(),
             ..GunResult::default()
         };
-        for mix in [Mix::Plain, Mix::Resolver] {
+        for mix in [Mix::Plain, Mix::Resolver, Mix::Flood] {
             let queries = work.join(format!("kxdpgun-{mix:?}.txt"));
             query_file(&queries, mix).map_err(|e| e.to_string())?;
             let mut runs = Vec::new();
