@@ -142,26 +142,8 @@ pub fn save(dir: &Path, state: &OperatorState) -> io::Result<()> {
     write_private(dir, FILE, &serde_json::to_vec_pretty(state).map_err(io::Error::other)?)
 }
 
-/// Writes `text` as `dir/name` (readable by its owner only) through a temporary file,
-/// fsync and rename.
+/// Writes `text` as `dir/name`, readable by its owner only, replacing it whole
+/// (`qdns_link::protocol::write_private`).
 pub(crate) fn write_private(dir: &Path, name: &str, text: &[u8]) -> io::Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    let written = (|| {
-        use io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(text)?;
-        file.sync_all()?;
-        fs::rename(&tmp, &path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
+    qdns_link::protocol::write_private(&dir.join(name), text)
 }

@@ -246,10 +246,26 @@ pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), ProtocolError
     file.extend_from_slice(&(body.len() as u64).to_be_bytes());
     file.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
     file.extend_from_slice(&body);
+    // Owner-only: a snapshot holds every zone, the cookie file the location's secret.
+    write_private(path, &file)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(dir) = fs::File::open(dir) {
+            let _ = dir.sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` as `path`, readable by its owner only, through `path.tmp`, fsync and
+/// rename: a crash mid-write leaves the previous file. A failed write removes the
+/// temporary file (never read, but it takes room a full disk lacks).
+///
+/// # Errors
+/// When the file cannot be written or renamed.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
     let written = (|| {
         use io::Write as _;
-        // Owner-only: a snapshot holds every zone, the cookie file the location's secret.
         use std::os::unix::fs::OpenOptionsExt as _;
         let mut out = fs::OpenOptions::new()
             .write(true)
@@ -257,22 +273,14 @@ pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), ProtocolError
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
-        out.write_all(&file)?;
+        out.write_all(bytes)?;
         out.sync_all()?;
         fs::rename(&tmp, path)
     })();
-    if let Err(err) = written {
-        // A partial file is never read (only `path` is), but it takes room a full disk
-        // lacks.
+    if written.is_err() {
         let _ = fs::remove_file(&tmp);
-        return Err(err.into());
     }
-    if let Some(dir) = path.parent() {
-        if let Ok(dir) = fs::File::open(dir) {
-            let _ = dir.sync_all();
-        }
-    }
-    Ok(())
+    written
 }
 
 /// Reads a value written by [`persist`]; `Ok(None)` when there is no file.
