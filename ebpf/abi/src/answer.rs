@@ -187,6 +187,9 @@ pub const NODE_NXDOMAIN: u8 = 2;
 /// from the entries of `*.` + this name (RFC 4592): those marked [`PLAIN_ANY_QNAME`],
 /// or the wildcard's node entry for NODATA.
 pub const NODE_WILDCARD: u8 = 4;
+/// A node entry of a signed zone whose NXDOMAIN answers below it are in the gap tables
+/// ([`crate::denial`]): `policy` is its first gap's index.
+pub const NODE_DENIAL: u8 = 128;
 /// `node_flags` of a plain entry: every record of the tail is owned by the question
 /// name (pointer 0xc00c) and nothing in it points elsewhere, so the same tail answers a
 /// question of any length — what a wildcard's synthesised answer needs.

@@ -20,6 +20,7 @@ extern crate std;
 pub mod answer;
 pub mod client;
 pub mod cookie;
+pub mod denial;
 pub mod health;
 pub mod name;
 pub mod rrl;
@@ -299,6 +300,10 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::MediumTail {}
     // SAFETY: as said above, for `LongName`.
     unsafe impl aya::Pod for crate::answer::LongName {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for crate::denial::Gap {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for crate::denial::Piece {}
     // SAFETY: as said above, for `ClientSet`.
     unsafe impl aya::Pod for crate::client::ClientSet {}
     // SAFETY: as said above, for `ClientBlock`.

@@ -10,13 +10,14 @@ use qdns_abi::{
     answer::{
         member_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
         ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS,
-        KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD,
-        NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER, POLICY_LATENCY,
-        POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE,
-        REASON_LARGE, REASON_REFERRAL, SIGNED,
+        KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_DENIAL, NODE_NODATA, NODE_NXDOMAIN,
+        NODE_WILDCARD, NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER,
+        POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
+        REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED,
     },
     client::{bucket, locate, window, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6, NO_INDEX},
-    name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS},
+    denial::{key_at, key_less, Piece, GAP_PIECES, GAP_STEPS, NO_PIECE},
+    name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
     Counter,
 };
@@ -40,7 +41,7 @@ pub const DO_BIT: u16 = 0x8000;
 const MAX_OPTIONS: usize = 16;
 /// Largest query the fast path reads (bounds every packet offset for the verifier).
 const QUERY_MAX: usize = 1500;
-const RCODE_NXDOMAIN: u16 = 3;
+pub const RCODE_NXDOMAIN: u16 = 3;
 /// Largest UDP response to a client without EDNS (RFC 1035 §2.3.4), and the least an
 /// EDNS size means (RFC 6891 §6.2.5).
 const CLASSIC_UDP: usize = 512;
@@ -91,6 +92,19 @@ pub enum Body<'a> {
     Medium(&'a AnswerValue, &'a MediumTail),
     /// NODATA or NXDOMAIN with the zone's SOA; the owner pointer is filled in.
     Negative(&'a AnswerValue, u16),
+    /// A signed zone's NXDOMAIN from pre-signed pieces (`qdns_abi::denial`): the SOA's,
+    /// the covering NSEC's and (when `used` is 3) the wildcard's NSEC's, each relocated
+    /// to the question; `node` (the closest encloser's entry) gives the flags.
+    Denial {
+        /// The closest encloser's node entry.
+        node: &'a AnswerValue,
+        /// NSCOUNT.
+        nscount: u16,
+        /// The pieces (the third is the second again when `used` is 2).
+        pieces: [&'a Piece; GAP_PIECES],
+        /// How many of `pieces` the answer has.
+        used: usize,
+    },
     /// Policy members: `mask` chose them, `ttl` picks normal (0) or degraded (1) bytes.
     Policy {
         /// The set.
@@ -610,8 +624,17 @@ fn lookup<'a, const W: usize>(
     // Each step clears the leftmost label: the name then holds the next suffix. The
     // loop only finds the closest encloser's record; what it is decides once, after it
     // (one verifier walk of the answer paths, not one per depth).
+    // A signed zone's NXDOMAIN is chosen by the label just below the closest encloser
+    // (`qdns_abi::denial`), which the walk clears: the answer path keeps a copy.
+    let mut original = [0u64; NAME_WORDS];
+    if W == NAME_WORDS && dnssec_ok != 0 {
+        for (j, word) in original.iter_mut().enumerate() {
+            *word = name[j & (W - 1)];
+        }
+    }
     let name_max = 8 * W;
     let mut at = name_max - qlen;
+    let mut label = at;
     let mut found = 0u32;
     for _ in 0..walk_max(W) {
         // Octet `at` of the right-aligned name (little-endian words).
@@ -620,6 +643,7 @@ fn lookup<'a, const W: usize>(
             // The root was looked up already (or is the name itself).
             return Err(Counter::PassOutsideZones);
         }
+        label = at;
         at += len + 1;
         if at >= name_max {
             return Err(Counter::PassOutsideZones);
@@ -638,12 +662,18 @@ fn lookup<'a, const W: usize>(
     if found == 0 {
         return Err(Counter::PassNotCached);
     }
-    *encloser = at as u64;
+    *encloser = at as u64 | (label as u64) << 32;
     // SAFETY: a read of this CPU's scratch, just written.
-    let at = unsafe { core::ptr::read_volatile(encloser) } as usize;
+    let both = unsafe { core::ptr::read_volatile(encloser) };
+    let (at, label) = ((both & 0xffff_ffff) as usize, (both >> 32) as usize & (name_max - 1));
     let node = named(t, t.through(u64::from(found)) as u32, name)?;
     if node.node_flags & SIGNED != 0 && dnssec_ok != 0 {
-        // NXDOMAIN, wildcard or referral in a signed zone: proofs for this question.
+        // NXDOMAIN in a signed zone: the gap of the label below the encloser. Wildcards
+        // and referrals: proofs for this question, from user space.
+        let denial = NODE_NXDOMAIN | NODE_DENIAL;
+        if W == NAME_WORDS && node.kind == KIND_NODE && node.node_flags & denial == denial {
+            return denial_of(t, node, key_at(&original, label));
+        }
         return Err(Counter::PassSigned);
     }
     if node.kind == KIND_REFERRAL {
@@ -663,6 +693,54 @@ fn lookup<'a, const W: usize>(
         return with_no_members(wildcard(t, key, name, at, qtype, health));
     }
     Err(Counter::PassNotCached)
+}
+
+/// The NXDOMAIN of a signed zone for a name whose label below the closest encloser
+/// (`node`) has the key `want`: the encloser's gap holding it, found by a binary search
+/// of their keys (`qdns_abi::denial`), and its pieces. A label with a child's key passes.
+#[inline(always)]
+fn denial_of<'a>(t: &Tables<'a>, node: &'a AnswerValue, want: [u64; 2]) -> Result<(Body<'a>, Counter, u64), Counter> {
+    let gaps = t.gaps().ok_or(Counter::PassNotLoaded)?;
+    let base = node.policy;
+    let span = gaps.get(base).ok_or(Counter::PassNotLoaded)?.span;
+    // The first gap whose key is not below `want` (the last one's is all ones).
+    let (mut low, mut high) = (0u32, span.saturating_sub(1));
+    for _ in 0..GAP_STEPS {
+        if low >= high {
+            break;
+        }
+        let mid = low + (high - low) / 2;
+        let gap = gaps.get(base.wrapping_add(mid)).ok_or(Counter::PassNotLoaded)?;
+        if key_less(gap.key, want) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    if low < high {
+        return Err(Counter::PassSigned);
+    }
+    let gap = gaps.get(base.wrapping_add(low)).ok_or(Counter::PassNotLoaded)?;
+    if gap.key == want || gap.pieces[0] == NO_PIECE {
+        return Err(Counter::PassSigned);
+    }
+    let pieces = t.pieces().ok_or(Counter::PassNotLoaded)?;
+    let soa = pieces.get(gap.pieces[0]).ok_or(Counter::PassNotLoaded)?;
+    let nsec = pieces.get(gap.pieces[1]).ok_or(Counter::PassNotLoaded)?;
+    let (star, used) = match gap.pieces[2] {
+        NO_PIECE => (nsec, 2),
+        id => (pieces.get(id).ok_or(Counter::PassNotLoaded)?, 3),
+    };
+    Ok((
+        Body::Denial {
+            node,
+            nscount: gap.nscount,
+            pieces: [soa, nsec, star],
+            used,
+        },
+        Counter::AnsweredNxdomain,
+        NO_MEMBERS,
+    ))
 }
 
 /// The answer synthesised from the wildcard below the closest encloser, which starts at

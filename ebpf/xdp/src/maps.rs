@@ -13,6 +13,7 @@ use qdns_abi::{
     },
     client::{ClientBlock, ClientSet},
     cookie::{CookieSecrets, COOKIES_ON, COOKIE_SLOTS},
+    denial::{Gap, Piece},
     rrl::{RrlBucket, RrlSettings, RRL_BUCKETS},
     slots::Bucket,
     Counter, ListenKey, LISTEN_PROBES, LISTEN_SLOTS, PORTS_ANY_V4, PORTS_ANY_V6, PORTS_ENTRIES,
@@ -51,6 +52,10 @@ pub type Policies = btf_maps::Array<PolicyValue, 1, INNER>;
 pub type Large = btf_maps::Array<LargeTail, 1, INNER>;
 /// One generation's medium tails.
 pub type Medium = btf_maps::Array<MediumTail, 1, INNER>;
+/// One generation's signed-NXDOMAIN gaps (`qdns_abi::denial`).
+pub type Gaps = btf_maps::Array<Gap, 1, INNER>;
+/// One generation's signed-NXDOMAIN pieces.
+pub type Pieces = btf_maps::Array<Piece, 1, INNER>;
 /// One generation's long names.
 pub type LongNames = btf_maps::Array<LongName, 1, INNER>;
 /// One generation's client-aware sets.
@@ -82,6 +87,14 @@ pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
 /// to relocate.
 #[btf_map(name = "QDNS_MEDIUM_V1")]
 pub static MEDIUM: ArrayOfMaps<Medium, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → the gaps below the enclosers of signed zones (`qdns_abi::denial`).
+#[btf_map(name = "QDNS_GAPS_V1")]
+pub static GAPS: ArrayOfMaps<Gaps, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → the pre-signed pieces of their NXDOMAIN answers.
+#[btf_map(name = "QDNS_PIECES_V1")]
+pub static PIECES: ArrayOfMaps<Pieces, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → the front words of names over 64 octets.
 #[btf_map(name = "QDNS_LONG_NAMES_V1")]

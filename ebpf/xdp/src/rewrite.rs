@@ -232,14 +232,22 @@ fn le_sum(acc: u64) -> u16 {
 /// is at most 18 + 60 + 8 + 12 + 255 + 4 = 357.
 pub const MOVE_MAX: usize = 512;
 
+/// Octets the front of a frame grows by when its tail cannot take the whole growth:
+/// what the XDP headroom (256 octets, `XDP_PACKET_HEADROOM`) leaves past the kernel's
+/// `xdp_frame` (40 octets in 6.18), which `bpf_xdp_adjust_head` keeps free.
+const FRONT_SPLIT: i64 = 208;
+
 /// Grows or shrinks the frame so it ends at `end`, keeping its first `keep` octets.
 ///
-/// Growing needs tailroom, which a frame in a tight buffer lacks (native XDP on veth
-/// runs on the sender's socket buffer when its headroom suffices; a third of the IPv6
-/// queries in our runs). Then the frame grows at the front instead — there is always
-/// XDP headroom — and the `keep` octets before the answer move there through `moving`;
-/// what follows them is overwritten by the answer anyway. A failed move is undone, so
-/// the frame passes intact.
+/// Growing needs tailroom, which a frame in a tight buffer lacks: the kernel copies a
+/// veth frame (native or generic XDP) into a buffer just big enough for it and the XDP
+/// headroom (6.18 `skb_pp_cow_data`), and native XDP on veth runs on the sender's
+/// socket buffer when its headroom suffices (a third of the IPv6 queries in our runs).
+/// Then the frame grows at the front instead — there is always XDP headroom — and the
+/// `keep` octets before the answer move there through `moving`; what follows them is
+/// overwritten by the answer anyway. Growth beyond the headroom (a signed NXDOMAIN's
+/// 450 octets) is split: the tail's room, then [`FRONT_SPLIT`] at the front. A failed
+/// step is undone, so the frame passes intact.
 #[inline(always)]
 pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
     if end > RESPONSE_MAX + 128 {
@@ -266,7 +274,26 @@ pub fn resize(ctx: &XdpContext, q: &Question, end: usize, moving: &mut [u8; MOVE
     if delta <= 0 || keep == 0 || keep > MOVE_MAX {
         return false;
     }
-    let grow = delta as i32;
+    if grow_front(ctx, delta as i32, keep, moving) {
+        return true;
+    }
+    let back = delta - FRONT_SPLIT;
+    // SAFETY: as above.
+    if back <= 0 || unsafe { bpf_xdp_adjust_tail(ctx.ctx, back as i32) } != 0 {
+        return false;
+    }
+    if grow_front(ctx, FRONT_SPLIT as i32, keep, moving) {
+        return true;
+    }
+    // SAFETY: gives back exactly the tailroom taken above.
+    unsafe { bpf_xdp_adjust_tail(ctx.ctx, -(back as i32)) };
+    false
+}
+
+/// Grows the frame by `grow` octets at the front and moves its first `keep` octets
+/// (`1..=MOVE_MAX`) there; undone when either step fails.
+#[inline(always)]
+fn grow_front(ctx: &XdpContext, grow: i32, keep: usize, moving: &mut [u8; MOVE_MAX]) -> bool {
     // SAFETY: the helper checks the headroom itself.
     if unsafe { bpf_xdp_adjust_head(ctx.ctx, -grow) } != 0 {
         return false;

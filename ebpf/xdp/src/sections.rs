@@ -4,14 +4,13 @@
 //! one's-complement sum of what it wrote for the UDP checksum.
 use aya_ebpf::{helpers::bpf_xdp_store_bytes, programs::XdpContext};
 use qdns_abi::{
-    answer::{
-        fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX,
-    },
+    answer::{fold, placed, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX},
+    denial::{GAP_PIECES, PIECE_FIXUPS, PIECE_MAX},
     Counter,
 };
 
 use crate::{
-    answer::{Body, DO_BIT, TYPE_OPT},
+    answer::{Body, DO_BIT, RCODE_NXDOMAIN, TYPE_OPT},
     maps,
     parse::Window,
     subnet::{self, ECHO_WORDS},
@@ -48,6 +47,20 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
             }
             Ok((v.flags | rcode, 0, 1, 0, len))
         }
+        Body::Denial {
+            node,
+            nscount,
+            pieces,
+            used,
+        } => {
+            let mut len = 0;
+            for (i, piece) in pieces.iter().enumerate() {
+                if i < used {
+                    len += usize::from(piece.len).min(PIECE_MAX);
+                }
+            }
+            Ok((node.flags | RCODE_NXDOMAIN, 0, nscount, 0, len))
+        }
         Body::Policy { policy, mask, ttl } => {
             let (mut len, mut count) = (0usize, 0u16);
             for i in 0..POLICY_MEMBERS {
@@ -76,7 +89,14 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
                 Some(t) if len > 0 && len <= LARGE_TAIL_MAX => {
                     store::<LARGE_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
                     let delta = qlen.wrapping_sub(usize::from(v.apex_len)) & 0xff;
-                    return Some(placed(v.tail_sum, offset - udp) + relocate(ctx, t, offset, udp, delta)?);
+                    let moved = relocate::<FIXUPS_MAX, LARGE_TAIL_MAX>(
+                        ctx,
+                        (&t.fixups, t.fixups_len, t.fixups_odd),
+                        offset,
+                        udp,
+                        delta,
+                    )?;
+                    return Some(placed(v.tail_sum, offset - udp) + moved);
                 }
                 // The loader puts every tail over TAIL_MAX in the large table.
                 None if len > TAIL_MAX => return None,
@@ -104,6 +124,29 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
             store::<2>(ctx, offset, bytes.as_ptr(), 2)?;
             Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
         }
+        Body::Denial { pieces, used, .. } => {
+            // Each piece was written for a question of length 0: its pointers move by
+            // the question's length.
+            let mut at = offset;
+            let mut sum = 0u64;
+            for (i, piece) in pieces.iter().enumerate() {
+                if i >= used || i >= GAP_PIECES {
+                    break;
+                }
+                // Masked as well as checked: the sum of the lengths bounds `at` for the
+                // verifier.
+                let len = usize::from(piece.len) & (2 * PIECE_MAX - 1);
+                if !(1..=PIECE_MAX).contains(&len) {
+                    return None;
+                }
+                store::<PIECE_MAX>(ctx, at, piece.bytes.as_ptr(), len)?;
+                let fixups = (&piece.fixups, piece.fixups_len, piece.fixups_odd);
+                sum += placed(piece.sum, at - udp)
+                    + relocate::<PIECE_FIXUPS, PIECE_MAX>(ctx, fixups, at, udp, qlen & 0xff)?;
+                at += len;
+            }
+            Some(sum)
+        }
         Body::Policy { policy, mask, ttl } => {
             let mut at = offset;
             let mut sum = 0u64;
@@ -123,23 +166,31 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
 }
 
 /// Adds `delta` (the question's length beyond the one the tail was written for) to each
-/// compression pointer of a relocatable tail written at `offset`; returns the change
-/// to the checksum sum. A pointer stays below 0x4000 (the loader checked the room), so
-/// its word grows by `delta` exactly and, in one's-complement arithmetic, a word at an
-/// odd offset by `delta` with its octets swapped (RFC 1071 §2(B)).
+/// compression pointer of a relocatable tail (or piece, `SIZE` octets) written at
+/// `offset`, given its pointer offsets, how many are in use and how many of those are
+/// odd; returns the change to the checksum sum. A pointer stays below 0x4000 (the loader
+/// checked the room), so its word grows by `delta` exactly and, in one's-complement
+/// arithmetic, a word at an odd offset by `delta` with its octets swapped (RFC 1071
+/// §2(B)).
 #[inline(always)]
-fn relocate(ctx: &XdpContext, t: &LargeTail, offset: usize, udp: usize, delta: usize) -> Option<u64> {
-    let n = usize::from(t.fixups_len);
-    for (i, &fixup) in t.fixups.iter().enumerate() {
+fn relocate<const N: usize, const SIZE: usize>(
+    ctx: &XdpContext,
+    (fixups, used, odd): (&[u16; N], u16, u16),
+    offset: usize,
+    udp: usize,
+    delta: usize,
+) -> Option<u64> {
+    let n = usize::from(used);
+    for (i, &fixup) in fixups.iter().enumerate() {
         if i >= n {
             break;
         }
-        let at = offset + (usize::from(fixup) & (LARGE_TAIL_MAX - 1));
+        let at = offset + (usize::from(fixup) & (SIZE - 1));
         let pointer = Window::<2>::at(ctx, at).ok()?;
         pointer.set16(0, pointer.get16(0).wrapping_add(delta as u16));
     }
-    let odd = u64::from(t.fixups_odd).min(FIXUPS_MAX as u64);
-    let even = (n.min(FIXUPS_MAX) as u64).saturating_sub(odd);
+    let odd = u64::from(odd).min(N as u64);
+    let even = (n.min(N) as u64).saturating_sub(odd);
     Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
 }
 

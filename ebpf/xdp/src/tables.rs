@@ -8,7 +8,7 @@ use qdns_abi::{
     Counter,
 };
 
-use crate::maps::{Records, Slots, LARGE, LONG_NAMES, MEDIUM, POLICIES};
+use crate::maps::{Gaps, Pieces, Records, Slots, GAPS, LARGE, LONG_NAMES, MEDIUM, PIECES, POLICIES};
 
 /// The active generation's tables, found once per packet.
 pub struct Tables<'a> {
@@ -47,6 +47,18 @@ impl Tables<'_> {
     #[inline(always)]
     pub fn large_tail(&self, id: u32) -> Option<&'static LargeTail> {
         LARGE.get(self.bank).and_then(|large| large.get(id))
+    }
+
+    /// This generation's gaps (`qdns_abi::denial`).
+    #[inline(always)]
+    pub fn gaps(&self) -> Option<&'static Gaps> {
+        GAPS.get(self.bank)
+    }
+
+    /// This generation's pieces.
+    #[inline(always)]
+    pub fn pieces(&self) -> Option<&'static Pieces> {
+        PIECES.get(self.bank)
     }
 
     /// Medium tail `id` of this generation.

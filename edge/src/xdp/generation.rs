@@ -9,6 +9,7 @@ use qdns_abi::{
         POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
     },
     client::{ClientBlock, ClientSet, CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_INDEX_MAP, CLIENT_SETS_MAP},
+    denial::{Gap, Piece, GAPS_MAP, PIECES_MAP},
     name::FRONT_WORDS,
     slots::Bucket,
 };
@@ -113,6 +114,10 @@ impl XdpProgram {
         self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
         let medium = table.medium.iter().map(|(_, v)| v.medium());
         self.place(MEDIUM_MAP, bank, &filled(MEDIUM_MAP, table.medium.len(), medium)?)?;
+        let pieces = table.pieces.iter().copied();
+        self.place(PIECES_MAP, bank, &filled(PIECES_MAP, table.pieces.len(), pieces)?)?;
+        let gaps = table.gaps.iter().copied();
+        self.place(GAPS_MAP, bank, &filled(GAPS_MAP, table.gaps.len(), gaps)?)?;
         // Entry 0: the all-zero front of every name of at most 64 octets.
         let long_names = std::iter::once(LongName {
             front: [0; FRONT_WORDS],
@@ -159,6 +164,8 @@ impl XdpProgram {
             + table.policies.len() * size_of::<PolicyValue>()
             + table.large.len() * size_of::<LargeTail>()
             + table.medium.len() * size_of::<MediumTail>()
+            + table.gaps.len() * size_of::<Gap>()
+            + table.pieces.len() * size_of::<Piece>()
             + (table.long_names.len() + 1) * size_of::<LongName>()
             + client.bytes();
         Ok((packed.crowded, bytes))
@@ -178,6 +185,8 @@ impl XdpProgram {
             bank,
             &filled::<MediumTail>(MEDIUM_MAP, 0, std::iter::empty())?,
         )?;
+        self.place(GAPS_MAP, bank, &filled::<Gap>(GAPS_MAP, 0, std::iter::empty())?)?;
+        self.place(PIECES_MAP, bank, &filled::<Piece>(PIECES_MAP, 0, std::iter::empty())?)?;
         self.place(
             LONG_NAMES_MAP,
             bank,

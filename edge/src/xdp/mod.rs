@@ -202,6 +202,8 @@ impl XdpProgram {
             POLICIES_MAP,
             LARGE_MAP,
             MEDIUM_MAP,
+            qdns_abi::denial::GAPS_MAP,
+            qdns_abi::denial::PIECES_MAP,
             LONG_NAMES_MAP,
             CLIENT_SETS_MAP,
             CLIENT_BLOCKS_MAP,

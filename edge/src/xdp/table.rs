@@ -13,9 +13,9 @@
 use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, LongName, PolicyKey, PolicyValue, DO_SALT, KIND_CLIENT, KIND_NODE,
-        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, NODE_NODATA, NODE_NXDOMAIN,
-        NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE,
-        REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
+        KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, NODE_DENIAL, NODE_NODATA,
+        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE,
+        REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
     },
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
 };
@@ -30,6 +30,7 @@ use crate::{
 
 mod ask;
 mod client;
+mod denial;
 mod nodes;
 mod plain;
 mod policy;
@@ -61,6 +62,10 @@ pub struct Table {
     /// Client-aware sets, their blocks and class chains (their chains are policy
     /// entries).
     pub client: ClientTables,
+    /// Signed NXDOMAIN: the gaps below each encloser (`qdns_abi::denial`).
+    pub gaps: Vec<qdns_abi::denial::Gap>,
+    /// Their answers' pieces.
+    pub pieces: Vec<qdns_abi::denial::Piece>,
 }
 
 /// How many entries of each kind a table holds (for logs and `qdnsctl status`).
@@ -88,6 +93,10 @@ pub struct TableStats {
     pub medium: usize,
     /// Names at or below a zone cut answered with a relocated referral.
     pub referral: usize,
+    /// Gaps below the enclosers of signed zones (their NXDOMAIN answers).
+    pub gaps: usize,
+    /// The pre-signed pieces of those answers.
+    pub pieces: usize,
     /// Entries left without a slot in a crowded bucket (their queries go to user
     /// space; see `qdns_abi::slots`).
     pub crowded: usize,
@@ -108,6 +117,8 @@ impl Table {
             large: self.large.len(),
             medium: self.medium.len(),
             long_names: self.long_names.len(),
+            gaps: self.gaps.len(),
+            pieces: self.pieces.len(),
             client: self.client.sets.len(),
             client_blocks: self.client.blocks.len(),
             client_indexed: self.client.index.len() / qdns_abi::client::INDEX_ENTRIES as usize,
@@ -135,6 +146,7 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         large: Vec::new(),
         generation,
         limits: Limits { max_message },
+        denials: denial::Denials::default(),
     };
     let mut table = Table::default();
     let nodes: Vec<NodeView<'_>> = engine.export();
@@ -147,10 +159,14 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
     {
         referrals.insert(node.name, c.referral(node.name));
     }
+    // Every zone's names: a hosted child's apex is a child of its parent's name too.
+    let children = denial::children(nodes.iter().map(|n| n.name));
     for node in &nodes {
-        node_entries(&mut c, &mut table, node, &referrals);
+        node_entries(&mut c, &mut table, node, (&referrals, &children));
     }
     table.large = c.large;
+    table.gaps = c.denials.gaps;
+    table.pieces = c.denials.pieces;
     pass_collisions(&mut table.answers);
     share_large_tails(&mut table, generation);
     split_medium_tails(&mut table, generation);
@@ -165,6 +181,7 @@ struct Compiler<'e> {
     large: Vec<(PolicyKey, Tail)>,
     generation: u32,
     limits: Limits,
+    denials: denial::Denials,
 }
 
 /// A client-aware set's entry: `KIND_CLIENT` naming its rules and chains when the tables

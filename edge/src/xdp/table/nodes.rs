@@ -2,9 +2,14 @@
 //! variants, and the node entry that answers NODATA, NXDOMAIN and wildcards below it.
 use super::{
     client_entry, is_special, key, label_suffixes, long_name_id, pass, pass_because, policy_entries, with_tail,
-    AnswerKey, AnswerValue, Compiler, NodeView, Table, Variant, DO_SALT, KIND_NODE, KIND_PASS, KIND_PLAIN, NODE_NODATA,
-    NODE_NXDOMAIN, NODE_WILDCARD, QR_AA, QTYPE_ANY, QTYPE_NODE, REASON_REFERRAL, SIGNED,
+    AnswerKey, AnswerValue, Compiler, NodeView, Table, Variant, DO_SALT, KIND_NODE, KIND_PASS, KIND_PLAIN, NODE_DENIAL,
+    NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, QR_AA, QTYPE_ANY, QTYPE_NODE, REASON_REFERRAL, SIGNED,
 };
+
+/// The zone cuts and each one's relocatable referral.
+pub(super) type Referrals<'n> = std::collections::HashMap<&'n [u8], AnswerValue>;
+/// Each name's child labels, sorted (see `denial::children`).
+pub(super) type Children = std::collections::HashMap<Vec<u8>, Vec<Vec<u8>>>;
 
 /// The entries of one exported node: its sets (plain, policy), the chains at a CNAME
 /// owner, ANY, a signed zone's DO=1 variants, and the node entry (NODATA, NXDOMAIN and
@@ -13,7 +18,7 @@ pub(super) fn node_entries(
     c: &mut Compiler<'_>,
     table: &mut Table,
     node: &NodeView<'_>,
-    referrals: &std::collections::HashMap<&[u8], AnswerValue>,
+    (referrals, children): (&Referrals<'_>, &Children),
 ) {
     let generation = c.generation;
     let Some((node_key, words)) = key(generation, QTYPE_NODE, node.name) else {
@@ -101,7 +106,7 @@ pub(super) fn node_entries(
             push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
         }
     }
-    let nodata = node_value(node);
+    let mut nodata = node_value(node);
     if signed {
         // Not NSEC, which only zone walkers ask: its signed answer would take a tail
         // entry at every name (docs/BENCHMARKS.md: 337 vs 114 MiB for 100,000 names).
@@ -119,6 +124,7 @@ pub(super) fn node_entries(
                 push(key, value);
             }
         }
+        c.with_denial(node.name, &mut nodata, children);
     }
     push(node_key, nodata);
 }
@@ -133,6 +139,21 @@ impl Compiler<'_> {
         let absent = (0xff00..=0xfffe_u16).find(|t| node.sets.iter().all(|(rtype, _)| rtype != t))?;
         let value = self.plain_with(node.name, absent, Variant::Signed(None));
         (value.kind == KIND_PLAIN && value.ancount == 0 && value.nscount > 0).then_some(value)
+    }
+}
+
+impl Compiler<'_> {
+    /// A signed zone's node entry that answers NXDOMAIN below it: with the gaps between
+    /// its children (`denial`), when they fit the tables.
+    fn with_denial(&mut self, name: &[u8], entry: &mut AnswerValue, children: &Children) {
+        if entry.node_flags & NODE_NXDOMAIN == 0 {
+            return;
+        }
+        let labels = children.get(name).map_or(&[][..], Vec::as_slice);
+        if let Some(base) = self.denial(name, labels) {
+            entry.node_flags |= NODE_DENIAL;
+            entry.policy = base;
+        }
     }
 }
 

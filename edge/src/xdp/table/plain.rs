@@ -114,8 +114,7 @@ impl Compiler<'_> {
         // exists answers differently and the relocation check fails).
         let Relocatable { message, tail, fixups } = relocatable(
             self.engine,
-            name,
-            rtype,
+            (name, rtype, false),
             encloser,
             [b"\x03q-x", b"\x08q-xxxxxx"],
             &mut self.scratch,
@@ -174,9 +173,13 @@ impl Compiler<'_> {
     /// exactly that much, nothing else changes — checked, or the cut passes).
     pub(super) fn referral(&mut self, cut: &[u8]) -> AnswerValue {
         let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
-        let Some(Relocatable { message, tail, fixups }) =
-            relocatable(self.engine, cut, 1, cut, [b"\x01x", b"\x06xxxxxx"], &mut self.scratch)
-        else {
+        let Some(Relocatable { message, tail, fixups }) = relocatable(
+            self.engine,
+            (cut, 1, false),
+            cut,
+            [b"\x01x", b"\x06xxxxxx"],
+            &mut self.scratch,
+        ) else {
             return passed();
         };
         let flags = u16::from_be_bytes([message[2], message[3]]);

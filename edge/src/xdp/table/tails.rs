@@ -6,7 +6,7 @@ use qdns_abi::answer::{
     MEDIUM_TAIL_MAX, PLAIN_LARGE, PLAIN_MEDIUM, WIRE_NAME_MAX,
 };
 
-use super::{engine_answer, Answer, Table, HEADER_LEN};
+use super::{engine_answer, engine_answer_signed, Answer, Table, HEADER_LEN};
 use crate::engine::Engine;
 
 /// Identical large tails once (a name's ANY answer and its set's, the same set under
@@ -180,11 +180,11 @@ pub(super) struct Relocatable {
 /// The engine's answer for `name` and `rtype` as a [`Relocatable`], found by comparing
 /// it with its answers for the names `prefixes` (2 and 7 octets longer than `name`'s
 /// own first labels) put in front of `below`: each pointer moves by exactly that much
-/// and nothing else changes (checked for both), or `None`.
+/// and nothing else changes (checked for both), or `None`. `signed`: the DO=1 answers
+/// of a signed zone.
 pub(super) fn relocatable(
     engine: &Engine,
-    name: &[u8],
-    rtype: u16,
+    (name, rtype, signed): (&[u8], u16, bool),
     below: &[u8],
     prefixes: [&[u8]; 2],
     out: &mut [u8],
@@ -197,7 +197,12 @@ pub(super) fn relocatable(
     let mut tails = Vec::new();
     let mut first = None;
     for name in [name, &longer[..], &longest[..]] {
-        let Some(Answer::Fits(message)) = engine_answer(engine, name, rtype, out) else {
+        let answer = if signed {
+            engine_answer_signed(engine, name, rtype, out, None)
+        } else {
+            engine_answer(engine, name, rtype, out)
+        };
+        let Some(Answer::Fits(message)) = answer else {
             return None;
         };
         tails.push(message.get(HEADER_LEN + name.len() + 4..)?.to_vec());
