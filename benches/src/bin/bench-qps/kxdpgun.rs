@@ -19,6 +19,7 @@
 use std::{fmt::Write as _, path::Path, process::Command};
 
 use super::{
+    floor::Floor,
     veth::{self, Mode, Pair, Placement, PORT, SERVER},
     Plan,
 };
@@ -27,8 +28,16 @@ use super::{
 const GENERATOR_CPU: usize = 0;
 /// The CPU the server and its NAPI thread use.
 const SERVER_CPU: usize = 1;
-/// The servers, in report order.
-const MODES: [Mode; 5] = [Mode::Native, Mode::Generic, Mode::Off, Mode::KnotUdp, Mode::KnotXdp];
+/// The servers, in report order: the driver's floor first (what the others divide by).
+const MODES: [Mode; 7] = [
+    Mode::FloorNative,
+    Mode::FloorGeneric,
+    Mode::Native,
+    Mode::Generic,
+    Mode::Off,
+    Mode::KnotUdp,
+    Mode::KnotXdp,
+];
 
 /// A query mix.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -40,6 +49,11 @@ pub enum Mix {
     /// A random-subdomain flood: 20,000 distinct names that do not exist, A, no EDNS
     /// (every answer NXDOMAIN; issue 31 §2, on the unsigned bench zone).
     Flood,
+    /// The same flood with DO=1 on the bench zone signed, as validating resolvers relay
+    /// it: every answer an NXDOMAIN proof (SOA, two NSECs, their RRSIGs). qdns serves a
+    /// snapshot signed as control signs (ECDSA P-256, NSEC; `signed_snapshot`), knotd
+    /// signs the zone itself.
+    SignedFlood,
 }
 
 impl Mix {
@@ -48,6 +62,7 @@ impl Mix {
             Mix::Plain => "plain",
             Mix::Resolver => "resolver (DO=1)",
             Mix::Flood => "random-subdomain flood (NXDOMAIN)",
+            Mix::SignedFlood => "random-subdomain flood, signed zone, DO=1",
         }
     }
 }
@@ -119,20 +134,22 @@ fn query_file(path: &Path, mix: Mix) -> std::io::Result<()> {
     let text = match mix {
         Mix::Plain => super::query_text(20_000, ""),
         Mix::Resolver => super::query_text(20_000, "D"),
-        Mix::Flood => flood_text(20_000),
+        Mix::Flood => flood_text(20_000, ""),
+        Mix::SignedFlood => flood_text(20_000, " D"),
     };
     std::fs::write(path, text)
 }
 
-/// `count` distinct names under the bench zone that do not exist (`rI-HEX`), type A.
-fn flood_text(count: u64) -> String {
+/// `count` distinct names under the bench zone that do not exist (`rI-HEX`), type A,
+/// each line ending with `flag`.
+fn flood_text(count: u64, flag: &str) -> String {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut q = String::with_capacity(count as usize * 32);
     for i in 0..count {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let _ = writeln!(q, "r{i}-{:08x}.{} A", state as u32, super::ZONE);
+        let _ = writeln!(q, "r{i}-{:08x}.{} A{flag}", state as u32, super::ZONE);
     }
     q
 }
@@ -140,7 +157,7 @@ fn flood_text(count: u64) -> String {
 /// Nanoseconds the threads of `pid` and the NAPI threads of `iface` have run so far
 /// (`/proc/TID/schedstat`, the scheduler's own exact account: the softirq work of a
 /// threaded NAPI poll is that thread's time).
-fn server_runtime_ns(pid: u32, iface: &str) -> u64 {
+fn server_runtime_ns(pid: Option<u32>, iface: &str) -> u64 {
     let runtime = |path: std::path::PathBuf| -> u64 {
         std::fs::read_to_string(path)
             .ok()
@@ -148,7 +165,8 @@ fn server_runtime_ns(pid: u32, iface: &str) -> u64 {
             .unwrap_or(0)
     };
     let mut total = 0;
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+    // The floor has no process: its NAPI thread alone.
+    if let Some(Ok(tasks)) = pid.map(|pid| std::fs::read_dir(format!("/proc/{pid}/task"))) {
         for task in tasks.flatten() {
             total += runtime(task.path().join("schedstat"));
         }
@@ -289,10 +307,21 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mi
     veth::ip(&["-n", &pair.client, "link", "set", "dev", &pair.client_if, "xdp", "off"])?;
     // A killed knotd leaves its program on the server end the same way.
     veth::ip(&["-n", &pair.server, "link", "set", "dev", &pair.server_if, "xdp", "off"])?;
-    let peer = veth::peer_program(pair, mode)?;
-    let running = veth::start_server(plan, pair, work, &dir, mode, place)?;
-    drop(peer);
-    let pid = running.child.id();
+    let (running, floor) = match mode {
+        Mode::FloorNative | Mode::FloorGeneric => {
+            let native = mode == Mode::FloorNative;
+            let floor = Floor::attach(&pair.server, &pair.server_if, PORT, native)?;
+            (None, Some(floor))
+        }
+        _ => {
+            let peer = veth::peer_program(pair, mode)?;
+            let signed = matches!(mix, Mix::SignedFlood).then(|| work.join("signed-snapshot.bin"));
+            let running = veth::start_server(plan, pair, work, &dir, mode, place, signed.as_deref())?;
+            drop(peer);
+            (Some(running), None)
+        }
+    };
+    let pid = running.as_ref().map(|r| r.child.id());
     let mut run = Run {
         server: mode.label(),
         all_steps_passed: true,
@@ -334,10 +363,28 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mi
         }
     }
     drop(running);
+    drop(floor);
     if matches!(mode, Mode::Native | Mode::Generic) {
         run.xdp_answered = veth::xdp_answered_in_log(&dir.join("server.log"));
     }
     Ok(run)
+}
+
+/// The bench zone signed as control signs it (a fresh ECDSA P-256 key, NSEC, valid
+/// from an hour ago for 14 days), persisted at `path` as an edge persists a snapshot.
+fn signed_snapshot(work: &Path, path: &Path) -> Result<(), String> {
+    use qdns_zone::dnssec::{sign_zone, Algorithm, KeyState, SignOptions, Signatures, ZoneKey};
+    let mut snapshot = qdns_zone::load_dir(&work.join("qdns-zones"), 1).map_err(|e| e.to_string())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    for zone in &mut snapshot.zones {
+        zone.dnssec = Some(Box::new(Signatures::requested(Algorithm::EcdsaP256Sha256)));
+        let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).map_err(|e| e.to_string())?;
+        sign_zone(zone, &[key], SignOptions::at(now)).map_err(|e| e.to_string())?;
+    }
+    qdns_link::protocol::persist(path, &snapshot).map_err(|e| e.to_string())
 }
 
 /// The kxdpgun stage.
@@ -363,7 +410,12 @@ pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
             fixed: plan.gun_steps().get(1..4).unwrap_or(plan.gun_steps()).to_vec(),
             ..GunResult::default()
         };
-        for mix in [Mix::Plain, Mix::Resolver, Mix::Flood] {
+        signed_snapshot(work, &work.join("signed-snapshot.bin"))?;
+        let mixes = match std::env::var("QDNS_KXDPGUN_MIXES").ok().as_deref() {
+            Some("flood") => vec![Mix::Flood, Mix::SignedFlood],
+            _ => vec![Mix::Plain, Mix::Resolver, Mix::Flood, Mix::SignedFlood],
+        };
+        for mix in mixes {
             let queries = work.join(format!("kxdpgun-{mix:?}.txt"));
             query_file(&queries, mix).map_err(|e| e.to_string())?;
             let mut runs = Vec::new();
@@ -425,6 +477,43 @@ pub fn report(result: &GunResult) -> String {
             );
         }
         let find = |label: &str| runs.iter().find(|r| r.server == label);
+        let cpu_at = |run: &Run| {
+            result
+                .fixed
+                .iter()
+                .filter_map(|rate| run.steps.iter().find(|s| s.offered == *rate))
+                .map(|s| s.server_ns_per_query)
+                .collect::<Vec<_>>()
+        };
+        // Each XDP server over the floor of its mode: CPU per query at the fixed loads
+        // (target for qdns ≤ 1.15) and capacity (target ≥ 0.9).
+        for (server, floor) in [
+            ("native", "floor-native"),
+            ("generic", "floor-generic"),
+            ("knotd-xdp", "floor-native"),
+        ] {
+            let (Some(run), Some(floor)) = (find(server), find(floor)) else {
+                continue;
+            };
+            let ratios: Vec<String> = cpu_at(run)
+                .iter()
+                .zip(cpu_at(floor))
+                .map(|(q, f)| format!("{:.2}", super::ratio(*q, f)))
+                .collect();
+            let _ = writeln!(
+                t,
+                "- {mix}: {server} / {} — server CPU per query {} at {:?} qps; capacity {:.2}×{}",
+                floor.server,
+                ratios.join(", "),
+                result.fixed,
+                super::ratio(run.capacity_qps, floor.capacity_qps),
+                if floor.generator_ceiling || floor.all_steps_passed {
+                    " (the floor's capacity is kxdpgun's ceiling: the ratio is a ceiling)"
+                } else {
+                    ""
+                }
+            );
+        }
         if let (Some(native), Some(knot)) = (find("native"), find("knotd-xdp")) {
             let cpu = |run: &Run| {
                 result

@@ -19,6 +19,7 @@
     reason = "a measurement tool: counters and times become f64 for averages and back for display"
 )]
 
+mod floor;
 mod kxdpgun;
 mod veth;
 

@@ -80,6 +80,10 @@ pub enum Mode {
     KnotUdp,
     /// knotd with its `AF_XDP` listener.
     KnotXdp,
+    /// The driver's floor, native (`floor.rs`: no server, no DNS work).
+    FloorNative,
+    /// The driver's floor in generic mode.
+    FloorGeneric,
 }
 
 impl Mode {
@@ -91,6 +95,8 @@ impl Mode {
             Mode::Native => "native",
             Mode::KnotUdp => "knotd-udp",
             Mode::KnotXdp => "knotd-xdp",
+            Mode::FloorNative => "floor-native",
+            Mode::FloorGeneric => "floor-generic",
         }
     }
 }
@@ -116,6 +122,7 @@ pub fn start_server(
     dir: &Path,
     mode: Mode,
     place: Placement,
+    signed: Option<&Path>,
 ) -> Result<Running, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
@@ -126,6 +133,8 @@ pub fn start_server(
     }
     let workers = place.workers.to_string();
     if matches!(mode, Mode::KnotXdp | Mode::KnotUdp) {
+        // Its storage holds the signing keys (KASP database) when it signs.
+        std::fs::create_dir_all(dir.join("db")).map_err(|e| e.to_string())?;
         let d = dir.display();
         let xdp = if mode == Mode::KnotXdp {
             format!(
@@ -139,21 +148,38 @@ pub fn start_server(
             "server:\n    listen: {SERVER}@{PORT}\n    rundir: {d}\n    udp-workers: {workers}\n    tcp-workers: 1\n    background-workers: 1\n\
              {xdp}\
              database:\n    storage: {d}/db\nlog:\n  - target: stderr\n    any: info\n\
-             zone:\n  - domain: bench.test\n    file: {zone}\n    journal-content: none\n    zonefile-sync: -1\n",
+             zone:\n  - domain: bench.test\n    file: {zone}\n    journal-content: none\n    zonefile-sync: -1\n{signing}",
             zone = work.join("bench.test.zone").display(),
+            // knotd signs the zone itself: its default policy is ECDSA P-256 with NSEC,
+            // as control signs for qdns.
+            signing = if signed.is_some() { "    dnssec-signing: on\n" } else { "" },
         );
         std::fs::write(dir.join("knot.conf"), conf).map_err(|e| e.to_string())?;
         cmd.arg("knotd").arg("-c").arg(dir.join("knot.conf"));
     } else {
-        cmd.arg(&plan.edge)
-            .args([
-                "--listen",
-                &format!("{SERVER}:{PORT}"),
-                "--workers",
-                &workers,
-                "--zones",
-            ])
-            .arg(work.join("qdns-zones"));
+        cmd.arg(&plan.edge).args([
+            "--listen",
+            &format!("{SERVER}:{PORT}"),
+            "--workers",
+            &workers,
+        ]);
+        match signed {
+            // The signed snapshot as an edge persists what control sent it, and a
+            // control that is not there: the edge serves the snapshot (signing is
+            // control's; an edge holds no key).
+            Some(snapshot) => {
+                let state = dir.join("state");
+                std::fs::create_dir_all(&state).map_err(|e| e.to_string())?;
+                std::fs::copy(snapshot, state.join("snapshot.bin")).map_err(|e| e.to_string())?;
+                cmd.args(["--edge-id", "bench", "--control"])
+                    .arg(dir.join("no-control.sock"))
+                    .arg("--state-dir")
+                    .arg(state);
+            }
+            None => {
+                cmd.arg("--zones").arg(work.join("qdns-zones"));
+            }
+        }
         if mode != Mode::Off {
             cmd.args(["--xdp", &pair.server_if, "--xdp-mode", mode.label()]);
         }
@@ -252,7 +278,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     let dir = work.join(format!("veth-xdp-{}", mode.label()));
     let peer = peer_program(pair, mode)?;
     let redirected = ethtool_counter(pair, "rx_queue_0_xdp_redirect");
-    let running = start_server(plan, pair, work, &dir, mode, SHARED)?;
+    let running = start_server(plan, pair, work, &dir, mode, SHARED, None)?;
     let (closed_qps, _) = dnsperf(pair, queries, plan.seconds, None)?;
     // Step the offered load up; keep the achieved rate of the last step with no loss.
     // A step the generator cannot offer (achieved < 95 % of it) ends the search: the
