@@ -27,7 +27,11 @@ const XDP_FLAGS_DRV_MODE: u64 = 4;
 
 /// One BPF instruction.
 fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    u64::from(op) | u64::from(dst) << 8 | u64::from(src) << 12 | u64::from(off as u16) << 16 | u64::from(imm as u32) << 32
+    u64::from(op)
+        | u64::from(dst) << 8
+        | u64::from(src) << 12
+        | u64::from(off as u16) << 16
+        | u64::from(imm as u32) << 32
 }
 
 /// The responder for UDP port `port`.
@@ -78,7 +82,7 @@ fn program(port: u16) -> Vec<u64> {
         (insn(LDXH, 6, 2, 36, 0), false),
         (insn(STXH, 2, 6, 34, 0), false),
         (insn(STXH, 2, 5, 36, 0), false),
-        (insn(STH, 2, 0, 40, 0), false), // no UDP checksum
+        (insn(STH, 2, 0, 40, 0), false),  // no UDP checksum
         (insn(LDXB, 5, 2, 44, 0), false), // QR, AA
         (insn(OR64_K, 5, 0, 0, 0x84), false),
         (insn(STXB, 2, 5, 44, 0), false),
@@ -164,12 +168,7 @@ impl Floor {
                 let program = load(port)?;
                 let mut attr = [0u64; 16];
                 attr[0] = program.as_raw_fd() as u64 | u64::from(index) << 32;
-                attr[1] = BPF_XDP
-                    | if native {
-                        XDP_FLAGS_DRV_MODE
-                    } else {
-                        XDP_FLAGS_SKB_MODE
-                    } << 32;
+                attr[1] = BPF_XDP | if native { XDP_FLAGS_DRV_MODE } else { XDP_FLAGS_SKB_MODE } << 32;
                 let link = bpf(BPF_LINK_CREATE, &mut attr).map_err(|e| format!("floor link: {e}"))?;
                 // SAFETY: the kernel returned a new descriptor we own.
                 Ok((program, unsafe { OwnedFd::from_raw_fd(link as i32) }))

@@ -157,12 +157,8 @@ pub fn start_server(
         std::fs::write(dir.join("knot.conf"), conf).map_err(|e| e.to_string())?;
         cmd.arg("knotd").arg("-c").arg(dir.join("knot.conf"));
     } else {
-        cmd.arg(&plan.edge).args([
-            "--listen",
-            &format!("{SERVER}:{PORT}"),
-            "--workers",
-            &workers,
-        ]);
+        cmd.arg(&plan.edge)
+            .args(["--listen", &format!("{SERVER}:{PORT}"), "--workers", &workers]);
         match signed {
             // The signed snapshot as an edge persists what control sent it, and a
             // control that is not there: the edge serves the snapshot (signing is

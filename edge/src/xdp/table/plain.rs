@@ -116,7 +116,7 @@ impl Compiler<'_> {
             self.engine,
             (name, rtype, false),
             encloser,
-            [b"\x03q-x", b"\x08q-xxxxxx"],
+            (b"\x03q-x", Some(b"\x08q-xxxxxx")),
             &mut self.scratch,
         )?;
         if !self.limits.fits(message.len(), NAME_MAX.saturating_sub(name.len())) {
@@ -177,7 +177,7 @@ impl Compiler<'_> {
             self.engine,
             (cut, 1, false),
             cut,
-            [b"\x01x", b"\x06xxxxxx"],
+            (b"\x01x", Some(b"\x06xxxxxx")),
             &mut self.scratch,
         ) else {
             return passed();

@@ -178,25 +178,32 @@ pub(super) struct Relocatable {
 }
 
 /// The engine's answer for `name` and `rtype` as a [`Relocatable`], found by comparing
-/// it with its answers for the names `prefixes` (2 and 7 octets longer than `name`'s
-/// own first labels) put in front of `below`: each pointer moves by exactly that much
-/// and nothing else changes (checked for both), or `None`. `signed`: the DO=1 answers
-/// of a signed zone.
+/// it with its answers for the names `prefixes` (2 and, when given, 7 octets longer than
+/// `name`'s own first labels) put in front of `below`: each pointer moves by exactly
+/// that much and nothing else changes (checked for both), or `None`. The first alone
+/// already finds every pointer and requires every other octet equal; the second checks
+/// the move again at another length. `signed`: the DO=1 answers of a signed zone.
 pub(super) fn relocatable(
     engine: &Engine,
     (name, rtype, signed): (&[u8], u16, bool),
     below: &[u8],
-    prefixes: [&[u8]; 2],
+    prefixes: (&[u8], Option<&[u8]>),
     out: &mut [u8],
 ) -> Option<Relocatable> {
-    let longer = [prefixes[0], below].concat();
-    let longest = [prefixes[1], below].concat();
-    if longest.len() > WIRE_NAME_MAX || longer.len() != name.len() + 2 || longest.len() != name.len() + 7 {
+    let longer = [prefixes.0, below].concat();
+    let longest = prefixes.1.map(|prefix| [prefix, below].concat());
+    let too_long = longest
+        .as_ref()
+        .is_some_and(|n| n.len() > WIRE_NAME_MAX || n.len() != name.len() + 7);
+    if too_long || longer.len() > WIRE_NAME_MAX || longer.len() != name.len() + 2 {
         return None;
     }
     let mut tails = Vec::new();
     let mut first = None;
-    for name in [name, &longer[..], &longest[..]] {
+    for name in [Some(name), Some(&longer[..]), longest.as_deref()]
+        .into_iter()
+        .flatten()
+    {
         let answer = if signed {
             engine_answer_signed(engine, name, rtype, out, None)
         } else {
@@ -218,14 +225,19 @@ pub(super) fn relocatable(
         return None;
     }
     let fixups = pointer_moves(&tail, &tails[1], 2)?;
-    let mut moved = tail.clone();
-    for &at in &fixups {
-        let at = usize::from(at);
-        let pointer = u16::from_be_bytes([moved[at], moved[at + 1]]) + 7;
-        moved[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
-    }
-    if moved != tails[2] || fixups.len() > FIXUPS_MAX {
+    if fixups.len() > FIXUPS_MAX {
         return None;
+    }
+    if let Some(longest) = tails.get(2) {
+        let mut moved = tail.clone();
+        for &at in &fixups {
+            let at = usize::from(at);
+            let pointer = u16::from_be_bytes([moved[at], moved[at + 1]]) + 7;
+            moved[at..at + 2].copy_from_slice(&pointer.to_be_bytes());
+        }
+        if moved != *longest {
+            return None;
+        }
     }
     Some(Relocatable {
         message: first?,
