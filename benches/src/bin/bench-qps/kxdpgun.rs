@@ -477,55 +477,11 @@ pub fn report(result: &GunResult) -> String {
             );
         }
         let find = |label: &str| runs.iter().find(|r| r.server == label);
-        let cpu_at = |run: &Run| {
-            result
-                .fixed
-                .iter()
-                .filter_map(|rate| run.steps.iter().find(|s| s.offered == *rate))
-                .map(|s| s.server_ns_per_query)
-                .collect::<Vec<_>>()
-        };
-        // Each XDP server over the floor of its mode: CPU per query at the fixed loads
-        // (target for qdns ≤ 1.15) and capacity (target ≥ 0.9).
-        for (server, floor) in [
-            ("native", "floor-native"),
-            ("generic", "floor-generic"),
-            ("knotd-xdp", "floor-native"),
-        ] {
-            let (Some(run), Some(floor)) = (find(server), find(floor)) else {
-                continue;
-            };
-            let ratios: Vec<String> = cpu_at(run)
-                .iter()
-                .zip(cpu_at(floor))
-                .map(|(q, f)| format!("{:.2}", super::ratio(*q, f)))
-                .collect();
-            let _ = writeln!(
-                t,
-                "- {mix}: {server} / {} — server CPU per query {} at {:?} qps; capacity {:.2}×{}",
-                floor.server,
-                ratios.join(", "),
-                result.fixed,
-                super::ratio(run.capacity_qps, floor.capacity_qps),
-                if floor.generator_ceiling || floor.all_steps_passed {
-                    " (the floor's capacity is kxdpgun's ceiling: the ratio is a ceiling)"
-                } else {
-                    ""
-                }
-            );
-        }
+        floor_ratios(&mut t, mix, runs, &result.fixed);
         if let (Some(native), Some(knot)) = (find("native"), find("knotd-xdp")) {
-            let cpu = |run: &Run| {
-                result
-                    .fixed
-                    .iter()
-                    .filter_map(|rate| run.steps.iter().find(|s| s.offered == *rate))
-                    .map(|s| s.server_ns_per_query)
-                    .collect::<Vec<_>>()
-            };
-            let ratios: Vec<String> = cpu(native)
+            let ratios: Vec<String> = cpu_at(native, &result.fixed)
                 .iter()
-                .zip(cpu(knot))
+                .zip(cpu_at(knot, &result.fixed))
                 .map(|(q, k)| format!("{:.2}", super::ratio(*q, k)))
                 .collect();
             let _ = writeln!(
@@ -543,4 +499,45 @@ pub fn report(result: &GunResult) -> String {
         }
     }
     t
+}
+
+/// Server CPU per query at `fixed` loads, in order (the loads a run reached).
+fn cpu_at(run: &Run, fixed: &[u32]) -> Vec<f64> {
+    fixed
+        .iter()
+        .filter_map(|rate| run.steps.iter().find(|s| s.offered == *rate))
+        .map(|s| s.server_ns_per_query)
+        .collect()
+}
+
+/// Each XDP server over the floor of its mode: CPU per query at the fixed loads (the
+/// issue's target for qdns: ≤ 1.15) and capacity (≥ 0.9).
+fn floor_ratios(t: &mut String, mix: &str, runs: &[Run], fixed: &[u32]) {
+    let find = |label: &str| runs.iter().find(|r| r.server == label);
+    for (server, floor) in [
+        ("native", "floor-native"),
+        ("generic", "floor-generic"),
+        ("knotd-xdp", "floor-native"),
+    ] {
+        let (Some(run), Some(floor)) = (find(server), find(floor)) else {
+            continue;
+        };
+        let ratios: Vec<String> = cpu_at(run, fixed)
+            .iter()
+            .zip(cpu_at(floor, fixed))
+            .map(|(q, f)| format!("{:.2}", super::ratio(*q, f)))
+            .collect();
+        let _ = writeln!(
+            t,
+            "- {mix}: {server} / {} — server CPU per query {} at {fixed:?} qps; capacity {:.2}×{}",
+            floor.server,
+            ratios.join(", "),
+            super::ratio(run.capacity_qps, floor.capacity_qps),
+            if floor.generator_ceiling || floor.all_steps_passed {
+                " (the floor's capacity is kxdpgun's ceiling: the ratio is a ceiling)"
+            } else {
+                ""
+            }
+        );
+    }
 }
