@@ -75,6 +75,15 @@ fn zones() -> &'static std::path::Path {
              { id = \"y\", values = [\"198.51.100.31\"], health_check = \"api-1\" },\n\
              { id = \"z\", values = [\"198.51.100.32\"] },\n]\n",
         );
+        // Two cuts in the signed zone: `sub` without a DS (an NSEC proves there is none;
+        // its glue is below the cut) and `sec` with one (servers elsewhere).
+        shop.push_str(
+            "\n[[rrset]]\nname = \"sub\"\ntype = \"NS\"\nvalues = [\"ns.sub\"]\n\
+             [[rrset]]\nname = \"ns.sub\"\ntype = \"A\"\nvalues = [\"192.0.2.53\"]\n\
+             [[rrset]]\nname = \"sec\"\ntype = \"NS\"\nvalues = [\"ns.elsewhere.example.\"]\n\
+             [[rrset]]\nname = \"sec\"\ntype = \"DS\"\nvalues = [\"12345 13 2 \
+             2BB183AF5F22588179A53B0A98631FAD1A292118C8A4D1C79A5A78A2FCDA4F0F\"]\n",
+        );
         std::fs::write(dir.path().join("shop.example.toml"), shop).unwrap();
         // A hosted child of the signed example.com that example.com delegates to (NS,
         // glue, DS): DS at its apex is the parent's (RFC 4035 §3.1.4.1), and XDP, which
@@ -293,6 +302,8 @@ fn names(engine: &Engine) -> Vec<String> {
     ]);
     // Below the cuts (names that exist there only as glue, and ones that do not).
     names.extend(["www.deleg.big.example.".into(), "a.b.c.away.big.example.".into()]);
+    // Below the signed zone's cuts (DO=1: signed referrals).
+    names.extend(["www.sub.shop.example.".into(), "a.b.sec.shop.example.".into()]);
     names.extend([
         "example.org.".into(),
         "com.".into(),
@@ -967,7 +978,7 @@ fn rate_limited_xdp_answers_slip_and_drop_as_user_space_does() {
     // Answers to queries with a valid server cookie: never limited (RFC 7873 §5.3).
     let (mut exempt, mut valid_cookies) = ([0u32; 2], 0);
     let mut passed = 0;
-    for _ in 0..400 {
+    for _ in 0..700 {
         let name = random_case(&names[rng.below(names.len())], &mut rng);
         let (query, _) = dns_query(&name, QTYPES[rng.below(QTYPES.len())], &mut rng);
         let v6 = rng.chance(50);
@@ -1239,4 +1250,65 @@ fn signed_nxdomain_is_answered_in_xdp_as_user_space_answers_it() {
         "seed {seed}: signed NXDOMAIN answered in XDP: {tx_nxdomain} of {nxdomain}"
     );
     assert!(depths.len() >= 3, "enclosers at several depths: {depths:?}");
+}
+
+/// The signed zone's cuts with DO=1, as validating resolvers ask: the referral below
+/// each (with the DS and its RRSIG at `sec`, the NSEC proving no DS at `sub`; glue in
+/// additional) and DS at the cut are answered by the program, byte for byte as user
+/// space answers them.
+#[test]
+fn signed_referrals_are_answered_in_xdp_as_user_space_answers_them() {
+    require_root("BPF_PROG_TEST_RUN");
+    let mut rng = Rng::from_env();
+    let engine = engine();
+    let mut program = load_program(&engine);
+    program.install(&engine).expect("tables install");
+    let mut out = vec![0u8; MAX_MESSAGE];
+    let labels = |name: &str| -> Vec<Vec<u8>> {
+        name.trim_end_matches('.')
+            .split('.')
+            .map(|l| l.as_bytes().to_vec())
+            .collect()
+    };
+    for name in [
+        "sub.shop.example.",
+        "www.sub.shop.example.",
+        "ns.sub.shop.example.",
+        "a.b.c.sub.shop.example.",
+        "sec.shop.example.",
+        "x.sec.shop.example.",
+    ] {
+        for _ in 0..4 {
+            let query = signed_query(&labels(&random_case(name, &mut rng)), &mut rng);
+            let packet = ipv4_udp_frame(&query, 53);
+            let run = program.test_run(&packet, 1).expect("test run");
+            assert_eq!(run.action, XDP_TX, "{name}: answered in XDP");
+            let sent = check_response_frame(&packet, &run.packet);
+            let valid = engine_answers(&engine, &query, &mut out, frame_source(&packet));
+            assert!(
+                valid.contains(&sent),
+                "{name}: XDP sent\n{sent:02x?}\nuser space sends\n{valid:02x?}"
+            );
+            // A referral: no AA, authority with the NS and the DS or NSEC and its RRSIG.
+            assert_eq!(sent[2] & 0x04, 0, "{name}: not authoritative");
+            assert!(
+                u16::from_be_bytes([sent[8], sent[9]]) >= 3,
+                "{name}: NS, DS or NSEC, RRSIG"
+            );
+        }
+    }
+    // DS at the cuts: the DS and its RRSIG, or the NSEC proving none.
+    for name in ["sub.shop.example.", "sec.shop.example."] {
+        let mut query = signed_query(&labels(name), &mut rng);
+        let at = query.len() - 11 - 4;
+        query[at..at + 2].copy_from_slice(&43u16.to_be_bytes());
+        let packet = ipv4_udp_frame(&query, 53);
+        let run = program.test_run(&packet, 1).expect("test run");
+        assert_eq!(run.action, XDP_TX, "{name} DS: answered in XDP");
+        let sent = check_response_frame(&packet, &run.packet);
+        let valid = engine_answers(&engine, &query, &mut out, frame_source(&packet));
+        assert!(valid.contains(&sent), "{name} DS");
+    }
+    let c = counters(&program);
+    assert!(c["answered_referral"] >= 24, "{c:?}");
 }

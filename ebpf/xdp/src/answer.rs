@@ -611,6 +611,9 @@ fn lookup<'a, const W: usize>(
             if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
                 return signed(t, key, name, health, who);
             }
+            if node.kind == KIND_REFERRAL {
+                return signed_referral(t, key, name);
+            }
             return Err(Counter::PassSigned);
         }
         return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
@@ -668,11 +671,15 @@ fn lookup<'a, const W: usize>(
     let (at, label) = ((both & 0xffff_ffff) as usize, (both >> 32) as usize & (name_max - 1));
     let node = named(t, t.through(u64::from(found)) as u32, name)?;
     if node.node_flags & SIGNED != 0 && dnssec_ok != 0 {
-        // NXDOMAIN in a signed zone: the gap of the label below the encloser. Wildcards
-        // and referrals: proofs for this question, from user space.
+        // NXDOMAIN in a signed zone: the gap of the label below the encloser; a
+        // referral: the cut's signed one. Wildcards: proofs for this question, from user
+        // space.
         let denial = NODE_NXDOMAIN | NODE_DENIAL;
         if W == NAME_WORDS && node.kind == KIND_NODE && node.node_flags & denial == denial {
             return denial_of(t, node, key_at(&original, label));
+        }
+        if node.kind == KIND_REFERRAL {
+            return signed_referral(t, key, name);
         }
         return Err(Counter::PassSigned);
     }
@@ -693,6 +700,24 @@ fn lookup<'a, const W: usize>(
         return with_no_members(wildcard(t, key, name, at, qtype, health));
     }
     Err(Counter::PassNotCached)
+}
+
+/// A signed zone's referral for a name at or below a cut (`key` is the node key of the
+/// name found): the DO=1 one the tables hold under the key's DO=1 hash (the NS, the DS
+/// and its RRSIG or the NSEC proving none, glue), relocated like the unsigned one.
+#[inline(always)]
+fn signed_referral<'a, const W: usize>(
+    t: &Tables<'a>,
+    key: &mut AnswerKey,
+    name: &[u64; W],
+) -> Result<(Body<'a>, Counter, u64), Counter> {
+    key.hash ^= DO_SALT;
+    match find(t, key, name)? {
+        Some(value) if value.kind == KIND_REFERRAL => {
+            Ok((Body::Plain(value, None), Counter::AnsweredReferral, NO_MEMBERS))
+        }
+        _ => Err(Counter::PassSigned),
+    }
 }
 
 /// The NXDOMAIN of a signed zone for a name whose label below the closest encloser

@@ -152,12 +152,17 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
     let nodes: Vec<NodeView<'_>> = engine.export();
     // The zone cuts (NS below an apex: below_cut with an NS set) and each one's
     // relocatable referral, built once and shared by every node at or below it.
-    let mut referrals: std::collections::HashMap<&[u8], AnswerValue> = std::collections::HashMap::new();
+    // In a signed zone, the DO=1 referral too (with the DS or the NSEC proving none).
+    let mut referrals: nodes::Referrals<'_> = std::collections::HashMap::new();
     for node in nodes
         .iter()
         .filter(|n| n.below_cut && n.sets.iter().any(|(t, _)| *t == 2))
     {
-        referrals.insert(node.name, c.referral(node.name));
+        let signed = node.signed.then(|| c.referral_with(node.name, true)).flatten();
+        let unsigned = c
+            .referral_with(node.name, false)
+            .unwrap_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL));
+        referrals.insert(node.name, (unsigned, signed));
     }
     // Every zone's names: a hosted child's apex is a child of its parent's name too.
     let children = denial::children(nodes.iter().map(|n| n.name));

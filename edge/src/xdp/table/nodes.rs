@@ -6,8 +6,9 @@ use super::{
     NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, QR_AA, QTYPE_ANY, QTYPE_NODE, REASON_REFERRAL, SIGNED,
 };
 
-/// The zone cuts and each one's relocatable referral.
-pub(super) type Referrals<'n> = std::collections::HashMap<&'n [u8], AnswerValue>;
+/// The zone cuts and each one's relocatable referral (a pass entry when it cannot be
+/// relocated), and in a signed zone its DO=1 referral.
+pub(super) type Referrals<'n> = std::collections::HashMap<&'n [u8], (AnswerValue, Option<AnswerValue>)>;
 /// Each name's child labels, sorted (see `denial::children`).
 pub(super) type Children = std::collections::HashMap<Vec<u8>, Vec<Vec<u8>>>;
 
@@ -35,15 +36,9 @@ pub(super) fn node_entries(
         table.answers.push((key, value));
     };
     if node.below_cut {
-        // The cut itself answers DS with authority (RFC 4035 §3.1.4.1).
-        if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(generation, 43, node.name)) {
-            push(ds_key, c.plain(node.name, 43));
+        for (key, value) in c.cut_entries(node, node_key, referrals) {
+            push(key, value);
         }
-        let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
-        push(
-            node_key,
-            cut.copied().unwrap_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL)),
-        );
         return;
     }
     // A hosted zone's apex whose parent is hosted too: DS is the parent's to answer
@@ -143,6 +138,34 @@ impl Compiler<'_> {
 }
 
 impl Compiler<'_> {
+    /// The entries of a node at or below a zone cut: DS at the cut itself, which it
+    /// answers with authority (RFC 4035 §3.1.4.1); the cut's referral under the node
+    /// key; in a signed zone, both for DO=1 too (the referral under the node key's DO=1
+    /// hash).
+    fn cut_entries(
+        &mut self,
+        node: &NodeView<'_>,
+        node_key: AnswerKey,
+        referrals: &Referrals<'_>,
+    ) -> Vec<(AnswerKey, AnswerValue)> {
+        let mut entries = Vec::new();
+        if let (Some(_), Some((ds_key, _))) = (referrals.get(node.name), key(self.generation, 43, node.name)) {
+            entries.push((ds_key, self.plain(node.name, 43)));
+            entries.extend(self.signed_variant(node.name, 43).filter(|_| node.signed));
+        }
+        let cut = label_suffixes(node.name).find_map(|suffix| referrals.get(suffix));
+        let unsigned = cut.map_or_else(|| pass_because(KIND_NODE, REASON_REFERRAL), |(unsigned, _)| *unsigned);
+        entries.push((node_key, unsigned));
+        if let Some(&(_, Some(value))) = cut.filter(|_| node.signed) {
+            let key = AnswerKey {
+                hash: node_key.hash ^ DO_SALT,
+                ..node_key
+            };
+            entries.push((key, value));
+        }
+        entries
+    }
+
     /// A signed zone's node entry that answers NXDOMAIN below it: with the gaps between
     /// its children (`denial`), when they fit the tables.
     fn with_denial(&mut self, name: &[u8], entry: &mut AnswerValue, children: &Children) {

@@ -2,9 +2,9 @@
 //! variant), wildcard answers relocated to any question under the encloser, referrals.
 use super::{
     engine_answer, engine_answer_signed, fold, large_id, large_tail, owned_by_question, pass, pass_because,
-    relocatable, sum_words, with_tail, Answer, AnswerValue, Compiler, PolicyKey, Relocatable, HEADER_LEN, KIND_NODE,
-    KIND_PASS, KIND_PLAIN, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, OPT_LEN, PLAIN_ANY_QNAME, PLAIN_LARGE,
-    REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, TAIL_MAX,
+    relocatable, sum_words, with_tail, Answer, AnswerValue, Compiler, PolicyKey, Relocatable, HEADER_LEN, KIND_PASS,
+    KIND_PLAIN, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, OPT_LEN, PLAIN_ANY_QNAME, PLAIN_LARGE, REASON_LARGE,
+    REASON_OTHER, RESPONSE_MAX, TAIL_MAX,
 };
 
 impl Compiler<'_> {
@@ -170,28 +170,25 @@ impl Compiler<'_> {
     /// The referral of the cut `cut` as a relocatable entry: the engine's answer to a query
     /// for the cut's own name, whose compression pointers are found by comparing it with
     /// the answers for names 2 and 7 octets longer below the cut (each pointer moves by
-    /// exactly that much, nothing else changes — checked, or the cut passes).
-    pub(super) fn referral(&mut self, cut: &[u8]) -> AnswerValue {
-        let passed = || pass_because(KIND_NODE, REASON_REFERRAL);
-        let Some(Relocatable { message, tail, fixups }) = relocatable(
+    /// exactly that much, nothing else changes — checked, or `None`: the cut passes).
+    /// `signed`: a signed zone's DO=1 referral (with the DS and its RRSIG, or the NSEC
+    /// proving there is none).
+    pub(super) fn referral_with(&mut self, cut: &[u8], signed: bool) -> Option<AnswerValue> {
+        let Relocatable { message, tail, fixups } = relocatable(
             self.engine,
-            (cut, 1, false),
+            (cut, 1, signed),
             cut,
             (b"\x01x", Some(b"\x06xxxxxx")),
             &mut self.scratch,
-        ) else {
-            return passed();
-        };
+        )?;
         let flags = u16::from_be_bytes([message[2], message[3]]);
         let counts = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
         // A referral: no AA, NOERROR, nothing in the answer section.
         if flags & 0x040f != 0 || counts(1) != 0 || !self.limits.fits(message.len(), NAME_MAX.saturating_sub(cut.len()))
         {
-            return passed();
+            return None;
         }
-        let Some(id) = large_id(&self.large) else {
-            return passed();
-        };
+        let id = large_id(&self.large)?;
         self.large.push((
             PolicyKey {
                 generation: self.generation,
@@ -208,6 +205,6 @@ impl Compiler<'_> {
         value.policy = id;
         value.tail_len = tail.len() as u16;
         value.tail_sum = fold(sum_words(&tail, 0));
-        value
+        Some(value)
     }
 }
