@@ -28,7 +28,7 @@ pub mod select;
 pub mod slots;
 
 /// Name of the per-CPU statistics array (one `u64` per [`Counter`]).
-pub const STATS_MAP: &str = "QDNS_STATS_V17";
+pub const STATS_MAP: &str = "QDNS_STATS_V18";
 /// Name of the port bitmaps: three runs of [`PORT_WORDS`] `u64`; in each, port `p`
 /// (host order) is set when bit `p % 64` of word `p / 64` is. The first run holds the
 /// DNS service ports; the runs at [`PORTS_ANY_V4`] and [`PORTS_ANY_V6`] the ports the
@@ -232,9 +232,10 @@ counters! {
     /// Not an outcome: a query whose name is over 64 octets, handed to the long-name
     /// stage (its outcome is counted there).
     LongName = 34, "long_name";
-    /// Passed: a DO=1 query for a name of a DNSSEC-signed zone whose answer needs proofs
-    /// for the question (NODATA, NXDOMAIN, wildcards, referrals) or has no signed
-    /// variant in the tables (policy sets): user space signs it.
+    /// Passed: a DO=1 query for a name of a DNSSEC-signed zone whose answer has no
+    /// signed variant in the tables (policy sets over the outcome bound, sets with
+    /// aliases, answers too large): user space answers it with its RRSIGs. Wildcards
+    /// and NXDOMAIN without a gap answer are counted apart.
     PassSigned = 35, "pass_signed";
     /// Answered: a DO=1 query of a signed zone from the entry's signed variant (the
     /// answer with its RRSIGs).
@@ -258,6 +259,13 @@ counters! {
     /// Not an outcome: an answer to a query whose server cookie was valid (the rate
     /// limiter lets it through; also counted in its `Answered*` kind).
     ValidCookie = 43, "valid_cookie";
+    /// Passed: a DO=1 query a wildcard of a signed zone answers: the synthesis carries
+    /// the NSEC covering the question, which user space adds.
+    PassSignedWildcard = 44, "pass_signed_wildcard";
+    /// Passed: a signed NXDOMAIN the gap tables do not answer (`qdns_abi::denial`): the
+    /// label below the encloser has a child's key (its first 16 octets), the gap's
+    /// answer did not fit, or the name is over 64 octets.
+    PassSignedGap = 45, "pass_signed_gap";
 }
 
 impl Counter {

@@ -681,6 +681,12 @@ fn lookup<'a, const W: usize>(
         if node.kind == KIND_REFERRAL {
             return signed_referral(t, key, name);
         }
+        if node.kind == KIND_NODE && node.node_flags & NODE_WILDCARD != 0 {
+            return Err(Counter::PassSignedWildcard);
+        }
+        if node.kind == KIND_NODE && node.node_flags & NODE_NXDOMAIN != 0 {
+            return Err(Counter::PassSignedGap);
+        }
         return Err(Counter::PassSigned);
     }
     if node.kind == KIND_REFERRAL {
@@ -743,11 +749,11 @@ fn denial_of<'a>(t: &Tables<'a>, node: &'a AnswerValue, want: [u64; 2]) -> Resul
         }
     }
     if low < high {
-        return Err(Counter::PassSigned);
+        return Err(Counter::PassSignedGap);
     }
     let gap = gaps.get(base.wrapping_add(low)).ok_or(Counter::PassNotLoaded)?;
     if gap.key == want || gap.pieces[0] == NO_PIECE {
-        return Err(Counter::PassSigned);
+        return Err(Counter::PassSignedGap);
     }
     let pieces = t.pieces().ok_or(Counter::PassNotLoaded)?;
     let soa = pieces.get(gap.pieces[0]).ok_or(Counter::PassNotLoaded)?;

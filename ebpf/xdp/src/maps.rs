@@ -20,7 +20,7 @@ use qdns_abi::{
 };
 
 /// Per-CPU counters indexed by [`Counter`].
-#[map(name = "QDNS_STATS_V17")]
+#[map(name = "QDNS_STATS_V18")]
 static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
 
 /// Per-CPU answers per policy member (`qdns_abi::answer::ANSWERS_MAP`).
