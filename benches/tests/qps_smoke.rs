@@ -94,8 +94,8 @@ fn harness_smoke_run_produces_the_table() {
             .map(|part| part.rsplit(' ').next().unwrap().parse().unwrap())
             .collect();
         assert!(rates.len() == 3 && rates.iter().all(|&r| r > 100.0), "{veth}");
-        // The kxdpgun stage: every server with both mixes answered, qdns's XDP modes
-        // from the program.
+        // The kxdpgun stage: every server with the plain and resolver mixes answered,
+        // qdns's XDP modes from the program.
         for mix in ["plain", "resolver (DO=1)"] {
             for server in ["native", "generic", "off", "knotd-udp", "knotd-xdp"] {
                 let row = stdout
@@ -109,6 +109,25 @@ fn harness_smoke_run_produces_the_table() {
                 if server == "native" || server == "generic" {
                     assert!(in_xdp > 1000, "answered by the program: {row}");
                 }
+            }
+        }
+        // The driver's floor answered, and the signed flood came from the program in
+        // generic mode (veth's native frames have no room for a signed NXDOMAIN).
+        for (mix, server) in [
+            ("plain", "floor-native"),
+            ("plain", "floor-generic"),
+            ("random-subdomain flood, signed zone, DO=1", "generic"),
+        ] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("| {mix} | {server} |")))
+                .unwrap_or_else(|| panic!("no kxdpgun row for {mix} {server}:\n{stdout}"));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let capacity: f64 = cells[3].split_whitespace().next().unwrap().parse().unwrap();
+            assert!(capacity > 1000.0, "{row}");
+            if server == "generic" {
+                let in_xdp: u64 = cells[cells.len() - 2].parse().unwrap();
+                assert!(in_xdp > 1000, "the signed flood answered by the program: {row}");
             }
         }
     }
