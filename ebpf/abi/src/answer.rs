@@ -212,14 +212,19 @@ pub const REASON_LARGE: u8 = 2;
 pub const REASON_CLIENT_AWARE: u8 = 3;
 /// `node_flags` of every entry of a DNSSEC-signed zone: a DO=1 query for the name and
 /// type takes the entry's signed variant — the key with [`DO_SALT`] mixed into its hash,
-/// a plain answer with RRSIGs — and passes (`pass_signed`) when there is none or the
-/// answer is not the exact name's (NODATA, NXDOMAIN, wildcards, referrals: their NSEC
-/// proofs depend on the question). A policy set's signed variant is a policy entry (the
+/// a plain answer with RRSIGs — and passes (`pass_signed`) when there is none. NXDOMAIN
+/// and wildcard synthesis take their proofs from the gap tables ([`crate::denial`]),
+/// referrals from the node's DO=1 entry. A policy set's signed variant is a policy entry (the
 /// same set): the program chooses as for DO=0, then takes the plain answer signed for
 /// that outcome, keyed with [`outcome_salt`] mixed in as well.
 pub const SIGNED: u8 = 32;
 /// What a name's hash is XOR-ed with for the key of its signed (DO=1) variant.
 pub const DO_SALT: u64 = 0x9e6c_63d0_676a_9a99;
+/// What the key of a signed wildcard's synthesised answer for a type has XOR-ed into
+/// its hash besides [`DO_SALT`] (the name and type being the wildcard's): a plain entry
+/// whose `policy` is the answer section's piece (`crate::denial`) and `ancount` its
+/// records. The authority — the NSEC covering the question — is the encloser's gap's.
+pub const WILDCARD_SALT: u64 = 0x5bd1_e995_27d4_eb2f;
 
 /// What the key of a signed policy set's DO=1 answer for one outcome — the chosen
 /// members `mask` (≤ 8 bits) with `ttl` (0 normal, 1 degraded) — has XOR-ed into its

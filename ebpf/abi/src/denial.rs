@@ -12,8 +12,10 @@
 //! The compiler stores, per encloser, its gaps in [`GAPS_MAP`] (sorted by the key of the
 //! child label each ends before) and the pieces in [`PIECES_MAP`]: the SOA piece (one
 //! per zone), the NSEC piece of each gap and the wildcard's NSEC piece (one per
-//! encloser, when it is another record). Pointers in a piece are stored as written for a
-//! question of length 0; the program adds the question's length to each.
+//! encloser, when it is another record). A piece's pointers into the question are stored
+//! as written for a question of length 0 (the program adds the question's length), its
+//! pointers into itself as written for the piece at the message's start (the program
+//! adds where it lands, [`PIECE_INTERNAL`]): so a piece serves wherever it is placed.
 use crate::answer::TAIL_MAX;
 
 /// Name of the gaps map (map-of-maps by bank, like the answer tables).
@@ -24,6 +26,10 @@ pub const PIECES_MAP: &str = "QDNS_PIECES_V1";
 pub const PIECE_MAX: usize = 2 * TAIL_MAX;
 /// Pointers a piece may have to move.
 pub const PIECE_FIXUPS: usize = 6;
+/// The bit of a [`Piece`]'s fixup marking a pointer into the piece itself (written as
+/// for the piece at the message's start: the program adds the piece's offset in the
+/// message); others point into the question (the program adds its length).
+pub const PIECE_INTERNAL: u16 = 0x8000;
 /// Pieces of one answer: the SOA's, the covering NSEC's, the wildcard's NSEC's.
 pub const GAP_PIECES: usize = 3;
 /// A gap without a piece there (the wildcard's NSEC is the covering one).
@@ -64,7 +70,8 @@ const _: () = assert!(core::mem::size_of::<Gap>() == 40);
 pub struct Piece {
     /// The records, their compression pointers as for a question of length 0.
     pub bytes: [u8; PIECE_MAX],
-    /// Offsets in `bytes` of the pointers the question's length is added to.
+    /// Offsets in `bytes` of the pointers to move, [`PIECE_INTERNAL`] set on those into
+    /// the piece.
     pub fixups: [u16; PIECE_FIXUPS],
     /// Octets of `bytes` in use (1 to [`PIECE_MAX`]).
     pub len: u16,
@@ -72,8 +79,8 @@ pub struct Piece {
     pub sum: u16,
     /// Entries of `fixups` in use.
     pub fixups_len: u16,
-    /// How many of them are at odd offsets.
-    pub fixups_odd: u16,
+    /// Unused (0).
+    pub pad: u16,
 }
 const _: () = assert!(core::mem::size_of::<Piece>() == PIECE_MAX + 2 * PIECE_FIXUPS + 8);
 

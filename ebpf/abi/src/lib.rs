@@ -259,8 +259,8 @@ counters! {
     /// Not an outcome: an answer to a query whose server cookie was valid (the rate
     /// limiter lets it through; also counted in its `Answered*` kind).
     ValidCookie = 43, "valid_cookie";
-    /// Passed: a DO=1 query a wildcard of a signed zone answers: the synthesis carries
-    /// the NSEC covering the question, which user space adds.
+    /// Passed: a DO=1 query a wildcard of a signed zone answers whose synthesis the
+    /// tables do not hold (NODATA from the wildcard, records naming other owners).
     PassSignedWildcard = 44, "pass_signed_wildcard";
     /// Passed: a signed NXDOMAIN the gap tables do not answer (`qdns_abi::denial`): the
     /// label below the encloser has a child's key (its first 16 octets), the gap's

@@ -13,10 +13,10 @@ use qdns_abi::{
         KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_DENIAL, NODE_NODATA, NODE_NXDOMAIN,
         NODE_WILDCARD, NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER,
         POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
-        REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED,
+        REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED, WILDCARD_SALT,
     },
     client::{bucket, locate, window, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6, NO_INDEX},
-    denial::{key_at, key_less, Piece, GAP_PIECES, GAP_STEPS, NO_PIECE},
+    denial::{key_at, key_less, Gap, Piece, GAP_PIECES, GAP_STEPS, NO_PIECE},
     name::{add_word, keep_last, lowercase_word, name_hash, name_sum, word_end, LONG_WORDS, NAME_WORDS},
     select::{weighted_pick, WeightedPool},
     Counter,
@@ -41,7 +41,7 @@ pub const DO_BIT: u16 = 0x8000;
 const MAX_OPTIONS: usize = 16;
 /// Largest query the fast path reads (bounds every packet offset for the verifier).
 const QUERY_MAX: usize = 1500;
-pub const RCODE_NXDOMAIN: u16 = 3;
+const RCODE_NXDOMAIN: u16 = 3;
 /// Largest UDP response to a client without EDNS (RFC 1035 §2.3.4), and the least an
 /// EDNS size means (RFC 6891 §6.2.5).
 const CLASSIC_UDP: usize = 512;
@@ -94,10 +94,14 @@ pub enum Body<'a> {
     Negative(&'a AnswerValue, u16),
     /// A signed zone's NXDOMAIN from pre-signed pieces (`qdns_abi::denial`): the SOA's,
     /// the covering NSEC's and (when `used` is 3) the wildcard's NSEC's, each relocated
-    /// to the question; `node` (the closest encloser's entry) gives the flags.
+    /// to the question; or a signed wildcard's synthesised answer: its answer section's
+    /// piece and the covering NSEC's.
     Denial {
-        /// The closest encloser's node entry.
-        node: &'a AnswerValue,
+        /// The entry giving the header flags and ANCOUNT: the closest encloser's node
+        /// entry (NXDOMAIN), the wildcard's answer entry (synthesis).
+        value: &'a AnswerValue,
+        /// The RCODE added to its flags.
+        rcode: u16,
         /// NSCOUNT.
         nscount: u16,
         /// The pieces (the third is the second again when `used` is 2).
@@ -681,6 +685,11 @@ fn lookup<'a, const W: usize>(
         if node.kind == KIND_REFERRAL {
             return signed_referral(t, key, name);
         }
+        let wildcard = NODE_WILDCARD | NODE_DENIAL;
+        if W == NAME_WORDS && node.kind == KIND_NODE && node.node_flags & wildcard == wildcard {
+            let gap = gap_of(t, node.policy, key_at(&original, label))?;
+            return signed_wildcard(t, key, name, (at, qtype), gap);
+        }
         if node.kind == KIND_NODE && node.node_flags & NODE_WILDCARD != 0 {
             return Err(Counter::PassSignedWildcard);
         }
@@ -726,13 +735,12 @@ fn signed_referral<'a, const W: usize>(
     }
 }
 
-/// The NXDOMAIN of a signed zone for a name whose label below the closest encloser
-/// (`node`) has the key `want`: the encloser's gap holding it, found by a binary search
-/// of their keys (`qdns_abi::denial`), and its pieces. A label with a child's key passes.
+/// The gap of the encloser whose gaps start at `base` holding the label with the key
+/// `want`: a binary search of their keys (`qdns_abi::denial`). A label with a child's
+/// key, or a gap without an answer, passes.
 #[inline(always)]
-fn denial_of<'a>(t: &Tables<'a>, node: &'a AnswerValue, want: [u64; 2]) -> Result<(Body<'a>, Counter, u64), Counter> {
+fn gap_of<'a>(t: &Tables<'a>, base: u32, want: [u64; 2]) -> Result<&'a Gap, Counter> {
     let gaps = t.gaps().ok_or(Counter::PassNotLoaded)?;
-    let base = node.policy;
     let span = gaps.get(base).ok_or(Counter::PassNotLoaded)?.span;
     // The first gap whose key is not below `want` (the last one's is all ones).
     let (mut low, mut high) = (0u32, span.saturating_sub(1));
@@ -755,6 +763,14 @@ fn denial_of<'a>(t: &Tables<'a>, node: &'a AnswerValue, want: [u64; 2]) -> Resul
     if gap.key == want || gap.pieces[0] == NO_PIECE {
         return Err(Counter::PassSignedGap);
     }
+    Ok(gap)
+}
+
+/// The NXDOMAIN of a signed zone for a name whose label below the closest encloser
+/// (`node`) has the key `want`: the gap holding it, and its pieces.
+#[inline(always)]
+fn denial_of<'a>(t: &Tables<'a>, node: &'a AnswerValue, want: [u64; 2]) -> Result<(Body<'a>, Counter, u64), Counter> {
+    let gap = gap_of(t, node.policy, want)?;
     let pieces = t.pieces().ok_or(Counter::PassNotLoaded)?;
     let soa = pieces.get(gap.pieces[0]).ok_or(Counter::PassNotLoaded)?;
     let nsec = pieces.get(gap.pieces[1]).ok_or(Counter::PassNotLoaded)?;
@@ -764,12 +780,56 @@ fn denial_of<'a>(t: &Tables<'a>, node: &'a AnswerValue, want: [u64; 2]) -> Resul
     };
     Ok((
         Body::Denial {
-            node,
+            value: node,
+            rcode: RCODE_NXDOMAIN,
             nscount: gap.nscount,
             pieces: [soa, nsec, star],
             used,
         },
         Counter::AnsweredNxdomain,
+        NO_MEMBERS,
+    ))
+}
+
+/// A signed zone's answer synthesised from the wildcard below the closest encloser,
+/// which starts at octet `at` of `name`, for `qtype`: the wildcard's answer section for
+/// the type (its entry keyed with [`WILDCARD_SALT`]: owned by the question, the same for
+/// every name it covers) and the NSEC covering the question from the encloser's `gap`.
+/// Types the wildcard lacks (NODATA) pass.
+#[inline(always)]
+fn signed_wildcard<'a, const W: usize>(
+    t: &Tables<'a>,
+    key: &mut AnswerKey,
+    name: &mut [u64; W],
+    (at, qtype): (usize, u16),
+    gap: &'a Gap,
+) -> Result<(Body<'a>, Counter, u64), Counter> {
+    // The walk cleared at least one label in front of `at`: two octets are free.
+    if !(2..8 * W).contains(&at) {
+        return Err(Counter::PassSignedWildcard);
+    }
+    let star = at - 1;
+    let length = at - 2;
+    name[(star / 8) & (W - 1)] |= u64::from(b'*') << (8 * (star & 7));
+    name[(length / 8) & (W - 1)] |= 1 << (8 * (length & 7));
+    key.hash = name_hash(name) ^ DO_SALT ^ WILDCARD_SALT;
+    key.qtype = qtype;
+    let value = match find(t, key, name)? {
+        Some(value) if value.kind == KIND_PLAIN => value,
+        _ => return Err(Counter::PassSignedWildcard),
+    };
+    let pieces = t.pieces().ok_or(Counter::PassNotLoaded)?;
+    let answer = pieces.get(value.policy).ok_or(Counter::PassNotLoaded)?;
+    let nsec = pieces.get(gap.pieces[0]).ok_or(Counter::PassNotLoaded)?;
+    Ok((
+        Body::Denial {
+            value,
+            rcode: 0,
+            nscount: gap.nscount,
+            pieces: [answer, nsec, nsec],
+            used: 2,
+        },
+        Counter::AnsweredWildcard,
         NO_MEMBERS,
     ))
 }

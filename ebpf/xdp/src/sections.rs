@@ -5,12 +5,12 @@
 use aya_ebpf::{helpers::bpf_xdp_store_bytes, programs::XdpContext};
 use qdns_abi::{
     answer::{fold, placed, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX},
-    denial::{GAP_PIECES, PIECE_FIXUPS, PIECE_MAX},
+    denial::{Piece, GAP_PIECES, PIECE_INTERNAL, PIECE_MAX},
     Counter,
 };
 
 use crate::{
-    answer::{Body, DO_BIT, RCODE_NXDOMAIN, TYPE_OPT},
+    answer::{Body, DO_BIT, TYPE_OPT},
     maps,
     parse::Window,
     subnet::{self, ECHO_WORDS},
@@ -48,7 +48,8 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
             Ok((v.flags | rcode, 0, 1, 0, len))
         }
         Body::Denial {
-            node,
+            value,
+            rcode,
             nscount,
             pieces,
             used,
@@ -59,7 +60,7 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
                     len += usize::from(piece.len).min(PIECE_MAX);
                 }
             }
-            Ok((node.flags | RCODE_NXDOMAIN, 0, nscount, 0, len))
+            Ok((value.flags | rcode, value.ancount, nscount, 0, len))
         }
         Body::Policy { policy, mask, ttl } => {
             let (mut len, mut count) = (0usize, 0u16);
@@ -125,8 +126,9 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
             Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
         }
         Body::Denial { pieces, used, .. } => {
-            // Each piece was written for a question of length 0: its pointers move by
-            // the question's length.
+            // Each piece's pointers were written as for a question of length 0 and the
+            // piece at the message's start: those into the question move by its
+            // length, those into the piece by where it lands.
             let mut at = offset;
             let mut sum = 0u64;
             for (i, piece) in pieces.iter().enumerate() {
@@ -140,9 +142,7 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
                     return None;
                 }
                 store::<PIECE_MAX>(ctx, at, piece.bytes.as_ptr(), len)?;
-                let fixups = (&piece.fixups, piece.fixups_len, piece.fixups_odd);
-                sum += placed(piece.sum, at - udp)
-                    + relocate::<PIECE_FIXUPS, PIECE_MAX>(ctx, fixups, at, udp, qlen & 0xff)?;
+                sum += placed(piece.sum, at - udp) + relocate_piece(ctx, piece, at, udp, qlen & 0xff)?;
                 at += len;
             }
             Some(sum)
@@ -192,6 +192,29 @@ fn relocate<const N: usize, const SIZE: usize>(
     let odd = u64::from(odd).min(N as u64);
     let even = (n.min(N) as u64).saturating_sub(odd);
     Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
+}
+
+/// Moves the pointers of `piece`, written at `offset`: one marked [`PIECE_INTERNAL`] by
+/// the piece's offset in the DNS message, others by the question length `qlen`; returns
+/// the change to the checksum sum (see [`relocate`]).
+#[inline(always)]
+fn relocate_piece(ctx: &XdpContext, piece: &Piece, offset: usize, udp: usize, qlen: usize) -> Option<u64> {
+    let n = usize::from(piece.fixups_len);
+    // The DNS message starts after the 8-octet UDP header.
+    let within = (offset - udp - 8) & 0xfff;
+    let mut sum = 0u64;
+    for (i, &fixup) in piece.fixups.iter().enumerate() {
+        if i >= n {
+            break;
+        }
+        let delta = if fixup & PIECE_INTERNAL != 0 { within } else { qlen };
+        let rel = usize::from(fixup) & (PIECE_MAX - 1);
+        let at = offset + rel;
+        let pointer = Window::<2>::at(ctx, at).ok()?;
+        pointer.set16(0, pointer.get16(0).wrapping_add(delta as u16));
+        sum += placed(delta as u16, at - udp);
+    }
+    Some(sum)
 }
 
 /// Writes our OPT record at `offset` (DO echoed from the query, `options` octets of

@@ -166,6 +166,23 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
     }
     // Every zone's names: a hosted child's apex is a child of its parent's name too.
     let children = denial::children(nodes.iter().map(|n| n.name));
+    // Each signed wildcard's encloser, and a type of it whose answer is static (A or
+    // AAAA first): the synthesis the encloser's gaps take their proofs from.
+    for node in nodes.iter().filter(|n| n.signed && n.name.starts_with(b"\x01*")) {
+        let types: Vec<u16> = node
+            .sets
+            .iter()
+            .filter(|(t, policy)| policy.is_none() && !is_special(*t) && ![5, 46, 47].contains(t))
+            .map(|(t, _)| *t)
+            .collect();
+        let chosen = [1, 28]
+            .into_iter()
+            .find(|t| types.contains(t))
+            .or(types.first().copied());
+        if let (Some(rtype), Some(encloser)) = (chosen, node.name.get(2..)) {
+            c.denials.wildcards.insert(encloser.to_vec(), rtype);
+        }
+    }
     for node in &nodes {
         node_entries(&mut c, &mut table, node, (&referrals, &children));
     }

@@ -14,11 +14,17 @@
 use std::collections::HashMap;
 
 use qdns_abi::{
-    answer::{fold, sum_words, NAME_MAX},
-    denial::{label_key, Gap, Piece, GAPS_MAX, GAPS_PER_ENCLOSER, GAP_PIECES, NO_PIECE, PIECE_FIXUPS, PIECE_MAX},
+    answer::{fold, sum_words, NAME_MAX, WILDCARD_SALT},
+    denial::{
+        label_key, Gap, Piece, GAPS_MAX, GAPS_PER_ENCLOSER, GAP_PIECES, NO_PIECE, PIECE_FIXUPS, PIECE_INTERNAL,
+        PIECE_MAX,
+    },
 };
 
-use super::{relocatable, Compiler, Relocatable, HEADER_LEN, OPT_LEN};
+use super::{
+    key, owned_by_question, pass, relocatable, AnswerKey, AnswerValue, Compiler, Relocatable, DO_SALT, HEADER_LEN,
+    KIND_PLAIN, OPT_LEN,
+};
 
 /// The NSEC type (RFC 4034 §4).
 const NSEC: u16 = 47;
@@ -28,6 +34,8 @@ const SOA: u16 = 6;
 const LABEL_MAX: usize = 63;
 /// Header flags of an authoritative NXDOMAIN: QR, AA, RCODE 3.
 const NXDOMAIN_FLAGS: u16 = 0x8403;
+/// Header flags of an authoritative answer: QR, AA.
+const ANSWER_FLAGS: u16 = 0x8400;
 
 /// The gaps and pieces made so far.
 #[derive(Default)]
@@ -35,6 +43,9 @@ pub(super) struct Denials {
     pub(super) gaps: Vec<Gap>,
     pub(super) pieces: Vec<Piece>,
     ids: HashMap<Piece, u32>,
+    /// Per encloser of a signed zone's wildcard, a type the wildcard has whose answer
+    /// is static (the gaps' proofs are taken from its synthesis).
+    pub(super) wildcards: HashMap<Vec<u8>, u16>,
 }
 
 /// Each name's children (their first labels, lowercase), sorted canonically: from every
@@ -80,9 +91,10 @@ fn between(prev: Option<&[u8]>, next: Option<&[u8]>) -> Option<Vec<u8>> {
 
 impl Compiler<'_> {
     /// The gaps below `encloser` (a name of a signed zone whose missing children get
-    /// NXDOMAIN), given its sorted child labels: the index of its first gap, or `None`
-    /// when no gap's answer fits the tables (its queries pass, `pass_signed`).
-    pub(super) fn denial(&mut self, encloser: &[u8], children: &[Vec<u8>]) -> Option<u32> {
+    /// NXDOMAIN, or with `wildcard`, a type its `*` child has, the wildcard's answers),
+    /// given its sorted child labels: the index of its first gap, or `None` when no
+    /// gap's answer fits the tables (its queries pass, `pass_signed_gap`).
+    pub(super) fn denial(&mut self, encloser: &[u8], children: &[Vec<u8>], wildcard: Option<u16>) -> Option<u32> {
         let gaps = u32::try_from(children.len() + 1)
             .ok()
             .filter(|&n| n <= GAPS_PER_ENCLOSER)?;
@@ -94,7 +106,10 @@ impl Compiler<'_> {
         for j in 0..=children.len() {
             let next = children.get(j).map(Vec::as_slice);
             let prev = j.checked_sub(1).and_then(|i| children.get(i)).map(Vec::as_slice);
-            let answer = between(prev, next).and_then(|label| self.gap_answer(encloser, &label));
+            let answer = between(prev, next).and_then(|label| match wildcard {
+                None => self.gap_answer(encloser, &label),
+                Some(rtype) => self.gap_synthesis(encloser, &label, rtype),
+            });
             any |= answer.is_some();
             let (pieces, nscount) = answer.unwrap_or(([NO_PIECE; GAP_PIECES], 0));
             self.denials.gaps.push(Gap {
@@ -159,8 +174,8 @@ impl Compiler<'_> {
     }
 
     /// The piece of `tail[range]` (its pointers those of `fixups` inside it, each to the
-    /// question or into the piece itself), its pointers lowered by the question length:
-    /// its id, shared with an identical piece.
+    /// question or into the piece itself), its pointers lowered by the question length
+    /// or the piece's offset: its id, shared with an identical piece.
     fn piece(
         &mut self,
         tail: &[u8],
@@ -178,7 +193,7 @@ impl Compiler<'_> {
             len: bytes.len() as u16,
             sum: 0,
             fixups_len: 0,
-            fixups_odd: 0,
+            pad: 0,
         };
         piece.bytes[..bytes.len()].copy_from_slice(bytes);
         // Where the piece starts in the message.
@@ -187,15 +202,19 @@ impl Compiler<'_> {
             let offset = usize::from(fixup) - range.start;
             let pointer = u16::from_be_bytes([piece.bytes[offset], piece.bytes[offset + 1]]);
             let target = usize::from(pointer & 0x3fff);
-            // Into the question, or into this piece (not another: pieces are shared).
-            if !(HEADER_LEN..question_end).contains(&target) && !(at..at + bytes.len()).contains(&target) {
+            // Into the question (lowered by its length), or into this piece (lowered by
+            // where the piece is: pieces are shared and placed anywhere); nothing else.
+            let (lower, class) = if (HEADER_LEN..question_end).contains(&target) {
+                (qlen, 0)
+            } else if (at..at + bytes.len()).contains(&target) {
+                (at, PIECE_INTERNAL)
+            } else {
                 return None;
-            }
+            };
             let slot = piece.fixups.get_mut(usize::from(piece.fixups_len))?;
-            *slot = offset as u16;
+            *slot = offset as u16 | class;
             piece.fixups_len += 1;
-            piece.fixups_odd += (offset % 2) as u16;
-            let lowered = pointer.checked_sub(qlen as u16)?;
+            let lowered = pointer.checked_sub(u16::try_from(lower).ok()?)?;
             piece.bytes[offset..offset + 2].copy_from_slice(&lowered.to_be_bytes());
         }
         piece.sum = fold(sum_words(&piece.bytes[..bytes.len()], 0));
@@ -208,6 +227,87 @@ impl Compiler<'_> {
         self.denials.pieces.push(piece);
         self.denials.ids.insert(piece, id);
         Some(id)
+    }
+}
+
+impl Compiler<'_> {
+    /// The engine's DO=1 answer synthesised from the wildcard below `encloser` for the
+    /// name `label` + `encloser` and `rtype` (a type the wildcard has), checked
+    /// relocatable: the message, its tail, the pointers to move and where the answer
+    /// section ends in the tail; `None` unless an authoritative answer with records, a
+    /// proof (one NSEC with its RRSIGs) and no additional section.
+    fn synthesis(&mut self, encloser: &[u8], label: &[u8], rtype: u16) -> Option<(Relocatable, usize)> {
+        let name = [&[u8::try_from(label.len()).ok()?][..], label, encloser].concat();
+        let answer = relocatable(
+            self.engine,
+            (&name, rtype, true),
+            &name,
+            (b"\x01x", None),
+            &mut self.scratch,
+        )?;
+        let message = &answer.message;
+        let count = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
+        let flags = u16::from_be_bytes([message[2], message[3]]);
+        if flags != ANSWER_FLAGS || count(1) == 0 || count(2) == 0 || count(3) != 0 {
+            return None;
+        }
+        if HEADER_LEN + NAME_MAX + 4 + answer.tail.len() + OPT_LEN
+            > self.limits.max_message.min(qdns_abi::answer::RESPONSE_MAX)
+        {
+            return None;
+        }
+        let records = records(&answer.tail)?;
+        let answers = usize::from(count(1));
+        let proof = records.get(answers..)?;
+        if records.len() != answers + usize::from(count(2))
+            || proof.first().map(|r| r.1) != Some(NSEC)
+            || proof.iter().filter(|r| r.1 == NSEC).count() != 1
+        {
+            return None;
+        }
+        let end = proof.first()?.0;
+        Some((answer, end))
+    }
+
+    /// A gap's piece below a wildcard's encloser: the NSEC covering its names (for
+    /// `rtype`'s answer, which any type the wildcard has would do: the proof is the
+    /// name's) and NSCOUNT.
+    fn gap_synthesis(&mut self, encloser: &[u8], label: &[u8], rtype: u16) -> Option<([u32; GAP_PIECES], u16)> {
+        let (Relocatable { message, tail, fixups }, end) = self.synthesis(encloser, label, rtype)?;
+        let qlen = 1 + label.len() + encloser.len();
+        let nsec = self.piece(&tail, end..tail.len(), &fixups, (HEADER_LEN + qlen, qlen))?;
+        let nscount = u16::from_be_bytes([message[8], message[9]]);
+        Some(([nsec, NO_PIECE, NO_PIECE], nscount))
+    }
+
+    /// The entry of the wildcard `wildcard`'s synthesised answer for `rtype` (DO=1): its
+    /// answer section as a piece (the same for every name the wildcard covers: owned by
+    /// the question, no pointer that moves), under the wildcard's key with
+    /// [`DO_SALT`] and [`WILDCARD_SALT`] mixed in; `None` when it is not such a section.
+    pub(super) fn wildcard_answer(&mut self, wildcard: &[u8], rtype: u16) -> Option<(AnswerKey, AnswerValue)> {
+        let encloser = wildcard.strip_prefix(b"\x01*")?;
+        // A label no zone holds beside a wildcard (checked: the answer must be a
+        // synthesis, with its proof).
+        let (Relocatable { message, tail, fixups }, end) = self.synthesis(encloser, b"\x00", rtype)?;
+        let count = |i: usize| u16::from_be_bytes([message[4 + 2 * i], message[5 + 2 * i]]);
+        let section = tail.get(..end)?;
+        if fixups.iter().any(|&f| usize::from(f) < end) || !owned_by_question(section, count(1)) {
+            return None;
+        }
+        let qlen = 2 + encloser.len();
+        let id = self.piece(&tail, 0..end, &[], (HEADER_LEN + qlen, qlen))?;
+        let (key, _) = key(self.generation, rtype, wildcard)?;
+        let mut value = pass(KIND_PLAIN);
+        value.flags = ANSWER_FLAGS;
+        value.ancount = count(1);
+        value.policy = id;
+        Some((
+            AnswerKey {
+                hash: key.hash ^ DO_SALT ^ WILDCARD_SALT,
+                ..key
+            },
+            value,
+        ))
     }
 }
 

@@ -105,9 +105,17 @@ pub(super) fn node_entries(
     if signed {
         // Not NSEC, which only zone walkers ask: its signed answer would take a tail
         // entry at every name (docs/BENCHMARKS.md: 337 vs 114 MiB for 100,000 names).
-        for rtype in static_types.into_iter().filter(|&t| t != NSEC) {
+        for &rtype in static_types.iter().filter(|&&t| t != NSEC) {
             if let Some((key, value)) = c.signed_variant(node.name, rtype) {
                 push(key, value);
+            }
+        }
+        // A wildcard: its synthesised answers' sections, for the encloser's gaps.
+        if node.name.starts_with(b"\x01*") {
+            for &rtype in static_types.iter().filter(|&&t| t != NSEC && t != QTYPE_ANY) {
+                if let Some((key, value)) = c.wildcard_answer(node.name, rtype) {
+                    push(key, value);
+                }
             }
         }
         if nodata.node_flags & NODE_NODATA != 0 {
@@ -166,14 +174,21 @@ impl Compiler<'_> {
         entries
     }
 
-    /// A signed zone's node entry that answers NXDOMAIN below it: with the gaps between
-    /// its children (`denial`), when they fit the tables.
+    /// A signed zone's node entry that answers NXDOMAIN below it, or has a wildcard
+    /// child: with the gaps between its children (`denial`), when they fit the tables.
     fn with_denial(&mut self, name: &[u8], entry: &mut AnswerValue, children: &Children) {
-        if entry.node_flags & NODE_NXDOMAIN == 0 {
+        let wildcard = if entry.node_flags & NODE_NXDOMAIN != 0 {
+            None
+        } else if entry.node_flags & NODE_WILDCARD != 0 {
+            match self.denials.wildcards.get(name) {
+                Some(&rtype) => Some(rtype),
+                None => return,
+            }
+        } else {
             return;
-        }
+        };
         let labels = children.get(name).map_or(&[][..], Vec::as_slice);
-        if let Some(base) = self.denial(name, labels) {
+        if let Some(base) = self.denial(name, labels, wildcard) {
             entry.node_flags |= NODE_DENIAL;
             entry.policy = base;
         }
