@@ -98,14 +98,8 @@ fn harness_smoke_run_produces_the_table() {
         // qdns's XDP modes from the program.
         for mix in ["plain", "resolver (DO=1)"] {
             for server in ["native", "generic", "off", "knotd-udp", "knotd-xdp"] {
-                let row = stdout
-                    .lines()
-                    .find(|l| l.starts_with(&format!("| {mix} | {server} |")))
-                    .unwrap_or_else(|| panic!("no kxdpgun row for {mix} {server}:\n{stdout}"));
-                let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-                let capacity: f64 = cells[3].split_whitespace().next().unwrap().parse().unwrap();
+                let (capacity, in_xdp, row) = kxdpgun_row(&stdout, mix, server);
                 assert!(capacity > 1000.0, "{row}");
-                let in_xdp: u64 = cells[cells.len() - 2].parse().unwrap();
                 if server == "native" || server == "generic" {
                     assert!(in_xdp > 1000, "answered by the program: {row}");
                 }
@@ -118,18 +112,25 @@ fn harness_smoke_run_produces_the_table() {
             ("plain", "floor-generic"),
             ("random-subdomain flood, signed zone, DO=1", "generic"),
         ] {
-            let row = stdout
-                .lines()
-                .find(|l| l.starts_with(&format!("| {mix} | {server} |")))
-                .unwrap_or_else(|| panic!("no kxdpgun row for {mix} {server}:\n{stdout}"));
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            let capacity: f64 = cells[3].split_whitespace().next().unwrap().parse().unwrap();
+            let (capacity, in_xdp, row) = kxdpgun_row(&stdout, mix, server);
             assert!(capacity > 1000.0, "{row}");
             if server == "generic" {
-                let in_xdp: u64 = cells[cells.len() - 2].parse().unwrap();
                 assert!(in_xdp > 1000, "the signed flood answered by the program: {row}");
             }
         }
     }
     assert!(out.path().join("results.json").is_file());
+}
+
+/// The kxdpgun table's row for `mix` and `server`: its capacity, the queries the
+/// program answered, and the row.
+fn kxdpgun_row<'s>(stdout: &'s str, mix: &str, server: &str) -> (f64, u64, &'s str) {
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("| {mix} | {server} |")))
+        .unwrap_or_else(|| panic!("no kxdpgun row for {mix} {server}:\n{stdout}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let capacity: f64 = cells[3].split_whitespace().next().unwrap().parse().unwrap();
+    let in_xdp: u64 = cells[cells.len() - 2].parse().unwrap();
+    (capacity, in_xdp, row)
 }

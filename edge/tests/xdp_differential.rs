@@ -1102,6 +1102,15 @@ fn answers_over_the_links_limit_pass() {
     assert_eq!(program.test_run(&packet, 1).expect("test run").action, XDP_TX);
 }
 
+/// `engine()` and its program with the tables installed (needs root).
+fn installed() -> (Engine, XdpProgram, qdns_edge::xdp::TableStats) {
+    require_root("BPF_PROG_TEST_RUN");
+    let engine = engine();
+    let mut program = load_program(&engine);
+    let stats = program.install(&engine).expect("tables install");
+    (engine, program, stats)
+}
+
 /// A query for `labels` (in order, any octets) with DO=1 and a 1232-octet EDNS size.
 fn signed_query(labels: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
     let mut msg = Vec::new();
@@ -1160,12 +1169,9 @@ fn missing_label(children: &[Vec<u8>], rng: &mut Rng) -> Vec<u8> {
 /// children and their pre-signed pieces.
 #[test]
 fn signed_nxdomain_is_answered_in_xdp_as_user_space_answers_it() {
-    require_root("BPF_PROG_TEST_RUN");
+    let (engine, mut program, stats) = installed();
     let mut rng = Rng::from_env();
     let seed = rng.0;
-    let engine = engine();
-    let mut program = load_program(&engine);
-    let stats = program.install(&engine).expect("tables install");
     assert!(stats.gaps > 20 && stats.pieces > 10, "{stats:?}");
     // The signed zones' names that exist (wire labels, lowercase) and each one's
     // children.
@@ -1267,11 +1273,8 @@ fn signed_nxdomain_is_answered_in_xdp_as_user_space_answers_it() {
 /// space answers them.
 #[test]
 fn signed_referrals_are_answered_in_xdp_as_user_space_answers_them() {
-    require_root("BPF_PROG_TEST_RUN");
+    let (engine, mut program, _) = installed();
     let mut rng = Rng::from_env();
-    let engine = engine();
-    let mut program = load_program(&engine);
-    program.install(&engine).expect("tables install");
     let mut out = vec![0u8; MAX_MESSAGE];
     let labels = |name: &str| -> Vec<Vec<u8>> {
         name.trim_end_matches('.')
@@ -1329,12 +1332,9 @@ fn signed_referrals_are_answered_in_xdp_as_user_space_answers_them() {
 /// children; a type the wildcard lacks (NODATA from the wildcard) passes.
 #[test]
 fn signed_wildcard_answers_are_answered_in_xdp_as_user_space_answers_them() {
-    require_root("BPF_PROG_TEST_RUN");
+    let (engine, mut program, _) = installed();
     let mut rng = Rng::from_env();
     let seed = rng.0;
-    let engine = engine();
-    let mut program = load_program(&engine);
-    program.install(&engine).expect("tables install");
     let mut out = vec![0u8; MAX_MESSAGE];
     let parent: Vec<Vec<u8>> = ["wild", "example", "com"]
         .iter()

@@ -804,14 +804,7 @@ fn signed_wildcard<'a, const W: usize>(
     (at, qtype): (usize, u16),
     gap: &'a Gap,
 ) -> Result<(Body<'a>, Counter, u64), Counter> {
-    // The walk cleared at least one label in front of `at`: two octets are free.
-    if !(2..8 * W).contains(&at) {
-        return Err(Counter::PassSignedWildcard);
-    }
-    let star = at - 1;
-    let length = at - 2;
-    name[(star / 8) & (W - 1)] |= u64::from(b'*') << (8 * (star & 7));
-    name[(length / 8) & (W - 1)] |= 1 << (8 * (length & 7));
+    star_in_front(name, at).ok_or(Counter::PassSignedWildcard)?;
     key.hash = name_hash(name) ^ DO_SALT ^ WILDCARD_SALT;
     key.qtype = qtype;
     let value = match find(t, key, name)? {
@@ -834,6 +827,21 @@ fn signed_wildcard<'a, const W: usize>(
     ))
 }
 
+/// Writes `*.` in front of the encloser starting at octet `at` of `name`, making it its
+/// wildcard's name; `None` when there is no room (the walk cleared at least one label in
+/// front of `at`, so two octets are free).
+#[inline(always)]
+fn star_in_front<const W: usize>(name: &mut [u64; W], at: usize) -> Option<()> {
+    if !(2..8 * W).contains(&at) {
+        return None;
+    }
+    let star = at - 1;
+    let length = at - 2;
+    name[(star / 8) & (W - 1)] |= u64::from(b'*') << (8 * (star & 7));
+    name[(length / 8) & (W - 1)] |= 1 << (8 * (length & 7));
+    Some(())
+}
+
 /// The answer synthesised from the wildcard below the closest encloser, which starts at
 /// octet `at` of `name` (RFC 4592 §3.3.1): `*.` is written in front of it, and the
 /// wildcard's entry for the query type answers when its tail fits any question name.
@@ -850,14 +858,7 @@ fn wildcard<'a, const W: usize>(
     qtype: u16,
     health: u32,
 ) -> Result<(Body<'a>, Counter), Counter> {
-    // The walk cleared at least one label in front of `at`: two octets are free.
-    if !(2..8 * W).contains(&at) {
-        return Err(Counter::PassNotCached);
-    }
-    let star = at - 1;
-    let length = at - 2;
-    name[(star / 8) & (W - 1)] |= u64::from(b'*') << (8 * (star & 7));
-    name[(length / 8) & (W - 1)] |= 1 << (8 * (length & 7));
+    star_in_front(name, at).ok_or(Counter::PassNotCached)?;
     key.hash = name_hash(name);
     key.qtype = qtype;
     if let Some(value) = find(t, key, name)? {

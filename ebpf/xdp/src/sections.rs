@@ -4,7 +4,9 @@
 //! one's-complement sum of what it wrote for the UDP checksum.
 use aya_ebpf::{helpers::bpf_xdp_store_bytes, programs::XdpContext};
 use qdns_abi::{
-    answer::{fold, placed, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX},
+    answer::{
+        fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX,
+    },
     denial::{Piece, GAP_PIECES, PIECE_INTERNAL, PIECE_MAX},
     Counter,
 };
@@ -90,14 +92,7 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
                 Some(t) if len > 0 && len <= LARGE_TAIL_MAX => {
                     store::<LARGE_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
                     let delta = qlen.wrapping_sub(usize::from(v.apex_len)) & 0xff;
-                    let moved = relocate::<FIXUPS_MAX, LARGE_TAIL_MAX>(
-                        ctx,
-                        (&t.fixups, t.fixups_len, t.fixups_odd),
-                        offset,
-                        udp,
-                        delta,
-                    )?;
-                    return Some(placed(v.tail_sum, offset - udp) + moved);
+                    return Some(placed(v.tail_sum, offset - udp) + relocate(ctx, t, offset, udp, delta)?);
                 }
                 // The loader puts every tail over TAIL_MAX in the large table.
                 None if len > TAIL_MAX => return None,
@@ -166,31 +161,23 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
 }
 
 /// Adds `delta` (the question's length beyond the one the tail was written for) to each
-/// compression pointer of a relocatable tail (or piece, `SIZE` octets) written at
-/// `offset`, given its pointer offsets, how many are in use and how many of those are
-/// odd; returns the change to the checksum sum. A pointer stays below 0x4000 (the loader
-/// checked the room), so its word grows by `delta` exactly and, in one's-complement
-/// arithmetic, a word at an odd offset by `delta` with its octets swapped (RFC 1071
-/// §2(B)).
+/// compression pointer of a relocatable tail written at `offset`; returns the change
+/// to the checksum sum. A pointer stays below 0x4000 (the loader checked the room), so
+/// its word grows by `delta` exactly and, in one's-complement arithmetic, a word at an
+/// odd offset by `delta` with its octets swapped (RFC 1071 §2(B)).
 #[inline(always)]
-fn relocate<const N: usize, const SIZE: usize>(
-    ctx: &XdpContext,
-    (fixups, used, odd): (&[u16; N], u16, u16),
-    offset: usize,
-    udp: usize,
-    delta: usize,
-) -> Option<u64> {
-    let n = usize::from(used);
-    for (i, &fixup) in fixups.iter().enumerate() {
+fn relocate(ctx: &XdpContext, t: &LargeTail, offset: usize, udp: usize, delta: usize) -> Option<u64> {
+    let n = usize::from(t.fixups_len);
+    for (i, &fixup) in t.fixups.iter().enumerate() {
         if i >= n {
             break;
         }
-        let at = offset + (usize::from(fixup) & (SIZE - 1));
+        let at = offset + (usize::from(fixup) & (LARGE_TAIL_MAX - 1));
         let pointer = Window::<2>::at(ctx, at).ok()?;
         pointer.set16(0, pointer.get16(0).wrapping_add(delta as u16));
     }
-    let odd = u64::from(odd).min(N as u64);
-    let even = (n.min(N) as u64).saturating_sub(odd);
+    let odd = u64::from(t.fixups_odd).min(FIXUPS_MAX as u64);
+    let even = (n.min(FIXUPS_MAX) as u64).saturating_sub(odd);
     Some(even * placed(delta as u16, offset - udp) + odd * placed(delta as u16, offset - udp + 1))
 }
 
