@@ -243,6 +243,7 @@ fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::handler
             )),
             state_dir,
             lifetimes,
+            transfers: std::sync::Arc::default(),
         };
         (runtime, ctx)
     })

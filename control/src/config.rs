@@ -129,6 +129,16 @@ pub struct Settings {
     /// The embedded checker's region.
     #[arg(long, value_name = "REGION", default_value = "local")]
     pub region: String,
+    /// Serve zone transfers (AXFR, IXFR over TCP; SOA over UDP and TCP) on this address,
+    /// for zones with `transfer_allow` (docs/OPERATIONS.md, "Alongside other servers").
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub transfer_listen: Option<String>,
+    /// A TSIG key for transfers and NOTIFY: `name=NAME,algorithm=hmac-sha256|hmac-sha512,
+    /// secret_file=PATH` (the file holds the base64 secret, as `tsig-keygen` or `keymgr -t`
+    /// print it); in the config file `tsig_keys = [{ name, algorithm, secret_file }]`.
+    /// Repeat for each key.
+    #[arg(long, value_name = "KEY", action = clap::ArgAction::Append)]
+    pub tsig_keys: Vec<crate::transfer::tsig::KeySpec>,
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

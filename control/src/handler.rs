@@ -36,6 +36,8 @@ pub struct Ctx {
     pub state_dir: PathBuf,
     /// How long signatures last, and when they are made again.
     pub lifetimes: crate::dnssec::Lifetimes,
+    /// Zone transfer out: the served zones, the TSIG keys, the counters.
+    pub transfers: Arc<crate::transfer::Transfers>,
 }
 
 impl Ctx {
@@ -512,6 +514,10 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
     )
     .map_err(|e| {
         let message = e.to_string();
+        state.event("reload", format!("reload rejected: {message}"));
+        ApiError::new(ErrorCode::InvalidZone, message)
+    })?;
+    crate::transfer::check_keys(&snapshot, &ctx.transfers.keys).map_err(|message| {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;

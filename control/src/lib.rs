@@ -46,6 +46,7 @@ pub mod state;
 pub mod status_page;
 mod tasks;
 pub mod timeline;
+pub mod transfer;
 
 use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc};
 
@@ -94,6 +95,9 @@ pub enum ControlError {
     /// A zone's keys could not be read or made, or it could not be signed.
     #[error("{0}")]
     Dnssec(#[from] dnssec::DnssecError),
+    /// The TSIG keys are unusable, or a zone names one that is not there.
+    #[error("{0}")]
+    Transfer(String),
     /// A socket could not be bound.
     #[error("cannot listen on {what} {at}: {source}")]
     Bind {
@@ -150,6 +154,8 @@ pub fn check(config: &Config) -> Result<String, ControlError> {
     if config.state_dir.exists() {
         persist::load(&config.state_dir)?;
     }
+    let keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
+    transfer::check_keys(&snapshot, &keys).map_err(ControlError::Transfer)?;
     Ok(format!(
         "configuration ok; {} zones load from {}",
         snapshot.zones.len(),
@@ -166,6 +172,58 @@ fn private_dir(dir: &Path) -> io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+/// `--transfer-listen`: binds TCP and UDP there and serves transfers; keeps the served
+/// zones current either way (a zone's `notify` works without the listener only in
+/// name: its secondaries could not transfer, so one without the other is warned of).
+async fn serve_transfers(
+    config: &Config,
+    ctx: &Ctx,
+    tasks: &mut tokio::task::JoinSet<()>,
+    shutdown: &CancellationToken,
+) -> Result<(), ControlError> {
+    let wanted = ctx
+        .state
+        .lock()
+        .await
+        .snapshot
+        .zones
+        .iter()
+        .any(|z| z.transfer.is_some());
+    let Some(addr) = &config.settings.transfer_listen else {
+        if wanted {
+            tracing::warn!(
+                "zones set transfer_allow or notify but --transfer-listen is not given: nothing is transferred"
+            );
+        }
+        return Ok(());
+    };
+    let bind = |source| ControlError::Bind {
+        what: "transfer listener",
+        at: addr.clone(),
+        source,
+    };
+    let tcp = qdns_listen::bind_tcp(addr.as_str()).await.map_err(bind)?;
+    let local = tcp.local_addr().map_err(bind)?;
+    let udp = tokio::net::UdpSocket::bind(local).await.map_err(bind)?;
+    tracing::info!(transfer_listen = %local, "serving zone transfers");
+    tasks.spawn(transfer::follow(
+        ctx.clone(),
+        Arc::clone(&ctx.transfers),
+        shutdown.clone(),
+    ));
+    tasks.spawn(transfer::serve::accept_tcp(
+        tcp,
+        Arc::clone(&ctx.transfers),
+        shutdown.clone(),
+    ));
+    tasks.spawn(transfer::serve::serve_udp(
+        udp,
+        Arc::clone(&ctx.transfers),
+        shutdown.clone(),
+    ));
+    Ok(())
+}
+
 /// Runs control until `shutdown`.
 #[expect(clippy::too_many_lines, reason = "the start-up sequence, step by step in order")]
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ControlError> {
@@ -176,6 +234,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     })?;
     let operator = persist::load(&config.state_dir)?;
     let mut snapshot = qdns_zone::load_dir_from(&config.zones, next_version(0), config.zone_sources())?;
+    let tsig_keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
+    transfer::check_keys(&snapshot, &tsig_keys).map_err(ControlError::Transfer)?;
     dnssec::sign_snapshot(
         &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
         &mut snapshot,
@@ -234,6 +294,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         lifetimes: config.dnssec,
         checker,
         shutdown: shutdown.clone(),
+        transfers: Arc::new(transfer::Transfers::new(tsig_keys)),
     };
     {
         let state = ctx.state.lock().await;
@@ -311,6 +372,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         let reports = (listener, keys, config.location.clone(), sequences);
         tasks.spawn(accept::accept_reports(reports, ctx.clone(), shutdown.clone()));
     }
+    serve_transfers(&config, &ctx, &mut tasks, &shutdown).await?;
     // Every listener bound, the zones compiled and edges served: ready for systemd, and
     // for whoever waits for this line (the metrics and report listeners are up too).
     tracing::info!(socket = %config.socket.display(), "control socket ready");

@@ -36,6 +36,12 @@ fn gauge(value: i64) -> Gauge {
 /// The metrics text for `state`.
 #[must_use]
 pub fn render(state: &State) -> String {
+    render_with(state, None)
+}
+
+/// The metrics text for `state` and, when served, zone transfers.
+#[must_use]
+pub fn render_with(state: &State, transfers: Option<&crate::transfer::Transfers>) -> String {
     let mut r = Registry::with_prefix("qdns");
     let version = i64::try_from(state.snapshot.version).unwrap_or(i64::MAX);
     r.register(
@@ -50,6 +56,9 @@ pub fn render(state: &State) -> String {
     register_round_trips(&mut r, state);
     register_loads(&mut r, state);
     register_counters(&mut r, state);
+    if let Some(transfers) = transfers {
+        register_transfers(&mut r, transfers);
+    }
     let mut out = String::new();
     if encode(&mut out, &r).is_err() {
         out.clear();
@@ -268,6 +277,32 @@ fn register_counters(r: &mut Registry, state: &State) {
     );
 }
 
+/// Zone transfer requests and NOTIFY by outcome, and each served zone's serial.
+fn register_transfers(r: &mut Registry, transfers: &crate::transfer::Transfers) {
+    let outcomes = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    for (outcome, n) in transfers.stats.counts() {
+        outcomes
+            .get_or_create(&vec![("outcome".to_owned(), outcome.label().to_owned())])
+            .inc_by(n);
+    }
+    r.register(
+        "control_transfers",
+        "Zone transfer requests (axfr, ixfr, soa, refused_*, malformed, dropped) and NOTIFY (notify_*) by outcome",
+        outcomes,
+    );
+    let serials = family();
+    for zone in transfers.served() {
+        serials
+            .get_or_create(&vec![("zone".to_owned(), qdns_zone::name::to_text(&zone.origin))])
+            .set(i64::from(zone.serial));
+    }
+    r.register(
+        "control_transfer_serial",
+        "The serial zone transfers carry, per zone",
+        serials,
+    );
+}
+
 /// Serves `/metrics` and the status page (`/status`; `/` redirects there in effect: it
 /// is the same page) until `shutdown`.
 pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken) {
@@ -277,7 +312,7 @@ pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken)
             let ctx = ctx.clone();
             async move {
                 match get.path.as_str() {
-                    "/metrics" => Page::metrics(render(&*ctx.state.lock().await)),
+                    "/metrics" => Page::metrics(render_with(&*ctx.state.lock().await, Some(&ctx.transfers))),
                     "/" | "/status" => {
                         let (name, rtype, client) = (get.param("name"), get.param("type"), get.param("client"));
                         let query = name.as_deref().map(|name| crate::status_page::ExplainQuery {

@@ -522,6 +522,7 @@ mod legacy {
                         slots: z.slots.into_iter().map(Slot::from).collect(),
                         dnssec: z.dnssec,
                         geo: z.geo,
+                        transfer: None,
                     })
                     .collect(),
                 bitmap: old.bitmap,
@@ -620,6 +621,7 @@ mod legacy {
                         slots: z.slots.into_iter().map(Slot::from).collect(),
                         dnssec: z.dnssec,
                         geo: None,
+                        transfer: None,
                     })
                     .collect(),
                 bitmap: old.bitmap,
@@ -1081,6 +1083,7 @@ mod tests {
                 }],
                 dnssec: None,
                 geo: None,
+                transfer: None,
             }],
             bitmap: vec![1],
         };

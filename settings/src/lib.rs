@@ -268,6 +268,18 @@ fn scalar(kind: Kind, value: &toml::Value) -> Result<String, String> {
         (Kind::Integer | Kind::Number, toml::Value::Integer(n)) => Ok(n.to_string()),
         (Kind::Number, toml::Value::Float(x)) => Ok(x.to_string()),
         (Kind::Boolean, toml::Value::Boolean(b)) => Ok(b.to_string()),
+        // An inline table of a structured value (`{ name = "k", algorithm = "a" }`) is
+        // given to the flag's parser as `name=k,algorithm=a`.
+        (Kind::String, toml::Value::Table(table)) => table
+            .iter()
+            .map(|(key, value)| match value {
+                toml::Value::String(text) if !text.contains(',') => Ok(format!("{key}={text}")),
+                toml::Value::String(_) => Err(format!("`{key}`: a value may not hold a comma")),
+                toml::Value::Integer(n) => Ok(format!("{key}={n}")),
+                other => Err(format!("`{key}`: expected a string, found {}", type_name(other))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(|parts| parts.join(",")),
         (kind, other) => Err(wrong_type(kind, other)),
     }
 }

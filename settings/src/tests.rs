@@ -214,3 +214,55 @@ fn related_flags_and_enums_in_the_file() {
         "{err}"
     );
 }
+
+/// A list of structured values, as control's `tsig_keys = [{ name, algorithm, secret_file }]`.
+#[derive(Debug, Parser)]
+#[command(name = "tables")]
+struct Tables {
+    #[arg(long, action = clap::ArgAction::Append, value_parser = pair)]
+    key: Vec<(String, String)>,
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// `name=N,file=F` in either order.
+fn pair(text: &str) -> Result<(String, String), String> {
+    let mut name = None;
+    let mut file = None;
+    for part in text.split(',') {
+        match part.split_once('=') {
+            Some(("name", v)) => name = Some(v.to_owned()),
+            Some(("file", v)) => file = Some(v.to_owned()),
+            _ => return Err(format!("{part:?}: expected name= or file=")),
+        }
+    }
+    Ok((name.ok_or("no name")?, file.ok_or("no file")?))
+}
+
+#[test]
+fn inline_tables_reach_the_flag_parser() {
+    let write = |text: &str| {
+        let mut file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        file
+    };
+    let file = write("key = [{ name = \"a\", file = \"/a\" }, { file = \"/b\", name = \"b\" }]\n");
+    let parsed = parse::<Tables>(["tables", "--config", file.path().to_str().unwrap()], &[]).unwrap();
+    assert_eq!(
+        parsed.key,
+        vec![("a".to_owned(), "/a".to_owned()), ("b".to_owned(), "/b".to_owned())]
+    );
+    let bad = write("key = [{ name = \"a\", file = \"/a,b\" }]\n");
+    let err = parse::<Tables>(["tables", "--config", bad.path().to_str().unwrap()], &[]).unwrap_err();
+    assert!(
+        err.to_string().contains("`key`: `file`: a value may not hold a comma"),
+        "{err}"
+    );
+    let odd = write("key = [{ name = \"a\", colour = \"red\" }]\n");
+    let err = parse::<Tables>(["tables", "--config", odd.path().to_str().unwrap()], &[]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`key`: \"colour=red\": expected name= or file="),
+        "{err}"
+    );
+}

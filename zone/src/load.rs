@@ -271,6 +271,8 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) location: Option<&'a str>,
     /// Members with `sites`, applied once every set is read.
     pub(crate) sites: Vec<crate::sites::SiteRule>,
+    /// `transfer_allow`, `transfer_tsig`, `notify`, when any is set.
+    pub(crate) transfer: Option<Box<crate::snapshot::Transfer>>,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -293,6 +295,7 @@ impl<'a> ZoneBuilder<'a> {
             pending_geo: Vec::new(),
             location: ctx.location,
             sites: Vec::new(),
+            transfer: None,
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -323,7 +326,55 @@ impl<'a> ZoneBuilder<'a> {
         } else if let Some(text) = &file.zone.dnssec_algorithm {
             return Err(builder.err(text, "zone.dnssec_algorithm", "set without `dnssec = true`"));
         }
+        builder.transfer = builder.transfer_settings(&file.zone)?;
         Ok(builder)
+    }
+
+    /// `transfer_allow`, `transfer_tsig` and `notify` (SPEC §10), checked.
+    fn transfer_settings(
+        &self,
+        zone: &schema::ZoneSection,
+    ) -> Result<Option<Box<crate::snapshot::Transfer>>, ZoneError> {
+        if zone.transfer_allow.is_none() && zone.transfer_tsig.is_none() && zone.notify.is_none() {
+            return Ok(None);
+        }
+        let mut transfer = crate::snapshot::Transfer::default();
+        for prefix in zone.transfer_allow.iter().flat_map(toml::Spanned::get_ref) {
+            let parsed = crate::client::parse_prefix(prefix.get_ref())
+                .map_err(|reason| self.err(prefix, "zone.transfer_allow", reason))?;
+            transfer.allow.push(parsed);
+        }
+        if let Some(key) = &zone.transfer_tsig {
+            let text = key.get_ref().trim().trim_end_matches('.').to_ascii_lowercase();
+            if text.is_empty() || master::parse_name(&format!("{text}."), &Name::root()).is_err() {
+                return Err(self.err(
+                    key,
+                    "zone.transfer_tsig",
+                    format!("{:?} is not a key name", key.get_ref()),
+                ));
+            }
+            transfer.tsig = Some(text);
+        }
+        for target in zone.notify.iter().flat_map(toml::Spanned::get_ref) {
+            let addr = target.get_ref().trim().parse::<std::net::SocketAddr>().map_err(|_| {
+                self.err(
+                    target,
+                    "zone.notify",
+                    format!("{:?} is not ADDRESS:PORT (IPv6 as [ADDRESS]:PORT)", target.get_ref()),
+                )
+            })?;
+            transfer.notify.push(addr);
+        }
+        if transfer.allow.is_empty() && !transfer.notify.is_empty() {
+            let at = zone.notify.as_ref().map_or(0, |n| n.span().start);
+            return Err(ZoneError::invalid(
+                self.path,
+                Some(self.line(at)),
+                Some("zone.notify".to_owned()),
+                "secondaries that are notified must be allowed to transfer: add them to `transfer_allow`",
+            ));
+        }
+        Ok(Some(Box::new(transfer)))
     }
 
     /// 1-based line of span offset `offset` of the table being read.
@@ -452,6 +503,7 @@ impl<'a> ZoneBuilder<'a> {
             slots: self.slots,
             dnssec: self.dnssec.map(|a| Box::new(crate::dnssec::Signatures::requested(a))),
             geo: geo_table,
+            transfer: self.transfer,
         })
     }
 

@@ -148,6 +148,14 @@ pub struct ZoneSection {
     pub dnssec: Option<Spanned<bool>>,
     /// `ECDSAP256SHA256` (default) or `ED25519`.
     pub dnssec_algorithm: Option<Spanned<String>>,
+    /// Prefixes (`ADDRESS/LEN` or an address) that may transfer the zone from
+    /// control's `--transfer-listen` (SPEC §10).
+    pub transfer_allow: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The TSIG key (a name from control's `tsig_keys`) transfers and NOTIFY are
+    /// signed with; a request without it is refused.
+    pub transfer_tsig: Option<Spanned<String>>,
+    /// Secondaries (`ADDRESS:PORT`) sent a NOTIFY at each serial change.
+    pub notify: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[zone.soa]` (RFC 1035 §3.3.13).

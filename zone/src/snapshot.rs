@@ -50,6 +50,43 @@ pub struct Zone {
     /// The geolocation classes of the zone's `geo` sets, shared by all of them: one
     /// prefix table however many sets there are.
     pub geo: Option<Box<crate::client::GeoTable>>,
+    /// Who may transfer the zone from control, and whom control notifies (SPEC §10).
+    /// Control's alone: never sent to edges.
+    #[serde(skip)]
+    pub transfer: Option<Box<Transfer>>,
+}
+
+/// A zone's transfer settings (`[zone] transfer_allow`, `transfer_tsig`, `notify`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Transfer {
+    /// Prefixes allowed to transfer: (address, prefix length).
+    pub allow: Vec<(std::net::IpAddr, u8)>,
+    /// The TSIG key name every request must be signed with (lowercase text, no dot).
+    pub tsig: Option<String>,
+    /// Secondaries to notify.
+    pub notify: Vec<std::net::SocketAddr>,
+}
+
+impl Transfer {
+    /// True when `addr` is inside an allowed prefix.
+    #[must_use]
+    pub fn allows(&self, addr: std::net::IpAddr) -> bool {
+        let addr = match addr {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, std::net::IpAddr::V4),
+            v4 @ std::net::IpAddr::V4(_) => v4,
+        };
+        self.allow.iter().any(|&(net, len)| match (net, addr) {
+            (std::net::IpAddr::V4(n), std::net::IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (std::net::IpAddr::V6(n), std::net::IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        })
+    }
 }
 
 /// One bit of health: a check, or a status derived from others.

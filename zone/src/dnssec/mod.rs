@@ -17,7 +17,7 @@ pub mod sign;
 mod tests;
 
 pub use keys::{Algorithm, KeyState, ZoneKey};
-pub use sign::{sign_zone, SignError, SignOptions};
+pub use sign::{sign_answer, sign_zone, SignError, SignOptions};
 
 /// RR type codes used here.
 pub mod rtype {

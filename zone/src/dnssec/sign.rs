@@ -327,3 +327,33 @@ fn rrsig(
     rdata.extend_from_slice(&signer.sign(&data)?);
     Ok(rdata)
 }
+
+/// The RRSIG RDATA (one per signer) over `answer`, the records of `owner` and `rtype`
+/// at `ttl`, valid over `validity` (inception, expiration): for record sets made after
+/// the zone was signed — the SOA a zone transfer carries with its own serial, a policy
+/// set's transfer answer (every healthy member at once).
+pub fn sign_answer(
+    signers: &[Signer],
+    signer_name: &[u8],
+    validity: (u64, u64),
+    (owner, rtype): (&[u8], u16),
+    ttl: u32,
+    answer: &[&[u8]],
+) -> Result<Vec<Vec<u8>>, KeyError> {
+    let set = RecordSet {
+        name: owner.to_vec(),
+        rtype,
+        ttl,
+        rdata: Vec::new(),
+        policy: None,
+    };
+    let window = Window {
+        signer_name,
+        inception: validity.0,
+        expiration: validity.1,
+    };
+    signers
+        .iter()
+        .map(|signer| rrsig(signer, window, &set, ttl, answer))
+        .collect()
+}

@@ -326,3 +326,33 @@ fn a_check_reads_load_from_a_header_or_a_json_pointer() {
     );
     assert!(error(&tcp).contains("http and https checks only"));
 }
+
+#[test]
+fn transfer_settings_load_and_their_faults_are_named() {
+    let with = |keys: &str| HEAD.replace("ttl = 60\n", &format!("ttl = 60\n{keys}\n"));
+    let zone = load(&with(
+        "transfer_allow = [\"192.0.2.0/24\", \"2001:db8::53\"]\ntransfer_tsig = \"Xfr.Key.\"\nnotify = [\"192.0.2.53:53\", \"[2001:db8::53]:5353\"]",
+    ))
+    .unwrap();
+    let transfer = zone.transfer.as_deref().unwrap();
+    assert!(transfer.allows("192.0.2.9".parse().unwrap()));
+    assert!(
+        transfer.allows("::ffff:192.0.2.9".parse().unwrap()),
+        "v4-mapped peers match v4 prefixes"
+    );
+    assert!(!transfer.allows("192.0.3.9".parse().unwrap()));
+    assert!(transfer.allows("2001:db8::53".parse().unwrap()));
+    assert!(!transfer.allows("2001:db8::54".parse().unwrap()));
+    assert_eq!(transfer.tsig.as_deref(), Some("xfr.key"));
+    assert_eq!(transfer.notify.len(), 2);
+    assert!(load(HEAD).unwrap().transfer.is_none());
+    let msg = error(&with("transfer_allow = [\"192.0.2.1/24\"]"));
+    assert!(
+        msg.contains(":5: zone.transfer_allow: ") && msg.contains("bits set past /24"),
+        "{msg}"
+    );
+    let msg = error(&with("transfer_allow = [\"192.0.2.1\"]\nnotify = [\"ns2\"]"));
+    assert!(msg.contains("zone.notify: \"ns2\" is not ADDRESS:PORT"), "{msg}");
+    let msg = error(&with("notify = [\"192.0.2.1:53\"]"));
+    assert!(msg.contains("must be allowed to transfer"), "{msg}");
+}

@@ -1,0 +1,486 @@
+//! Zone transfer out (SPEC §10; RFC 5936 AXFR, RFC 1995 IXFR, RFC 1996 NOTIFY, RFC
+//! 8945 TSIG): control serves the zones that have `transfer_allow` to their
+//! secondaries on `--transfer-listen`.
+//!
+//! ```text
+//!   snapshot + health ─► view (records health allows now, signed) ─► Served { serial, records, journal }
+//!        ▲ every update to the edges                                     │
+//!        └── follow ─────────────────────────────────────────────────────┤
+//!                                  serve: AXFR / IXFR / SOA ◄─────────────┤
+//!                                  notify: NOTIFY to each secondary ◄─────┘
+//! ```
+//!
+//! The serial moves whenever what a transfer carries changes (a health change that
+//! moves an answer, a reload): the zone file's serial when it is ahead, else one more
+//! than the last. The serial and a digest of the content are kept in
+//! `STATE_DIR/transfer.json`, so a restart neither moves the serial back nor forward
+//! without cause. The journal of changes (for IXFR) lives in memory: after a restart a
+//! secondary asking from an older serial gets the whole zone.
+pub mod notify;
+pub mod serve;
+pub mod tsig;
+pub mod view;
+pub mod wire;
+
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, RwLock,
+    },
+};
+
+use qdns_zone::{snapshot::Transfer, Snapshot, Zone};
+
+use crate::handler::Ctx;
+
+/// Most changes kept per zone for IXFR.
+pub const JOURNAL_CHANGES: usize = 64;
+/// Most records the journal of a zone holds, over all its changes, as a multiple of
+/// the zone's own record count (beyond it a transfer of the whole zone is cheaper).
+const JOURNAL_RECORDS_FACTOR: usize = 2;
+const SERIALS_FILE: &str = "transfer.json";
+
+/// One change of a served zone.
+#[derive(Debug)]
+pub struct Diff {
+    /// Serial before.
+    pub from: u32,
+    /// Serial after.
+    pub to: u32,
+    /// The SOA (and its RRSIGs) before.
+    pub old_soa: Vec<Vec<u8>>,
+    /// The SOA (and its RRSIGs) after.
+    pub new_soa: Vec<Vec<u8>>,
+    /// Records gone.
+    pub removed: Vec<Box<[u8]>>,
+    /// Records new.
+    pub added: Vec<Box<[u8]>>,
+}
+
+/// A zone as transfers serve it now.
+#[derive(Debug)]
+pub struct Served {
+    /// Apex, wire.
+    pub origin: Vec<u8>,
+    /// Who may transfer it, whom to notify.
+    pub settings: Transfer,
+    /// The serial transfers carry.
+    pub serial: u32,
+    /// The SOA RR, then its RRSIG RRs (signed zones).
+    pub soa: Vec<Vec<u8>>,
+    /// Every other record.
+    pub records: Arc<Vec<Box<[u8]>>>,
+    /// Changes, oldest first, the last ending at `serial`.
+    pub journal: VecDeque<Arc<Diff>>,
+    /// Digest of the content (see [`view::View::digest`]).
+    pub digest: u64,
+}
+
+impl Served {
+    /// The changes from `serial` to now, when the journal reaches back to it.
+    #[must_use]
+    pub fn changes_since(&self, serial: u32) -> Option<Vec<Arc<Diff>>> {
+        let start = self.journal.iter().position(|d| d.from == serial)?;
+        let chain: Vec<Arc<Diff>> = self.journal.iter().skip(start).cloned().collect();
+        let linked = chain.windows(2).all(|w| w[0].to == w[1].from);
+        (linked && chain.last().is_some_and(|d| d.to == self.serial)).then_some(chain)
+    }
+}
+
+/// What transfers have answered and refused.
+#[derive(Debug, Default)]
+pub struct Stats {
+    counts: [AtomicU64; Outcome::ALL.len()],
+}
+
+/// How a transfer request or a NOTIFY went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A whole zone sent for AXFR.
+    Axfr,
+    /// Changes sent for IXFR.
+    Ixfr,
+    /// The whole zone sent for IXFR (the journal does not reach back).
+    IxfrWhole,
+    /// The SOA alone (a SOA query, or IXFR from the current serial).
+    Soa,
+    /// Refused: the peer is not in `transfer_allow`.
+    RefusedAcl,
+    /// Refused: no TSIG, the wrong key, a bad MAC or time.
+    RefusedTsig,
+    /// Refused or not answered: another zone, type, class or opcode.
+    RefusedOther,
+    /// Malformed.
+    Malformed,
+    /// Dropped: too many connections, or too slow.
+    Dropped,
+    /// NOTIFY sent.
+    NotifySent,
+    /// NOTIFY answered.
+    NotifyAcked,
+    /// NOTIFY given up after its retries.
+    NotifyFailed,
+}
+
+impl Outcome {
+    /// Every outcome, in metric order.
+    pub const ALL: [Outcome; 12] = [
+        Outcome::Axfr,
+        Outcome::Ixfr,
+        Outcome::IxfrWhole,
+        Outcome::Soa,
+        Outcome::RefusedAcl,
+        Outcome::RefusedTsig,
+        Outcome::RefusedOther,
+        Outcome::Malformed,
+        Outcome::Dropped,
+        Outcome::NotifySent,
+        Outcome::NotifyAcked,
+        Outcome::NotifyFailed,
+    ];
+
+    /// The metric label.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Axfr => "axfr",
+            Outcome::Ixfr => "ixfr",
+            Outcome::IxfrWhole => "ixfr_whole_zone",
+            Outcome::Soa => "soa",
+            Outcome::RefusedAcl => "refused_acl",
+            Outcome::RefusedTsig => "refused_tsig",
+            Outcome::RefusedOther => "refused_other",
+            Outcome::Malformed => "malformed",
+            Outcome::Dropped => "dropped",
+            Outcome::NotifySent => "notify_sent",
+            Outcome::NotifyAcked => "notify_acked",
+            Outcome::NotifyFailed => "notify_failed",
+        }
+    }
+}
+
+impl Stats {
+    /// Counts one `outcome`.
+    pub fn count(&self, outcome: Outcome) {
+        if let Some(i) = Outcome::ALL.iter().position(|&o| o == outcome) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every outcome and its count.
+    pub fn counts(&self) -> Vec<(Outcome, u64)> {
+        Outcome::ALL
+            .iter()
+            .zip(&self.counts)
+            .map(|(&o, c)| (o, c.load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
+/// Every served zone, the TSIG keys and the counters; shared by the listener, the
+/// follower and the metrics.
+#[derive(Debug, Default)]
+pub struct Transfers {
+    zones: RwLock<BTreeMap<Vec<u8>, Arc<Served>>>,
+    /// `tsig_keys`.
+    pub keys: tsig::Keys,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Transfers {
+    /// Transfers with `keys`, no zone served yet.
+    #[must_use]
+    pub fn new(keys: tsig::Keys) -> Transfers {
+        Transfers {
+            keys,
+            ..Transfers::default()
+        }
+    }
+
+    /// The zone `origin` (wire, lowercase), if served.
+    #[must_use]
+    pub fn zone(&self, origin: &[u8]) -> Option<Arc<Served>> {
+        self.zones
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(origin)
+            .cloned()
+    }
+
+    /// Every served zone.
+    #[must_use]
+    pub fn served(&self) -> Vec<Arc<Served>> {
+        self.zones
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn install(&self, zones: BTreeMap<Vec<u8>, Arc<Served>>) {
+        *self.zones.write().unwrap_or_else(std::sync::PoisonError::into_inner) = zones;
+    }
+}
+
+/// Each zone's last serial and content digest, as saved.
+type Serials = BTreeMap<String, (u32, u64)>;
+
+/// `a` is after `b` in serial number arithmetic (RFC 1982).
+#[must_use]
+pub fn serial_after(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < 0x8000_0000
+}
+
+/// The serial for content `digest` given the last one served (or saved) and the zone
+/// file's.
+#[must_use]
+pub fn next_serial(last: Option<(u32, u64)>, file_serial: u32, digest: u64) -> u32 {
+    match last {
+        None => file_serial,
+        Some((serial, seen)) if seen == digest => serial,
+        Some((serial, _)) if serial_after(file_serial, serial) => file_serial,
+        Some((serial, _)) => serial.wrapping_add(1),
+    }
+}
+
+/// Checks that every zone's `transfer_tsig` names a key of `keys`.
+pub fn check_keys(snapshot: &Snapshot, keys: &tsig::Keys) -> Result<(), String> {
+    for zone in &snapshot.zones {
+        if let Some(name) = zone.transfer.as_ref().and_then(|t| t.tsig.as_deref()) {
+            if keys.named(name).is_none() {
+                return Err(format!(
+                    "{}: zone.transfer_tsig: no tsig key named {name:?} (add it to control's `tsig_keys`)",
+                    zone.source
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the follower keeps between rebuilds.
+struct Follower {
+    transfers: Arc<Transfers>,
+    state_dir: PathBuf,
+    store: crate::dnssec::KeyStore,
+    saved: Serials,
+    made: HashMap<Vec<u8>, view::MadeSignatures>,
+}
+
+/// Keeps the served zones current: rebuilds them at start and after every update sent
+/// to the edges (coalesced over 100 ms), then notifies the secondaries of each zone
+/// whose serial moved.
+pub async fn follow(ctx: Ctx, transfers: Arc<Transfers>, shutdown: tokio_util::sync::CancellationToken) {
+    let mut updates = ctx.updates.subscribe();
+    let saved: Serials = std::fs::read(ctx.state_dir.join(SERIALS_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    let mut follower = Some(Follower {
+        transfers,
+        state_dir: ctx.state_dir.clone(),
+        store: ctx.key_store(),
+        saved,
+        made: HashMap::new(),
+    });
+    loop {
+        let snapshot = Arc::clone(&ctx.state.lock().await.snapshot);
+        let Some(mut current) = follower.take() else { return };
+        let rebuilt = tokio::task::spawn_blocking(move || {
+            let moved = current.rebuild(&snapshot);
+            (current, moved)
+        })
+        .await;
+        let Ok((current, moved)) = rebuilt else {
+            tracing::error!("the zone transfer rebuild failed; transfers keep the last copy");
+            return;
+        };
+        for served in moved {
+            notify::spawn(&current.transfers, &served, &shutdown);
+        }
+        follower = Some(current);
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            got = updates.recv() => {
+                if matches!(got, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        while updates.try_recv().is_ok() {}
+    }
+}
+
+impl Follower {
+    /// Rebuilds every zone with transfer settings; returns those whose serial moved.
+    fn rebuild(&mut self, snapshot: &Snapshot) -> Vec<Arc<Served>> {
+        let mut zones = BTreeMap::new();
+        let mut moved = Vec::new();
+        for zone in &snapshot.zones {
+            let Some(settings) = zone.transfer.as_deref() else {
+                continue;
+            };
+            let old = self.transfers.zone(&zone.origin);
+            match self.serve(zone, settings, snapshot, old.as_deref()) {
+                Ok(served) => {
+                    let served = Arc::new(served);
+                    if old.as_ref().is_none_or(|o| o.serial != served.serial) {
+                        tracing::info!(
+                            zone = %qdns_zone::name::to_text(&zone.origin),
+                            serial = served.serial,
+                            "zone transfer serial"
+                        );
+                        moved.push(Arc::clone(&served));
+                    }
+                    zones.insert(zone.origin.clone(), served);
+                }
+                Err(err) => {
+                    tracing::error!(zone = %qdns_zone::name::to_text(&zone.origin), %err, "cannot serve the zone for transfer; the last copy stays");
+                    if let Some(old) = old {
+                        zones.insert(zone.origin.clone(), old);
+                    }
+                }
+            }
+        }
+        self.transfers.install(zones);
+        if !moved.is_empty() {
+            let text = serde_json::to_vec(&self.saved).unwrap_or_default();
+            if let Err(err) = crate::persist::write_private(&self.state_dir, SERIALS_FILE, &text) {
+                tracing::warn!(%err, "cannot save the transfer serials; a restart may move them again");
+            }
+        }
+        moved
+    }
+
+    fn serve(
+        &mut self,
+        zone: &Zone,
+        settings: &Transfer,
+        snapshot: &Snapshot,
+        old: Option<&Served>,
+    ) -> Result<Served, String> {
+        let signers = match zone.dnssec.as_deref().filter(|d| d.is_signed()) {
+            Some(d) => self
+                .store
+                .keys_for(&zone.origin, d.algorithm)
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(qdns_zone::dnssec::ZoneKey::signer)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?,
+            None => Vec::new(),
+        };
+        let made = self.made.entry(zone.origin.clone()).or_default();
+        let view = view::build(
+            zone,
+            &snapshot.bitmap,
+            Some(view::Signing {
+                signers: &signers,
+                made: &mut *made,
+            }),
+        )?;
+        let key = qdns_zone::name::to_text(&zone.origin);
+        let last = old
+            .map(|o| (o.serial, o.digest))
+            .or_else(|| self.saved.get(&key).copied());
+        let serial = next_serial(last, zone.serial, view.digest);
+        let soa = view::soa_records(
+            zone,
+            &view,
+            serial,
+            Some(view::Signing {
+                signers: &signers,
+                made,
+            }),
+        )?;
+        self.saved.insert(key, (serial, view.digest));
+        let records = Arc::new(view.records);
+        let mut journal = old.map(|o| o.journal.clone()).unwrap_or_default();
+        if let Some(old) = old.filter(|o| o.serial != serial) {
+            let (removed, added) = difference(&old.records, &records);
+            journal.push_back(Arc::new(Diff {
+                from: old.serial,
+                to: serial,
+                old_soa: old.soa.clone(),
+                new_soa: soa.clone(),
+                removed,
+                added,
+            }));
+        }
+        let limit = records.len().max(1024) * JOURNAL_RECORDS_FACTOR;
+        while journal.len() > JOURNAL_CHANGES
+            || journal.iter().map(|d| d.removed.len() + d.added.len()).sum::<usize>() > limit
+        {
+            journal.pop_front();
+        }
+        Ok(Served {
+            origin: zone.origin.clone(),
+            settings: settings.clone(),
+            serial,
+            soa,
+            records,
+            journal,
+            digest: view.digest,
+        })
+    }
+}
+
+/// Records in wire form, each a whole RR.
+type RecordList = Vec<Box<[u8]>>;
+
+/// What is in `old` and not in `new`, and the other way round (both sorted).
+fn difference(old: &[Box<[u8]>], new: &[Box<[u8]>]) -> (RecordList, RecordList) {
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a < b => {
+                removed.push(a.clone());
+                i += 1;
+            }
+            (Some(_) | None, Some(b)) => {
+                added.push(b.clone());
+                j += 1;
+            }
+            (Some(a), None) => {
+                removed.push(a.clone());
+                i += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (removed, added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serials_move_only_with_the_content() {
+        assert_eq!(next_serial(None, 7, 1), 7);
+        assert_eq!(next_serial(Some((9, 1)), 7, 1), 9);
+        assert_eq!(next_serial(Some((9, 1)), 7, 2), 10);
+        assert_eq!(next_serial(Some((9, 1)), 2_026_120_501, 2), 2_026_120_501);
+        assert_eq!(next_serial(Some((u32::MAX, 1)), 7, 2), 7);
+        assert_eq!(next_serial(Some((u32::MAX, 1)), 0x8000_0000, 2), 0);
+        assert!(serial_after(0, u32::MAX) && !serial_after(5, 5) && serial_after(6, 5));
+    }
+
+    #[test]
+    fn differences_of_sorted_records() {
+        let r = |s: &str| s.as_bytes().to_vec().into_boxed_slice();
+        let old = vec![r("a"), r("b"), r("d")];
+        let new = vec![r("b"), r("c"), r("d"), r("e")];
+        assert_eq!(difference(&old, &new), (vec![r("a")], vec![r("c"), r("e")]));
+    }
+}

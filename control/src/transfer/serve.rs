@@ -1,0 +1,376 @@
+//! The transfer listener (`--transfer-listen`): AXFR and IXFR over TCP, SOA queries
+//! (and IXFR's "ask over TCP" SOA) over UDP and TCP, each checked against the zone's
+//! `transfer_allow` and `transfer_tsig`.
+//!
+//! Bounded before anything is authenticated: at most [`MAX_CONNECTIONS`] connections
+//! (more are closed at once, counted), each request read within [`READ_TIMEOUT`] (a
+//! TCP message is at most 65,535 octets by its length field), at most
+//! [`REQUESTS_PER_CONNECTION`] requests a connection; a whole zone goes out one
+//! message at a time, each written within [`WRITE_TIMEOUT`].
+use std::{net::IpAddr, sync::Arc, time::Duration};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream, UdpSocket},
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    serial_after,
+    tsig::{self, Chain, Key},
+    wire::{self, opcode, rcode, rtype, Request},
+    Diff, Outcome, Served, Transfers,
+};
+
+/// Most transfer connections at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Time to read one request.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time to write one message of an answer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests answered on one connection before it is closed.
+pub const REQUESTS_PER_CONNECTION: usize = 64;
+
+/// The records an answer carries, in order, and where it has got to.
+struct Records {
+    parts: Vec<Part>,
+    part: usize,
+    at: usize,
+}
+
+enum Part {
+    Owned(Vec<Vec<u8>>),
+    Shared(Arc<Vec<Box<[u8]>>>),
+    Diff(Arc<Diff>, bool),
+}
+
+impl Part {
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        match self {
+            Part::Owned(v) => v.get(i).map(Vec::as_slice),
+            Part::Shared(v) => v.get(i).map(|r| &r[..]),
+            // A change: the old SOA, what went, the new SOA, what came (RFC 1995 §4);
+            // the SOAs' RRSIGs go and come with them.
+            Part::Diff(d, removed) => {
+                let (soa, list) = if *removed {
+                    (&d.old_soa, &d.removed)
+                } else {
+                    (&d.new_soa, &d.added)
+                };
+                match soa.get(i) {
+                    Some(r) => Some(r.as_slice()),
+                    None => list.get(i - soa.len()).map(|r| &r[..]),
+                }
+            }
+        }
+    }
+}
+
+impl Records {
+    fn next(&mut self) -> Option<&[u8]> {
+        loop {
+            let part = self.parts.get(self.part)?;
+            if part.get(self.at).is_some() {
+                self.at += 1;
+                return self.parts.get(self.part).and_then(|p| p.get(self.at - 1));
+            }
+            self.part += 1;
+            self.at = 0;
+        }
+    }
+
+    fn peek_len(&self) -> Option<usize> {
+        let mut part = self.part;
+        let mut at = self.at;
+        loop {
+            let p = self.parts.get(part)?;
+            if let Some(r) = p.get(at) {
+                return Some(r.len());
+            }
+            part += 1;
+            at = 0;
+        }
+    }
+}
+
+/// An answer: its messages made one at a time.
+pub struct Answer {
+    request: Request,
+    rcode: u8,
+    records: Records,
+    key: Option<Key>,
+    /// The MAC the next message chains to (the request's first).
+    prior: Option<Vec<u8>>,
+    /// A TSIG error to answer unsigned with (bad key or MAC).
+    unsigned_error: Option<u16>,
+    signed_error: u16,
+    started: bool,
+    now: u64,
+    limit: usize,
+}
+
+impl Answer {
+    fn new(request: Request, rcode: u8, parts: Vec<Part>, now: u64, limit: usize) -> Answer {
+        Answer {
+            request,
+            rcode,
+            records: Records { parts, part: 0, at: 0 },
+            key: None,
+            prior: None,
+            unsigned_error: None,
+            signed_error: 0,
+            started: false,
+            now,
+            limit,
+        }
+    }
+
+    /// The next message, or `None` when all are out.
+    pub fn next_message(&mut self) -> Option<Vec<u8>> {
+        if self.started && self.records.peek_len().is_none() {
+            return None;
+        }
+        let mut message = wire::answer_head(&self.request, self.rcode);
+        if self.started || self.request.qname_sent.is_empty() {
+            // Later messages carry no question (RFC 5936 §2.2.1 allows either), nor
+            // does the answer to a request that could not be read.
+            message.truncate(12);
+            message[4..6].copy_from_slice(&0u16.to_be_bytes());
+        }
+        while let Some(len) = self.records.peek_len() {
+            let count = u16::from_be_bytes([message[6], message[7]]);
+            if count > 0 && message.len() + len > self.limit {
+                break;
+            }
+            if let Some(record) = self.records.next() {
+                wire::push_answer(&mut message, record);
+            }
+        }
+        let first = !self.started;
+        self.started = true;
+        if let (Some(error), Some((tsig, _))) = (self.unsigned_error, &self.request.tsig) {
+            tsig::append_unsigned(&mut message, tsig, self.now, error);
+        } else if let Some(key) = &self.key {
+            let prior = self.prior.take().unwrap_or_default();
+            let chain = if first {
+                Chain::First(&prior)
+            } else {
+                Chain::Next(&prior)
+            };
+            self.prior = Some(tsig::sign(&mut message, key, chain, self.now, self.signed_error));
+        }
+        Some(message)
+    }
+}
+
+/// The answer to `message` from `peer` (`tcp`: over TCP), and what it counts as;
+/// `None`: not answered (too short to answer).
+pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, now: u64) -> Option<(Answer, Outcome)> {
+    let limit = if tcp { wire::MESSAGE_TARGET } else { 1232 };
+    let Ok(request) = wire::read_request(message) else {
+        {
+            let id = message.get(..2)?;
+            let bare = Request {
+                id: u16::from_be_bytes([id[0], id[1]]),
+                opcode: message.get(2).map_or(0, |f| (f >> 3) & 0xf),
+                qname: Vec::new(),
+                qname_sent: Vec::new(),
+                qtype: 0,
+                qclass: 0,
+                serial: None,
+                tsig: None,
+            };
+            return Some((
+                Answer::new(bare, rcode::FORMERR, Vec::new(), now, limit),
+                Outcome::Malformed,
+            ));
+        }
+    };
+    let refuse =
+        |request: Request, code: u8, outcome: Outcome| (Answer::new(request, code, Vec::new(), now, limit), outcome);
+    if request.opcode != opcode::QUERY {
+        return Some(refuse(request, rcode::NOTIMP, Outcome::RefusedOther));
+    }
+    let Some(zone) = transfers.zone(&request.qname) else {
+        return Some(refuse(request, rcode::NOTAUTH, Outcome::RefusedOther));
+    };
+    // TSIG first: a signed refusal tells a secondary with the right key why.
+    let mut key = None;
+    if let Some((tsig, at)) = &request.tsig {
+        match tsig::verify_request(&transfers.keys, message, *at, tsig, now) {
+            Ok(found) => key = Some(found.clone()),
+            Err((why, known)) => {
+                let mac = tsig.mac.clone();
+                let (mut answer, outcome) = refuse(request, rcode::NOTAUTH, Outcome::RefusedTsig);
+                match known {
+                    Some(k) => {
+                        answer.key = Some(k.clone());
+                        answer.prior = Some(mac);
+                        answer.signed_error = why.code();
+                    }
+                    None => answer.unsigned_error = Some(why.code()),
+                }
+                return Some((answer, outcome));
+            }
+        }
+    }
+    let signed = |mut answer: Answer| {
+        if let (Some(k), Some((tsig, _))) = (&key, &answer.request.tsig) {
+            answer.prior = Some(tsig.mac.clone());
+            answer.key = Some(k.clone());
+        }
+        answer
+    };
+    let wanted = zone.settings.tsig.as_deref();
+    if !zone.settings.allows(peer) {
+        let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedAcl);
+        return Some((signed(answer), outcome));
+    }
+    if wanted.is_some() && key.as_ref().map(|k| k.name.as_str()) != wanted {
+        let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedTsig);
+        return Some((signed(answer), outcome));
+    }
+    if request.qclass != 1 {
+        let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedOther);
+        return Some((signed(answer), outcome));
+    }
+    let (parts, outcome) = match (request.qtype, tcp) {
+        (rtype::SOA, _) => (vec![Part::Owned(zone.soa.clone())], Outcome::Soa),
+        (rtype::AXFR, true) => (whole(&zone), Outcome::Axfr),
+        (rtype::IXFR, _) => match request.serial {
+            None => {
+                let (answer, outcome) = refuse(request, rcode::FORMERR, Outcome::Malformed);
+                return Some((signed(answer), outcome));
+            }
+            Some(theirs) => ixfr(&zone, theirs, tcp),
+        },
+        _ => {
+            let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedOther);
+            return Some((signed(answer), outcome));
+        }
+    };
+    Some((signed(Answer::new(request, rcode::NOERROR, parts, now, limit)), outcome))
+}
+
+/// SOA, every record, SOA (RFC 5936 §2.2).
+fn whole(zone: &Served) -> Vec<Part> {
+    let soa = zone.soa.first().cloned().unwrap_or_default();
+    vec![
+        Part::Owned(zone.soa.clone()),
+        Part::Shared(Arc::clone(&zone.records)),
+        Part::Owned(vec![soa]),
+    ]
+}
+
+/// IXFR from `theirs` (RFC 1995 §4): the current SOA when they are current (or over
+/// UDP, "ask over TCP"), the changes when the journal reaches back, else the zone.
+fn ixfr(zone: &Served, theirs: u32, tcp: bool) -> (Vec<Part>, Outcome) {
+    let soa = zone.soa.first().cloned().unwrap_or_default();
+    if !serial_after(zone.serial, theirs) || !tcp {
+        return (vec![Part::Owned(vec![soa])], Outcome::Soa);
+    }
+    match zone.changes_since(theirs) {
+        Some(chain) => {
+            let mut parts = vec![Part::Owned(vec![soa.clone()])];
+            for diff in chain {
+                parts.push(Part::Diff(Arc::clone(&diff), true));
+                parts.push(Part::Diff(diff, false));
+            }
+            parts.push(Part::Owned(vec![soa]));
+            (parts, Outcome::Ixfr)
+        }
+        None => (whole(zone), Outcome::IxfrWhole),
+    }
+}
+
+/// Serves TCP transfers until `shutdown`.
+pub async fn accept_tcp(listener: TcpListener, transfers: Arc<Transfers>, shutdown: CancellationToken) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            transfers.stats.count(Outcome::Dropped);
+            continue;
+        };
+        let transfers = Arc::clone(&transfers);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = connection(stream, peer.ip(), &transfers) => {}
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn connection(mut stream: TcpStream, peer: IpAddr, transfers: &Transfers) {
+    for _ in 0..REQUESTS_PER_CONNECTION {
+        let mut len = [0u8; 2];
+        match tokio::time::timeout(READ_TIMEOUT, stream.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                transfers.stats.count(Outcome::Dropped);
+                return;
+            }
+        }
+        let mut message = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if !matches!(
+            tokio::time::timeout(READ_TIMEOUT, stream.read_exact(&mut message)).await,
+            Ok(Ok(_))
+        ) {
+            transfers.stats.count(Outcome::Dropped);
+            return;
+        }
+        let Some((mut answer, outcome)) = respond(transfers, peer, &message, true, crate::state::now()) else {
+            transfers.stats.count(Outcome::Malformed);
+            return;
+        };
+        transfers.stats.count(outcome);
+        while let Some(out) = answer.next_message() {
+            let Ok(len) = u16::try_from(out.len()) else { return };
+            let mut framed = Vec::with_capacity(out.len() + 2);
+            framed.extend_from_slice(&len.to_be_bytes());
+            framed.extend_from_slice(&out);
+            if !matches!(
+                tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&framed)).await,
+                Ok(Ok(()))
+            ) {
+                transfers.stats.count(Outcome::Dropped);
+                return;
+            }
+        }
+        if outcome == Outcome::Malformed {
+            return;
+        }
+    }
+}
+
+/// Serves SOA queries (and IXFR's SOA) over UDP until `shutdown`.
+pub async fn serve_udp(socket: UdpSocket, transfers: Arc<Transfers>, shutdown: CancellationToken) {
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let received = tokio::select! {
+            () = shutdown.cancelled() => return,
+            got = socket.recv_from(&mut buf) => got,
+        };
+        let Ok((len, peer)) = received else { continue };
+        let Some(message) = buf.get(..len) else { continue };
+        let Some((mut answer, outcome)) = respond(&transfers, peer.ip(), message, false, crate::state::now()) else {
+            transfers.stats.count(Outcome::Malformed);
+            continue;
+        };
+        transfers.stats.count(outcome);
+        if let Some(out) = answer.next_message() {
+            let _ = socket.send_to(&out, peer).await;
+        }
+    }
+}
