@@ -248,3 +248,80 @@ fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::handler
         (runtime, ctx)
     })
 }
+
+/// Octets on the transfer listener: the first octet picks TCP or UDP (bit 0) and a peer
+/// inside or outside `transfer_allow` (bit 1); the rest is the request. Every answer
+/// carries the request's ID with QR set and fits its frame, a whole zone ends, and a
+/// zone that requires TSIG gives nothing to a request the fuzzer could not sign.
+pub fn transfer_request(data: &[u8]) {
+    use qdns_control::transfer::{serve::respond, Outcome};
+    let Some((&mode, message)) = data.split_first() else {
+        return;
+    };
+    let transfers = transfer_fixture();
+    let tcp = mode & 1 == 1;
+    let peer: std::net::IpAddr = if mode & 2 == 0 {
+        [127, 0, 0, 1].into()
+    } else {
+        [192, 0, 2, 1].into()
+    };
+    let Some((mut answer, outcome)) = respond(transfers, peer, message, tcp, 1_800_000_000) else {
+        assert!(message.len() < 2, "only a request without an ID goes unanswered");
+        return;
+    };
+    let mut messages = 0usize;
+    while let Some(out) = answer.next_message() {
+        assert!(u16::try_from(out.len()).is_ok(), "{} octets", out.len());
+        assert_eq!(out.get(..2), message.get(..2), "the request's ID");
+        assert!(out.get(2).is_some_and(|f| f & 0x80 != 0), "QR");
+        messages += 1;
+        assert!(messages < 10_000, "an answer that does not end");
+        if !tcp {
+            break;
+        }
+    }
+    let served = matches!(
+        outcome,
+        Outcome::Axfr | Outcome::Ixfr | Outcome::IxfrWhole | Outcome::Soa
+    );
+    let qname = qdns_control::transfer::wire::read_request(message).map(|r| r.qname);
+    if served {
+        assert_eq!(peer, std::net::IpAddr::from([127, 0, 0, 1]), "outside transfer_allow");
+        assert_ne!(
+            qname.as_deref().ok(),
+            Some(&b"\x04shop\x07example\x00"[..]),
+            "served without the key"
+        );
+    }
+}
+
+/// The MAC key of the `transfer_request` target's TSIG-only zone (shop.example.).
+pub const FUZZ_TSIG_SECRET: [u8; 32] = [0x5a; 32];
+
+/// The example zones, signed, served for transfer to 127.0.0.0/8: shop.example. with
+/// TSIG (`fuzz-key`, [`FUZZ_TSIG_SECRET`]), the others without.
+pub fn transfer_fixture() -> &'static std::sync::Arc<qdns_control::transfer::Transfers> {
+    use qdns_control::transfer::{tsig, Transfers};
+    static TRANSFERS: OnceLock<std::sync::Arc<Transfers>> = OnceLock::new();
+    TRANSFERS.get_or_init(|| {
+        let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+        let state_dir = scratch().join("transfer-state");
+        std::fs::create_dir_all(&state_dir).expect("state directory");
+        let lifetimes = qdns_control::dnssec::Lifetimes::default();
+        let mut snapshot = qdns_zone::load_dir(&zones, 1).expect("the example zones load");
+        let store = qdns_control::dnssec::KeyStore::new(&state_dir, lifetimes);
+        qdns_control::dnssec::sign_snapshot(&store, &mut snapshot, qdns_control::dnssec::now()).expect("signed");
+        for zone in &mut snapshot.zones {
+            let shop = zone.origin == b"\x04shop\x07example\x00";
+            zone.transfer = Some(Box::new(qdns_zone::snapshot::Transfer {
+                allow: vec![([127, 0, 0, 0].into(), 8)],
+                tsig: shop.then(|| "fuzz-key".to_owned()),
+                notify: Vec::new(),
+            }));
+        }
+        let key = tsig::Key::new("fuzz-key", tsig::Algorithm::HmacSha256, FUZZ_TSIG_SECRET.to_vec()).expect("a key");
+        let transfers = std::sync::Arc::new(Transfers::new(tsig::Keys::from_keys(vec![key])));
+        qdns_control::transfer::serve_snapshot(&transfers, &snapshot, store, state_dir);
+        transfers
+    })
+}

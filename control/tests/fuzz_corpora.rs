@@ -124,3 +124,58 @@ fn control_request_corpus() {
     .collect();
     replay("control_request", checks::control_request, &seeds, 10);
 }
+
+/// A transfer request for `name` of `qtype` (with an IXFR's SOA of serial 1).
+fn transfer_query(name: &[u8], qtype: u16) -> Vec<u8> {
+    let mut m = vec![0x0b, 0xad, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(name);
+    m.extend_from_slice(&qtype.to_be_bytes());
+    m.extend_from_slice(&[0, 1]);
+    if qtype == 251 {
+        m[9] = 1;
+        m.extend_from_slice(&[0xc0, 12, 0, 6, 0, 1, 0, 0, 0, 0, 0, 22]);
+        m.extend_from_slice(&[0, 0, 0, 0, 0, 1]);
+        m.extend_from_slice(&[0; 16]);
+    }
+    m
+}
+
+#[test]
+fn transfer_request_corpus() {
+    use qdns_control::transfer::tsig;
+    let shop = b"\x04shop\x07example\x00";
+    let com = b"\x07example\x03com\x00";
+    let key = tsig::Key::new(
+        "fuzz-key",
+        tsig::Algorithm::HmacSha256,
+        checks::FUZZ_TSIG_SECRET.to_vec(),
+    )
+    .unwrap();
+    let mut seeds = Vec::new();
+    for (name, qtype) in [
+        (&com[..], 252u16),
+        (com, 251),
+        (com, 6),
+        (shop, 252),
+        (shop, 251),
+        (com, 1),
+    ] {
+        let mut signed = transfer_query(name, qtype);
+        let now = qdns_control::state::now();
+        tsig::sign(&mut signed, &key, tsig::Chain::Request, now, 0);
+        for mode in 0u8..4 {
+            seeds.push([&[mode][..], &transfer_query(name, qtype)].concat());
+            seeds.push([&[mode][..], &signed].concat());
+        }
+    }
+    replay("transfer_request", checks::transfer_request, &seeds, 8);
+    // The signed seeds were signed now, the target checks at a fixed time: BADTIME, so
+    // the TSIG-only zone was never served to them; signed at that time it is.
+    let mut signed = transfer_query(shop, 252);
+    tsig::sign(&mut signed, &key, tsig::Chain::Request, 1_800_000_000, 0);
+    let transfers = checks::transfer_fixture();
+    let (mut answer, outcome) =
+        qdns_control::transfer::serve::respond(transfers, [127, 0, 0, 1].into(), &signed, true, 1_800_000_000).unwrap();
+    assert_eq!(outcome, qdns_control::transfer::Outcome::Axfr);
+    assert!(answer.next_message().is_some_and(|m| m[3].trailing_zeros() >= 4), "NOERROR");
+}

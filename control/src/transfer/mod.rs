@@ -262,6 +262,24 @@ pub fn check_keys(snapshot: &Snapshot, keys: &tsig::Keys) -> Result<(), String> 
     Ok(())
 }
 
+/// Serves `snapshot`'s zones with transfer settings at once, as the follower does,
+/// without notifying (the fuzz target and tests that drive [`serve::respond`] directly).
+pub fn serve_snapshot(
+    transfers: &Arc<Transfers>,
+    snapshot: &Snapshot,
+    store: crate::dnssec::KeyStore,
+    state_dir: PathBuf,
+) {
+    let mut follower = Follower {
+        transfers: Arc::clone(transfers),
+        state_dir,
+        store,
+        saved: Serials::new(),
+        made: HashMap::new(),
+    };
+    follower.rebuild(snapshot);
+}
+
 /// What the follower keeps between rebuilds.
 struct Follower {
     transfers: Arc<Transfers>,
