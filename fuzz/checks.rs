@@ -258,6 +258,13 @@ pub fn transfer_request(data: &[u8]) {
     let Some((&mode, message)) = data.split_first() else {
         return;
     };
+    // The same octets as a primary's answer (transfer in): read or refused, every
+    // record's names written out within the message's bounds.
+    if let Ok(response) = qdns_control::transfer::wire::read_response(message) {
+        for rr in &response.answers {
+            assert!(rr.owner.len() <= 255);
+        }
+    }
     let transfers = transfer_fixture();
     let tcp = mode & 1 == 1;
     let peer: std::net::IpAddr = if mode & 2 == 0 {
@@ -317,6 +324,8 @@ pub fn transfer_fixture() -> &'static std::sync::Arc<qdns_control::transfer::Tra
                 allow: vec![([127, 0, 0, 0].into(), 8)],
                 tsig: shop.then(|| "fuzz-key".to_owned()),
                 notify: Vec::new(),
+                primary: None,
+                primary_tsig: None,
             }));
         }
         let key = tsig::Key::new("fuzz-key", tsig::Algorithm::HmacSha256, FUZZ_TSIG_SECRET.to_vec()).expect("a key");

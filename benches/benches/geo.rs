@@ -60,6 +60,7 @@ fn main() {
             qdns_zone::Sources {
                 geoip_db: Some(&db),
                 location: None,
+                secondary_dir: None,
             },
         )
         .unwrap();

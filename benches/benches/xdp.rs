@@ -176,6 +176,7 @@ fn main() {
     let sources = qdns_zone::Sources {
         geoip_db: Some(&db),
         location: None,
+        secondary_dir: None,
     };
     let mut snapshot = qdns_zone::load_dir_from(zones.path(), 1, sources).expect("zones");
     std::fs::remove_file(&db).expect("database written");

@@ -215,6 +215,8 @@ pub struct Config {
     pub location: String,
     /// DNSSEC signature validity and refresh window.
     pub dnssec: crate::dnssec::Lifetimes,
+    /// Where copies of zones taken from a primary are kept (`STATE_DIR/secondary`).
+    pub secondary_dir: PathBuf,
     /// The settings as given.
     pub settings: Settings,
 }
@@ -227,6 +229,7 @@ impl Config {
         qdns_zone::Sources {
             geoip_db: self.settings.geoip_db.as_deref(),
             location: Some(&self.location),
+            secondary_dir: Some(&self.secondary_dir),
         }
     }
 }
@@ -277,6 +280,7 @@ impl Config {
             zones: required("--zones", settings.zones.as_ref())?,
             socket: required("--socket", settings.socket.as_ref())?,
             state_dir: required("--state-dir", settings.state_dir.as_ref())?,
+            secondary_dir: required("--state-dir", settings.state_dir.as_ref())?.join(crate::transfer::SECONDARY_DIR),
             edge_socket,
             edge_tls,
             location: settings

@@ -504,12 +504,14 @@ fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapsho
 
 fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
     let version = next_version(state.snapshot.version);
-    let mut snapshot = qdns_zone::load_dir_from(
+    let secondary_dir = ctx.state_dir.join(crate::transfer::SECONDARY_DIR);
+    let (mut snapshot, pending) = qdns_zone::load_dir_pending(
         &state.zones_dir,
         version,
         qdns_zone::Sources {
             geoip_db: state.geoip_db.as_deref(),
             location: Some(&state.location),
+            secondary_dir: Some(&secondary_dir),
         },
     )
     .map_err(|e| {
@@ -517,7 +519,7 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;
-    crate::transfer::check_keys(&snapshot, &ctx.transfers.keys).map_err(|message| {
+    crate::transfer::check_keys(&snapshot, &pending, &ctx.transfers.keys).map_err(|message| {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;
@@ -531,6 +533,7 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
             ApiError::new(ErrorCode::InvalidZone, err.to_string())
         })?;
     }
+    ctx.transfers.set_pending(pending);
     state.install_loaded(snapshot);
     ctx.update_checker(state);
     ctx.broadcast(&ToEdge::Snapshot {

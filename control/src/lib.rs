@@ -144,7 +144,7 @@ async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Resul
 /// special-use check when on), the checker keys, the persisted operator state — without
 /// binding anything. Returns a one-line summary.
 pub fn check(config: &Config) -> Result<String, ControlError> {
-    let snapshot = qdns_zone::load_dir_from(&config.zones, 1, config.zone_sources())?;
+    let (snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, 1, config.zone_sources())?;
     if config.settings.deny_special_use_targets {
         special_use::check(&snapshot)?;
     }
@@ -155,7 +155,7 @@ pub fn check(config: &Config) -> Result<String, ControlError> {
         persist::load(&config.state_dir)?;
     }
     let keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
-    transfer::check_keys(&snapshot, &keys).map_err(ControlError::Transfer)?;
+    transfer::check_keys(&snapshot, &pending, &keys).map_err(ControlError::Transfer)?;
     Ok(format!(
         "configuration ok; {} zones load from {}",
         snapshot.zones.len(),
@@ -233,9 +233,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir)?;
-    let mut snapshot = qdns_zone::load_dir_from(&config.zones, next_version(0), config.zone_sources())?;
+    let (mut snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, next_version(0), config.zone_sources())?;
+    for zone in &pending {
+        tracing::warn!(zone = %zone.origin, primary = %zone.primary, "no copy from the primary yet: served once the first transfer comes");
+    }
     let tsig_keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
-    transfer::check_keys(&snapshot, &tsig_keys).map_err(ControlError::Transfer)?;
+    transfer::check_keys(&snapshot, &pending, &tsig_keys).map_err(ControlError::Transfer)?;
     dnssec::sign_snapshot(
         &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
         &mut snapshot,
@@ -296,6 +299,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         shutdown: shutdown.clone(),
         transfers: Arc::new(transfer::Transfers::new(tsig_keys)),
     };
+    ctx.transfers.set_pending(pending);
     {
         let state = ctx.state.lock().await;
         ctx.update_checker(&state);
@@ -373,6 +377,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tasks.spawn(accept::accept_reports(reports, ctx.clone(), shutdown.clone()));
     }
     serve_transfers(&config, &ctx, &mut tasks, &shutdown).await?;
+    // Zones with `primary`: taken on timers, and on NOTIFY when the listener runs.
+    tasks.spawn(transfer::inbound::follow(ctx.clone(), shutdown.clone()));
     // Every listener bound, the zones compiled and edges served: ready for systemd, and
     // for whoever waits for this line (the metrics and report listeners are up too).
     tracing::info!(socket = %config.socket.display(), "control socket ready");

@@ -137,6 +137,7 @@ fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapsh
         &qdns_zone::LoadContext {
             geo: Some(&qdns_zone::geo::GeoDb::empty()),
             location: None,
+            secondary_dir: None,
         },
     )?;
     Ok(crate::state::State::new(dir.to_path_buf(), snapshot, crate::state::OperatorState::default()).probed_checks())

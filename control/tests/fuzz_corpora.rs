@@ -177,5 +177,8 @@ fn transfer_request_corpus() {
     let (mut answer, outcome) =
         qdns_control::transfer::serve::respond(transfers, [127, 0, 0, 1].into(), &signed, true, 1_800_000_000).unwrap();
     assert_eq!(outcome, qdns_control::transfer::Outcome::Axfr);
-    assert!(answer.next_message().is_some_and(|m| m[3].trailing_zeros() >= 4), "NOERROR");
+    assert!(
+        answer.next_message().is_some_and(|m| m[3].trailing_zeros() >= 4),
+        "NOERROR"
+    );
 }

@@ -1,8 +1,9 @@
-//! Zone transfer out (SPEC §10): knotd, NSD and BIND 9 as secondaries of control with
+//! Zone transfer (SPEC §10). Out: knotd, NSD and BIND 9 as secondaries of control with
 //! TSIG, following health by NOTIFY and IXFR; a signed zone's transfer validated by
 //! `dnssec-verify`; refusals (no key, a wrong key, a bad MAC, an address outside
 //! `transfer_allow`, a malformed request) answered and counted with the served copy
-//! untouched.
+//! untouched. In: knotd and BIND 9 as hidden primaries of control, a dynamic update on
+//! them reaching the edge's answers after NOTIFY, with control's policy sets on top.
 mod common;
 
 use std::{
@@ -16,7 +17,7 @@ use common::{free_port, scrape, values, Location};
 use hickory_proto::rr::RecordType;
 use qdns_testkit::{
     fixtures::zone_head,
-    secondaries::{Secondary, Server, TsigKey},
+    transfer_peers::{Primary, Secondary, Server, TsigKey},
 };
 
 /// The secret of the test key (32 octets, base64).
@@ -76,14 +77,23 @@ fn control(zones: &[(&str, String)]) -> (Location, SocketAddr) {
     for (name, text) in zones {
         std::fs::write(location.zones().join(name), text).unwrap();
     }
-    let key_file = location.dir.path().join("xfr.key");
-    std::fs::write(
-        &key_file,
-        format!("key \"xfr-key\" {{\n\talgorithm hmac-sha256;\n\tsecret \"{SECRET}\";\n}};\n"),
-    )
-    .unwrap();
     let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    start_control(&mut location, transfer, "bind");
+    (location, transfer)
+}
+
+/// Starts control with the test key (its file in tsig-keygen's form, or `bare`: the
+/// secret alone), transfers on `transfer`, metrics on a free port.
+fn start_control(location: &mut Location, transfer: SocketAddr, form: &str) {
+    let key_file = location.dir.path().join("xfr.key");
+    let text = if form == "bind" {
+        format!("key \"xfr-key\" {{\n\talgorithm hmac-sha256;\n\tsecret \"{SECRET}\";\n}};\n")
+    } else {
+        format!("{SECRET}\n")
+    };
+    std::fs::write(&key_file, text).unwrap();
     let metrics = format!("127.0.0.1:{}", free_port());
+    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
     location.start_control_with(&[
         "--no-embedded-checker",
         "--transfer-listen",
@@ -94,8 +104,6 @@ fn control(zones: &[(&str, String)]) -> (Location, SocketAddr) {
         &metrics,
     ]);
     assert!(location.control.as_ref().unwrap().history_has("serving zone transfers"));
-    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
-    (location, transfer)
 }
 
 fn metrics_of(location: &Location) -> String {
@@ -333,4 +341,136 @@ fn strip_timing(text: &str) -> String {
         .filter(|l| !l.starts_with(';') && !l.contains("TSIG"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The hidden primary's zone file.
+const PRIMARY_ZONE: &str = "$ORIGIN in.example.\n$TTL 60\n\
+@ SOA ns.in.example. h.in.example. 1 3600 600 86400 5\n\
+@ NS ns.in.example.\n\
+ns A 192.0.2.53\n\
+static TXT \"first\"\n\
+mail MX 10 mx.in.example.\n";
+
+/// Control's file for the zone: the records come from the primary, a health check and
+/// a failover set are added on top.
+fn secondary_zone_file(primary: SocketAddr) -> String {
+    format!(
+        r#"[zone]
+origin = "in.example."
+primary = "{primary}"
+primary_tsig = "xfr-key"
+[[health_check]]
+id = "p"
+type = "external"
+[[rrset]]
+name = "www"
+type = "A"
+policy = "failover"
+members = [
+  {{ id = "p", role = "primary", values = ["192.0.2.1"], health_check = "p" }},
+  {{ id = "s", role = "secondary", values = ["192.0.2.2"] }},
+]
+"#
+    )
+}
+
+/// The TXT strings the edge answers for `name`.
+fn txt(location: &Location, name: &str) -> String {
+    common::ask(
+        location.dns.unwrap(),
+        name,
+        RecordType::TXT,
+        Duration::from_millis(500),
+        2,
+    )
+    .map(|m| {
+        m.answers
+            .iter()
+            .map(|r| r.data.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+    .unwrap_or_default()
+}
+
+/// Waits (at most `limit`) until `probe()` holds; how long it took.
+fn within(limit: Duration, what: &str, probe: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !probe() {
+        assert!(start.elapsed() < limit, "{what} not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    start.elapsed()
+}
+
+/// Knot and BIND as hidden primaries: control takes the zone at start, the edge answers
+/// its records with control's failover set on top; a dynamic update on the primary
+/// reaches the edge's answer within 5 s (NOTIFY, AXFR, reload); health still steers the
+/// set on top; a NOTIFY from elsewhere is refused; with the primary gone the copy keeps
+/// serving.
+#[test]
+fn knot_and_bind_primaries_feed_control_and_its_edges() {
+    for server in [Server::Knot, Server::Bind] {
+        let mut location = Location::prepared();
+        let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let primary = Primary::start(
+            server,
+            &location.dir.path().join(format!("{server:?}")),
+            "in.example",
+            PRIMARY_ZONE,
+            &key(),
+            transfer,
+        );
+        std::fs::write(
+            location.zones().join("in.example.toml"),
+            secondary_zone_file(primary.addr),
+        )
+        .unwrap();
+        start_control(&mut location, transfer, "bare");
+        location.start_edge();
+        within(Duration::from_secs(10), "the first copy on the edge", || {
+            txt(&location, "static.in.example.").contains("first")
+        });
+        assert_eq!(location.values("www.in.example.", RecordType::A), ["192.0.2.1"]);
+        primary.update(
+            "in.example",
+            &key(),
+            &[
+                "update delete static.in.example. TXT",
+                "update add static.in.example. 60 TXT \"changed\"",
+            ],
+        );
+        let took = within(Duration::from_secs(5), "the update on the edge", || {
+            txt(&location, "static.in.example.").contains("changed")
+        });
+        eprintln!("{server:?}: the update answers at the edge {took:?} after it was sent");
+        assert!(transfers(&location, "notify_in") >= 1, "{}", metrics_of(&location));
+        assert!(transfers(&location, "in_transferred") >= 2, "{}", metrics_of(&location));
+        assert!(location
+            .ctl(&["external", "in.example./p", "unhealthy"])
+            .status
+            .success());
+        within(Duration::from_secs(5), "health on top of the copy", || {
+            location.values("www.in.example.", RecordType::A) == ["192.0.2.2"]
+        });
+        // A NOTIFY from an address that is not the primary's: refused.
+        let mut notify = vec![0x77, 0x77, 0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        notify.extend_from_slice(b"\x02in\x07example\x00\x00\x06\x00\x01");
+        let socket = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        socket.send_to(&notify, transfer).unwrap();
+        let mut buf = [0u8; 512];
+        let (len, _) = socket.recv_from(&mut buf).unwrap();
+        assert_eq!(
+            (buf[0], buf[1], buf[3] & 0xf),
+            (0x77, 0x77, 5),
+            "REFUSED: {:?}",
+            &buf[..len]
+        );
+        assert!(transfers(&location, "notify_in_refused") >= 1);
+        // The primary gone: the copy keeps serving.
+        drop(primary);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(txt(&location, "static.in.example.").contains("changed"));
+    }
 }

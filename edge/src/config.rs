@@ -202,6 +202,7 @@ impl Config {
         qdns_zone::Sources {
             geoip_db: self.settings.geoip_db.as_deref(),
             location: self.settings.location.as_deref(),
+            secondary_dir: None,
         }
     }
 

@@ -312,6 +312,7 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
         qdns_zone::Sources {
             geoip_db: Some(&db),
             location: None,
+            secondary_dir: None,
         },
     )
     .expect("the test zone loads");

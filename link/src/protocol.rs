@@ -1083,7 +1083,6 @@ mod tests {
                 }],
                 dnssec: None,
                 geo: None,
-                transfer: None,
             }],
             bitmap: vec![1],
         };

@@ -21,7 +21,7 @@ pub mod fixtures;
 pub mod mmdb;
 pub mod netns;
 pub mod resolvers;
-pub mod secondaries;
+pub mod transfer_peers;
 pub mod units;
 
 use std::{

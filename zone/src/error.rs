@@ -14,6 +14,19 @@ pub enum ZoneError {
         #[source]
         source: std::io::Error,
     },
+    /// A zone taken from a primary (`[zone] primary`) has no transferred copy yet: it
+    /// is served once the first transfer comes (control transfers it).
+    #[error("{path}: zone {origin} has no copy from its primary {primary} yet")]
+    NotTransferred {
+        /// The zone file.
+        path: PathBuf,
+        /// The zone's origin (text, absolute).
+        origin: String,
+        /// The primary.
+        primary: std::net::SocketAddr,
+        /// The key transfers are signed with.
+        tsig: Option<String>,
+    },
     /// The content is invalid.
     #[error("{location}: {reason}")]
     Invalid {

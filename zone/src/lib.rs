@@ -30,6 +30,7 @@ pub mod snapshot;
 
 pub use error::ZoneError;
 pub use load::{
-    load_dir, load_dir_from, load_dir_with, load_zone_file, parse_zone_text, parse_zone_text_with, LoadContext, Sources,
+    load_dir, load_dir_from, load_dir_pending, load_dir_with, load_zone_file, parse_zone_text, parse_zone_text_with,
+    secondary_copy_name, LoadContext, Pending, Sources,
 };
 pub use snapshot::{Answer, Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone};

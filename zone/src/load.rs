@@ -44,6 +44,15 @@ pub struct Sources<'a> {
     /// This location (control's `--location`): members whose `sites` do not name it are
     /// left out. `None`: every member is kept (checkers, tools).
     pub location: Option<&'a str>,
+    /// Where control keeps the copies of zones taken from a primary (`[zone] primary`);
+    /// `None`: such zones are refused (only control transfers).
+    pub secondary_dir: Option<&'a Path>,
+}
+
+/// The file a zone taken from a primary is kept in, under the secondary directory.
+#[must_use]
+pub fn secondary_copy_name(origin: &[u8]) -> String {
+    format!("{}zone", name::to_text(origin))
 }
 
 /// What the zone builder is given: the database opened, the location.
@@ -53,10 +62,45 @@ pub struct LoadContext<'a> {
     pub geo: Option<&'a crate::geo::GeoDb>,
     /// See [`Sources::location`].
     pub location: Option<&'a str>,
+    /// See [`Sources::secondary_dir`].
+    pub secondary_dir: Option<&'a Path>,
 }
 
 /// [`load_dir`] with `sources`.
 pub fn load_dir_from(dir: &Path, version: u64, sources: Sources<'_>) -> Result<Snapshot, ZoneError> {
+    let (snapshot, pending) = load_dir_pending(dir, version, sources)?;
+    first_pending(snapshot, pending)
+}
+
+/// `snapshot`, or the first zone that waits for its copy as the error.
+fn first_pending(snapshot: Snapshot, pending: Vec<Pending>) -> Result<Snapshot, ZoneError> {
+    match pending.into_iter().next() {
+        Some(p) => Err(ZoneError::NotTransferred {
+            path: p.path,
+            origin: p.origin,
+            primary: p.primary,
+            tsig: p.tsig,
+        }),
+        None => Ok(snapshot),
+    }
+}
+
+/// A zone taken from a primary that has no copy yet (see [`ZoneError::NotTransferred`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// The zone file.
+    pub path: PathBuf,
+    /// Origin, text.
+    pub origin: String,
+    /// The primary.
+    pub primary: std::net::SocketAddr,
+    /// The key.
+    pub tsig: Option<String>,
+}
+
+/// [`load_dir_from`], leaving out (and listing) the zones taken from a primary that
+/// have no copy yet instead of failing.
+pub fn load_dir_pending(dir: &Path, version: u64, sources: Sources<'_>) -> Result<(Snapshot, Vec<Pending>), ZoneError> {
     let geo = sources
         .geoip_db
         .map(|path| {
@@ -64,18 +108,21 @@ pub fn load_dir_from(dir: &Path, version: u64, sources: Sources<'_>) -> Result<S
                 .map_err(|why| ZoneError::invalid(path, None, Some("geoip_db".to_owned()), why))
         })
         .transpose()?;
-    load_dir_with(
-        dir,
-        version,
-        &LoadContext {
-            geo: geo.as_ref(),
-            location: sources.location,
-        },
-    )
+    let ctx = LoadContext {
+        geo: geo.as_ref(),
+        location: sources.location,
+        secondary_dir: sources.secondary_dir,
+    };
+    load_dir_parts(dir, version, &ctx)
 }
 
 /// [`load_dir`] with the database opened and the location given in `ctx`.
 pub fn load_dir_with(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<Snapshot, ZoneError> {
+    let (snapshot, pending) = load_dir_parts(dir, version, ctx)?;
+    first_pending(snapshot, pending)
+}
+
+fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Snapshot, Vec<Pending>), ZoneError> {
     let io = |source| ZoneError::Io {
         path: dir.to_path_buf(),
         source,
@@ -96,8 +143,26 @@ pub fn load_dir_with(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<
         ));
     }
     let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
+    let mut pending = Vec::new();
     for path in &files {
-        let zone = load_zone_file_with(path, ctx)?;
+        let zone = match load_zone_file_with(path, ctx) {
+            Ok(zone) => zone,
+            Err(ZoneError::NotTransferred {
+                path,
+                origin,
+                primary,
+                tsig,
+            }) => {
+                pending.push(Pending {
+                    path,
+                    origin,
+                    primary,
+                    tsig,
+                });
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         if let Some(other) = zones.iter().find(|z| z.origin == zone.origin) {
             return Err(ZoneError::invalid(
                 path,
@@ -119,7 +184,7 @@ pub fn load_dir_with(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<
         base += zone.slots.len() as u32;
     }
     let bitmap = crate::evaluate::all_checks_healthy(&zones);
-    Ok(Snapshot { version, zones, bitmap })
+    Ok((Snapshot { version, zones, bitmap }, pending))
 }
 
 /// Loads and validates one zone file.
@@ -271,8 +336,10 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) location: Option<&'a str>,
     /// Members with `sites`, applied once every set is read.
     pub(crate) sites: Vec<crate::sites::SiteRule>,
-    /// `transfer_allow`, `transfer_tsig`, `notify`, when any is set.
+    /// `transfer_allow`, `transfer_tsig`, `notify`, `primary`, when any is set.
     pub(crate) transfer: Option<Box<crate::snapshot::Transfer>>,
+    /// Where copies of zones taken from a primary are kept.
+    pub(crate) secondary_dir: Option<&'a Path>,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -296,6 +363,7 @@ impl<'a> ZoneBuilder<'a> {
             location: ctx.location,
             sites: Vec::new(),
             transfer: None,
+            secondary_dir: ctx.secondary_dir,
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -330,12 +398,28 @@ impl<'a> ZoneBuilder<'a> {
         Ok(builder)
     }
 
-    /// `transfer_allow`, `transfer_tsig` and `notify` (SPEC §10), checked.
+    /// A TSIG key name (lowercase, no trailing dot).
+    fn key_name(&self, key: Option<&Spanned<String>>, field: &str) -> Result<Option<String>, ZoneError> {
+        let Some(key) = key else { return Ok(None) };
+        let text = key.get_ref().trim().trim_end_matches('.').to_ascii_lowercase();
+        if text.is_empty() || master::parse_name(&format!("{text}."), &Name::root()).is_err() {
+            return Err(self.err(key, field, format!("{:?} is not a key name", key.get_ref())));
+        }
+        Ok(Some(text))
+    }
+
+    /// `transfer_allow`, `transfer_tsig`, `notify`, `primary` and `primary_tsig` (SPEC
+    /// §10), checked.
     fn transfer_settings(
         &self,
         zone: &schema::ZoneSection,
     ) -> Result<Option<Box<crate::snapshot::Transfer>>, ZoneError> {
-        if zone.transfer_allow.is_none() && zone.transfer_tsig.is_none() && zone.notify.is_none() {
+        if zone.transfer_allow.is_none()
+            && zone.transfer_tsig.is_none()
+            && zone.notify.is_none()
+            && zone.primary.is_none()
+            && zone.primary_tsig.is_none()
+        {
             return Ok(None);
         }
         let mut transfer = crate::snapshot::Transfer::default();
@@ -344,16 +428,32 @@ impl<'a> ZoneBuilder<'a> {
                 .map_err(|reason| self.err(prefix, "zone.transfer_allow", reason))?;
             transfer.allow.push(parsed);
         }
-        if let Some(key) = &zone.transfer_tsig {
-            let text = key.get_ref().trim().trim_end_matches('.').to_ascii_lowercase();
-            if text.is_empty() || master::parse_name(&format!("{text}."), &Name::root()).is_err() {
+        transfer.tsig = self.key_name(zone.transfer_tsig.as_ref(), "zone.transfer_tsig")?;
+        transfer.primary_tsig = self.key_name(zone.primary_tsig.as_ref(), "zone.primary_tsig")?;
+        if let Some(primary) = &zone.primary {
+            transfer.primary = Some(primary.get_ref().trim().parse().map_err(|_| {
+                self.err(
+                    primary,
+                    "zone.primary",
+                    format!("{:?} is not ADDRESS:PORT (IPv6 as [ADDRESS]:PORT)", primary.get_ref()),
+                )
+            })?);
+            if let Some(include) = &zone.include {
                 return Err(self.err(
-                    key,
-                    "zone.transfer_tsig",
-                    format!("{:?} is not a key name", key.get_ref()),
+                    include,
+                    "zone.include",
+                    "a zone taken from a primary gets its records from it: remove `include` or `primary`",
                 ));
             }
-            transfer.tsig = Some(text);
+            if self.secondary_dir.is_none() {
+                return Err(self.err(
+                    primary,
+                    "zone.primary",
+                    "only qdns-control takes zones from a primary (SPEC §10); give this zone to control",
+                ));
+            }
+        } else if let Some(key) = &zone.primary_tsig {
+            return Err(self.err(key, "zone.primary_tsig", "set without `primary`"));
         }
         for target in zone.notify.iter().flat_map(toml::Spanned::get_ref) {
             let addr = target.get_ref().trim().parse::<std::net::SocketAddr>().map_err(|_| {
@@ -450,6 +550,19 @@ impl<'a> ZoneBuilder<'a> {
         if let Some(include) = &file.zone.include {
             self.include(include)?;
         }
+        if let (Some(primary), Some(at)) = (self.transfer.as_ref().and_then(|t| t.primary), &file.zone.primary) {
+            let dir = self.secondary_dir.unwrap_or_else(|| Path::new("."));
+            let copy = dir.join(secondary_copy_name(&self.origin_wire));
+            if !copy.is_file() {
+                return Err(ZoneError::NotTransferred {
+                    path: self.path.to_path_buf(),
+                    origin: self.origin.to_string(),
+                    primary,
+                    tsig: self.transfer.as_ref().and_then(|t| t.primary_tsig.clone()),
+                });
+            }
+            self.include_master(&copy, at, "zone.primary")?;
+        }
         self.soa(file)?;
         self.apex_ns(file)?;
         self.health_checks(&file.health_check)?;
@@ -510,13 +623,14 @@ impl<'a> ZoneBuilder<'a> {
     fn include(&mut self, include: &Spanned<String>) -> Result<(), ZoneError> {
         let base = self.path.parent().unwrap_or_else(|| Path::new("."));
         let master_path = base.join(include.get_ref());
-        let text = master::read_bounded(&master_path).map_err(|e| {
-            self.err(
-                include,
-                "zone.include",
-                format!("cannot read {}: {e}", master_path.display()),
-            )
-        })?;
+        self.include_master(&master_path, include, "zone.include")
+    }
+
+    /// Reads the master file at `master_path` into the zone's sets (`at`, `key`: what
+    /// named it, for errors).
+    fn include_master(&mut self, master_path: &Path, at: &Spanned<String>, key: &str) -> Result<(), ZoneError> {
+        let text = master::read_bounded(master_path)
+            .map_err(|e| self.err(at, key, format!("cannot read {}: {e}", master_path.display())))?;
         // Records go straight into the zone's sets as they are read (no list of parsed
         // sets beside them): records of one owner and type merge (smallest TTL,
         // duplicates dropped, RFC 2181 §5), where the set is first seen is its origin.
@@ -524,7 +638,7 @@ impl<'a> ZoneBuilder<'a> {
         // rather than a doubling copy of a million sets.
         self.sets.reserve(memchr::memchr_iter(b'\n', &text).count());
         let (origin, ttl, sets) = (&self.origin, self.ttl, &mut self.sets);
-        master::parse_each(&text, &master_path, origin, ttl, &mut |record| {
+        master::parse_each(&text, master_path, origin, ttl, &mut |record| {
             if record.ttl > MAX_TTL {
                 return Err(format!("TTL {} is above {MAX_TTL}", record.ttl));
             }

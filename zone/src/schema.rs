@@ -156,6 +156,12 @@ pub struct ZoneSection {
     pub transfer_tsig: Option<Spanned<String>>,
     /// Secondaries (`ADDRESS:PORT`) sent a NOTIFY at each serial change.
     pub notify: Option<Spanned<Vec<Spanned<String>>>>,
+    /// A hidden primary (`ADDRESS:PORT`) the zone's records come from by AXFR (control
+    /// only); the file adds health checks and policy sets on top.
+    pub primary: Option<Spanned<String>>,
+    /// The TSIG key (from control's `tsig_keys`) transfers from the primary and its
+    /// NOTIFY are signed with.
+    pub primary_tsig: Option<Spanned<String>>,
 }
 
 /// `[zone.soa]` (RFC 1035 §3.3.13).

@@ -65,6 +65,10 @@ pub struct Transfer {
     pub tsig: Option<String>,
     /// Secondaries to notify.
     pub notify: Vec<std::net::SocketAddr>,
+    /// The hidden primary the zone's records come from (`[zone] primary`).
+    pub primary: Option<std::net::SocketAddr>,
+    /// The key transfers from the primary are signed with.
+    pub primary_tsig: Option<String>,
 }
 
 impl Transfer {

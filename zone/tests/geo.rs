@@ -72,6 +72,7 @@ fn the_most_specific_location_answers_over_the_databases_networks() {
         Sources {
             geoip_db: Some(&dir.path().join("geo.mmdb")),
             location: None,
+            secondary_dir: None,
         },
     )
     .unwrap();
@@ -126,6 +127,7 @@ fn geo_sets_need_a_database_and_valid_locations() {
         Sources {
             geoip_db: Some(&dir.path().join("missing.mmdb")),
             location: None,
+            secondary_dir: None,
         },
     )
     .unwrap_err()
@@ -138,6 +140,7 @@ fn geo_sets_need_a_database_and_valid_locations() {
         Sources {
             geoip_db: Some(&dir.path().join("junk.mmdb")),
             location: None,
+            secondary_dir: None,
         },
     )
     .unwrap_err()
@@ -173,6 +176,7 @@ fn geo_sets_need_a_database_and_valid_locations() {
             &LoadContext {
                 geo: Some(&empty),
                 location: None,
+                secondary_dir: None,
             },
         )
         .unwrap_err()
@@ -198,6 +202,7 @@ fn the_zones_geo_sets_share_one_class_table() {
         Sources {
             geoip_db: Some(&dir.path().join("geo.mmdb")),
             location: None,
+            secondary_dir: None,
         },
     )
     .unwrap();

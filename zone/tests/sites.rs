@@ -15,6 +15,7 @@ fn load(body: &str, location: Option<&str>) -> Result<Zone, String> {
         Sources {
             geoip_db: None,
             location,
+            secondary_dir: None,
         },
     )
     .map(|mut s| s.zones.remove(0))
@@ -164,6 +165,7 @@ members = [
     let at = |location| qdns_zone::LoadContext {
         geo: Some(&empty),
         location: Some(location),
+        secondary_dir: None,
     };
     let err = qdns_zone::load_dir_with(dir.path(), 1, &at("ams"))
         .unwrap_err()

@@ -16,6 +16,7 @@
 //! `STATE_DIR/transfer.json`, so a restart neither moves the serial back nor forward
 //! without cause. The journal of changes (for IXFR) lives in memory: after a restart a
 //! secondary asking from an older serial gets the whole zone.
+pub mod inbound;
 pub mod notify;
 pub mod serve;
 pub mod tsig;
@@ -41,6 +42,8 @@ pub const JOURNAL_CHANGES: usize = 64;
 /// the zone's own record count (beyond it a transfer of the whole zone is cheaper).
 const JOURNAL_RECORDS_FACTOR: usize = 2;
 const SERIALS_FILE: &str = "transfer.json";
+/// Where, under the state directory, copies of zones taken from a primary are kept.
+pub const SECONDARY_DIR: &str = "secondary";
 
 /// One change of a served zone.
 #[derive(Debug)]
@@ -122,11 +125,26 @@ pub enum Outcome {
     NotifyAcked,
     /// NOTIFY given up after its retries.
     NotifyFailed,
+    /// Transfer in: a new copy taken from the primary and loaded.
+    InTransferred,
+    /// Transfer in: the primary's serial is ours.
+    InCurrent,
+    /// Transfer in: the primary could not be reached, refused, or sent a bad, short or
+    /// oversized transfer (the copy served is kept).
+    InFailed,
+    /// Transfer in: the copy did not load with the zone file (the copy served is kept).
+    InRejected,
+    /// Transfer in: no refresh for longer than the SOA expire; the zone is not served.
+    InExpired,
+    /// A NOTIFY from a zone's primary, accepted.
+    NotifyIn,
+    /// A NOTIFY refused: not from the primary, or without its key.
+    NotifyInRefused,
 }
 
 impl Outcome {
     /// Every outcome, in metric order.
-    pub const ALL: [Outcome; 12] = [
+    pub const ALL: [Outcome; 19] = [
         Outcome::Axfr,
         Outcome::Ixfr,
         Outcome::IxfrWhole,
@@ -139,6 +157,13 @@ impl Outcome {
         Outcome::NotifySent,
         Outcome::NotifyAcked,
         Outcome::NotifyFailed,
+        Outcome::InTransferred,
+        Outcome::InCurrent,
+        Outcome::InFailed,
+        Outcome::InRejected,
+        Outcome::InExpired,
+        Outcome::NotifyIn,
+        Outcome::NotifyInRefused,
     ];
 
     /// The metric label.
@@ -157,6 +182,13 @@ impl Outcome {
             Outcome::NotifySent => "notify_sent",
             Outcome::NotifyAcked => "notify_acked",
             Outcome::NotifyFailed => "notify_failed",
+            Outcome::InTransferred => "in_transferred",
+            Outcome::InCurrent => "in_current",
+            Outcome::InFailed => "in_failed",
+            Outcome::InRejected => "in_rejected",
+            Outcome::InExpired => "in_expired",
+            Outcome::NotifyIn => "notify_in",
+            Outcome::NotifyInRefused => "notify_in_refused",
         }
     }
 }
@@ -188,6 +220,8 @@ pub struct Transfers {
     pub keys: tsig::Keys,
     /// Counters.
     pub stats: Stats,
+    /// Zones taken from a primary: loaded or waiting for their first copy.
+    pub inbound: inbound::Primaries,
 }
 
 impl Transfers {
@@ -221,6 +255,11 @@ impl Transfers {
             .collect()
     }
 
+    /// The zones taken from a primary that have no copy yet (from the last load).
+    pub fn set_pending(&self, pending: Vec<qdns_zone::Pending>) {
+        self.inbound.set_pending(pending);
+    }
+
     fn install(&self, zones: BTreeMap<Vec<u8>, Arc<Served>>) {
         *self.zones.write().unwrap_or_else(std::sync::PoisonError::into_inner) = zones;
     }
@@ -247,16 +286,28 @@ pub fn next_serial(last: Option<(u32, u64)>, file_serial: u32, digest: u64) -> u
     }
 }
 
-/// Checks that every zone's `transfer_tsig` names a key of `keys`.
-pub fn check_keys(snapshot: &Snapshot, keys: &tsig::Keys) -> Result<(), String> {
-    for zone in &snapshot.zones {
-        if let Some(name) = zone.transfer.as_ref().and_then(|t| t.tsig.as_deref()) {
-            if keys.named(name).is_none() {
-                return Err(format!(
-                    "{}: zone.transfer_tsig: no tsig key named {name:?} (add it to control's `tsig_keys`)",
-                    zone.source
-                ));
-            }
+/// Checks that every zone's `transfer_tsig` and `primary_tsig` (of the zones loaded and
+/// of those waiting for their first transfer) name a key of `keys`.
+pub fn check_keys(snapshot: &Snapshot, pending: &[qdns_zone::Pending], keys: &tsig::Keys) -> Result<(), String> {
+    let named = snapshot.zones.iter().flat_map(|zone| {
+        let t = zone.transfer.as_deref();
+        [
+            (zone.source.clone(), "transfer_tsig", t.and_then(|t| t.tsig.clone())),
+            (
+                zone.source.clone(),
+                "primary_tsig",
+                t.and_then(|t| t.primary_tsig.clone()),
+            ),
+        ]
+    });
+    let waiting = pending
+        .iter()
+        .map(|p| (p.path.display().to_string(), "primary_tsig", p.tsig.clone()));
+    for (source, field, name) in named.chain(waiting) {
+        if let Some(name) = name.filter(|n| keys.named(n).is_none()) {
+            return Err(format!(
+                "{source}: zone.{field}: no tsig key named {name:?} (add it to control's `tsig_keys`)"
+            ));
         }
     }
     Ok(())
@@ -340,7 +391,7 @@ impl Follower {
         let mut zones = BTreeMap::new();
         let mut moved = Vec::new();
         for zone in &snapshot.zones {
-            let Some(settings) = zone.transfer.as_deref() else {
+            let Some(settings) = zone.transfer.as_deref().filter(|t| !t.allow.is_empty()) else {
                 continue;
             };
             let old = self.transfers.zone(&zone.origin);

@@ -116,7 +116,7 @@ async fn acked(
 }
 
 /// A message ID no one on the path can guess.
-fn rand_id() -> u16 {
+pub(super) fn rand_id() -> u16 {
     let mut id = [0u8; 2];
     if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id).is_err() {
         let nanos = std::time::SystemTime::now()

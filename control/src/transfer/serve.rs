@@ -188,38 +188,53 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
     };
     let refuse =
         |request: Request, code: u8, outcome: Outcome| (Answer::new(request, code, Vec::new(), now, limit), outcome);
-    if request.opcode != opcode::QUERY {
-        return Some(refuse(request, rcode::NOTIMP, Outcome::RefusedOther));
-    }
-    let Some(zone) = transfers.zone(&request.qname) else {
-        return Some(refuse(request, rcode::NOTAUTH, Outcome::RefusedOther));
-    };
-    // TSIG first: a signed refusal tells a secondary with the right key why.
-    let mut key = None;
-    if let Some((tsig, at)) = &request.tsig {
-        match tsig::verify_request(&transfers.keys, message, *at, tsig, now) {
-            Ok(found) => key = Some(found.clone()),
-            Err((why, known)) => {
-                let mac = tsig.mac.clone();
-                let (mut answer, outcome) = refuse(request, rcode::NOTAUTH, Outcome::RefusedTsig);
-                match known {
-                    Some(k) => {
-                        answer.key = Some(k.clone());
-                        answer.prior = Some(mac);
-                        answer.signed_error = why.code();
-                    }
-                    None => answer.unsigned_error = Some(why.code()),
+    // TSIG first: a signed refusal tells a peer with the right key why.
+    let key = match verify(transfers, message, &request, now) {
+        Ok(key) => key,
+        Err((why, known)) => {
+            let outcome = if request.opcode == opcode::NOTIFY {
+                Outcome::NotifyInRefused
+            } else {
+                Outcome::RefusedTsig
+            };
+            let mac = request.tsig.as_ref().map(|(t, _)| t.mac.clone());
+            let (mut answer, outcome) = refuse(request, rcode::NOTAUTH, outcome);
+            match known {
+                Some(k) => {
+                    answer.key = Some(k);
+                    answer.prior = mac;
+                    answer.signed_error = why.code();
                 }
-                return Some((answer, outcome));
+                None => answer.unsigned_error = Some(why.code()),
             }
+            return Some((answer, outcome));
         }
-    }
+    };
     let signed = |mut answer: Answer| {
         if let (Some(k), Some((tsig, _))) = (&key, &answer.request.tsig) {
             answer.prior = Some(tsig.mac.clone());
             answer.key = Some(k.clone());
         }
         answer
+    };
+    if request.opcode == opcode::NOTIFY {
+        // A NOTIFY for a zone taken from a primary (RFC 1996 §3.10: from its primary).
+        let accepted = super::inbound::accept_notify(transfers, &request.qname, peer, key.as_ref());
+        let (code, outcome) = if accepted {
+            (rcode::NOERROR, Outcome::NotifyIn)
+        } else {
+            (rcode::REFUSED, Outcome::NotifyInRefused)
+        };
+        let (answer, outcome) = refuse(request, code, outcome);
+        return Some((signed(answer), outcome));
+    }
+    if request.opcode != opcode::QUERY {
+        let (answer, outcome) = refuse(request, rcode::NOTIMP, Outcome::RefusedOther);
+        return Some((signed(answer), outcome));
+    }
+    let Some(zone) = transfers.zone(&request.qname) else {
+        let (answer, outcome) = refuse(request, rcode::NOTAUTH, Outcome::RefusedOther);
+        return Some((signed(answer), outcome));
     };
     let wanted = zone.settings.tsig.as_deref();
     if !zone.settings.allows(peer) {
@@ -250,6 +265,21 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
         }
     };
     Some((signed(Answer::new(request, rcode::NOERROR, parts, now, limit)), outcome))
+}
+
+/// The key a signed request verifies with; `None` for an unsigned one.
+fn verify(
+    transfers: &Transfers,
+    message: &[u8],
+    request: &Request,
+    now: u64,
+) -> Result<Option<Key>, (tsig::Rejected, Option<Key>)> {
+    let Some((t, at)) = &request.tsig else {
+        return Ok(None);
+    };
+    tsig::verify_request(&transfers.keys, message, *at, t, now)
+        .map(|k| Some(k.clone()))
+        .map_err(|(why, known)| (why, known.cloned()))
 }
 
 /// SOA, every record, SOA (RFC 5936 §2.2).

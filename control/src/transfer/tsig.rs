@@ -454,6 +454,34 @@ fn append(message: &mut Vec<u8>, key: &Key, algorithm: &[u8], (time, error): (u6
     }
 }
 
+/// Verifies a message of a multi-message response (RFC 8945 §5.3.1): `first` — the
+/// first, chained to the request's MAC `prior` with the full variables; else a later
+/// one, chained to the previous signed message's MAC, covering the unsigned messages in
+/// between (`between`, concatenated) and the timers only.
+#[must_use]
+pub fn verify_chained(
+    key: &Key,
+    prior: &[u8],
+    between: &[u8],
+    message: &[u8],
+    tsig_at: usize,
+    tsig: &Tsig,
+    first: bool,
+) -> bool {
+    if tsig.key != key.wire || tsig.algorithm != key.algorithm.wire_name() || tsig.error != 0 {
+        return false;
+    }
+    let (unsigned, vars) = covered(message, tsig_at, tsig);
+    let len = (prior.len() as u16).to_be_bytes();
+    if first {
+        key.verifies(&[&len, prior, between, &unsigned, &vars], &tsig.mac)
+    } else {
+        let mut timers = tsig.time.to_be_bytes()[2..].to_vec();
+        timers.extend_from_slice(&tsig.fudge.to_be_bytes());
+        key.verifies(&[&len, prior, between, &unsigned, &timers], &tsig.mac)
+    }
+}
+
 /// Verifies the TSIG of a response to a request we signed with `key` (MAC `request_mac`).
 #[must_use]
 pub fn verify_response(key: &Key, message: &[u8], tsig_at: usize, tsig: &Tsig, request_mac: &[u8]) -> bool {

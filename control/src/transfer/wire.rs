@@ -245,6 +245,151 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
     ))
 }
 
+/// One record of a response: names written out (lowercase owner), RDATA names of the
+/// types that may be compressed (RFC 3597 §4) written out too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rr {
+    /// Owner, wire, lowercase.
+    pub owner: Vec<u8>,
+    /// Type.
+    pub rtype: u16,
+    /// Class.
+    pub class: u16,
+    /// TTL.
+    pub ttl: u32,
+    /// RDATA, uncompressed.
+    pub rdata: Vec<u8>,
+}
+
+/// A response as a transfer client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// ID.
+    pub id: u16,
+    /// RCODE (the header's four bits).
+    pub rcode: u8,
+    /// The answer section.
+    pub answers: Vec<Rr>,
+    /// The TSIG record and where it starts.
+    pub tsig: Option<(Tsig, usize)>,
+}
+
+/// Where a type's RDATA holds names: a name, or so many octets.
+#[derive(Clone, Copy)]
+enum Field {
+    Name,
+    Fixed(usize),
+}
+
+fn rdata_layout(rtype: u16) -> Option<&'static [Field]> {
+    use Field::{Fixed, Name};
+    Some(match rtype {
+        2..=5 | 7..=9 | 12 | 39 => &[Name],
+        6 => &[Name, Name, Fixed(20)],
+        14 | 17 => &[Name, Name],
+        15 | 18 | 21 | 36 => &[Fixed(2), Name],
+        26 => &[Fixed(2), Name, Name],
+        33 => &[Fixed(6), Name],
+        _ => return None,
+    })
+}
+
+/// RDATA at `start..start + len` of `msg`, its names written out.
+fn rdata_of(msg: &[u8], rtype: u16, start: usize, len: usize) -> Result<Vec<u8>, Malformed> {
+    let end = start + len;
+    let raw = msg.get(start..end).ok_or(Malformed::Format)?;
+    let Some(layout) = rdata_layout(rtype) else {
+        return Ok(raw.to_vec());
+    };
+    let mut out = Vec::with_capacity(len + 32);
+    let mut pos = start;
+    for field in layout {
+        match *field {
+            Field::Name => {
+                let (name, next) = read_name(msg, pos)?;
+                out.extend_from_slice(&name);
+                pos = next;
+            }
+            Field::Fixed(n) => {
+                out.extend_from_slice(msg.get(pos..pos + n).ok_or(Malformed::Format)?);
+                pos += n;
+            }
+        }
+        if pos > end {
+            return Err(Malformed::Format);
+        }
+    }
+    if pos == end {
+        Ok(out)
+    } else {
+        Err(Malformed::Format)
+    }
+}
+
+/// Reads a response: its questions skipped, every answer record, a TSIG last.
+pub fn read_response(msg: &[u8]) -> Result<Response, Malformed> {
+    let mut r = Reader { msg, pos: 0 };
+    let id = r.u16()?;
+    let flags = r.u16()?;
+    if flags & 0x8000 == 0 {
+        return Err(Malformed::Format);
+    }
+    let counts = [r.u16()?, r.u16()?, r.u16()?, r.u16()?];
+    for _ in 0..counts[0] {
+        r.name()?;
+        r.bytes(4)?;
+    }
+    let records = usize::from(counts[1]) + usize::from(counts[2]) + usize::from(counts[3]);
+    let mut answers = Vec::with_capacity(usize::from(counts[1]));
+    let mut tsig = None;
+    for i in 0..records {
+        let start = r.pos;
+        if tsig.is_some() {
+            return Err(Malformed::Format);
+        }
+        let owner = lowercase(&r.name()?);
+        let (rtype, class, ttl, rdlen) = (r.u16()?, r.u16()?, r.u32()?, usize::from(r.u16()?));
+        let rdata_at = r.pos;
+        r.bytes(rdlen)?;
+        if rtype == TYPE_TSIG {
+            if i + 1 != records {
+                return Err(Malformed::Format);
+            }
+            tsig = Some((read_tsig(msg, start)?.0, start));
+        } else if i < usize::from(counts[1]) {
+            answers.push(Rr {
+                owner,
+                rtype,
+                class,
+                ttl,
+                rdata: rdata_of(msg, rtype, rdata_at, rdlen)?,
+            });
+        }
+    }
+    Ok(Response {
+        id,
+        rcode: (flags & 0xf) as u8,
+        answers,
+        tsig,
+    })
+}
+
+/// A query for `name` (wire) of `qtype`, class IN; with `soa` (IXFR) its SOA RR in
+/// the authority section.
+#[must_use]
+pub fn query(id: u16, name: &[u8], qtype: u16, soa: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, u8::from(soa.is_some()), 0, 0]);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&qtype.to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes());
+    if let Some(soa) = soa {
+        out.extend_from_slice(soa);
+    }
+    out
+}
+
 /// The header and question of an answer to `request` with `rcode`, no records yet.
 #[must_use]
 pub fn answer_head(request: &Request, rcode: u8) -> Vec<u8> {
@@ -336,6 +481,31 @@ mod tests {
         let mut two = axfr(b"\x01a\x00");
         two[5] = 2;
         assert!(read_request(&two).is_err());
+    }
+
+    /// A primary's answer with compressed names, in owners and in RDATA (MX, SOA).
+    #[test]
+    fn responses_read_with_names_written_out() {
+        let mut m = vec![0, 7, 0x84, 0, 0, 1, 0, 2, 0, 0, 0, 0];
+        m.extend_from_slice(b"\x02In\x07example\x00\x00\xfc\x00\x01");
+        // @ SOA: mname ns.<12>, rname h.<12>, 20 octets.
+        m.extend_from_slice(&[0xc0, 12, 0, 6, 0, 1, 0, 0, 0, 60, 0, 29]);
+        m.extend_from_slice(&[2, b'n', b's', 0xc0, 12, 1, b'h', 0xc0, 12]);
+        m.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4]);
+        // mail MX 10 mx.<12>
+        m.extend_from_slice(&[4, b'm', b'a', b'i', b'l', 0xc0, 12, 0, 15, 0, 1, 0, 0, 0, 60, 0, 7]);
+        m.extend_from_slice(&[0, 10, 2, b'm', b'x', 0xc0, 12]);
+        let r = read_response(&m).unwrap();
+        assert_eq!(r.answers.len(), 2);
+        assert_eq!(r.answers[0].owner, b"\x02in\x07example\x00");
+        assert_eq!(&r.answers[0].rdata[..15], b"\x02ns\x02In\x07example\x00");
+        assert_eq!(r.answers[0].rdata.len(), 15 + 14 + 20);
+        assert_eq!(r.answers[1].rdata, b"\x00\x0a\x02mx\x02In\x07example\x00");
+        // RDLENGTH that ends inside the MX's name: refused.
+        let mut bent = m.clone();
+        let at = bent.len() - 8;
+        bent[at] = 5;
+        assert!(read_response(&bent).is_err());
     }
 
     #[test]

@@ -356,3 +356,52 @@ fn transfer_settings_load_and_their_faults_are_named() {
     let msg = error(&with("notify = [\"192.0.2.1:53\"]"));
     assert!(msg.contains("must be allowed to transfer"), "{msg}");
 }
+
+/// `primary`: the records come from the copy under the secondary directory; the file's
+/// sets load on top; no copy yet → the zone waits (listed, not an error of the load).
+#[test]
+fn zones_taken_from_a_primary_load_their_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let zones = dir.path().join("zones");
+    let copies = dir.path().join("secondary");
+    fs::create_dir_all(&zones).unwrap();
+    fs::create_dir_all(&copies).unwrap();
+    let file = "[zone]\norigin = \"in.example.\"\nprimary = \"192.0.2.53:53\"\nprimary_tsig = \"k\"\n\
+                [[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n";
+    fs::write(zones.join("in.example.toml"), file).unwrap();
+    let sources = Sources {
+        secondary_dir: Some(&copies),
+        ..Sources::default()
+    };
+    let (snapshot, pending) = load_dir_pending(&zones, 1, sources).unwrap();
+    assert!(snapshot.zones.is_empty());
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].primary, "192.0.2.53:53".parse().unwrap());
+    assert_eq!(pending[0].tsig.as_deref(), Some("k"));
+    fs::write(
+        copies.join(secondary_copy_name(b"\x02in\x07example\x00")),
+        "in.example. 60 IN SOA ns.in.example. h.in.example. 7 60 60 600 5\nin.example. 60 IN NS ns.in.example.\nmail.in.example. 60 IN A 192.0.2.9\n",
+    )
+    .unwrap();
+    let (snapshot, pending) = load_dir_pending(&zones, 1, sources).unwrap();
+    assert!(pending.is_empty());
+    let zone = &snapshot.zones[0];
+    assert_eq!(zone.serial, 7);
+    assert!(zone.rrset(b"\x04mail\x02in\x07example\x00", 1).is_some());
+    assert!(zone.rrset(b"\x03www\x02in\x07example\x00", 1).is_some());
+    // A name in both: the loader's "defined twice".
+    fs::write(zones.join("in.example.toml"), file.replace("\"www\"", "\"mail\"")).unwrap();
+    let err = load_dir_pending(&zones, 1, sources).unwrap_err().to_string();
+    assert!(err.contains("mail.in.example. A is defined twice"), "{err}");
+    // Only control takes zones from a primary; include and primary do not go together.
+    fs::write(zones.join("in.example.toml"), file).unwrap();
+    let err = load_dir(&zones, 1).unwrap_err().to_string();
+    assert!(err.contains("zone.primary: only qdns-control"), "{err}");
+    fs::write(
+        zones.join("in.example.toml"),
+        file.replace("primary_tsig", "include = \"x.zone\"\nprimary_tsig"),
+    )
+    .unwrap();
+    let err = load_dir_pending(&zones, 1, sources).unwrap_err().to_string();
+    assert!(err.contains("zone.include: a zone taken from a primary"), "{err}");
+}

@@ -6,7 +6,7 @@
 //! type), `svcb` (`SvcParams`), `types` (mnemonics and the types a zone may not hold),
 //! `present` (the way back: `qdnsctl dump`).
 mod lexer;
-mod present;
+pub mod present;
 mod rdata;
 mod svcb;
 mod text;

@@ -1,0 +1,486 @@
+//! Zone transfer in (SPEC §10, `[zone] primary`): control as the secondary of a hidden
+//! primary.
+//!
+//! For each zone with `primary`, control asks the primary for its SOA — at start, on
+//! the primary's NOTIFY (received on `--transfer-listen`), and on the SOA's refresh
+//! timer (retry after a failure) — and when the serial moved (or there is no copy yet)
+//! takes the whole zone by AXFR over TCP, TSIG-signed with `primary_tsig`. The records
+//! (DNSSEC records left out: control signs what the zone file asks it to) are written
+//! as a master file, `STATE_DIR/secondary/ORIGIN.zone`, which the zone file's health
+//! checks and policy sets load on top of (a name in both is the loader's "defined
+//! twice" error); then control reloads as `qdnsctl reload` does. A copy that does not
+//! load is put back to the one before, so the zone keeps serving; a primary that is
+//! gone leaves the last copy serving until the SOA's expire, then the zone is dropped.
+//!
+//! Every transfer is bounded before and while it is authenticated: [`MAX_BYTES`],
+//! [`MAX_RECORDS`], each message read within [`READ_TIMEOUT`].
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    net::{IpAddr, SocketAddr},
+    path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    serial_after,
+    tsig::{self, Chain, Key},
+    wire::{self, rcode, rtype},
+    Outcome, Transfers,
+};
+use crate::handler::Ctx;
+
+/// Most octets one transfer in may carry.
+pub const MAX_BYTES: usize = 512 << 20;
+/// Most records one transfer in may carry.
+pub const MAX_RECORDS: usize = 20_000_000;
+/// Time to connect, and to read each message.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Shortest wait between refreshes of a zone, whatever its SOA says.
+const MIN_REFRESH: Duration = Duration::from_secs(5);
+
+/// A zone taken from a primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Primary {
+    /// The primary.
+    pub addr: SocketAddr,
+    /// The key requests are signed with.
+    pub tsig: Option<String>,
+}
+
+/// The zones taken from a primary, and the NOTIFYs received for them.
+#[derive(Debug, Default)]
+pub struct Primaries {
+    zones: Mutex<BTreeMap<Vec<u8>, Primary>>,
+    pending: Mutex<Vec<qdns_zone::Pending>>,
+    notified: Mutex<BTreeSet<Vec<u8>>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Primaries {
+    pub(super) fn set_pending(&self, pending: Vec<qdns_zone::Pending>) {
+        *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = pending;
+        self.wake.notify_one();
+    }
+
+    fn set_zones(&self, zones: BTreeMap<Vec<u8>, Primary>) {
+        *self.zones.lock().unwrap_or_else(PoisonError::into_inner) = zones;
+    }
+
+    /// The primary of zone `origin` (wire, lowercase).
+    #[must_use]
+    pub fn primary_of(&self, origin: &[u8]) -> Option<Primary> {
+        self.zones
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(origin)
+            .cloned()
+    }
+
+    /// Marks `origin` notified and wakes the follower.
+    pub fn notified(&self, origin: &[u8]) {
+        self.notified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(origin.to_vec());
+        self.wake.notify_one();
+    }
+
+    fn take_notified(&self) -> BTreeSet<Vec<u8>> {
+        std::mem::take(&mut *self.notified.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The answer to a NOTIFY for `origin` from `peer` (signed by `key`, if it was): true
+/// when it comes from the zone's primary with the zone's key.
+#[must_use]
+pub fn accept_notify(transfers: &Transfers, origin: &[u8], peer: IpAddr, key: Option<&Key>) -> bool {
+    let Some(primary) = transfers.inbound.primary_of(origin) else {
+        return false;
+    };
+    let from_primary = primary.addr.ip() == peer
+        || matches!((primary.addr.ip(), peer), (IpAddr::V4(a), IpAddr::V6(b)) if b.to_ipv4_mapped() == Some(a));
+    let signed_right = primary.tsig.as_deref() == key.map(|k| k.name.as_str()) || primary.tsig.is_none();
+    if from_primary && signed_right {
+        transfers.inbound.notified(origin);
+        true
+    } else {
+        false
+    }
+}
+
+/// What is known of one zone's refreshes.
+#[derive(Debug, Clone, Copy)]
+struct Timers {
+    /// The serial of the copy.
+    serial: Option<u32>,
+    /// Next SOA check.
+    due: Instant,
+    /// The last refresh that reached the primary (or the copy's load at start).
+    last_ok: Instant,
+    refresh: Duration,
+    retry: Duration,
+    expire: Duration,
+}
+
+/// Keeps the zones taken from a primary current until `shutdown`.
+pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
+    let dir = ctx.state_dir.join(super::SECONDARY_DIR);
+    if let Err(err) = std::fs::create_dir_all(&dir) {
+        tracing::error!(%err, dir = %dir.display(), "cannot make the directory for zones taken from a primary");
+        return;
+    }
+    let mut timers: HashMap<Vec<u8>, Timers> = HashMap::new();
+    loop {
+        let zones = primaries(&ctx).await;
+        ctx.transfers.inbound.set_zones(zones.clone());
+        timers.retain(|origin, _| zones.contains_key(origin));
+        let notified = ctx.transfers.inbound.take_notified();
+        let now = Instant::now();
+        for (origin, primary) in &zones {
+            let copy = dir.join(qdns_zone::secondary_copy_name(origin));
+            let entry = timers.entry(origin.clone()).or_insert_with(|| start_timers(&copy, now));
+            if entry.serial.is_some() && now.duration_since(entry.last_ok) > entry.expire {
+                expire(&ctx, origin, &copy).await;
+                *entry = start_timers(&copy, now);
+                continue;
+            }
+            if entry.due > now && !notified.contains(origin) {
+                continue;
+            }
+            let keys = &ctx.transfers.keys;
+            let key = primary.tsig.as_deref().and_then(|name| keys.named(name));
+            let outcome = refresh(&ctx, origin, primary.addr, key, entry.serial, &copy).await;
+            entry.due = Instant::now() + if outcome.is_ok() { entry.refresh } else { entry.retry };
+            match outcome {
+                Ok(Refreshed::Current) => {
+                    entry.last_ok = Instant::now();
+                    ctx.transfers.stats.count(Outcome::InCurrent);
+                }
+                Ok(Refreshed::Loaded(soa)) => {
+                    entry.last_ok = Instant::now();
+                    apply_soa(entry, &soa);
+                    ctx.transfers.stats.count(Outcome::InTransferred);
+                }
+                Err(Failed::Transfer(why)) => {
+                    tracing::warn!(zone = %qdns_zone::name::to_text(origin), primary = %primary.addr, %why, "transfer from the primary failed; the copy served is kept");
+                    ctx.transfers.stats.count(Outcome::InFailed);
+                }
+                Err(Failed::Rejected(why)) => {
+                    tracing::warn!(zone = %qdns_zone::name::to_text(origin), %why, "the transferred copy does not load; the copy served is kept");
+                    ctx.transfers.stats.count(Outcome::InRejected);
+                }
+            }
+        }
+        let next = timers.values().map(|t| t.due).min();
+        let sleep = next.map_or(Duration::from_secs(60), |due| {
+            due.saturating_duration_since(Instant::now())
+        });
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = ctx.transfers.inbound.wake.notified() => {}
+            () = tokio::time::sleep(sleep.max(Duration::from_millis(100))) => {}
+        }
+    }
+}
+
+/// Every zone with `primary`: those loaded and those waiting for their first copy.
+async fn primaries(ctx: &Ctx) -> BTreeMap<Vec<u8>, Primary> {
+    let mut out = BTreeMap::new();
+    for zone in &ctx.state.lock().await.snapshot.zones {
+        if let Some(t) = zone.transfer.as_deref() {
+            if let Some(addr) = t.primary {
+                out.insert(
+                    zone.origin.clone(),
+                    Primary {
+                        addr,
+                        tsig: t.primary_tsig.clone(),
+                    },
+                );
+            }
+        }
+    }
+    let pending = ctx
+        .transfers
+        .inbound
+        .pending
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for zone in pending {
+        if let Ok(origin) = qdns_zone::master::parse_name_wire(&zone.origin, b"\0") {
+            out.insert(
+                origin,
+                Primary {
+                    addr: zone.primary,
+                    tsig: zone.tsig,
+                },
+            );
+        }
+    }
+    out
+}
+
+/// Timers for a zone at start: its copy's SOA, or none (checked at once).
+fn start_timers(copy: &Path, now: Instant) -> Timers {
+    let mut timers = Timers {
+        serial: None,
+        due: now,
+        last_ok: now,
+        // No copy yet: try again soon (the copy's SOA sets these once there is one).
+        refresh: Duration::from_secs(3600),
+        retry: Duration::from_secs(30),
+        expire: Duration::from_secs(7 * 86_400),
+    };
+    if let Some(soa) = copy_soa(copy) {
+        apply_soa(&mut timers, &soa);
+    }
+    timers
+}
+
+/// Serial, refresh, retry, expire from SOA RDATA's last 20 octets.
+fn apply_soa(timers: &mut Timers, soa: &[u8]) {
+    let fixed = soa.len().saturating_sub(20);
+    let field = |i: usize| {
+        soa.get(fixed + 4 * i..fixed + 4 * i + 4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    timers.serial = Some(field(0));
+    let secs = |s: u32| Duration::from_secs(u64::from(s)).max(MIN_REFRESH);
+    timers.refresh = secs(field(1));
+    timers.retry = secs(field(2));
+    timers.expire = secs(field(3)).max(timers.refresh);
+}
+
+/// The SOA RDATA recorded in a copy's first line (`; soa HEX`).
+fn copy_soa(copy: &Path) -> Option<Vec<u8>> {
+    let text = std::fs::read_to_string(copy).ok()?;
+    let hex = text.lines().next()?.strip_prefix("; soa ")?;
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}
+
+async fn expire(ctx: &Ctx, origin: &[u8], copy: &Path) {
+    let zone = qdns_zone::name::to_text(origin);
+    tracing::warn!(%zone, "no refresh from the primary within the SOA expire: the zone is no longer served");
+    ctx.transfers.stats.count(Outcome::InExpired);
+    let _ = std::fs::remove_file(copy);
+    let _ = crate::handler::handle(ctx, crate::api::Request::Reload {}, Some("transfer-in (expired)")).await;
+}
+
+enum Refreshed {
+    /// The primary's serial is the copy's.
+    Current,
+    /// A new copy was taken and loaded; its SOA RDATA.
+    Loaded(Vec<u8>),
+}
+
+enum Failed {
+    Transfer(String),
+    Rejected(String),
+}
+
+/// One refresh: SOA, then AXFR when the serial moved (or there is no copy), then the
+/// copy written and loaded.
+async fn refresh(
+    ctx: &Ctx,
+    origin: &[u8],
+    primary: SocketAddr,
+    key: Option<&Key>,
+    serial: Option<u32>,
+    copy: &Path,
+) -> Result<Refreshed, Failed> {
+    let fail = |why: String| Failed::Transfer(why);
+    let mut stream = tokio::time::timeout(READ_TIMEOUT, TcpStream::connect(primary))
+        .await
+        .map_err(|_| fail(format!("no connection to {primary} within {READ_TIMEOUT:?}")))?
+        .map_err(|e| fail(format!("cannot connect to {primary}: {e}")))?;
+    let soa = exchange(&mut stream, origin, rtype::SOA, key).await.map_err(fail)?;
+    let theirs = soa
+        .iter()
+        .find(|r| r.rtype == rtype::SOA && r.owner == origin)
+        .map(|r| r.rdata.clone())
+        .ok_or_else(|| fail("the primary's SOA answer holds no SOA".to_owned()))?;
+    let their_serial = serial_of(&theirs);
+    if serial.is_some_and(|ours| !serial_after(their_serial, ours)) {
+        return Ok(Refreshed::Current);
+    }
+    let records = exchange(&mut stream, origin, rtype::AXFR, key).await.map_err(fail)?;
+    let text = master_text(origin, &records).map_err(fail)?;
+    install(ctx, copy, &text).await?;
+    tracing::info!(zone = %qdns_zone::name::to_text(origin), serial = serial_of(&theirs), records = records.len(), "zone taken from the primary");
+    Ok(Refreshed::Loaded(
+        records.first().map(|r| r.rdata.clone()).unwrap_or(theirs),
+    ))
+}
+
+fn serial_of(soa: &[u8]) -> u32 {
+    let at = soa.len().saturating_sub(20);
+    soa.get(at..at + 4)
+        .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Writes `text` as the copy and reloads; a copy that does not load is put back.
+async fn install(ctx: &Ctx, copy: &Path, text: &str) -> Result<(), Failed> {
+    let dir = copy.parent().unwrap_or_else(|| Path::new("."));
+    let name = copy.file_name().and_then(|n| n.to_str()).unwrap_or("zone");
+    let before = std::fs::read(copy).ok();
+    crate::persist::write_private(dir, name, text.as_bytes())
+        .map_err(|e| Failed::Transfer(format!("cannot write {}: {e}", copy.display())))?;
+    let response = crate::handler::handle(ctx, crate::api::Request::Reload {}, Some("transfer-in")).await;
+    if response.ok {
+        return Ok(());
+    }
+    let why = response.error.unwrap_or_default();
+    let restored = match before {
+        Some(old) => crate::persist::write_private(dir, name, &old),
+        None => std::fs::remove_file(copy),
+    };
+    if let Err(err) = restored {
+        tracing::error!(%err, copy = %copy.display(), "cannot put the previous copy back");
+    }
+    Err(Failed::Rejected(why))
+}
+
+/// Asks `qtype` (SOA or AXFR) for `origin` on `stream`; the answer records (for AXFR
+/// every message's, up to the closing SOA), each message's TSIG verified.
+async fn exchange(
+    stream: &mut TcpStream,
+    origin: &[u8],
+    qtype: u16,
+    key: Option<&Key>,
+) -> Result<Vec<wire::Rr>, String> {
+    let id = super::notify::rand_id();
+    let mut query = wire::query(id, origin, qtype, None);
+    let mut prior = key.map(|k| tsig::sign(&mut query, k, Chain::Request, crate::state::now(), 0));
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&query);
+    stream
+        .write_all(&framed)
+        .await
+        .map_err(|e| format!("cannot send: {e}"))?;
+    let mut records = Vec::new();
+    let (mut bytes, mut first, mut between) = (0usize, true, Vec::new());
+    let mut unsigned_run = 0u32;
+    loop {
+        let mut len = [0u8; 2];
+        read(stream, &mut len).await?;
+        let mut message = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        read(stream, &mut message).await?;
+        bytes += message.len();
+        if bytes > MAX_BYTES {
+            return Err(format!("the transfer is over {MAX_BYTES} octets"));
+        }
+        let response = wire::read_response(&message).map_err(|_| "a malformed message".to_owned())?;
+        if response.id != id {
+            return Err("a message with another ID".to_owned());
+        }
+        if response.rcode != rcode::NOERROR {
+            return Err(format!("the primary answered RCODE {}", response.rcode));
+        }
+        if let (Some(key), Some(mac)) = (key, prior.as_mut()) {
+            match &response.tsig {
+                Some((t, at)) => {
+                    if !tsig::verify_chained(key, mac, &between, &message, *at, t, first) {
+                        return Err("a message whose TSIG does not verify".to_owned());
+                    }
+                    mac.clone_from(&t.mac);
+                    between.clear();
+                    unsigned_run = 0;
+                }
+                None if first => return Err("an unsigned answer to a signed request".to_owned()),
+                None => {
+                    // RFC 8945 §5.3.1: up to 99 unsigned messages between signed ones.
+                    unsigned_run += 1;
+                    if unsigned_run > 99 {
+                        return Err("more than 99 unsigned messages in a row".to_owned());
+                    }
+                    between.extend_from_slice(&message);
+                }
+            }
+        }
+        first = false;
+        let done_before = records.len();
+        records.extend(response.answers);
+        if records.len() > MAX_RECORDS {
+            return Err(format!("the transfer is over {MAX_RECORDS} records"));
+        }
+        if qtype != rtype::AXFR {
+            return Ok(records);
+        }
+        // Done at the second SOA (RFC 5936 §2.2), which must close a signed message.
+        let closing = records.len() > 1
+            && records
+                .iter()
+                .skip(done_before.max(1))
+                .any(|r| r.rtype == rtype::SOA && r.owner == origin);
+        if closing {
+            if key.is_some() && response.tsig.is_none() {
+                return Err("the last message is not signed".to_owned());
+            }
+            if records.first().is_none_or(|r| r.rtype != rtype::SOA) {
+                return Err("the transfer does not start with the SOA".to_owned());
+            }
+            records.pop();
+            return Ok(records);
+        }
+    }
+}
+
+async fn read(stream: &mut TcpStream, buf: &mut [u8]) -> Result<(), String> {
+    match tokio::time::timeout(READ_TIMEOUT, stream.read_exact(buf)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("the transfer was cut short: {e}")),
+        Err(_) => Err(format!("nothing from the primary for {READ_TIMEOUT:?}")),
+    }
+}
+
+/// The copy as a master file: the SOA first (its RDATA also in hex on the first line,
+/// for the timers at the next start), records of other zones and classes and DNSSEC
+/// records left out.
+fn master_text(origin: &[u8], records: &[wire::Rr]) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let soa = records
+        .first()
+        .filter(|r| r.rtype == rtype::SOA)
+        .ok_or("the transfer does not start with the SOA")?;
+    let mut out = String::with_capacity(records.len() * 48);
+    let _ = write!(out, "; soa ");
+    for b in &soa.rdata {
+        let _ = write!(out, "{b:02x}");
+    }
+    let _ = writeln!(out, "\n; taken from the primary; replaced at each transfer");
+    for r in records {
+        if r.class != 1 || !qdns_zone::name::is_at_or_below(&r.owner, origin) {
+            continue;
+        }
+        if qdns_zone::master::refused_type(r.rtype).is_err() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{} {} IN {} {}",
+            qdns_zone::name::to_text(&r.owner),
+            r.ttl,
+            qdns_zone::master::type_name(r.rtype),
+            qdns_zone::master::present::rdata_text(r.rtype, &r.rdata)
+        );
+    }
+    Ok(out)
+}
+
+/// The copy's path for `origin` under `state_dir`.
+#[must_use]
+pub fn copy_path(state_dir: &Path, origin: &[u8]) -> PathBuf {
+    state_dir
+        .join(super::SECONDARY_DIR)
+        .join(qdns_zone::secondary_copy_name(origin))
+}
