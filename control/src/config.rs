@@ -139,6 +139,15 @@ pub struct Settings {
     /// Repeat for each key.
     #[arg(long, value_name = "KEY", action = clap::ArgAction::Append)]
     pub tsig_keys: Vec<crate::transfer::tsig::KeySpec>,
+    /// Most octets one zone transfer from a primary (`[zone] primary`) may carry; a
+    /// larger one is refused, counted, and the copy served is kept.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 512 << 20,
+        value_parser = within(65_536u64, 1 << 32)
+    )]
+    pub transfer_in_max_bytes: u64,
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -297,7 +297,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         lifetimes: config.dnssec,
         checker,
         shutdown: shutdown.clone(),
-        transfers: Arc::new(transfer::Transfers::new(tsig_keys)),
+        transfers: Arc::new(
+            transfer::Transfers::new(tsig_keys).with_in_max_bytes(config.settings.transfer_in_max_bytes),
+        ),
     };
     ctx.transfers.set_pending(pending);
     {

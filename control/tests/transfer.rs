@@ -474,3 +474,212 @@ fn knot_and_bind_primaries_feed_control_and_its_edges() {
         assert!(txt(&location, "static.in.example.").contains("changed"));
     }
 }
+
+/// What the hand-made primary serves: its serial, how many TXT records (`tN`, value
+/// `vSERIAL-N`), and whether it cuts the AXFR short.
+#[derive(Clone, Copy)]
+struct Serving {
+    serial: u32,
+    records: usize,
+    cut: bool,
+}
+
+/// A primary written here, to send what no real server sends: an AXFR cut short, one
+/// larger than control accepts. Unsigned, for `bad.example.`.
+struct FakePrimary {
+    addr: SocketAddr,
+    serving: std::sync::Arc<std::sync::Mutex<Serving>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+const BAD: &[u8] = b"\x03bad\x07example\x00";
+
+fn record(owner: &[u8], rtype: u16, rdata: &[u8]) -> Vec<u8> {
+    let mut r = owner.to_vec();
+    r.extend_from_slice(&rtype.to_be_bytes());
+    r.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+    r.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    r.extend_from_slice(rdata);
+    r
+}
+
+fn soa(serial: u32) -> Vec<u8> {
+    let mut rdata = b"\x02ns\x03bad\x07example\x00\x01h\x03bad\x07example\x00".to_vec();
+    for field in [serial, 3600, 5, 86_400, 5] {
+        rdata.extend_from_slice(&field.to_be_bytes());
+    }
+    record(BAD, 6, &rdata)
+}
+
+/// A response to `query` carrying `records` (question copied when `question`).
+fn response(query: &[u8], records: &[Vec<u8>], question: bool) -> Vec<u8> {
+    let qlen = query.len() - 12;
+    let mut m = vec![query[0], query[1], 0x84, 0, 0, u8::from(question), 0, 0, 0, 0, 0, 0];
+    m[6..8].copy_from_slice(&(records.len() as u16).to_be_bytes());
+    if question {
+        m.extend_from_slice(&query[12..12 + qlen]);
+    }
+    for r in records {
+        m.extend_from_slice(r);
+    }
+    m
+}
+
+impl FakePrimary {
+    fn start(serving: Serving) -> FakePrimary {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let serving = std::sync::Arc::new(std::sync::Mutex::new(serving));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (state, done) = (serving.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                Self::serve(&mut stream, *state.lock().unwrap());
+            }
+        });
+        FakePrimary { addr, serving, stop }
+    }
+
+    fn serve(stream: &mut std::net::TcpStream, now: Serving) {
+        use std::io::{Read, Write};
+        for _ in 0..2 {
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                return;
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if stream.read_exact(&mut query).is_err() {
+                return;
+            }
+            let qtype = u16::from_be_bytes([query[query.len() - 4], query[query.len() - 3]]);
+            let mut messages = Vec::new();
+            if qtype == 6 {
+                messages.push(response(&query, &[soa(now.serial)], true));
+            } else {
+                let txt: Vec<Vec<u8>> = (0..now.records)
+                    .map(|i| {
+                        // tD.NNNNN.bad.example. (D: the last digit of N)
+                        let number = format!("{i:05}");
+                        let owner = [&[2u8, b't', b'0' + (i % 10) as u8, 5][..], number.as_bytes(), BAD].concat();
+                        let value = format!("v{}-{i}", now.serial);
+                        record(&owner, 16, &[&[value.len() as u8][..], value.as_bytes()].concat())
+                    })
+                    .collect();
+                let mut all = vec![soa(now.serial), record(BAD, 2, b"\x02ns\x03bad\x07example\x00")];
+                all.extend(txt);
+                for (n, chunk) in all.chunks(200).enumerate() {
+                    messages.push(response(&query, chunk, n == 0));
+                }
+                if now.cut {
+                    messages.truncate(1);
+                } else {
+                    messages.push(response(&query, &[soa(now.serial)], false));
+                }
+            }
+            for m in messages {
+                let mut framed = (m.len() as u16).to_be_bytes().to_vec();
+                framed.extend_from_slice(&m);
+                if stream.write_all(&framed).is_err() {
+                    return;
+                }
+            }
+            if now.cut && qtype != 6 {
+                return;
+            }
+        }
+    }
+
+    fn set(&self, serving: Serving) {
+        *self.serving.lock().unwrap() = serving;
+    }
+}
+
+impl Drop for FakePrimary {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// An AXFR cut short and one over `--transfer-in-max-bytes` are refused and counted
+/// (`in_failed`); the copy served stays, and the next good transfer is taken.
+#[test]
+fn a_cut_or_oversized_transfer_in_leaves_the_copy_served() {
+    let primary = FakePrimary::start(Serving {
+        serial: 1,
+        records: 3,
+        cut: false,
+    });
+    let mut location = Location::prepared();
+    std::fs::write(
+        location.zones().join("bad.example.toml"),
+        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
+    )
+    .unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
+    location.start_control_with(&[
+        "--no-embedded-checker",
+        "--transfer-listen",
+        &transfer.to_string(),
+        "--transfer-in-max-bytes",
+        "65536",
+        "--metrics",
+        &metrics,
+    ]);
+    location.start_edge();
+    let name = "t1.00001.bad.example.";
+    within(Duration::from_secs(10), "the first copy", || {
+        txt(&location, name).contains("v1-1")
+    });
+    let notify = || {
+        let mut m = vec![0x55, 0x55, 0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(BAD);
+        m.extend_from_slice(&[0, 6, 0, 1]);
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        socket.send_to(&m, transfer).unwrap();
+        let mut buf = [0u8; 512];
+        let (_, _) = socket.recv_from(&mut buf).unwrap();
+        assert_eq!(buf[3] & 0xf, 0, "the NOTIFY from the primary's address is accepted");
+    };
+    for (n, bad) in [
+        Serving {
+            serial: 2,
+            records: 3,
+            cut: true,
+        },
+        Serving {
+            serial: 3,
+            records: 3000,
+            cut: false,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        primary.set(bad);
+        notify();
+        within(Duration::from_secs(5), "the failure counted", || {
+            transfers(&location, "in_failed") > n as u64
+        });
+        assert!(txt(&location, name).contains("v1-1"), "the copy served stays");
+    }
+    primary.set(Serving {
+        serial: 4,
+        records: 3,
+        cut: false,
+    });
+    notify();
+    within(Duration::from_secs(5), "the next good copy", || {
+        txt(&location, name).contains("v4-1")
+    });
+    assert_eq!(transfers(&location, "in_transferred"), 2);
+}

@@ -12,7 +12,8 @@
 //! load is put back to the one before, so the zone keeps serving; a primary that is
 //! gone leaves the last copy serving until the SOA's expire, then the zone is dropped.
 //!
-//! Every transfer is bounded before and while it is authenticated: [`MAX_BYTES`],
+//! Every transfer is bounded before and while it is authenticated: [`MAX_BYTES`]
+//! (`--transfer-in-max-bytes`),
 //! [`MAX_RECORDS`], each message read within [`READ_TIMEOUT`].
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -36,7 +37,7 @@ use super::{
 };
 use crate::handler::Ctx;
 
-/// Most octets one transfer in may carry.
+/// Most octets one transfer in may carry, unless `--transfer-in-max-bytes` says.
 pub const MAX_BYTES: usize = 512 << 20;
 /// Most records one transfer in may carry.
 pub const MAX_RECORDS: usize = 20_000_000;
@@ -303,7 +304,9 @@ async fn refresh(
         .await
         .map_err(|_| fail(format!("no connection to {primary} within {READ_TIMEOUT:?}")))?
         .map_err(|e| fail(format!("cannot connect to {primary}: {e}")))?;
-    let soa = exchange(&mut stream, origin, rtype::SOA, key).await.map_err(fail)?;
+    let soa = exchange(&mut stream, origin, rtype::SOA, key, MAX_BYTES)
+        .await
+        .map_err(fail)?;
     let theirs = soa
         .iter()
         .find(|r| r.rtype == rtype::SOA && r.owner == origin)
@@ -313,7 +316,13 @@ async fn refresh(
     if serial.is_some_and(|ours| !serial_after(their_serial, ours)) {
         return Ok(Refreshed::Current);
     }
-    let records = exchange(&mut stream, origin, rtype::AXFR, key).await.map_err(fail)?;
+    let limit = match usize::try_from(ctx.transfers.in_max_bytes) {
+        Ok(0) | Err(_) => MAX_BYTES,
+        Ok(n) => n,
+    };
+    let records = exchange(&mut stream, origin, rtype::AXFR, key, limit)
+        .await
+        .map_err(fail)?;
     let text = master_text(origin, &records).map_err(fail)?;
     install(ctx, copy, &text).await?;
     tracing::info!(zone = %qdns_zone::name::to_text(origin), serial = serial_of(&theirs), records = records.len(), "zone taken from the primary");
@@ -357,6 +366,7 @@ async fn exchange(
     origin: &[u8],
     qtype: u16,
     key: Option<&Key>,
+    max_bytes: usize,
 ) -> Result<Vec<wire::Rr>, String> {
     let id = super::notify::rand_id();
     let mut query = wire::query(id, origin, qtype, None);
@@ -376,8 +386,10 @@ async fn exchange(
         let mut message = vec![0u8; usize::from(u16::from_be_bytes(len))];
         read(stream, &mut message).await?;
         bytes += message.len();
-        if bytes > MAX_BYTES {
-            return Err(format!("the transfer is over {MAX_BYTES} octets"));
+        if bytes > max_bytes {
+            return Err(format!(
+                "the transfer is over {max_bytes} octets (--transfer-in-max-bytes)"
+            ));
         }
         let response = wire::read_response(&message).map_err(|_| "a malformed message".to_owned())?;
         if response.id != id {

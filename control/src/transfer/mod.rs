@@ -222,6 +222,8 @@ pub struct Transfers {
     pub stats: Stats,
     /// Zones taken from a primary: loaded or waiting for their first copy.
     pub inbound: inbound::Primaries,
+    /// Most octets one transfer in may carry (`--transfer-in-max-bytes`; 0: the default).
+    pub in_max_bytes: u64,
 }
 
 impl Transfers {
@@ -232,6 +234,13 @@ impl Transfers {
             keys,
             ..Transfers::default()
         }
+    }
+
+    /// With `--transfer-in-max-bytes`.
+    #[must_use]
+    pub fn with_in_max_bytes(mut self, bytes: u64) -> Transfers {
+        self.in_max_bytes = bytes;
+        self
     }
 
     /// The zone `origin` (wire, lowercase), if served.
