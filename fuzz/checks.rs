@@ -326,6 +326,7 @@ pub fn transfer_fixture() -> &'static std::sync::Arc<qdns_control::transfer::Tra
                 notify: Vec::new(),
                 primary: None,
                 primary_tsig: None,
+                catalog: false,
             }));
         }
         let key = tsig::Key::new("fuzz-key", tsig::Algorithm::HmacSha256, FUZZ_TSIG_SECRET.to_vec()).expect("a key");

@@ -416,8 +416,7 @@ fn knot_and_bind_primaries_feed_control_and_its_edges() {
         let primary = Primary::start(
             server,
             &location.dir.path().join(format!("{server:?}")),
-            "in.example",
-            PRIMARY_ZONE,
+            &[("in.example", PRIMARY_ZONE)],
             &key(),
             transfer,
         );
@@ -682,4 +681,63 @@ fn a_cut_or_oversized_transfer_in_leaves_the_copy_served() {
         txt(&location, name).contains("v4-1")
     });
     assert_eq!(transfers(&location, "in_transferred"), 2);
+}
+
+/// A catalog zone (RFC 9432) on Knot lists member zones; control serves each member
+/// the catalog lists (taken from the same primary), adds one when a dynamic update
+/// lists it and drops one when it leaves the catalog, without an operator's reload.
+#[test]
+fn a_catalog_zone_on_knot_adds_and_removes_zones() {
+    let member = |name: &str, value: &str| {
+        format!(
+            "$ORIGIN {name}.\n$TTL 60\n@ SOA ns.{name}. h.{name}. 1 3600 600 86400 5\n@ NS ns.{name}.\nns A 192.0.2.53\nid TXT \"{value}\"\n"
+        )
+    };
+    let catalog = "$ORIGIN cat.example.\n$TTL 0\n@ SOA invalid. invalid. 1 3600 600 86400 0\n@ NS invalid.\n\
+                   version TXT \"2\"\nm1.zones PTR m1.example.\n";
+    let mut location = Location::prepared();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let (m1, m2) = (member("m1.example", "one"), member("m2.example", "two"));
+    let primary = Primary::start(
+        Server::Knot,
+        &location.dir.path().join("knot"),
+        &[("cat.example", catalog), ("m1.example", &m1), ("m2.example", &m2)],
+        &key(),
+        transfer,
+    );
+    std::fs::write(
+        location.zones().join("cat.example.toml"),
+        format!(
+            "[zone]\norigin = \"cat.example.\"\nprimary = \"{}\"\nprimary_tsig = \"xfr-key\"\ncatalog = true\n",
+            primary.addr
+        ),
+    )
+    .unwrap();
+    start_control(&mut location, transfer, "bare");
+    location.start_edge();
+    within(Duration::from_secs(10), "the member m1 on the edge", || {
+        txt(&location, "id.m1.example.").contains("one")
+    });
+    assert!(
+        txt(&location, "id.m2.example.").is_empty(),
+        "m2 is not in the catalog yet"
+    );
+    assert!(
+        txt(&location, "version.cat.example.").is_empty(),
+        "the catalog itself is not served"
+    );
+    primary.update(
+        "cat.example",
+        &key(),
+        &["update add m2.zones.cat.example. 0 PTR m2.example."],
+    );
+    let took = within(Duration::from_secs(5), "the member m2 on the edge", || {
+        txt(&location, "id.m2.example.").contains("two")
+    });
+    eprintln!("a zone added to the catalog answers at the edge {took:?} after the update");
+    primary.update("cat.example", &key(), &["update delete m1.zones.cat.example. PTR"]);
+    within(Duration::from_secs(5), "m1 gone from the edge", || {
+        txt(&location, "id.m1.example.").is_empty()
+    });
+    assert!(txt(&location, "id.m2.example.").contains("two"));
 }

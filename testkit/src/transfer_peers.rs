@@ -5,6 +5,7 @@
 //! file, taking dynamic updates (RFC 2136) signed with the key and notifying one
 //! secondary ([`Primary`]).
 use std::{
+    fmt::Write as _,
     net::SocketAddr,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -200,24 +201,31 @@ impl Drop for Primary {
 }
 
 impl Primary {
-    /// Starts `server` (Knot or BIND) in `dir` as the primary of `zone` (`"in.example"`)
-    /// with `master` as its zone file, allowing transfers and updates signed with `key`
-    /// and notifying `secondary`. Returns once it answers the zone's SOA.
-    pub fn start(
-        server: Server,
-        dir: &Path,
-        zone: &str,
-        master: &str,
-        key: &TsigKey,
-        secondary: SocketAddr,
-    ) -> Primary {
+    /// Starts `server` (Knot or BIND) in `dir` as the primary of `zones` (name, zone
+    /// file text; `"in.example"`), allowing transfers and updates signed with `key` and
+    /// notifying `secondary`. Returns once it answers the first zone's SOA.
+    pub fn start(server: Server, dir: &Path, zones: &[(&str, &str)], key: &TsigKey, secondary: SocketAddr) -> Primary {
         std::fs::create_dir_all(dir.join("db")).expect("primary directory");
         let port = free_port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let d = dir.display();
-        std::fs::write(dir.join(format!("{zone}.zone")), master).expect("zone file");
         let (name, alg, secret) = (&key.name, &key.algorithm, &key.secret);
         let (sip, sport) = (secondary.ip(), secondary.port());
+        let mut knot_zones = String::from("zone:\n");
+        let mut bind_zones = String::new();
+        for (zone, master) in zones {
+            std::fs::write(dir.join(format!("{zone}.zone")), master).expect("zone file");
+            let _ = write!(
+                knot_zones,
+                "  - domain: {zone}\n    storage: {d}\n    file: {zone}.zone\n    notify: secondary\n    acl: out\n"
+            );
+            let _ = write!(
+                bind_zones,
+                "zone \"{zone}\" {{\n    type primary;\n    file \"{d}/{zone}.zone\";\n    allow-transfer {{ key \"{name}\"; }};\n    \
+                 allow-update {{ key \"{name}\"; }};\n    also-notify {{ {sip} port {sport} key \"{name}\"; }};\n}};\n"
+            );
+        }
+        let zone = zones.first().map_or("", |z| z.0);
         let (text, argv): (String, Vec<&str>) = match server {
             Server::Knot => (
                 format!(
@@ -227,7 +235,7 @@ impl Primary {
                      key:\n  - id: {name}\n    algorithm: {alg}\n    secret: {secret}\n\
                      remote:\n  - id: secondary\n    address: {sip}@{sport}\n    key: {name}\n\
                      acl:\n  - id: out\n    address: 127.0.0.0/8\n    key: {name}\n    action: [transfer, update]\n\
-                     zone:\n  - domain: {zone}\n    storage: {d}\n    file: {zone}.zone\n    notify: secondary\n    acl: out\n"
+                     {knot_zones}"
                 ),
                 vec!["knotd", "-c"],
             ),
@@ -237,9 +245,7 @@ impl Primary {
                      listen-on port {port} {{ 127.0.0.1; }};\n    listen-on-v6 {{ none; }};\n    recursion no;\n    \
                      dnssec-validation no;\n    notify explicit;\n    notify-delay 0;\n}};\n\
                      controls {{ }};\n\
-                     key \"{name}\" {{ algorithm {alg}; secret \"{secret}\"; }};\n\
-                     zone \"{zone}\" {{\n    type primary;\n    file \"{d}/{zone}.zone\";\n    allow-transfer {{ key \"{name}\"; }};\n    \
-                     allow-update {{ key \"{name}\"; }};\n    also-notify {{ {sip} port {sport} key \"{name}\"; }};\n}};\n"
+                     key \"{name}\" {{ algorithm {alg}; secret \"{secret}\"; }};\n{bind_zones}"
                 ),
                 vec!["named", "-g", "-4", "-n", "1", "-c"],
             ),

@@ -26,6 +26,8 @@ pub enum ZoneError {
         primary: std::net::SocketAddr,
         /// The key transfers are signed with.
         tsig: Option<String>,
+        /// A catalog zone (RFC 9432): its members are taken, it is not served.
+        catalog: bool,
     },
     /// The content is invalid.
     #[error("{location}: {reason}")]

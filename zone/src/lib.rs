@@ -31,6 +31,6 @@ pub mod snapshot;
 pub use error::ZoneError;
 pub use load::{
     load_dir, load_dir_from, load_dir_pending, load_dir_with, load_zone_file, parse_zone_text, parse_zone_text_with,
-    secondary_copy_name, LoadContext, Pending, Sources,
+    secondary_copy_name, LoadContext, Pending, Sources, CATALOG_MEMBERS_DIR,
 };
 pub use snapshot::{Answer, Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone};

@@ -80,6 +80,7 @@ fn first_pending(snapshot: Snapshot, pending: Vec<Pending>) -> Result<Snapshot, 
             origin: p.origin,
             primary: p.primary,
             tsig: p.tsig,
+            catalog: p.catalog,
         }),
         None => Ok(snapshot),
     }
@@ -96,7 +97,13 @@ pub struct Pending {
     pub primary: std::net::SocketAddr,
     /// The key.
     pub tsig: Option<String>,
+    /// A catalog zone: never served, its members are.
+    pub catalog: bool,
 }
+
+/// Where, under the secondary directory, control writes a zone file for each member
+/// of a catalog zone (an operator's file for the same origin takes its place).
+pub const CATALOG_MEMBERS_DIR: &str = "members";
 
 /// [`load_dir_from`], leaving out (and listing) the zones taken from a primary that
 /// have no copy yet instead of failing.
@@ -142,9 +149,19 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
             "no *.toml zone file in this directory",
         ));
     }
+    let operator_files = files.len();
+    if let Some(members) = ctx.secondary_dir.map(|d| d.join(CATALOG_MEMBERS_DIR)) {
+        let mut more: Vec<PathBuf> = fs::read_dir(&members)
+            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        more.retain(|path| path.extension().is_some_and(|ext| ext == "toml") && path.is_file());
+        more.sort();
+        files.extend(more);
+    }
     let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
-    let mut pending = Vec::new();
-    for path in &files {
+    let mut pending: Vec<Pending> = Vec::new();
+    for (i, path) in files.iter().enumerate() {
+        let member = i >= operator_files;
         let zone = match load_zone_file_with(path, ctx) {
             Ok(zone) => zone,
             Err(ZoneError::NotTransferred {
@@ -152,17 +169,27 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
                 origin,
                 primary,
                 tsig,
+                catalog,
             }) => {
-                pending.push(Pending {
-                    path,
-                    origin,
-                    primary,
-                    tsig,
-                });
+                if !(member && pending.iter().any(|p| p.origin == origin)) {
+                    pending.push(Pending {
+                        path,
+                        origin,
+                        primary,
+                        tsig,
+                        catalog,
+                    });
+                }
                 continue;
             }
             Err(err) => return Err(err),
         };
+        let text = name::to_text(&zone.origin);
+        // A catalog member whose zone an operator's file defines: the file's (it adds
+        // health on top of the same primary's records).
+        if member && (zones.iter().any(|z| z.origin == zone.origin) || pending.iter().any(|p| p.origin == text)) {
+            continue;
+        }
         if let Some(other) = zones.iter().find(|z| z.origin == zone.origin) {
             return Err(ZoneError::invalid(
                 path,
@@ -419,6 +446,7 @@ impl<'a> ZoneBuilder<'a> {
             && zone.notify.is_none()
             && zone.primary.is_none()
             && zone.primary_tsig.is_none()
+            && zone.catalog.is_none()
         {
             return Ok(None);
         }
@@ -454,6 +482,19 @@ impl<'a> ZoneBuilder<'a> {
             }
         } else if let Some(key) = &zone.primary_tsig {
             return Err(self.err(key, "zone.primary_tsig", "set without `primary`"));
+        }
+        if let Some(catalog) = zone.catalog.as_ref().filter(|c| *c.get_ref()) {
+            let Some(primary) = transfer.primary else {
+                return Err(self.err(catalog, "zone.catalog", "a catalog zone comes from a `primary`"));
+            };
+            // Not served: only its members are (see the secondary side in control).
+            return Err(ZoneError::NotTransferred {
+                path: self.path.to_path_buf(),
+                origin: self.origin.to_string(),
+                primary,
+                tsig: transfer.primary_tsig,
+                catalog: true,
+            });
         }
         for target in zone.notify.iter().flat_map(toml::Spanned::get_ref) {
             let addr = target.get_ref().trim().parse::<std::net::SocketAddr>().map_err(|_| {
@@ -559,6 +600,7 @@ impl<'a> ZoneBuilder<'a> {
                     origin: self.origin.to_string(),
                     primary,
                     tsig: self.transfer.as_ref().and_then(|t| t.primary_tsig.clone()),
+                    catalog: false,
                 });
             }
             self.include_master(&copy, at, "zone.primary")?;

@@ -162,6 +162,9 @@ pub struct ZoneSection {
     /// The TSIG key (from control's `tsig_keys`) transfers from the primary and its
     /// NOTIFY are signed with.
     pub primary_tsig: Option<Spanned<String>>,
+    /// A catalog zone (RFC 9432) from `primary`: not served; its member zones are
+    /// taken from the same primary and served, added and removed as it changes.
+    pub catalog: Option<Spanned<bool>>,
 }
 
 /// `[zone.soa]` (RFC 1035 §3.3.13).

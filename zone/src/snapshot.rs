@@ -69,6 +69,8 @@ pub struct Transfer {
     pub primary: Option<std::net::SocketAddr>,
     /// The key transfers from the primary are signed with.
     pub primary_tsig: Option<String>,
+    /// A catalog zone (RFC 9432), not served.
+    pub catalog: bool,
 }
 
 impl Transfer {

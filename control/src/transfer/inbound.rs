@@ -29,6 +29,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
+use super::catalog;
 use super::{
     serial_after,
     tsig::{self, Chain, Key},
@@ -53,6 +54,8 @@ pub struct Primary {
     pub addr: SocketAddr,
     /// The key requests are signed with.
     pub tsig: Option<String>,
+    /// A catalog zone (RFC 9432): its members are taken, it is not served.
+    pub catalog: bool,
 }
 
 /// The zones taken from a primary, and the NOTIFYs received for them.
@@ -157,7 +160,7 @@ pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
             }
             let keys = &ctx.transfers.keys;
             let key = primary.tsig.as_deref().and_then(|name| keys.named(name));
-            let outcome = refresh(&ctx, origin, primary.addr, key, entry.serial, &copy).await;
+            let outcome = refresh(&ctx, origin, primary, key, entry.serial, &copy).await;
             entry.due = Instant::now() + if outcome.is_ok() { entry.refresh } else { entry.retry };
             match outcome {
                 Ok(Refreshed::Current) => {
@@ -202,6 +205,7 @@ async fn primaries(ctx: &Ctx) -> BTreeMap<Vec<u8>, Primary> {
                     Primary {
                         addr,
                         tsig: t.primary_tsig.clone(),
+                        catalog: false,
                     },
                 );
             }
@@ -221,6 +225,7 @@ async fn primaries(ctx: &Ctx) -> BTreeMap<Vec<u8>, Primary> {
                 Primary {
                     addr: zone.primary,
                     tsig: zone.tsig,
+                    catalog: zone.catalog,
                 },
             );
         }
@@ -294,11 +299,12 @@ enum Failed {
 async fn refresh(
     ctx: &Ctx,
     origin: &[u8],
-    primary: SocketAddr,
+    zone: &Primary,
     key: Option<&Key>,
     serial: Option<u32>,
     copy: &Path,
 ) -> Result<Refreshed, Failed> {
+    let primary = zone.addr;
     let fail = |why: String| Failed::Transfer(why);
     let mut stream = tokio::time::timeout(READ_TIMEOUT, TcpStream::connect(primary))
         .await
@@ -324,7 +330,11 @@ async fn refresh(
         .await
         .map_err(fail)?;
     let text = master_text(origin, &records).map_err(fail)?;
-    install(ctx, copy, &text).await?;
+    if zone.catalog {
+        catalog_members(ctx, origin, zone, &records, copy, &text).await?;
+    } else {
+        install(ctx, copy, &text).await?;
+    }
     tracing::info!(zone = %qdns_zone::name::to_text(origin), serial = serial_of(&theirs), records = records.len(), "zone taken from the primary");
     Ok(Refreshed::Loaded(
         records.first().map(|r| r.rdata.clone()).unwrap_or(theirs),
@@ -335,6 +345,37 @@ fn serial_of(soa: &[u8]) -> u32 {
     let at = soa.len().saturating_sub(20);
     soa.get(at..at + 4)
         .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A catalog zone's new copy (RFC 9432): writes a zone file for each member (its
+/// primary and key the catalog's) under the members directory, removes those of
+/// members no longer listed (and their copies), and reloads when the set changed.
+async fn catalog_members(
+    ctx: &Ctx,
+    origin: &[u8],
+    zone: &Primary,
+    records: &[wire::Rr],
+    copy: &Path,
+    text: &str,
+) -> Result<(), Failed> {
+    let fail = |why: String| Failed::Transfer(why);
+    let members = catalog::members(origin, records).map_err(fail)?;
+    let dir = copy.parent().unwrap_or_else(|| Path::new("."));
+    let name = copy.file_name().and_then(|n| n.to_str()).unwrap_or("catalog");
+    crate::persist::write_private(dir, name, text.as_bytes())
+        .map_err(|e| fail(format!("cannot write {}: {e}", copy.display())))?;
+    let changed = catalog::sync_files(&dir.join(qdns_zone::CATALOG_MEMBERS_DIR), origin, zone, &members)
+        .map_err(|e| fail(format!("cannot write the member zone files: {e}")))?;
+    if changed.any() {
+        for gone in &changed.removed {
+            let _ = std::fs::remove_file(dir.join(qdns_zone::secondary_copy_name(gone)));
+        }
+        let response = crate::handler::handle(ctx, crate::api::Request::Reload {}, Some("catalog")).await;
+        if !response.ok {
+            return Err(Failed::Rejected(response.error.unwrap_or_default()));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `text` as the copy and reloads; a copy that does not load is put back.

@@ -16,6 +16,7 @@
 //! `STATE_DIR/transfer.json`, so a restart neither moves the serial back nor forward
 //! without cause. The journal of changes (for IXFR) lives in memory: after a restart a
 //! secondary asking from an older serial gets the whole zone.
+pub mod catalog;
 pub mod inbound;
 pub mod notify;
 pub mod serve;
