@@ -243,7 +243,7 @@ impl Primary {
                 format!(
                     "options {{\n    directory \"{d}\";\n    pid-file \"{d}/named.pid\";\n    managed-keys-directory \"{d}\";\n    \
                      listen-on port {port} {{ 127.0.0.1; }};\n    listen-on-v6 {{ none; }};\n    recursion no;\n    \
-                     dnssec-validation no;\n    notify explicit;\n    notify-delay 0;\n}};\n\
+                     dnssec-validation no;\n    notify explicit;\n    notify-delay 0;\n    max-ixfr-ratio unlimited;\n}};\n\
                      controls {{ }};\n\
                      key \"{name}\" {{ algorithm {alg}; secret \"{secret}\"; }};\n{bind_zones}"
                 ),

@@ -29,7 +29,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::catalog;
+use super::{catalog, ixfr};
 use super::{
     serial_after,
     tsig::{self, Chain, Key},
@@ -120,8 +120,11 @@ pub fn accept_notify(transfers: &Transfers, origin: &[u8], peer: IpAddr, key: Op
 }
 
 /// What is known of one zone's refreshes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Timers {
+    /// The records of the last transfer (SOA first), what an IXFR's changes apply to;
+    /// `None` after a start (the first refresh takes the whole zone).
+    base: Option<Vec<wire::Rr>>,
     /// The serial of the copy.
     serial: Option<u32>,
     /// Next SOA check.
@@ -160,17 +163,21 @@ pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
             }
             let keys = &ctx.transfers.keys;
             let key = primary.tsig.as_deref().and_then(|name| keys.named(name));
-            let outcome = refresh(&ctx, origin, primary, key, entry.serial, &copy).await;
+            let outcome = refresh(&ctx, origin, primary, key, (entry.serial, &mut entry.base), &copy).await;
             entry.due = Instant::now() + if outcome.is_ok() { entry.refresh } else { entry.retry };
             match outcome {
                 Ok(Refreshed::Current) => {
                     entry.last_ok = Instant::now();
                     ctx.transfers.stats.count(Outcome::InCurrent);
                 }
-                Ok(Refreshed::Loaded(soa)) => {
+                Ok(Refreshed::Loaded(soa, incremental)) => {
                     entry.last_ok = Instant::now();
                     apply_soa(entry, &soa);
-                    ctx.transfers.stats.count(Outcome::InTransferred);
+                    ctx.transfers.stats.count(if incremental {
+                        Outcome::InIncremental
+                    } else {
+                        Outcome::InTransferred
+                    });
                 }
                 Err(Failed::Transfer(why)) => {
                     tracing::warn!(zone = %qdns_zone::name::to_text(origin), primary = %primary.addr, %why, "transfer from the primary failed; the copy served is kept");
@@ -236,6 +243,7 @@ async fn primaries(ctx: &Ctx) -> BTreeMap<Vec<u8>, Primary> {
 /// Timers for a zone at start: its copy's SOA, or none (checked at once).
 fn start_timers(copy: &Path, now: Instant) -> Timers {
     let mut timers = Timers {
+        base: None,
         serial: None,
         due: now,
         last_ok: now,
@@ -285,8 +293,8 @@ async fn expire(ctx: &Ctx, origin: &[u8], copy: &Path) {
 enum Refreshed {
     /// The primary's serial is the copy's.
     Current,
-    /// A new copy was taken and loaded; its SOA RDATA.
-    Loaded(Vec<u8>),
+    /// A new copy was taken and loaded; its SOA RDATA, and whether by IXFR changes.
+    Loaded(Vec<u8>, bool),
 }
 
 enum Failed {
@@ -301,16 +309,12 @@ async fn refresh(
     origin: &[u8],
     zone: &Primary,
     key: Option<&Key>,
-    serial: Option<u32>,
+    (serial, base): (Option<u32>, &mut Option<Vec<wire::Rr>>),
     copy: &Path,
 ) -> Result<Refreshed, Failed> {
-    let primary = zone.addr;
     let fail = |why: String| Failed::Transfer(why);
-    let mut stream = tokio::time::timeout(READ_TIMEOUT, TcpStream::connect(primary))
-        .await
-        .map_err(|_| fail(format!("no connection to {primary} within {READ_TIMEOUT:?}")))?
-        .map_err(|e| fail(format!("cannot connect to {primary}: {e}")))?;
-    let soa = exchange(&mut stream, origin, rtype::SOA, key, MAX_BYTES)
+    let mut stream = connect(zone.addr).await.map_err(fail)?;
+    let soa = exchange(&mut stream, origin, (rtype::SOA, None), key, MAX_BYTES)
         .await
         .map_err(fail)?;
     let theirs = soa
@@ -326,19 +330,67 @@ async fn refresh(
         Ok(0) | Err(_) => MAX_BYTES,
         Ok(n) => n,
     };
-    let records = exchange(&mut stream, origin, rtype::AXFR, key, limit)
-        .await
-        .map_err(fail)?;
+    let asked = match base.as_deref().filter(|_| serial.is_some()) {
+        Some(held) => Some(incremental(&mut stream, origin, key, limit, held).await),
+        None => None,
+    };
+    let (records, incremental) = match asked {
+        Some(Ok(Some(found))) => found,
+        Some(Ok(None)) => return Ok(Refreshed::Current),
+        Some(Err(why)) => {
+            tracing::info!(zone = %qdns_zone::name::to_text(origin), %why, "IXFR from the primary failed; taking the whole zone");
+            let mut fresh = connect(zone.addr).await.map_err(fail)?;
+            let records = exchange(&mut fresh, origin, (rtype::AXFR, None), key, limit)
+                .await
+                .map_err(fail)?;
+            (records, false)
+        }
+        None => {
+            let records = exchange(&mut stream, origin, (rtype::AXFR, None), key, limit)
+                .await
+                .map_err(fail)?;
+            (records, false)
+        }
+    };
     let text = master_text(origin, &records).map_err(fail)?;
     if zone.catalog {
         catalog_members(ctx, origin, zone, &records, copy, &text).await?;
     } else {
         install(ctx, copy, &text).await?;
     }
-    tracing::info!(zone = %qdns_zone::name::to_text(origin), serial = serial_of(&theirs), records = records.len(), "zone taken from the primary");
-    Ok(Refreshed::Loaded(
-        records.first().map(|r| r.rdata.clone()).unwrap_or(theirs),
-    ))
+    tracing::info!(zone = %qdns_zone::name::to_text(origin), serial = serial_of(&theirs), records = records.len(), incremental, "zone taken from the primary");
+    let soa = records.first().map(|r| r.rdata.clone()).unwrap_or(theirs);
+    *base = Some(records);
+    Ok(Refreshed::Loaded(soa, incremental))
+}
+
+/// A TCP connection to `primary`, within [`READ_TIMEOUT`].
+async fn connect(primary: SocketAddr) -> Result<TcpStream, String> {
+    tokio::time::timeout(READ_TIMEOUT, TcpStream::connect(primary))
+        .await
+        .map_err(|_| format!("no connection to {primary} within {READ_TIMEOUT:?}"))?
+        .map_err(|e| format!("cannot connect to {primary}: {e}"))
+}
+
+/// IXFR from the serial of `held` (the last copy's records, SOA first): the new
+/// records and whether they came as changes (not the whole zone), `None` when the
+/// primary says the copy is current; an error to take the whole zone instead.
+async fn incremental(
+    stream: &mut TcpStream,
+    origin: &[u8],
+    key: Option<&Key>,
+    limit: usize,
+    held: &[wire::Rr],
+) -> Result<Option<(Vec<wire::Rr>, bool)>, String> {
+    let soa = held.first().ok_or("no copy held")?;
+    let ours = wire::record(origin, rtype::SOA, soa.ttl, &soa.rdata);
+    let answer = exchange(stream, origin, (rtype::IXFR, Some(&ours)), key, limit).await?;
+    match ixfr::parse(origin, &answer)? {
+        Some(ixfr::Ixfr::Current) => Ok(None),
+        Some(ixfr::Ixfr::Whole(records)) => Ok(Some((records, false))),
+        Some(ixfr::Ixfr::Changes(changes)) => ixfr::apply(held, &changes).map(|records| Some((records, true))),
+        None => Err("an IXFR answer cut short".to_owned()),
+    }
 }
 
 fn serial_of(soa: &[u8]) -> u32 {
@@ -405,12 +457,12 @@ async fn install(ctx: &Ctx, copy: &Path, text: &str) -> Result<(), Failed> {
 async fn exchange(
     stream: &mut TcpStream,
     origin: &[u8],
-    qtype: u16,
+    (qtype, soa): (u16, Option<&[u8]>),
     key: Option<&Key>,
     max_bytes: usize,
 ) -> Result<Vec<wire::Rr>, String> {
     let id = super::notify::rand_id();
-    let mut query = wire::query(id, origin, qtype, None);
+    let mut query = wire::query(id, origin, qtype, soa);
     let mut prior = key.map(|k| tsig::sign(&mut query, k, Chain::Request, crate::state::now(), 0));
     let mut framed = (query.len() as u16).to_be_bytes().to_vec();
     framed.extend_from_slice(&query);
@@ -461,30 +513,35 @@ async fn exchange(
             }
         }
         first = false;
-        let done_before = records.len();
         records.extend(response.answers);
         if records.len() > MAX_RECORDS {
             return Err(format!("the transfer is over {MAX_RECORDS} records"));
         }
-        if qtype != rtype::AXFR {
-            return Ok(records);
-        }
-        // Done at the second SOA (RFC 5936 §2.2), which must close a signed message.
-        let closing = records.len() > 1
-            && records
-                .iter()
-                .skip(done_before.max(1))
-                .any(|r| r.rtype == rtype::SOA && r.owner == origin);
-        if closing {
-            if key.is_some() && response.tsig.is_none() {
-                return Err("the last message is not signed".to_owned());
+        let complete = match qtype {
+            rtype::AXFR => {
+                records.len() > 1
+                    && records
+                        .last()
+                        .is_some_and(|r| r.rtype == rtype::SOA && r.owner == origin)
             }
+            rtype::IXFR => ixfr::parse(origin, &records)?.is_some(),
+            _ => true,
+        };
+        if !complete {
+            continue;
+        }
+        // The last message of a transfer must be signed (RFC 8945 §5.3.1).
+        if key.is_some() && response.tsig.is_none() {
+            return Err("the last message is not signed".to_owned());
+        }
+        if qtype == rtype::AXFR {
+            // SOA first, and the closing SOA (RFC 5936 §2.2) dropped.
             if records.first().is_none_or(|r| r.rtype != rtype::SOA) {
                 return Err("the transfer does not start with the SOA".to_owned());
             }
             records.pop();
-            return Ok(records);
         }
+        return Ok(records);
     }
 }
 

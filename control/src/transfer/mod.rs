@@ -18,6 +18,7 @@
 //! secondary asking from an older serial gets the whole zone.
 pub mod catalog;
 pub mod inbound;
+pub mod ixfr;
 pub mod notify;
 pub mod serve;
 pub mod tsig;
@@ -128,6 +129,8 @@ pub enum Outcome {
     NotifyFailed,
     /// Transfer in: a new copy taken from the primary and loaded.
     InTransferred,
+    /// Transfer in: a new copy made from the primary's IXFR changes and loaded.
+    InIncremental,
     /// Transfer in: the primary's serial is ours.
     InCurrent,
     /// Transfer in: the primary could not be reached, refused, or sent a bad, short or
@@ -145,7 +148,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in metric order.
-    pub const ALL: [Outcome; 19] = [
+    pub const ALL: [Outcome; 20] = [
         Outcome::Axfr,
         Outcome::Ixfr,
         Outcome::IxfrWhole,
@@ -159,6 +162,7 @@ impl Outcome {
         Outcome::NotifyAcked,
         Outcome::NotifyFailed,
         Outcome::InTransferred,
+        Outcome::InIncremental,
         Outcome::InCurrent,
         Outcome::InFailed,
         Outcome::InRejected,
@@ -184,6 +188,7 @@ impl Outcome {
             Outcome::NotifyAcked => "notify_acked",
             Outcome::NotifyFailed => "notify_failed",
             Outcome::InTransferred => "in_transferred",
+            Outcome::InIncremental => "in_incremental",
             Outcome::InCurrent => "in_current",
             Outcome::InFailed => "in_failed",
             Outcome::InRejected => "in_rejected",
