@@ -748,3 +748,80 @@ fn a_catalog_zone_on_knot_adds_and_removes_zones() {
     });
     assert!(txt(&location, "id.m2.example.").contains("two"));
 }
+
+/// The XDP path: a change on a Knot primary reaches the answer the edge's XDP program
+/// sends (edge in a network namespace this test creates, XDP on its loopback; control
+/// and Knot on the host, the edge following control's Unix socket).
+#[test]
+fn a_change_on_the_primary_reaches_the_xdp_answer() {
+    qdns_testkit::require_root("network namespaces, XDP");
+    let ns = qdns_testkit::netns::Netns::new("qdns-xfr-xdp");
+    let mut location = Location::prepared();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let zone = format!("{PRIMARY_ZONE}web A 192.0.2.10\n");
+    let primary = Primary::start(
+        Server::Knot,
+        &location.dir.path().join("knot"),
+        &[("in.example", &zone)],
+        &key(),
+        transfer,
+    );
+    std::fs::write(
+        location.zones().join("in.example.toml"),
+        secondary_zone_file(primary.addr),
+    )
+    .unwrap();
+    start_control(&mut location, transfer, "bare");
+    location.start_edge_with(
+        &["ip", "netns", "exec", &ns.0],
+        &["--xdp", "lo", "--xdp-mode", "generic"],
+    );
+    let dns = location.dns.unwrap();
+    let web = move || {
+        common::ask(dns, "web.in.example.", RecordType::A, Duration::from_secs(1), 3)
+            .map(|m| values(&m))
+            .unwrap_or_default()
+    };
+    let wait_for = |want: &'static str| {
+        ns.run(move || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let got = web();
+                if got == [want] || Instant::now() > deadline {
+                    return got;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    assert_eq!(wait_for("192.0.2.10"), ["192.0.2.10"]);
+    primary.update(
+        "in.example",
+        &key(),
+        &[
+            "update delete web.in.example. A",
+            "update add web.in.example. 60 A 192.0.2.11",
+        ],
+    );
+    assert_eq!(
+        wait_for("192.0.2.11"),
+        ["192.0.2.11"],
+        "the primary's change in the XDP answer"
+    );
+    // Asked again a few times: the program's plain answers are counted.
+    ns.run(move || {
+        for _ in 0..5 {
+            assert_eq!(web(), ["192.0.2.11"]);
+        }
+    });
+    let edge = location.edge.as_mut().unwrap();
+    assert!(edge.term().success());
+    let detach = edge.seen("detaching XDP");
+    let plain: u64 = detach
+        .split("(\"answered_plain\", ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(plain >= 5, "the XDP program gave the answers: {detach}");
+}
