@@ -367,6 +367,10 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) transfer: Option<Box<crate::snapshot::Transfer>>,
     /// Where copies of zones taken from a primary are kept.
     pub(crate) secondary_dir: Option<&'a Path>,
+    /// The copy of a zone taken from a primary, once read.
+    pub(crate) copy: Option<Arc<Path>>,
+    /// The `[[rrset]]` being read has `replace = true`.
+    pub(crate) replacing: bool,
 }
 
 impl<'a> ZoneBuilder<'a> {
@@ -391,6 +395,8 @@ impl<'a> ZoneBuilder<'a> {
             sites: Vec::new(),
             transfer: None,
             secondary_dir: ctx.secondary_dir,
+            copy: None,
+            replacing: false,
         };
         let origin_text = file.zone.origin.get_ref();
         if !origin_text.ends_with('.') {
@@ -557,17 +563,27 @@ impl<'a> ZoneBuilder<'a> {
     }
 
     pub(crate) fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
+        let from_copy = |first: &Origin| self.copy.as_deref().is_some_and(|copy| *first.path == *copy);
         if let Some((_, first)) = self.sets.get(&set.name, set.rtype) {
+            if self.replacing && from_copy(first) {
+                self.sets.replace(set, origin);
+                return Ok(());
+            }
             return Err(ZoneError::invalid(
                 &*origin.path,
                 origin.line,
                 origin.key,
                 format!(
-                    "{} {} is defined twice (also at {}{}); merge the values into one set",
+                    "{} {} is defined twice (also at {}{}); {}",
                     name::to_text(&set.name),
                     type_name(set.rtype),
                     first.path.display(),
-                    first.line.map(|l| format!(":{l}")).unwrap_or_default()
+                    first.line.map(|l| format!(":{l}")).unwrap_or_default(),
+                    if from_copy(first) {
+                        "the primary has it: set `replace = true` on this [[rrset]] to answer it from here"
+                    } else {
+                        "merge the values into one set"
+                    }
                 ),
             ));
         }
@@ -604,6 +620,7 @@ impl<'a> ZoneBuilder<'a> {
                 });
             }
             self.include_master(&copy, at, "zone.primary")?;
+            self.copy = Some(Arc::from(copy.as_path()));
         }
         self.soa(file)?;
         self.apex_ns(file)?;
@@ -613,6 +630,17 @@ impl<'a> ZoneBuilder<'a> {
 
     /// The `index`th `[[rrset]]` table.
     fn any_rrset(&mut self, index: usize, entry: &RrsetEntry) -> Result<(), ZoneError> {
+        self.replacing = false;
+        if let Some(replace) = entry.replace.as_ref().filter(|r| *r.get_ref()) {
+            if self.copy.is_none() {
+                return Err(self.err(
+                    replace,
+                    &format!("rrset[{index}].replace"),
+                    "`replace` applies in a zone taken from a primary (`[zone] primary`)",
+                ));
+            }
+            self.replacing = true;
+        }
         if entry.policy.is_some() {
             self.policy_rrset(index, entry)
         } else {

@@ -220,4 +220,7 @@ pub struct RrsetEntry {
     pub fail_open_below: Option<Spanned<f64>>,
     /// TTL while any candidate is unhealthy or the set fails open.
     pub degraded_ttl: Option<Spanned<i64>>,
+    /// In a zone taken from a primary: this set takes the place of the primary's set of
+    /// the same name and type (without it, a name in both is an error).
+    pub replace: Option<Spanned<bool>>,
 }

@@ -107,6 +107,17 @@ impl SetMap {
         true
     }
 
+    /// Puts `set` in place of the one of its (owner, type); `false` when there is none.
+    pub(crate) fn replace(&mut self, set: RecordSet, origin: Origin) -> bool {
+        let Some(at) = self.position(&set.name, set.rtype) else {
+            return false;
+        };
+        if let Some(entry) = self.entries.get_mut(at) {
+            *entry = (set, origin);
+        }
+        true
+    }
+
     /// Room for `more` sets.
     pub(crate) fn reserve(&mut self, more: usize) {
         self.entries.reserve(more);

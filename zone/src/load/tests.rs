@@ -393,8 +393,31 @@ fn zones_taken_from_a_primary_load_their_copy() {
     fs::write(zones.join("in.example.toml"), file.replace("\"www\"", "\"mail\"")).unwrap();
     let err = load_dir_pending(&zones, 1, sources).unwrap_err().to_string();
     assert!(err.contains("mail.in.example. A is defined twice"), "{err}");
+    assert!(err.contains("set `replace = true`"), "{err}");
+    // With `replace = true` the file's set answers.
+    fs::write(
+        zones.join("in.example.toml"),
+        file.replace("\"www\"", "\"mail\"")
+            .replace("values = [\"192.0.2.1\"]", "values = [\"192.0.2.1\"]\nreplace = true"),
+    )
+    .unwrap();
+    let (snapshot, _) = load_dir_pending(&zones, 1, sources).unwrap();
+    let mail = snapshot.zones[0].rrset(b"\x04mail\x02in\x07example\x00", 1).unwrap();
+    assert_eq!(mail.rdata, vec![vec![192, 0, 2, 1]]);
     // Only control takes zones from a primary; include and primary do not go together.
     fs::write(zones.join("in.example.toml"), file).unwrap();
+    let plain = dir.path().join("plain");
+    fs::create_dir_all(&plain).unwrap();
+    fs::write(
+        plain.join("p.toml"),
+        format!("{HEAD}[[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\nreplace = true\n"),
+    )
+    .unwrap();
+    let err = load_dir(&plain, 1).unwrap_err().to_string();
+    assert!(
+        err.contains("rrset[0].replace: `replace` applies in a zone taken from a primary"),
+        "{err}"
+    );
     let err = load_dir(&zones, 1).unwrap_err().to_string();
     assert!(err.contains("zone.primary: only qdns-control"), "{err}");
     fs::write(
