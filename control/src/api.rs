@@ -344,6 +344,9 @@ pub struct StatusReport {
     /// until it can.
     #[serde(default)]
     pub persist_error: Option<String>,
+    /// Zones taken from a primary that are not served yet (no copy), and catalog zones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for_primary: Vec<String>,
 }
 
 /// One zone in `status`.
@@ -362,6 +365,20 @@ pub struct ZoneStatus {
     /// Signing state, for a zone with `dnssec = true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dnssec: Option<ZoneSigning>,
+    /// Zone transfer: the serial secondaries get, the primary it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<ZoneTransfer>,
+}
+
+/// A zone's transfers in `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZoneTransfer {
+    /// The serial transfers to secondaries carry (zones with `transfer_allow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<u32>,
+    /// The primary the zone is taken from (zones with `primary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<String>,
 }
 
 /// A signed zone in `status`.

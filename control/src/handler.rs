@@ -118,7 +118,11 @@ fn expiry(text: &str) -> Result<std::time::Duration, ApiError> {
 )]
 fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError> {
     match request {
-        Request::Status {} => Ok(Reply::Status(Box::new(status(state)))),
+        Request::Status {} => {
+            let mut report = status(state);
+            add_transfers(&mut report, state, &ctx.transfers);
+            Ok(Reply::Status(Box::new(report)))
+        }
         Request::Reload {} => reload(ctx, state).map(Reply::Reloaded),
         Request::Health { check } => health(state, check.as_deref()).map(Reply::Health),
         Request::Explain { name, rtype, client } => {
@@ -322,6 +326,20 @@ pub(crate) fn shift_list(state: &State) -> Vec<ShiftEntry> {
     out
 }
 
+/// Each zone's transfer serial and primary, and the zones waiting for a primary.
+fn add_transfers(report: &mut StatusReport, state: &State, transfers: &crate::transfer::Transfers) {
+    for (zone, status) in state.snapshot.zones.iter().zip(report.zones.iter_mut()) {
+        let Some(settings) = zone.transfer.as_deref() else {
+            continue;
+        };
+        status.transfer = Some(crate::api::ZoneTransfer {
+            serial: transfers.zone(&zone.origin).map(|served| served.serial),
+            primary: settings.primary.map(|p| p.to_string()),
+        });
+    }
+    report.waiting_for_primary = transfers.inbound.waiting();
+}
+
 pub(crate) fn status(state: &State) -> StatusReport {
     let zones = state
         .snapshot
@@ -339,6 +357,7 @@ pub(crate) fn status(state: &State) -> StatusReport {
                 inception: s.inception,
                 expiration: s.expiration,
             }),
+            transfer: None,
         })
         .collect();
     StatusReport {
@@ -374,6 +393,7 @@ pub(crate) fn status(state: &State) -> StatusReport {
             .sum::<usize>(),
         edges: state.edges.connected().cloned().collect(),
         persist_error: state.persist_error.clone(),
+        waiting_for_primary: Vec::new(),
     }
 }
 

@@ -199,6 +199,16 @@ fn knot_nsd_and_bind_follow_health_by_notify_and_ixfr() {
     // The NOTIFYs of serial 1 went out before the secondaries listened; those of the
     // change were each answered.
     assert!(transfers(&location, "notify_acked") >= 3, "{}", metrics_of(&location));
+    let status = location.ctl_json(&["status"]);
+    let zone = status["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["zone"] == "xfr.example.")
+        .unwrap();
+    assert_eq!(zone["transfer"]["serial"], 2, "{zone}");
+    let text = String::from_utf8(location.ctl(&["status"]).stdout).unwrap();
+    assert!(text.contains("transfer: secondaries get serial 2"), "{text}");
     // And back: a second change chains in the journal.
     assert!(location
         .ctl(&["external", "xfr.example./p", "healthy"])

@@ -73,6 +73,21 @@ impl Primaries {
         self.wake.notify_one();
     }
 
+    /// The zones not served for want of a copy, and the catalog zones (`ORIGIN from
+    /// PRIMARY`).
+    #[must_use]
+    pub fn waiting(&self) -> Vec<String> {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|p| {
+                let what = if p.catalog { "catalog" } else { "no copy yet" };
+                format!("{} from {} ({what})", p.origin, p.primary)
+            })
+            .collect()
+    }
+
     fn set_zones(&self, zones: BTreeMap<Vec<u8>, Primary>) {
         *self.zones.lock().unwrap_or_else(PoisonError::into_inner) = zones;
     }

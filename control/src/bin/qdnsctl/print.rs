@@ -113,6 +113,23 @@ pub(crate) fn print_status(status: &StatusReport) {
                 time(s.expiration)
             );
         }
+        if let Some(t) = &z.transfer {
+            let serial = t
+                .serial
+                .map_or_else(String::new, |s| format!("secondaries get serial {s}"));
+            let primary = t
+                .primary
+                .as_deref()
+                .map_or_else(String::new, |p| format!("taken from {p}"));
+            let both = [serial, primary]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>();
+            println!("  transfer: {}", both.join("; "));
+        }
+    }
+    for waiting in &status.waiting_for_primary {
+        println!("{waiting}: not served");
     }
     println!(
         "fail-open: {}",
