@@ -39,10 +39,39 @@ pub fn members(origin: &[u8], records: &[wire::Rr]) -> Result<Vec<Vec<u8>>, Stri
     if out.len() > MAX_MEMBERS {
         return Err(format!("the catalog lists {} zones, over {MAX_MEMBERS}", out.len()));
     }
-    if out.iter().any(|m| m.len() < 2 || m.last() != Some(&0)) {
-        return Err("a member that is not a domain name".to_owned());
+    if let Some(bad) = out.iter().find(|m| !host_like(m)) {
+        // The member's name becomes a file name under the state directory: nothing but
+        // letters, digits, `-` and `_` in its labels (a `/` would leave the directory).
+        return Err(format!(
+            "member {:?} is not a zone name of letters, digits, '-' and '_'",
+            qdns_zone::name::to_text(bad)
+        ));
     }
     Ok(out)
+}
+
+/// A wire name of one or more labels of letters, digits, `-` and `_`.
+fn host_like(name: &[u8]) -> bool {
+    let mut i = 0;
+    let mut labels = 0;
+    while let Some(&len) = name.get(i) {
+        if len == 0 {
+            return labels > 0 && i + 1 == name.len();
+        }
+        let Some(label) = name.get(i + 1..i + 1 + usize::from(len)) else {
+            return false;
+        };
+        if len > 63
+            || !label
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_')
+        {
+            return false;
+        }
+        labels += 1;
+        i += 1 + usize::from(len);
+    }
+    false
 }
 
 /// Member zone files written and removed by one [`sync_files`].
@@ -148,6 +177,12 @@ mod tests {
         );
         let v1 = [rr(b"\x07version\x03cat\x00", TXT, b"\x011")];
         assert!(members(cat, &v1).unwrap_err().contains("version 2"));
+        // A member whose name would leave the members directory as a file name.
+        let escape = [
+            rr(b"\x07version\x03cat\x00", TXT, b"\x012"),
+            rr(b"\x02id\x05zones\x03cat\x00", PTR, b"\x04/etc\x03cat\x00"),
+        ];
+        assert!(members(cat, &escape).unwrap_err().contains("not a zone name"));
     }
 
     #[test]
