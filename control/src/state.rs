@@ -10,9 +10,7 @@ use std::{
 
 use qdns_abi::{
     health::slot_healthy,
-    select::{
-        select_chain, select_failover, select_latency, select_multivalue, select_weighted, select_zonal, WeightedMember,
-    },
+    select::{select_chain, select_failover, select_latency, select_multivalue, select_weighted, select_zonal},
 };
 use qdns_link::protocol::HealthDelta;
 use qdns_zone::{
@@ -886,12 +884,7 @@ pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
     let slots: Vec<u32> = policy.members.iter().map(|m| global(zone.slot_base, m.slot)).collect();
     match policy.kind {
         PolicyKind::Weighted => {
-            let members: Vec<WeightedMember> = policy
-                .members
-                .iter()
-                .zip(&slots)
-                .map(|(m, &slot)| WeightedMember { slot, weight: m.weight })
-                .collect();
+            let members = qdns_zone::evaluate::weighted_members(zone.slot_base, policy);
             select_weighted(&members, bitmap, policy.fail_open_below_permille, 0).is_none_or(|c| c.fail_open)
         }
         PolicyKind::Failover => {

@@ -41,6 +41,20 @@ pub fn global(base: u32, slot: u32) -> u32 {
     }
 }
 
+/// A weighted set's members as SPEC §3's selection takes them: each one's global health
+/// slot (the zone's slots start at `base`) and weight.
+#[must_use]
+pub fn weighted_members(base: u32, policy: &crate::Policy) -> Vec<qdns_abi::select::WeightedMember> {
+    policy
+        .members
+        .iter()
+        .map(|m| qdns_abi::select::WeightedMember {
+            slot: global(base, m.slot),
+            weight: m.weight,
+        })
+        .collect()
+}
+
 /// The bitmap for `zones` under `inputs`.
 #[must_use]
 pub fn evaluate(zones: &[Zone], inputs: &Inputs<'_>) -> Vec<u64> {

@@ -18,7 +18,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     net::{IpAddr, SocketAddr},
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Mutex, PoisonError},
     time::{Duration, Instant},
 };
@@ -600,12 +600,4 @@ fn master_text(origin: &[u8], records: &[wire::Rr]) -> Result<String, String> {
         );
     }
     Ok(out)
-}
-
-/// The copy's path for `origin` under `state_dir`.
-#[must_use]
-pub fn copy_path(state_dir: &Path, origin: &[u8]) -> PathBuf {
-    state_dir
-        .join(super::SECONDARY_DIR)
-        .join(qdns_zone::secondary_copy_name(origin))
 }

@@ -105,7 +105,7 @@ async fn acked(
             let verified = response
                 .tsig
                 .as_ref()
-                .is_some_and(|(t, at)| tsig::verify_response(key, answer, *at, t, mac));
+                .is_some_and(|(t, at)| tsig::verify_chained(key, mac, &[], answer, *at, t, true));
             if !verified {
                 tracing::warn!(%target, "a NOTIFY answer without a valid TSIG; ignored");
                 continue;

@@ -482,19 +482,6 @@ pub fn verify_chained(
     }
 }
 
-/// Verifies the TSIG of a response to a request we signed with `key` (MAC `request_mac`).
-#[must_use]
-pub fn verify_response(key: &Key, message: &[u8], tsig_at: usize, tsig: &Tsig, request_mac: &[u8]) -> bool {
-    if tsig.key != key.wire || tsig.algorithm != key.algorithm.wire_name() {
-        return false;
-    }
-    let (unsigned, vars) = covered(message, tsig_at, tsig);
-    key.verifies(
-        &[&(request_mac.len() as u16).to_be_bytes(), request_mac, &unsigned, &vars],
-        &tsig.mac,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

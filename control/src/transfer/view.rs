@@ -10,7 +10,7 @@
 //! signatures' validity, and kept for as long as they are.
 use std::collections::HashMap;
 
-use qdns_abi::select::{select_chain, select_failover, select_latency, select_zonal, weighted_pool, WeightedMember};
+use qdns_abi::select::{select_chain, select_failover, select_latency, select_zonal, weighted_pool};
 use qdns_zone::{
     dnssec::{answer_key, rtype as dns_type, Signature},
     evaluate::global,
@@ -77,12 +77,7 @@ fn answer_at(
     let healthy = |slot: u32| qdns_abi::health::slot_healthy(bitmap, slot);
     let (mask, fail_open): (u64, bool) = match policy.kind {
         PolicyKind::Weighted => {
-            let members: Vec<WeightedMember> = policy
-                .members
-                .iter()
-                .zip(&slots)
-                .map(|(m, &slot)| WeightedMember { slot, weight: m.weight })
-                .collect();
+            let members = qdns_zone::evaluate::weighted_members(zone.slot_base, policy);
             weighted_pool(&members, bitmap, policy.fail_open_below_permille)
                 .map_or((0, true), |pool| (pool.eligible, pool.fail_open))
         }
