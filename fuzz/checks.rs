@@ -182,6 +182,14 @@ pub fn link_frame(data: &[u8]) {
                 previous.is_some()
             );
         }
+        Ok(ToEdge::Delta(delta)) => {
+            // Applied as the edge applies it, to the example zones (version 1): refused,
+            // or a snapshot every patched zone of which matches its digest, and served.
+            let base = example_snapshot().clone();
+            if let Ok(snapshot) = qdns_link::delta::apply(base, *delta) {
+                serve(&snapshot);
+            }
+        }
         Ok(ToEdge::Keepalive) | Err(_) => {}
     }
     // An edge's first frame (the message, then the hello's extension): the message reads
@@ -189,6 +197,15 @@ pub fn link_frame(data: &[u8]) {
     let message = qdns_link::protocol::decode::<ToControl>(data).ok();
     let hello = qdns_link::protocol::decode_hello(data).ok();
     assert_eq!(hello.map(|(m, _)| m), message);
+}
+
+/// The example zones as a snapshot of version 1, unsigned.
+fn example_snapshot() -> &'static qdns_zone::Snapshot {
+    static SNAPSHOT: OnceLock<qdns_zone::Snapshot> = OnceLock::new();
+    SNAPSHOT.get_or_init(|| {
+        let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+        qdns_zone::load_dir(&zones, 1).expect("the example zones load")
+    })
 }
 
 /// A control-socket line: refused with a precise error, or a request that encodes

@@ -9,6 +9,34 @@ use serde::{Deserialize, Serialize};
 /// An encoded frame for every edge.
 pub type Frame = Arc<Vec<u8>>;
 
+/// What goes to every linked edge, in order. Each connection knows what it sent last
+/// and skips what that already holds (a full snapshot taken later than an update).
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// Health delta `seq` of snapshot `version`.
+    Health {
+        /// The snapshot version.
+        version: u64,
+        /// The delta's sequence number.
+        seq: u64,
+        /// `ToEdge::Health`.
+        frame: Frame,
+    },
+    /// Snapshot `version` (at health delta `seq`) replaced `base`: `delta` goes to an
+    /// edge that takes deltas and was sent `base`; the others get the full snapshot,
+    /// encoded once when the first of them needs it.
+    Snapshot {
+        /// The version replaced.
+        base: u64,
+        /// The new version.
+        version: u64,
+        /// Health deltas folded into it.
+        seq: u64,
+        /// `ToEdge::Delta` from `base` (none when it could not be encoded).
+        delta: Option<Frame>,
+    },
+}
+
 /// A connected edge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeInfo {
@@ -33,6 +61,9 @@ pub struct EdgeRegistry {
     /// The snapshot frame last sent, with the version and delta it holds: every edge
     /// connecting until either moves gets these octets, encoded once.
     snapshot_frame: Option<(u64, u64, Frame)>,
+    /// The digests of the zones of a snapshot version, in order (`qdns_link::delta`):
+    /// what an edge's hello says it serves is compared with them.
+    digests: Option<(u64, Arc<Vec<u64>>)>,
 }
 
 impl EdgeRegistry {
@@ -80,6 +111,18 @@ impl EdgeRegistry {
         let frame: Frame = Arc::new(protocol::encode_snapshot(snapshot, seq)?);
         self.snapshot_frame = Some((snapshot.version, seq, Arc::clone(&frame)));
         Ok(frame)
+    }
+
+    /// The digest of each zone of `snapshot`, computed once per version.
+    pub fn zone_digests(&mut self, snapshot: &qdns_zone::Snapshot) -> Arc<Vec<u64>> {
+        if let Some((version, digests)) = &self.digests {
+            if *version == snapshot.version {
+                return Arc::clone(digests);
+            }
+        }
+        let digests = Arc::new(qdns_link::delta::zone_digests(snapshot));
+        self.digests = Some((snapshot.version, Arc::clone(&digests)));
+        digests
     }
 
     /// Counts a connection refused for `reason`.

@@ -18,7 +18,7 @@ use crate::{
     state::{now, State},
 };
 
-pub use crate::edge_registry::Frame;
+pub use crate::edge_registry::{Frame, Update};
 
 /// Largest message an edge sends control (its XDP report is a few KiB).
 pub const MAX_FROM_EDGE: usize = 1 << 20;
@@ -73,6 +73,14 @@ async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, 
     }
 }
 
+/// The keepalive interval an edge's hello asks for (capped), if any.
+fn keepalive_of(extension: Option<&protocol::HelloExtension>) -> Option<std::time::Duration> {
+    extension
+        .map(|e| e.keepalive_secs.min(MAX_KEEPALIVE_SECS))
+        .filter(|&secs| secs > 0)
+        .map(|secs| std::time::Duration::from_secs(u64::from(secs)))
+}
+
 /// Longest keepalive interval an edge may ask for.
 pub const MAX_KEEPALIVE_SECS: u16 = 60;
 
@@ -113,6 +121,13 @@ pub async fn count_refusal(state: &Mutex<State>, reason: &'static str) {
     state.lock().await.edges.refuse(reason);
 }
 
+/// What a connection sends first: the snapshot (whole, or as a delta from what the edge
+/// serves) and the (version, health delta) it holds.
+struct Opening {
+    frame: Frame,
+    sent: (u64, u64),
+}
+
 /// Registers connection `id` as edge `edge` and returns the snapshot frame to send
 /// first and the subscription to what follows it; `None` (counted, logged) when the
 /// edge already has [`MAX_PER_EDGE`] connections or the snapshot cannot be encoded.
@@ -123,8 +138,9 @@ fn enlist(
     id: u64,
     edge: String,
     serving: Option<u64>,
-    updates: &broadcast::Sender<Frame>,
-) -> Option<(Frame, broadcast::Receiver<Frame>)> {
+    extension: Option<&protocol::HelloExtension>,
+    updates: &broadcast::Sender<Update>,
+) -> Option<(Opening, broadcast::Receiver<Update>)> {
     static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
     if state.edges.named(&edge) >= MAX_PER_EDGE {
         state.edges.refuse("per_edge");
@@ -149,14 +165,45 @@ fn enlist(
             xdp: None,
         },
     );
-    match state.edges.snapshot_frame(&state.snapshot, state.seq) {
-        Ok(frame) => Some((frame, rx)),
+    let sent = (state.snapshot.version, state.seq);
+    let opening = match resumed(state, serving, extension) {
+        Some(frame) => Ok(frame),
+        None => state.edges.snapshot_frame(&state.snapshot, state.seq),
+    };
+    match opening {
+        Ok(frame) => Some((Opening { frame, sent }, rx)),
         Err(err) => {
             tracing::error!(%err, "cannot encode the snapshot");
             state.edges.disconnect(id);
             None
         }
     }
+}
+
+/// The delta that brings an edge serving `serving` (the zones its hello lists) to the
+/// state's snapshot, when it takes deltas and keeps enough of its zones that the delta
+/// is smaller than the snapshot: after a control restart or a reconnect, edges that
+/// serve the zones already get a few octets, not every zone again.
+fn resumed(state: &mut State, serving: Option<u64>, extension: Option<&protocol::HelloExtension>) -> Option<Frame> {
+    let extension = extension.filter(|e| e.deltas && !e.zones.is_empty())?;
+    let digests = state.edges.zone_digests(&state.snapshot);
+    let delta = qdns_link::delta::resume(serving?, &extension.zones, &state.snapshot, &digests, state.seq);
+    let whole: usize = delta
+        .zones
+        .iter()
+        .map(|change| match change {
+            qdns_link::delta::ZoneChange::Whole(zone) => zone.rrsets.len(),
+            _ => 0,
+        })
+        .sum();
+    let total: usize = state.snapshot.zones.iter().map(|z| z.rrsets.len()).sum();
+    if whole * 4 > total {
+        // Most of it anyway: the full frame, encoded once for every edge.
+        return None;
+    }
+    protocol::encode(&protocol::ToEdge::Delta(Box::new(delta)))
+        .ok()
+        .map(Arc::new)
 }
 
 /// The edge's hello (name, version served, extension), read within [`HELLO_TIMEOUT`] and
@@ -229,7 +276,7 @@ async fn revoked(peer: &Peer, state: &Mutex<State>, id: u64) -> bool {
 /// What an edge connection is fed besides its snapshot.
 pub struct Feeds {
     /// Snapshots and health deltas, as broadcast.
-    pub updates: broadcast::Sender<Frame>,
+    pub updates: broadcast::Sender<Update>,
     /// The location's cookie secrets.
     pub cookies: tokio::sync::watch::Receiver<crate::cookies::Secrets>,
 }
@@ -263,22 +310,27 @@ pub async fn serve_edge<R, W>(
     // An edge that named itself (and on tls:// proved it) keeps its place.
     ticket.set_evictable(false);
     // Subscribe and take the snapshot under one lock, so no delta falls between them.
-    let enlisted = enlist(&mut *state.lock().await, id, edge, serving, &feeds.updates);
-    let Some((full, mut rx)) = enlisted else { return };
+    let enlisted = enlist(
+        &mut *state.lock().await,
+        id,
+        edge,
+        serving,
+        extension.as_ref(),
+        &feeds.updates,
+    );
+    let Some((opening, mut rx)) = enlisted else { return };
+    let (mut sent, takes_deltas) = (opening.sent, extension.as_ref().is_some_and(|e| e.deltas));
     // Keepalives, when the edge asked for them: one now (the edge learns this control
     // speaks them), then every interval; an edge silent for KEEPALIVE_MISSES intervals
     // is dropped.
-    let keepalive = extension
-        .map(|e| e.keepalive_secs.min(MAX_KEEPALIVE_SECS))
-        .filter(|&secs| secs > 0)
-        .map(|secs| std::time::Duration::from_secs(u64::from(secs)));
+    let keepalive = keepalive_of(extension.as_ref());
     let keepalive_frame = protocol::encode(&protocol::ToEdge::Keepalive).unwrap_or_default();
     // The cookie secrets, to an edge that takes them: now, and at each rotation.
-    let takes_cookies = extension.is_some_and(|e| e.cookies);
+    let takes_cookies = extension.as_ref().is_some_and(|e| e.cookies);
     let mut cookies = feeds.cookies;
     let first_cookies = takes_cookies.then(|| cookie_frame(&mut cookies));
     let opening = [
-        Some(&full[..]),
+        Some(&opening.frame[..]),
         keepalive.map(|_| &keepalive_frame[..]),
         first_cookies.as_deref(),
     ];
@@ -337,22 +389,31 @@ pub async fn serve_edge<R, W>(
             }
             frame = rx.recv() => frame,
         };
-        match frame {
-            Ok(frame) => {
-                // A full snapshot (variant 0 right after the length): the edge compiles
-                // it before it speaks again.
-                if frame.get(4) == Some(&0) {
+        let frame = match frame {
+            Ok(update) => match next_frame(update, &mut sent, takes_deltas, &state).await {
+                Some(Next::Health(frame)) => frame,
+                Some(Next::Snapshot(frame)) => {
+                    // The edge compiles it before it speaks again.
                     grace_until.store(millis_since(origin) + ms(SNAPSHOT_GRACE), Ordering::Relaxed);
+                    frame
                 }
-                if !write_frame(&mut writer, &frame).await {
-                    break;
-                }
-            }
+                Some(Next::Close) => break,
+                None => continue,
+            },
             // Fell behind: close; the edge reconnects and gets a full snapshot.
             Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => break,
+        };
+        if !write_frame(&mut writer, &frame).await {
+            break;
         }
     }
     reader_task.abort();
+    unlist(&state, id, silent).await;
+}
+
+/// Connection `id` ended (after `silent`, when it went silent): off the list, and an
+/// event.
+async fn unlist(state: &Mutex<State>, id: u64, silent: Option<std::time::Duration>) {
     let mut guard = state.lock().await;
     if let Some(info) = guard.edges.disconnect(id) {
         match silent {
@@ -364,6 +425,57 @@ pub async fn serve_edge<R, W>(
                 );
             }
             None => guard.event("edge", format!("edge {} disconnected", info.name)),
+        }
+    }
+}
+
+/// The frame an update makes for one edge.
+enum Next {
+    Health(Frame),
+    Snapshot(Frame),
+    /// The snapshot cannot be encoded: the link ends (the edge keeps what it serves).
+    Close,
+}
+
+/// The frame `update` makes for an edge that was sent snapshot version and health delta
+/// `sent` (moved to what this frame holds): none when what was sent holds it already; a
+/// new version as a delta when the edge takes deltas and was sent its base, else whole
+/// (the current snapshot, which may be later than the update: later updates it holds are
+/// then skipped).
+async fn next_frame(update: Update, sent: &mut (u64, u64), takes_deltas: bool, state: &Mutex<State>) -> Option<Next> {
+    match update {
+        Update::Health { version, seq, frame } => {
+            if (version, seq) <= *sent {
+                return None;
+            }
+            *sent = (version, seq);
+            Some(Next::Health(frame))
+        }
+        Update::Snapshot {
+            base,
+            version,
+            seq,
+            delta,
+        } => {
+            if (version, seq) <= *sent {
+                return None;
+            }
+            if let Some(delta) = delta.filter(|_| takes_deltas && sent.0 == base) {
+                *sent = (version, seq);
+                return Some(Next::Snapshot(delta));
+            }
+            let mut guard = state.lock().await;
+            let state = &mut *guard;
+            match state.edges.snapshot_frame(&state.snapshot, state.seq) {
+                Ok(frame) => {
+                    *sent = (state.snapshot.version, state.seq);
+                    Some(Next::Snapshot(frame))
+                }
+                Err(err) => {
+                    tracing::error!(%err, "cannot encode the snapshot");
+                    Some(Next::Close)
+                }
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::{
         Reloaded, Reply, Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
     },
     duration::parse_expiry,
-    edges::Frame,
+    edge_registry::Update,
     explain::{explain, owner_wire, why},
     persist,
     state::{now, Ends as _, External, Override, Shift, State},
@@ -27,8 +27,8 @@ pub struct Ctx {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// The state.
     pub state: Arc<Mutex<State>>,
-    /// Frames for the edges.
-    pub updates: broadcast::Sender<Frame>,
+    /// What goes to the edges.
+    pub updates: broadcast::Sender<Update>,
     /// The location's cookie secrets (sent to each edge that takes them, again at each
     /// rotation).
     pub cookies: Arc<tokio::sync::watch::Sender<crate::cookies::Secrets>>,
@@ -53,24 +53,40 @@ impl Ctx {
     /// Recomputes health and pushes a delta if anything changed.
     pub fn push_health(&self, state: &mut State) {
         if let Some(delta) = state.recompute() {
-            self.broadcast(&ToEdge::Health(delta));
+            let (version, seq) = (delta.snapshot, delta.seq);
+            match qdns_link::protocol::encode(&ToEdge::Health(delta)) {
+                Ok(frame) => {
+                    let frame = Arc::new(frame);
+                    let _ = self.updates.send(Update::Health { version, seq, frame });
+                }
+                Err(err) => tracing::error!(%err, "cannot encode a health delta"),
+            }
         }
+        let before = Arc::clone(&state.snapshot);
         if state.shed_load() {
-            self.broadcast(&ToEdge::Snapshot {
-                snapshot: Box::new((*state.snapshot).clone()),
-                seq: state.seq,
-            });
+            self.push_snapshot(state, &before);
         }
     }
 
-    /// Sends a message to every edge.
-    pub fn broadcast(&self, msg: &ToEdge) {
-        match qdns_link::protocol::encode(msg) {
-            Ok(frame) => {
-                let _ = self.updates.send(Arc::new(frame));
+    /// Pushes the state's snapshot, which replaced `before`: the changes from `before`
+    /// (per zone, per record set) to every edge that takes deltas and serves it, the
+    /// whole snapshot to the others.
+    pub fn push_snapshot(&self, state: &mut State, before: &qdns_zone::Snapshot) {
+        let digests = state.edges.zone_digests(&state.snapshot);
+        let delta = qdns_link::delta::between(before, &state.snapshot, &digests, state.seq);
+        let delta = match qdns_link::protocol::encode(&ToEdge::Delta(Box::new(delta))) {
+            Ok(frame) => Some(Arc::new(frame)),
+            Err(err) => {
+                tracing::error!(%err, "cannot encode a snapshot delta; edges get the whole snapshot");
+                None
             }
-            Err(err) => tracing::error!(%err, "cannot encode an edge update"),
-        }
+        };
+        let _ = self.updates.send(Update::Snapshot {
+            base: before.version,
+            version: state.snapshot.version,
+            seq: state.seq,
+            delta,
+        });
     }
 
     /// Points the embedded checker at the snapshot's probed checks.
@@ -514,11 +530,9 @@ fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapsho
     let version = snapshot.version;
     snapshot.bitmap.clone_from(&state.snapshot.bitmap);
     // Same zones and slots: replacing recomputes the same health from what is observed.
+    let before = Arc::clone(&state.snapshot);
     state.replace_snapshot(snapshot);
-    ctx.broadcast(&ToEdge::Snapshot {
-        snapshot: Box::new((*state.snapshot).clone()),
-        seq: state.seq,
-    });
+    ctx.push_snapshot(state, &before);
     state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
 }
 
@@ -554,12 +568,10 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
         })?;
     }
     ctx.transfers.set_pending(pending);
+    let before = Arc::clone(&state.snapshot);
     state.install_loaded(snapshot);
     ctx.update_checker(state);
-    ctx.broadcast(&ToEdge::Snapshot {
-        snapshot: Box::new((*state.snapshot).clone()),
-        seq: state.seq,
-    });
+    ctx.push_snapshot(state, &before);
     let zones: Vec<String> = state
         .snapshot
         .zones

@@ -1,5 +1,7 @@
-//! Following the control plane (SPEC §1): connect to `--control`, take the full snapshot,
-//! then health deltas; persist both in `--state-dir`; reconnect with backoff forever.
+//! Following the control plane (SPEC §1): connect to `--control`, take the snapshot
+//! (whole, or as a delta from the one served: `qdns_link::delta`), then health deltas
+//! and new versions as deltas; persist them in `--state-dir`; reconnect with backoff
+//! forever.
 //!
 //! Statically stable: the engine keeps serving whatever it last applied while control is
 //! away, and a restarted edge serves the persisted snapshot before control answers.
@@ -72,6 +74,21 @@ fn health_path(dir: &Path) -> PathBuf {
 fn cookies_path(dir: &Path) -> PathBuf {
     dir.join("cookies.bin")
 }
+fn zones_path(dir: &Path) -> PathBuf {
+    dir.join("zones.bin")
+}
+
+/// The zones of the persisted snapshot with their digests (`qdns_link::delta`), saved
+/// beside it so a restarted edge can tell control what it serves without reading it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PersistedZones {
+    version: u64,
+    zones: Vec<(Vec<u8>, u64)>,
+}
+
+/// Largest zone list a hello carries (origins and digests); an edge serving more
+/// zones than fit asks for the snapshot whole.
+const MAX_HELLO_ZONES_OCTETS: usize = 256 * 1024;
 
 /// The location's cookie secrets as persisted (the last [`ToEdge::Cookies`]).
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -156,18 +173,37 @@ pub struct LinkStats {
     /// Snapshots or health words that could not be written to the state directory (it
     /// is full or read-only: the edge serves on, from memory).
     pub persist_failures: std::sync::atomic::AtomicU64,
+    /// New snapshot versions taken as deltas.
+    pub deltas_applied: std::sync::atomic::AtomicU64,
+    /// Deltas that could not be applied (the edge then asks for the snapshot whole).
+    pub deltas_refused: std::sync::atomic::AtomicU64,
+    /// Frame octets read from control (length prefixes included).
+    pub received_octets: std::sync::atomic::AtomicU64,
+}
+
+/// The zones the engine serves with their digests, for the hello (empty: unknown, or a
+/// delta failed: the next snapshot comes whole).
+type ServedZones = Vec<(Vec<u8>, u64)>;
+
+/// What the state directory says the engine (at `version`) serves.
+fn persisted_zones(dir: &Path, version: u64) -> ServedZones {
+    match protocol::load::<PersistedZones>(&zones_path(dir)) {
+        Ok(Some(saved)) if saved.version == version && version > 0 => saved.zones,
+        _ => Vec::new(),
+    }
 }
 
 /// Follows control until `shutdown`.
 pub async fn follow(follower: Follower, shutdown: CancellationToken) {
     let endpoint = follower.endpoint.clone();
     let mut backoff = Duration::from_millis(100);
+    let mut served = persisted_zones(&follower.state_dir, follower.engine.load().version());
     loop {
         let attempt = async {
             let (r, w) = tokio::time::timeout(follower.control_timeout, connect(&endpoint))
                 .await
                 .map_err(|_| stalled(&follower, "connect"))??;
-            session(r, w, &follower, &mut backoff).await
+            session(r, w, &follower, &mut backoff, &mut served).await
         };
         let result = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -251,6 +287,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     mut writer: W,
     follower: &Follower,
     backoff: &mut Duration,
+    served: &mut ServedZones,
 ) -> std::io::Result<()> {
     let Follower {
         state_dir,
@@ -260,7 +297,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         ..
     } = follower;
     let xdp = follower.xdp.as_deref();
-    send_hello(&mut writer, follower, engine.load().version()).await?;
+    send_hello(&mut writer, follower, engine.load().version(), served).await?;
     // Keepalives run once control has sent its first (a control that predates them
     // sends none, and would not read ours): then a control silent for
     // KEEPALIVE_MISSES intervals is given up on.
@@ -272,7 +309,12 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     tokio::pin!(silence);
     // Frames are read on their own task, so the XDP report tick never cuts a read short.
     let (frames, mut incoming) = tokio::sync::mpsc::channel(4);
-    let _reading = AbortOnDrop(tokio::spawn(read_frames(reader, frames, follower.max_frame)));
+    let _reading = AbortOnDrop(tokio::spawn(read_frames(
+        reader,
+        frames,
+        follower.max_frame,
+        Arc::clone(&follower.stats),
+    )));
     let mut report = tokio::time::interval(XDP_REPORT_EVERY);
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut link: Option<Link> = None;
@@ -321,11 +363,16 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 continue;
             }
             ToEdge::Snapshot { snapshot, seq } => {
-                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options, &follower.stats).await?;
-                *backoff = Duration::from_millis(100);
-                let ack = (applied.snapshot, applied.seq);
-                link = Some(applied);
-                ack
+                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options, &follower.stats).await;
+                took_version(applied, served, backoff, &mut link)?
+            }
+            ToEdge::Delta(delta) => {
+                let applied = apply_snapshot_delta(*delta, follower).await;
+                if applied.is_err() {
+                    // The next hello names no zones: control sends the snapshot whole.
+                    served.clear();
+                }
+                took_version(applied, served, backoff, &mut link)?
             }
             ToEdge::Health(delta) => {
                 let Some(current) = link.as_mut() else {
@@ -350,8 +397,36 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     }
 }
 
-/// The hello, with the keepalive this edge asks for in its extension.
-async fn send_hello<W: AsyncWrite + Unpin>(writer: &mut W, follower: &Follower, serving: u64) -> std::io::Result<()> {
+/// A new snapshot version applied: the link and the zones served move to it, the
+/// backoff starts again; the (snapshot, seq) to acknowledge.
+fn took_version(
+    applied: std::io::Result<(Link, ServedZones)>,
+    served: &mut ServedZones,
+    backoff: &mut Duration,
+    link: &mut Option<Link>,
+) -> std::io::Result<(u64, u64)> {
+    let (applied, zones) = applied?;
+    *served = zones;
+    *backoff = Duration::from_millis(100);
+    let ack = (applied.snapshot, applied.seq);
+    *link = Some(applied);
+    Ok(ack)
+}
+
+/// The hello, with the keepalive this edge asks for in its extension, and the zones it
+/// serves (control then sends only what differs).
+async fn send_hello<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    follower: &Follower,
+    serving: u64,
+    served: &ServedZones,
+) -> std::io::Result<()> {
+    let octets: usize = served.iter().map(|(origin, _)| origin.len() + 10).sum();
+    let zones = if serving > 0 && octets <= MAX_HELLO_ZONES_OCTETS {
+        served.clone()
+    } else {
+        Vec::new()
+    };
     let hello = protocol::encode_hello(
         &follower.edge_name,
         (serving > 0).then_some(serving),
@@ -361,6 +436,8 @@ async fn send_hello<W: AsyncWrite + Unpin>(writer: &mut W, follower: &Follower, 
                 .keepalive
                 .map_or(0, |k| u16::try_from(k.as_secs()).unwrap_or(u16::MAX)),
             cookies: follower.options.cookies.is_some(),
+            deltas: true,
+            zones,
         },
     )
     .map_err(std::io::Error::other)?;
@@ -440,7 +517,7 @@ async fn apply_cookies(follower: &Follower, message: ToEdge) {
 
 /// Compiles and swaps in `snapshot`, persists it (before the acknowledgement: a later
 /// health file must never be removed by an earlier snapshot's write), and returns the
-/// link state it starts.
+/// link state it starts and the zones it serves.
 async fn apply_snapshot(
     snapshot: Snapshot,
     seq: u64,
@@ -448,8 +525,20 @@ async fn apply_snapshot(
     engine: &ArcSwap<Engine>,
     options: &ServeOptions,
     stats: &Arc<LinkStats>,
-) -> std::io::Result<Link> {
-    let compiled = match Engine::compile(&snapshot) {
+) -> std::io::Result<(Link, ServedZones)> {
+    swap_in(&snapshot, engine, options)?;
+    tracing::info!(
+        version = snapshot.version,
+        zones = snapshot.zones.len(),
+        "snapshot applied"
+    );
+    Ok(persist_snapshot(snapshot, seq, state_dir, stats).await)
+}
+
+/// Compiles `snapshot` and swaps it in; a snapshot that does not compile is refused and
+/// the running one kept.
+fn swap_in(snapshot: &Snapshot, engine: &ArcSwap<Engine>, options: &ServeOptions) -> std::io::Result<()> {
+    let compiled = match Engine::compile(snapshot) {
         Ok(e) => e.with_options(options),
         Err(err) => {
             tracing::error!(%err, version = snapshot.version, "snapshot rejected; keeping the running one");
@@ -458,11 +547,78 @@ async fn apply_snapshot(
     };
     let _ = compiled.check_dnssec_expiry();
     engine.store(Arc::new(compiled));
+    Ok(())
+}
+
+/// Applies a delta to the snapshot served (read back from the state directory, where
+/// every applied snapshot is persisted before it is acknowledged): compiled and swapped
+/// in, or — when it keeps every zone as it is — the engine relabelled with the new
+/// version and health. A delta for another version, or one that does not make the
+/// zones control has, is refused (counted) and changes nothing.
+async fn apply_snapshot_delta(
+    delta: qdns_link::delta::SnapshotDelta,
+    follower: &Follower,
+) -> std::io::Result<(Link, ServedZones)> {
+    let dir = follower.state_dir.clone();
+    let serving = follower.engine.load().version();
+    let seq = delta.seq;
+    let built = tokio::task::spawn_blocking(move || -> Result<(Snapshot, bool), String> {
+        let base = protocol::load_snapshot(&snapshot_path(&dir))
+            .map_err(|e| e.to_string())?
+            .ok_or("no persisted snapshot to apply it to")?;
+        if base.version != serving {
+            return Err(format!(
+                "the persisted snapshot is {}, not the served {serving}",
+                base.version
+            ));
+        }
+        let same_zones = delta.zones.len() == base.zones.len()
+            && delta.zones.iter().zip(&base.zones).all(|(change, zone)| {
+                matches!(change, qdns_link::delta::ZoneChange::Keep { origin } if *origin == zone.origin)
+            });
+        let snapshot = qdns_link::delta::apply(base, delta).map_err(|e| e.to_string())?;
+        Ok((snapshot, same_zones))
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    let (snapshot, same_zones) = built.map_err(|err| {
+        follower
+            .stats
+            .deltas_refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(%err, "snapshot delta refused; asking control for the whole snapshot");
+        std::io::Error::other(format!("delta refused: {err}"))
+    })?;
+    follower
+        .stats
+        .deltas_applied
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if same_zones {
+        let engine = follower.engine.load();
+        engine.set_health(snapshot.bitmap.clone());
+        engine.relabel(snapshot.version);
+    } else {
+        swap_in(&snapshot, &follower.engine, &follower.options)?;
+    }
     tracing::info!(
         version = snapshot.version,
         zones = snapshot.zones.len(),
+        from = "delta",
+        recompiled = !same_zones,
         "snapshot applied"
     );
+    Ok(persist_snapshot(snapshot, seq, &follower.state_dir, &follower.stats).await)
+}
+
+/// Persists `snapshot` as the one served and the digests of its zones (the health file
+/// of the one before goes); the link state it starts and the zones it serves. A failure
+/// is counted: the snapshot serves from memory.
+async fn persist_snapshot(
+    snapshot: Snapshot,
+    seq: u64,
+    state_dir: &Path,
+    stats: &Arc<LinkStats>,
+) -> (Link, ServedZones) {
     let link = Link {
         snapshot: snapshot.version,
         seq,
@@ -470,18 +626,31 @@ async fn apply_snapshot(
     };
     let dir = state_dir.to_path_buf();
     let stats = Arc::clone(stats);
-    let _ = tokio::task::spawn_blocking(move || {
-        if let Err(err) = protocol::persist(&snapshot_path(&dir), &snapshot) {
+    let zones = tokio::task::spawn_blocking(move || {
+        let zones: ServedZones = snapshot
+            .zones
+            .iter()
+            .map(|zone| (zone.origin.clone(), qdns_link::delta::zone_digest(zone)))
+            .collect();
+        let saved = PersistedZones {
+            version: snapshot.version,
+            zones,
+        };
+        let written = protocol::persist(&snapshot_path(&dir), &snapshot)
+            .and_then(|()| protocol::persist(&zones_path(&dir), &saved));
+        if let Err(err) = written {
             stats.persist_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::error!(%err, "cannot persist the snapshot; serving it from memory (a restart would serve the last one persisted)");
         }
         let _ = std::fs::remove_file(health_path(&dir));
+        saved.zones
     })
-    .await;
+    .await
+    .unwrap_or_default();
     // The snapshot is persisted and dropped: give the pages back (best effort: mimalloc
     // collects this thread's heap and abandoned ones).
     crate::memory::release_freed();
-    Ok(link)
+    (link, zones)
 }
 
 /// Reads frames until the connection ends (`None` to the receiver) or fails.
@@ -489,11 +658,12 @@ async fn read_frames<R: AsyncRead + Unpin>(
     mut reader: R,
     frames: tokio::sync::mpsc::Sender<std::io::Result<ToEdge>>,
     max_frame: usize,
+    stats: Arc<LinkStats>,
 ) {
     loop {
         let mut prefix = [0u8; 4];
         let msg = match reader.read_exact(&mut prefix).await {
-            Ok(_) => read_body(&mut reader, prefix, max_frame).await,
+            Ok(_) => read_body(&mut reader, prefix, max_frame, &stats).await,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
             Err(e) => Err(e),
         };
@@ -506,11 +676,19 @@ async fn read_frames<R: AsyncRead + Unpin>(
 
 /// A frame's body: the buffer grows only with octets that arrive (a snapshot may be
 /// large, but a peer announcing one and sending nothing costs nothing).
-async fn read_body<R: AsyncRead + Unpin>(reader: &mut R, prefix: [u8; 4], max_frame: usize) -> std::io::Result<ToEdge> {
+async fn read_body<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    prefix: [u8; 4],
+    max_frame: usize,
+    stats: &LinkStats,
+) -> std::io::Result<ToEdge> {
     let len = protocol::frame_len_within(prefix, max_frame)
         .map_err(|e| std::io::Error::other(format!("{e} (--max-snapshot-frame): raise it for snapshots this large")))?;
     let mut body = Vec::new();
     let got = reader.take(len as u64).read_to_end(&mut body).await?;
+    stats
+        .received_octets
+        .fetch_add(got as u64 + 4, std::sync::atomic::Ordering::Relaxed);
     if got != len {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }

@@ -132,6 +132,21 @@ pub fn render(sources: &Sources) -> String {
             "Snapshots or health updates that could not be written to the state directory (full or read-only); served from memory",
             load(&link.persist_failures),
         );
+        r.register(
+            "link_deltas_applied",
+            "New snapshot versions taken from control as deltas (changed zones and record sets only)",
+            load(&link.deltas_applied),
+        );
+        r.register(
+            "link_deltas_refused",
+            "Snapshot deltas that could not be applied (another base, or not control's zones); the snapshot then came whole",
+            load(&link.deltas_refused),
+        );
+        r.register(
+            "link_received_bytes",
+            "Octets read from control on the link (frames with their length prefixes)",
+            load(&link.received_octets),
+        );
     }
     let ready = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
     ready.set(i64::from(sources.ready.check(&engine).is_ok()));

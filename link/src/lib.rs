@@ -15,9 +15,11 @@
 //! - [`pki`]: the CA behind `qdnsctl pki init` and `qdnsctl pki issue`.
 //! - [`protocol`]: the messages on the link, their framing, and the snapshot file an
 //!   edge keeps.
+//! - [`delta`]: a new snapshot version as changes to one an edge serves.
 //! - [`liveness`]: TCP keepalive and an unacknowledged-data bound, so a dead path is
 //!   noticed by both ends of a quiet link.
 #![forbid(unsafe_code)]
+pub mod delta;
 pub mod liveness;
 pub mod pki;
 pub mod protocol;

@@ -45,6 +45,10 @@ pub enum ToEdge {
         /// The one the next rotation makes current, accepted already (RFC 9018 §5).
         next: Option<[u8; 16]>,
     },
+    /// A new snapshot version as changes to the one the edge serves (its hello said it
+    /// takes them, [`HelloExtension::deltas`]): after a reload, or on connecting to an
+    /// edge that already serves some of the zones.
+    Delta(Box<crate::delta::SnapshotDelta>),
 }
 
 /// A health update: bitmap words that changed.
@@ -86,7 +90,7 @@ pub enum ToControl {
 /// that predates it ignores it (it decodes the hello and stops), a newer one reads it.
 /// Each version appends its fields after the last one's, so a control reads the fields
 /// of the versions it knows and skips the rest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HelloExtension {
     /// The extension's version ([`HELLO_EXTENSION_VERSION`]).
     pub version: u16,
@@ -96,10 +100,15 @@ pub struct HelloExtension {
     pub keepalive_secs: u16,
     /// The edge takes [`ToEdge::Cookies`]. (Version 2; false in a version 1 hello.)
     pub cookies: bool,
+    /// The edge takes [`ToEdge::Delta`]. (Version 3; false before.)
+    pub deltas: bool,
+    /// The zones of the snapshot the edge serves, each with its
+    /// [`crate::delta::zone_digest`]: control keeps those it still has. (Version 3.)
+    pub zones: Vec<(Vec<u8>, u64)>,
 }
 
 /// The hello extension's version this build writes.
-pub const HELLO_EXTENSION_VERSION: u16 = 2;
+pub const HELLO_EXTENSION_VERSION: u16 = 3;
 
 /// Intervals without a frame after which a peer that asked for keepalives is dropped.
 pub const KEEPALIVE_MISSES: u32 = 3;
@@ -113,6 +122,9 @@ pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension
     frame = postcard::to_extend(&(extension.version, extension.keepalive_secs), frame)?;
     if extension.version >= 2 {
         frame = postcard::to_extend(&extension.cookies, frame)?;
+    }
+    if extension.version >= 3 {
+        frame = postcard::to_extend(&(extension.deltas, &extension.zones), frame)?;
     }
     with_length(frame)
 }
@@ -132,15 +144,22 @@ pub fn decode_hello(body: &[u8]) -> Result<(ToControl, Option<HelloExtension>), 
 /// The hello extension's fields of each version this build knows.
 fn read_extension(rest: &[u8]) -> Option<HelloExtension> {
     let ((version, keepalive_secs), rest) = postcard::take_from_bytes::<(u16, u16)>(rest).ok()?;
-    let cookies = if version >= 2 {
-        postcard::take_from_bytes::<bool>(rest).ok()?.0
+    let (cookies, rest) = if version >= 2 {
+        postcard::take_from_bytes::<bool>(rest).ok()?
     } else {
-        false
+        (false, rest)
+    };
+    let (deltas, zones) = if version >= 3 {
+        postcard::take_from_bytes::<(bool, Vec<(Vec<u8>, u64)>)>(rest).ok()?.0
+    } else {
+        (false, Vec::new())
     };
     Some(HelloExtension {
         version,
         keepalive_secs,
         cookies,
+        deltas,
+        zones,
     })
 }
 
@@ -868,6 +887,8 @@ mod tests {
             version: 1,
             keepalive_secs: 5,
             cookies: false,
+            deltas: false,
+            zones: Vec::new(),
         };
         let frame = encode_hello("e1", Some(9), &extension).unwrap();
         assert_eq!(frame_len(frame[..4].try_into().unwrap()).unwrap(), frame.len() - 4);
@@ -892,6 +913,17 @@ mod tests {
         })
         .unwrap();
         assert_eq!(cookies[4], 3);
+        // And deltas after them.
+        let delta = encode(&ToEdge::Delta(Box::new(crate::delta::SnapshotDelta {
+            base: 1,
+            version: 2,
+            seq: 0,
+            bitmap: Vec::new(),
+            zones: Vec::new(),
+        })))
+        .unwrap();
+        assert_eq!(delta[4], 4);
+        assert!(matches!(decode_to_edge(&delta[4..]).unwrap(), ToEdge::Delta(_)));
     }
 
     #[test]
@@ -900,30 +932,52 @@ mod tests {
             edge: "e2".into(),
             serving: None,
         };
-        let v2 = HelloExtension {
-            version: 2,
+        let v3 = HelloExtension {
+            version: 3,
             keepalive_secs: 7,
             cookies: true,
+            deltas: true,
+            zones: vec![(b"\x07example\x00".to_vec(), 42)],
+        };
+        let frame = encode_hello("e2", None, &v3).unwrap();
+        assert_eq!(decode_hello(&frame[4..]).unwrap(), (hello.clone(), Some(v3.clone())));
+        // A version 2 extension (an edge before deltas): no deltas, no zones.
+        let v2 = HelloExtension {
+            version: 2,
+            ..v3.clone()
         };
         let frame = encode_hello("e2", None, &v2).unwrap();
-        assert_eq!(decode_hello(&frame[4..]).unwrap(), (hello.clone(), Some(v2)));
+        assert_eq!(
+            decode_hello(&frame[4..]).unwrap().1,
+            Some(HelloExtension {
+                deltas: false,
+                zones: Vec::new(),
+                ..v2
+            })
+        );
         // A version 1 extension (an edge before cookies): no cookies.
         let v1 = HelloExtension {
             version: 1,
             keepalive_secs: 7,
             cookies: true,
+            deltas: true,
+            zones: Vec::new(),
         };
         let frame = encode_hello("e2", None, &v1).unwrap();
         assert_eq!(
             decode_hello(&frame[4..]).unwrap().1,
-            Some(HelloExtension { cookies: false, ..v1 })
+            Some(HelloExtension {
+                cookies: false,
+                deltas: false,
+                ..v1
+            })
         );
         // A later version's extra fields are skipped.
         let mut later = encode(&hello).unwrap()[4..].to_vec();
-        later = postcard::to_extend(&(3u16, 7u16, true, 99u32), later).unwrap();
+        later = postcard::to_extend(&(4u16, 7u16, true, (true, &v3.zones), 99u32), later).unwrap();
         assert_eq!(
             decode_hello(&later).unwrap().1,
-            Some(HelloExtension { version: 3, ..v2 })
+            Some(HelloExtension { version: 4, ..v3 })
         );
     }
 

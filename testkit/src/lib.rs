@@ -18,6 +18,7 @@ pub mod daemon;
 pub mod delay_line;
 pub mod dns;
 pub mod fixtures;
+pub mod link_client;
 pub mod mmdb;
 pub mod netns;
 pub mod resolvers;

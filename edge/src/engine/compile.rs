@@ -47,7 +47,7 @@ impl Engine {
     /// Compiles `snapshot`.
     pub fn compile(snapshot: &Snapshot) -> Result<Engine, EngineError> {
         let mut engine = Engine {
-            version: snapshot.version,
+            version: std::sync::atomic::AtomicU64::new(snapshot.version),
             zones: Vec::with_capacity(snapshot.zones.len()),
             by_apex: NameMap::with_capacity_and_hasher(snapshot.zones.len(), foldhash::fast::RandomState::default()),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,

@@ -50,7 +50,8 @@ type NameMap<V> = HashMap<Box<[u8]>, V, foldhash::fast::RandomState>;
 /// A compiled, immutable snapshot; swapped whole on every zone update. Health changes
 /// swap only the bitmap ([`Engine::set_health`]).
 pub struct Engine {
-    version: u64,
+    /// The snapshot version served (atomic: see [`Engine::relabel`]).
+    version: std::sync::atomic::AtomicU64,
     zones: Vec<ZoneData>,
     by_apex: NameMap<u32>,
     max_udp_payload: u16,
@@ -230,10 +231,18 @@ impl<'z> NodeRef<'z> {
 }
 
 impl Engine {
-    /// The snapshot version this engine was compiled from.
+    /// The snapshot version this engine serves: the one it was compiled from, or a
+    /// later one a delta said has the same zones ([`Engine::relabel`]).
     #[must_use]
     pub fn version(&self) -> u64 {
-        self.version
+        self.version.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Serves snapshot `version` from now on: a new version with exactly these zones
+    /// (an edge resuming after control restarted, or a reload that changed nothing),
+    /// which needs no compilation.
+    pub fn relabel(&self, version: u64) {
+        self.version.store(version, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// True when `name` (lowercase wire) is in a zone control signed.
@@ -279,7 +288,7 @@ impl Engine {
         if left < self.dnssec_warn_before() {
             tracing::warn!(
                 seconds_left = left,
-                version = self.version,
+                version = self.version(),
                 "DNSSEC signatures of the served snapshot expire soon (control re-signs well before; is it down?): validating resolvers will fail signed names after that"
             );
         }
@@ -443,7 +452,7 @@ impl Default for ServeOptions {
 impl Default for Engine {
     fn default() -> Self {
         Engine {
-            version: 0,
+            version: std::sync::atomic::AtomicU64::new(0),
             zones: Vec::new(),
             by_apex: NameMap::default(),
             max_udp_payload: DEFAULT_UDP_PAYLOAD,
