@@ -113,6 +113,15 @@ impl EdgeRegistry {
         Ok(frame)
     }
 
+    /// Lets go of the full-snapshot frame unless it holds `version`: after a new version
+    /// went out as deltas, the old frame (tens of MiB for a large zone set) would
+    /// otherwise stay until an edge next needs a whole snapshot.
+    pub fn retire_frame(&mut self, version: u64) {
+        if self.snapshot_frame.as_ref().is_some_and(|(v, _, _)| *v != version) {
+            self.snapshot_frame = None;
+        }
+    }
+
     /// The digest of each zone of `snapshot`, computed once per version.
     pub fn zone_digests(&mut self, snapshot: &qdns_zone::Snapshot) -> Arc<Vec<u64>> {
         if let Some((version, digests)) = &self.digests {

@@ -72,6 +72,7 @@ impl Ctx {
     /// (per zone, per record set) to every edge that takes deltas and serves it, the
     /// whole snapshot to the others.
     pub fn push_snapshot(&self, state: &mut State, before: &qdns_zone::Snapshot) {
+        state.edges.retire_frame(state.snapshot.version);
         let digests = state.edges.zone_digests(&state.snapshot);
         let delta = qdns_link::delta::between(before, &state.snapshot, &digests, state.seq);
         let delta = match qdns_link::protocol::encode(&ToEdge::Delta(Box::new(delta))) {

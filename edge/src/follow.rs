@@ -12,7 +12,7 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use qdns_link::protocol::{self, HealthDelta, PersistedHealth, ToControl, ToEdge, XdpReport};
+use qdns_link::protocol::{self, HealthDelta, PersistedHealth, PersistedZones, ToControl, ToEdge, XdpReport};
 use qdns_zone::Snapshot;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -76,14 +76,6 @@ fn cookies_path(dir: &Path) -> PathBuf {
 }
 fn zones_path(dir: &Path) -> PathBuf {
     dir.join("zones.bin")
-}
-
-/// The zones of the persisted snapshot with their digests (`qdns_link::delta`), saved
-/// beside it so a restarted edge can tell control what it serves without reading it.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct PersistedZones {
-    version: u64,
-    zones: Vec<(Vec<u8>, u64)>,
 }
 
 /// Largest zone list a hello carries (origins and digests); an edge serving more

@@ -256,6 +256,17 @@ pub struct PersistedHealth {
     pub bitmap: Vec<u64>,
 }
 
+/// The zones of a persisted snapshot with their digests ([`crate::delta::zone_digest`]),
+/// saved beside it (`zones.bin`) so a restarted edge can tell control what it serves
+/// without reading the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedZones {
+    /// The snapshot version.
+    pub version: u64,
+    /// Each zone's origin and digest, in the snapshot's order.
+    pub zones: Vec<(Vec<u8>, u64)>,
+}
+
 /// Writes `value` to `path` atomically (temp file, fsync, rename) with a CRC-32 of
 /// the body, so a crash mid-write leaves the previous file.
 pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), ProtocolError> {

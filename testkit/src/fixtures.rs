@@ -98,3 +98,24 @@ pub fn sample(body: &str, series: &str) -> Option<u64> {
     body.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
+
+/// `QDNSCTL --socket SOCKET --json ARGS` (the `qdnsctl` binary at `qdnsctl`), which must
+/// succeed; its JSON.
+///
+/// # Panics
+/// When it cannot run, fails, or prints something other than JSON.
+pub fn qdnsctl_json(qdnsctl: &Path, socket: &Path, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(qdnsctl)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("qdnsctl runs");
+    assert!(
+        out.status.success(),
+        "qdnsctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("qdnsctl prints JSON")
+}

@@ -5,8 +5,10 @@
 //! that predates a feature.
 use std::{
     io::{Read, Write},
+    net::{IpAddr, SocketAddr},
     os::unix::net::UnixStream,
     path::Path,
+    sync::Arc,
     time::Duration,
 };
 
@@ -29,15 +31,36 @@ pub enum Received {
     Other,
 }
 
-/// A light edge connected to control over a Unix socket.
+/// A byte stream to control: a Unix socket, or mutual TLS over TCP.
+pub trait Link: Read + Write + Send {}
+impl<T: Read + Write + Send> Link for T {}
+
+/// A light edge connected to control.
 pub struct LinkClient {
-    stream: UnixStream,
-    /// The snapshot it holds (after applying what came).
+    stream: Box<dyn Link>,
+    /// Whether it applies what comes (else it only follows versions, as a fleet of
+    /// thousands must: no snapshot copy each).
+    keeps: bool,
+    /// The snapshot it holds (after applying what came), when it keeps one.
     pub snapshot: Option<Snapshot>,
     /// Octets read (frames with their prefixes).
     pub received: u64,
+    /// The snapshot version it acknowledged last.
+    pub version: Option<u64>,
     /// The health delta it holds.
     pub seq: u64,
+}
+
+/// Files and names for a light edge on a `tls://` link.
+pub struct TlsEdge<'a> {
+    /// The location CA's directory (`qdnsctl pki`): `ca.pem`, `NAME.pem`, `NAME.key`.
+    pub pki: &'a Path,
+    /// The edge's name (its certificate's, and its hello's).
+    pub name: &'a str,
+    /// Control's address.
+    pub control: SocketAddr,
+    /// The loopback address to connect from (control caps connections per source).
+    pub source: IpAddr,
 }
 
 impl LinkClient {
@@ -54,11 +77,61 @@ impl LinkClient {
         serving: Option<&Snapshot>,
         extension: Option<HelloExtension>,
     ) -> LinkClient {
-        let mut stream = UnixStream::connect(path).expect("control's edge socket");
+        let stream = UnixStream::connect(path).expect("control's edge socket");
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .expect("a read timeout");
-        let version = serving.map(|s| s.version);
+        let mut client = LinkClient {
+            stream: Box::new(stream),
+            keeps: true,
+            snapshot: serving.cloned(),
+            received: 0,
+            version: serving.map(|s| s.version),
+            seq: 0,
+        };
+        client.hello(name, extension);
+        client
+    }
+
+    /// Connects to control's `tls://` edge socket as `edge` (mutual TLS with its
+    /// certificate), says hello serving version `serving` with `extension`, and follows
+    /// versions without keeping a snapshot.
+    ///
+    /// # Panics
+    /// When control cannot be reached or the handshake fails.
+    #[must_use]
+    pub fn connect_tls(edge: &TlsEdge<'_>, serving: Option<u64>, extension: HelloExtension) -> LinkClient {
+        let files = qdns_link::tls::TlsFiles {
+            cert: edge.pki.join(format!("{}.pem", edge.name)),
+            key: edge.pki.join(format!("{}.key", edge.name)),
+            ca: edge.pki.join("ca.pem"),
+            crl: None,
+        };
+        let config = qdns_link::tls::client_config(&files).expect("the edge's TLS files");
+        let server = rustls::pki_types::ServerName::from(edge.control.ip());
+        let connection = rustls::ClientConnection::new(Arc::new(config), server).expect("a TLS client");
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+        socket
+            .bind(&SocketAddr::new(edge.source, 0).into())
+            .expect("the source address");
+        socket.connect(&edge.control.into()).expect("control's edge socket");
+        // No read timeout: a fleet member waits for control as long as control is up.
+        let tcp: std::net::TcpStream = socket.into();
+        let mut client = LinkClient {
+            stream: Box::new(rustls::StreamOwned::new(connection, tcp)),
+            keeps: false,
+            snapshot: None,
+            received: 0,
+            version: serving,
+            seq: 0,
+        };
+        client.hello(edge.name, Some(extension));
+        client
+    }
+
+    /// Says hello as edge `name` serving the version it holds.
+    fn hello(&mut self, name: &str, extension: Option<HelloExtension>) {
+        let version = self.version;
         let hello = match extension {
             Some(extension) => protocol::encode_hello(name, version, &extension).expect("a hello"),
             None => protocol::encode(&ToControl::Hello {
@@ -67,13 +140,8 @@ impl LinkClient {
             })
             .expect("a hello"),
         };
-        stream.write_all(&hello).expect("the hello sent");
-        LinkClient {
-            stream,
-            snapshot: serving.cloned(),
-            received: 0,
-            seq: 0,
-        }
+        self.stream.write_all(&hello).expect("the hello sent");
+        self.stream.flush().expect("the hello sent");
     }
 
     /// A version 3 extension (deltas) naming the zones of `serving` and their digests.
@@ -98,39 +166,53 @@ impl LinkClient {
     /// # Panics
     /// When the link fails, a frame does not decode, or a delta does not apply.
     pub fn read_frame(&mut self) -> Received {
+        self.try_read_frame().expect("a frame from control")
+    }
+
+    /// [`LinkClient::read_frame`], `None` when the link ends or fails.
+    ///
+    /// # Panics
+    /// When a frame does not decode, or a delta does not apply.
+    pub fn try_read_frame(&mut self) -> Option<Received> {
         let mut prefix = [0u8; 4];
-        self.stream.read_exact(&mut prefix).expect("a frame from control");
+        self.stream.read_exact(&mut prefix).ok()?;
         let len = protocol::frame_len(prefix).expect("a frame length");
         let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).expect("the frame's body");
+        self.stream.read_exact(&mut body).ok()?;
         self.received += len as u64 + 4;
         let (received, ack) = match protocol::decode_to_edge(&body).expect("a frame that decodes") {
             ToEdge::Snapshot { snapshot, seq } => {
                 let ack = (snapshot.version, seq);
-                self.snapshot = Some(*snapshot);
+                self.snapshot = self.keeps.then_some(*snapshot);
                 (Received::Whole, Some(ack))
             }
             ToEdge::Delta(change) => {
-                let base = self.snapshot.take().expect("a delta after a snapshot");
                 let ack = (change.version, change.seq);
-                self.snapshot = Some(delta::apply(base, *change).expect("the delta applies"));
+                assert_eq!(self.version, Some(change.base), "a delta from the version held");
+                if self.keeps {
+                    let base = self.snapshot.take().expect("a delta after a snapshot");
+                    self.snapshot = Some(delta::apply(base, *change).expect("the delta applies"));
+                }
                 (Received::Delta, Some(ack))
             }
             ToEdge::Health(health) => {
-                let snapshot = self.snapshot.as_mut().expect("health after a snapshot");
-                for (index, word) in health.words {
-                    snapshot.bitmap[index as usize] = word;
+                if let Some(snapshot) = self.snapshot.as_mut() {
+                    for (index, word) in health.words {
+                        snapshot.bitmap[index as usize] = word;
+                    }
                 }
                 (Received::Health, Some((health.snapshot, health.seq)))
             }
             ToEdge::Keepalive | ToEdge::Cookies { .. } => (Received::Other, None),
         };
         if let Some((snapshot, seq)) = ack {
+            self.version = Some(snapshot);
             self.seq = seq;
             let frame = protocol::encode(&ToControl::Applied { snapshot, seq }).expect("an ack");
-            self.stream.write_all(&frame).expect("the ack sent");
+            self.stream.write_all(&frame).ok()?;
+            self.stream.flush().ok()?;
         }
-        received
+        Some(received)
     }
 
     /// Reads frames until one of `form` came; what came before it, in order.

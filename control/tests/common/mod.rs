@@ -58,19 +58,7 @@ pub fn listening_addr(line: &str) -> SocketAddr {
 
 /// `qdnsctl --socket SOCKET --json ARGS`, which must succeed; its JSON.
 pub fn ctl_json_at(socket: &Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .arg("--socket")
-        .arg(socket)
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "qdnsctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    qdns_testkit::fixtures::qdnsctl_json(Path::new(env!("CARGO_BIN_EXE_qdnsctl")), socket, args)
 }
 
 /// One location: control and an edge in a temp dir, zones copied from examples.

@@ -1,0 +1,358 @@
+//! A fleet (issue 32 §2): one control serving a 1,000,000-record zone set to 500 light
+//! edges (`qdns_testkit::link_client`, real mutual TLS from a location CA, each from its
+//! own loopback address, acknowledging versions as edges do) and 2 real edges. A
+//! one-record reload must reach every edge within 2 s as a delta of a few hundred
+//! octets each; an edge that stops reading delays nobody; health changes follow.
+//!
+//! Runs the release binaries (built here if needed): the figures are the daemons', not
+//! a debug build's. `QDNS_FLEET_SETS` and `QDNS_FLEET_EDGES` change the scale; the
+//! figures printed go to docs/BENCHMARKS.md ("A fleet of edges").
+use std::{
+    fmt::Write as _,
+    fs,
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use qdns_link::pki::{self, Role};
+use qdns_testkit::{
+    daemon::Daemon,
+    fixtures::{free_port, sample, scrape_from},
+    link_client::{LinkClient, TlsEdge},
+};
+
+fn scale(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The release binaries' directory, built if needed. Built with the environment a shell
+/// gives cargo, not the one `cargo test` gives this test (whose variables would make
+/// cargo rebuild every crate, and the next plain build rebuild them again).
+fn release_bins() -> PathBuf {
+    let kept = ["PATH", "HOME", "CARGO_HOME", "RUSTUP_HOME", "TMPDIR", "USER"];
+    let status = Command::new(env!("CARGO"))
+        .env_clear()
+        .envs(std::env::vars().filter(|(k, _)| kept.contains(&k.as_str())))
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "qdns-control",
+            "-p",
+            "qdns-edge",
+            "--bins",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo build --release");
+    assert!(status.success());
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("release")
+}
+
+/// `big.example` with `sets` A sets in a master file, and a zone with a check.
+fn write_zones(dir: &Path, sets: usize) {
+    let head = qdns_testkit::fixtures::zone_head("big.example.");
+    let toml = head.replacen("[zone]\n", "[zone]\ninclude = \"big.example.zone\"\n", 1);
+    fs::write(dir.join("big.example.toml"), toml).unwrap();
+    let mut body = String::with_capacity(sets * 26);
+    for i in 0..sets {
+        let _ = writeln!(body, "h{i} IN A 10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+    }
+    fs::write(dir.join("big.example.zone"), body).unwrap();
+    qdns_testkit::fixtures::copy_examples(dir);
+}
+
+/// Room for the light edges' sockets in this process.
+fn raise_open_files() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct passed, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit);
+        }
+    }
+}
+
+/// A process's resident memory (KiB).
+fn rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// `qdnsctl --json ARGS` against control's socket.
+fn ctl(bins: &Path, socket: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(bins.join("qdnsctl"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "qdnsctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Waits until every edge but `stalled` acknowledged snapshot `version` at health delta
+/// at least `seq` (as control's status says); how long that took.
+fn wait_fleet(bins: &Path, socket: &Path, expected: usize, version: u64, seq: u64, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let status = ctl(bins, socket, &["status"]);
+        let edges = status["edges"].as_array().unwrap();
+        let current = edges
+            .iter()
+            .filter(|e| e["name"] != "stalled")
+            .filter(|e| e["snapshot"].as_u64() == Some(version) && e["seq"].as_u64() >= Some(seq))
+            .count();
+        if current >= expected {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{current} of {expected} edges at snapshot {version} seq {seq} after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The light edges' shared view: per edge, the octets it read.
+type Received = Arc<Mutex<Vec<u64>>>;
+
+#[test]
+#[expect(clippy::too_many_lines, reason = "one scenario, step by step")]
+fn a_fleet_follows_a_one_record_change_as_deltas() {
+    let sets = scale("QDNS_FLEET_SETS", 1_000_000);
+    let fleet = scale("QDNS_FLEET_EDGES", 500);
+    let bins = release_bins();
+    raise_open_files();
+    let dir = tempfile::tempdir().unwrap();
+    let (zones, ca) = (dir.path().join("zones"), dir.path().join("pki"));
+    fs::create_dir_all(&zones).unwrap();
+    write_zones(&zones, sets);
+    pki::init(&ca, "fleet", 2).unwrap();
+    pki::issue(&ca, "control", Role::Control, &["127.0.0.1".to_owned()], 2).unwrap();
+    let names: Vec<String> = (0..fleet).map(|i| format!("light-{i}")).collect();
+    for name in names.iter().map(String::as_str).chain(["real-0", "real-1", "stalled"]) {
+        pki::issue(&ca, name, Role::Edge, &[], 2).unwrap();
+    }
+
+    let port = free_port();
+    let socket = dir.path().join("control.sock");
+    let mut cmd = Command::new(bins.join("qdns-control"));
+    cmd.arg("--zones").arg(&zones).arg("--socket").arg(&socket);
+    cmd.arg("--state-dir").arg(dir.path().join("control-state"));
+    cmd.args(["--edge-socket", &format!("tls://127.0.0.1:{port}")]);
+    cmd.arg("--edge-tls-cert").arg(ca.join("control.pem"));
+    cmd.arg("--edge-tls-key").arg(ca.join("control.key"));
+    cmd.arg("--edge-tls-ca").arg(ca.join("ca.pem"));
+    cmd.arg("--no-embedded-checker");
+    let started = Instant::now();
+    let control = Daemon::spawn("control", cmd);
+    control.wait_for_within("control socket ready", Duration::from_secs(120));
+    let control_start = started.elapsed();
+
+    // Two real edges: the whole snapshot each, compiled and served.
+    let mut real = Vec::new();
+    for i in 0..2 {
+        let metrics = free_port();
+        let mut cmd = Command::new(bins.join("qdns-edge"));
+        cmd.args([
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--edge-id",
+            &format!("real-{i}"),
+        ]);
+        cmd.args(["--control", &format!("tls://127.0.0.1:{port}")]);
+        cmd.arg("--control-tls-cert").arg(ca.join(format!("real-{i}.pem")));
+        cmd.arg("--control-tls-key").arg(ca.join(format!("real-{i}.key")));
+        cmd.arg("--control-tls-ca").arg(ca.join("ca.pem"));
+        cmd.arg("--state-dir").arg(dir.path().join(format!("real-{i}")));
+        cmd.args(["--metrics", &format!("127.0.0.1:{metrics}")]);
+        let edge = Daemon::spawn("edge", cmd);
+        edge.wait_for_within("snapshot applied", Duration::from_secs(120));
+        real.push((edge, metrics));
+    }
+    let served: qdns_link::protocol::PersistedZones = qdns_link::protocol::load(&dir.path().join("real-0/zones.bin"))
+        .unwrap()
+        .unwrap();
+    let extension = qdns_link::protocol::HelloExtension {
+        zones: served.zones.clone(),
+        ..LinkClient::takes_deltas(None)
+    };
+
+    // The light edges, each from its own loopback address, serving what the real ones
+    // serve (as after a control restart): each gets a delta keeping every zone.
+    let control_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+    let source = |i: usize| IpAddr::V4(Ipv4Addr::new(127, 1, (i / 200) as u8, (i % 200 + 1) as u8));
+    let received: Received = Arc::new(Mutex::new(vec![0; fleet]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let connected = Instant::now();
+    for (i, name) in names.iter().enumerate() {
+        let (ca, name, extension) = (ca.clone(), name.clone(), extension.clone());
+        let (received, stop) = (Arc::clone(&received), Arc::clone(&stop));
+        threads.push(std::thread::spawn(move || {
+            let edge = TlsEdge {
+                pki: &ca,
+                name: &name,
+                control: control_addr,
+                source: source(i),
+            };
+            let mut client = LinkClient::connect_tls(&edge, Some(served.version), extension);
+            while !stop.load(Ordering::Relaxed) {
+                if client.try_read_frame().is_none() {
+                    return;
+                }
+                received.lock().unwrap()[i] = client.received;
+            }
+        }));
+    }
+    // One more that says hello and never reads again.
+    let stalled = LinkClient::connect_tls(
+        &TlsEdge {
+            pki: &ca,
+            name: "stalled",
+            control: control_addr,
+            source: IpAddr::V4(Ipv4Addr::new(127, 2, 0, 1)),
+        },
+        Some(served.version),
+        extension.clone(),
+    );
+    let version = served.version;
+    let all = fleet + 2;
+    let status = ctl(&bins, &socket, &["status"]);
+    let seq = status["health_seq"].as_u64().unwrap();
+    let joined = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(120)) + connected.elapsed();
+    let resumed_max = received.lock().unwrap().iter().copied().max().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = rss_kib(control.pid());
+
+    // One record edited and reloaded.
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (sampling, pid) = (Arc::clone(&sampling), control.pid());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while sampling.load(Ordering::Relaxed) {
+                peak = peak.max(rss_kib(pid));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        })
+    };
+    let path = zones.join("big.example.zone");
+    let text = fs::read_to_string(&path).unwrap();
+    let k = sets * 3 / 5;
+    let old = format!("h{k} IN A 10.{}.{}.{}\n", k >> 16, (k >> 8) & 255, k & 255);
+    assert!(text.contains(&old));
+    fs::write(&path, text.replacen(&old, &format!("h{k} IN A 192.0.2.99\n"), 1)).unwrap();
+    drop(text);
+    let before: Vec<u64> = received.lock().unwrap().clone();
+    let real_before: Vec<u64> = real.iter().map(|(_, m)| link_octets(*m)).collect();
+    let reload_started = Instant::now();
+    let reloaded = ctl(&bins, &socket, &["reload"]);
+    let reload_took = reload_started.elapsed();
+    let version = reloaded["snapshot_version"].as_u64().unwrap();
+    let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
+    let spread = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(60));
+    sampling.store(false, Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let settled = rss_kib(control.pid());
+    let shipped: Vec<u64> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .zip(&before)
+        .map(|(now, then)| now - then)
+        .collect();
+    let light_max = shipped.iter().copied().max().unwrap();
+    let real_shipped: Vec<u64> = real
+        .iter()
+        .zip(&real_before)
+        .map(|((_, m), then)| link_octets(*m) - then)
+        .collect();
+
+    // A health change: every edge has it within 1 s.
+    let health_started = Instant::now();
+    ctl(
+        &bins,
+        &socket,
+        &["override", "set", "api-1", "unhealthy", "--expires", "30m"],
+    );
+    let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
+    let health = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(10)) + health_started.elapsed();
+
+    println!("fleet: {fleet} light edges + 2 real edges, {sets} record sets");
+    println!("control start-up {control_start:.2?}; fleet joined (resume deltas) in {joined:.2?}, at most {resumed_max} octets each");
+    println!(
+        "one-record reload: qdnsctl reload returned after {reload_took:.2?}; every edge at the new version {spread:.2?} later"
+    );
+    println!("octets per edge for it: light at most {light_max}, real {real_shipped:?}");
+    println!(
+        "control RSS: idle {} MiB, peak during the reload {} MiB (+{}), settled {} MiB",
+        idle / 1024,
+        peak / 1024,
+        peak.saturating_sub(idle) / 1024,
+        settled / 1024
+    );
+    println!("one health change at every edge within {health:.2?} (stalled edge linked throughout)");
+
+    assert!(
+        spread <= Duration::from_secs(2),
+        "every edge at the new version after {spread:?}"
+    );
+    assert!(light_max < 64 * 1024, "{light_max} octets to a light edge");
+    assert!(
+        real_shipped.iter().all(|&n| n < 64 * 1024),
+        "{real_shipped:?} octets to the real edges"
+    );
+    assert!(health <= Duration::from_secs(1), "a health change took {health:?}");
+    for (edge, _) in &real {
+        let line = edge.wait_for("recompiled=true");
+        assert!(
+            line.contains("delta"),
+            "the real edges took the reload as a delta: {line}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(stalled);
+    drop(control);
+    for thread in threads {
+        let _ = thread.join();
+    }
+}
+
+/// A real edge's `qdns_edge_link_received_bytes_total`.
+fn link_octets(metrics: u16) -> u64 {
+    let body = scrape_from(Ipv4Addr::LOCALHOST, SocketAddr::from(([127, 0, 0, 1], metrics)));
+    sample(&body, "qdns_edge_link_received_bytes_total").unwrap()
+}
