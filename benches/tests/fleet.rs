@@ -208,6 +208,7 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
         ..LinkClient::takes_deltas(None)
     };
 
+    let before_fleet = rss_kib(control.pid());
     // The light edges, each from its own loopback address, serving what the real ones
     // serve (as after a control restart): each gets a delta keeping every zone.
     let control_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
@@ -318,7 +319,8 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     );
     println!("octets per edge for it: light at most {light_max}, real {real_shipped:?}");
     println!(
-        "control RSS: idle {} MiB, peak during the reload {} MiB (+{}), settled {} MiB",
+        "control RSS: {} MiB with the real edges only; with the fleet idle {} MiB, peak during the reload {} MiB (+{}), settled {} MiB",
+        before_fleet / 1024,
         idle / 1024,
         peak / 1024,
         peak.saturating_sub(idle) / 1024,

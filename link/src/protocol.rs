@@ -2,11 +2,12 @@
 //! versions still read, and the persisted snapshot file. Shared by both daemons so they
 //! cannot drift apart.
 //!
-//! On every (re)connect control sends the whole [`Snapshot`]; after that, health changes
-//! go as [`HealthDelta`]s: the changed bitmap words, numbered by `seq` within a snapshot
-//! version. An edge that sees a gap (or another snapshot version) drops the connection
-//! and gets a full snapshot on reconnect. Frames are a 4-octet big-endian length and a
-//! postcard body.
+//! On every (re)connect control sends the snapshot — whole, or to an edge that takes
+//! deltas as a [`ToEdge::Delta`] from the zones its hello says it serves; after that,
+//! health changes go as [`HealthDelta`]s (the changed bitmap words, numbered by `seq`
+//! within a snapshot version) and new versions as deltas (`crate::delta`). An edge that
+//! sees a gap (or another snapshot version) drops the connection and gets the snapshot
+//! again on reconnect. Frames are a 4-octet big-endian length and a postcard body.
 use std::{fs, io, path::Path};
 
 use serde::{Deserialize, Serialize};
