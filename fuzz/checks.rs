@@ -163,7 +163,7 @@ pub fn report_frames(data: &[u8]) {
 pub fn link_frame(data: &[u8]) {
     match qdns_link::protocol::decode::<ToEdge>(data) {
         Ok(ToEdge::Snapshot { snapshot, .. }) => serve(&snapshot),
-        Ok(ToEdge::Health(delta)) => {
+        Ok(ToEdge::Health(delta) | ToEdge::HealthSince { delta, .. }) => {
             let mut bitmap = vec![0u64; 4];
             let applied = qdns_edge::follow::apply_words(&mut bitmap, &delta.words);
             assert_eq!(applied, delta.words.iter().all(|&(i, _)| i < 4));

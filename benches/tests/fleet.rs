@@ -141,7 +141,35 @@ fn wait_fleet(bins: &Path, socket: &Path, expected: usize, version: u64, seq: u6
     }
 }
 
-/// The light edges' shared view: per edge, the octets it read.
+/// `count` health changes of check `api-1` (override unhealthy, cleared, …) pipelined
+/// on one control-socket connection; how long until the last was answered.
+fn health_burst(socket: &Path, count: usize) -> Duration {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let started = Instant::now();
+    let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for i in 0..count {
+            let line = if i % 2 == 0 {
+                "{\"cmd\":\"override_clear\",\"check\":\"api-1\"}\n"
+            } else {
+                "{\"cmd\":\"override_set\",\"check\":\"api-1\",\"healthy\":false,\"expires\":\"30m\"}\n"
+            };
+            writer.write_all(line.as_bytes()).unwrap();
+        }
+    });
+    let mut answers = BufReader::new(stream);
+    let mut line = String::new();
+    for _ in 0..count {
+        line.clear();
+        answers.read_line(&mut line).unwrap();
+        assert!(line.starts_with("{\"ok\":true"), "{line}");
+    }
+    sender.join().unwrap();
+    started.elapsed()
+}
+
+/// The light edges' shared view: per edge, the octets it read (or the folded frames).
 type Received = Arc<Mutex<Vec<u64>>>;
 
 #[test]
@@ -214,12 +242,13 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     let control_addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
     let source = |i: usize| IpAddr::V4(Ipv4Addr::new(127, 1, (i / 200) as u8, (i % 200 + 1) as u8));
     let received: Received = Arc::new(Mutex::new(vec![0; fleet]));
+    let folded: Received = Arc::new(Mutex::new(vec![0; fleet]));
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let connected = Instant::now();
     for (i, name) in names.iter().enumerate() {
         let (ca, name, extension) = (ca.clone(), name.clone(), extension.clone());
-        let (received, stop) = (Arc::clone(&received), Arc::clone(&stop));
+        let (received, folded, stop) = (Arc::clone(&received), Arc::clone(&folded), Arc::clone(&stop));
         threads.push(std::thread::spawn(move || {
             let edge = TlsEdge {
                 pki: &ca,
@@ -233,6 +262,7 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
                     return;
                 }
                 received.lock().unwrap()[i] = client.received;
+                folded.lock().unwrap()[i] = client.folded;
             }
         }));
     }
@@ -312,6 +342,18 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
     let health = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(10)) + health_started.elapsed();
 
+    // A burst of health changes: 1,000 override changes of one check (10,000 with
+    // QDNS_FLEET_BURST=10000: 154 s, bound by control persisting each), pipelined on one
+    // control-socket connection (each persisted before it is answered). Edges that fall
+    // behind get the queued deltas folded into one frame.
+    let burst = scale("QDNS_FLEET_BURST", 1_000);
+    let burst_started = Instant::now();
+    let burst_took = health_burst(&socket, burst);
+    let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
+    let burst_lag = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(30));
+    let burst_total = burst_started.elapsed();
+    let folded_edges = folded.lock().unwrap().iter().filter(|&&n| n > 0).count();
+
     println!("fleet: {fleet} light edges + 2 real edges, {sets} record sets");
     println!("control start-up {control_start:.2?}; fleet joined (resume deltas) in {joined:.2?}, at most {resumed_max} octets each");
     println!(
@@ -327,6 +369,9 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
         settled / 1024
     );
     println!("one health change at every edge within {health:.2?} (stalled edge linked throughout)");
+    println!(
+        "a burst of {burst} health changes: made in {burst_took:.2?}; every edge at the last one {burst_lag:.2?} after it ({burst_total:.2?} in all); {folded_edges} light edges got folded frames"
+    );
 
     assert!(
         spread <= Duration::from_secs(2),
@@ -338,6 +383,10 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
         "{real_shipped:?} octets to the real edges"
     );
     assert!(health <= Duration::from_secs(1), "a health change took {health:?}");
+    assert!(
+        burst_lag <= Duration::from_secs(1),
+        "the burst's last change took {burst_lag:?}"
+    );
     for (edge, _) in &real {
         let line = edge.wait_for("recompiled=true");
         assert!(

@@ -9,19 +9,26 @@ use serde::{Deserialize, Serialize};
 /// An encoded frame for every edge.
 pub type Frame = Arc<Vec<u8>>;
 
+/// Health delta `seq` of snapshot `version`, encoded, and its words (to fold queued
+/// deltas into one frame for a slow edge).
+#[derive(Debug, Clone)]
+pub struct HealthUpdate {
+    /// The snapshot version.
+    pub version: u64,
+    /// The delta's sequence number.
+    pub seq: u64,
+    /// `ToEdge::Health`.
+    pub frame: Frame,
+    /// Its words.
+    pub words: Arc<Vec<(u32, u64)>>,
+}
+
 /// What goes to every linked edge, in order. Each connection knows what it sent last
 /// and skips what that already holds (a full snapshot taken later than an update).
 #[derive(Debug, Clone)]
 pub enum Update {
-    /// Health delta `seq` of snapshot `version`.
-    Health {
-        /// The snapshot version.
-        version: u64,
-        /// The delta's sequence number.
-        seq: u64,
-        /// `ToEdge::Health`.
-        frame: Frame,
-    },
+    /// A health delta.
+    Health(HealthUpdate),
     /// Snapshot `version` (at health delta `seq`) replaced `base`: `delta` goes to an
     /// edge that takes deltas and was sent `base`; the others get the full snapshot,
     /// encoded once when the first of them needs it.

@@ -18,7 +18,7 @@ use crate::{
     state::{now, State},
 };
 
-pub use crate::edge_registry::{Frame, Update};
+pub use crate::edge_registry::{Frame, HealthUpdate, Update};
 
 /// Largest message an edge sends control (its XDP report is a few KiB).
 pub const MAX_FROM_EDGE: usize = 1 << 20;
@@ -71,6 +71,17 @@ async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, 
         Ok(n) if n == len => protocol::decode_hello(&body).ok(),
         _ => None,
     }
+}
+
+/// A connection's timers: the revocation check, and the keepalive ticks (every
+/// `keepalive`, the first one taken).
+async fn link_timers(keepalive: Option<std::time::Duration>) -> (tokio::time::Interval, tokio::time::Interval) {
+    let mut revocation = tokio::time::interval(REVOCATION_CHECK);
+    revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut ticks = tokio::time::interval(keepalive.unwrap_or(std::time::Duration::from_secs(3600)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    (revocation, ticks)
 }
 
 /// The keepalive interval an edge's hello asks for (capped), if any.
@@ -352,14 +363,15 @@ pub async fn serve_edge<R, W>(
         origin,
         Arc::clone(&grace_until),
     ));
-    let mut revocation = tokio::time::interval(REVOCATION_CHECK);
-    revocation.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut ticks = tokio::time::interval(keepalive.unwrap_or(std::time::Duration::from_secs(3600)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await;
+    let (mut revocation, mut ticks) = link_timers(keepalive).await;
     let mut silent = None;
+    // An update taken off the queue while folding health deltas, handled next.
+    let mut pending: Option<Update> = None;
     loop {
-        let frame = tokio::select! {
+        let frame = if let Some(update) = pending.take() {
+            Ok(update)
+        } else {
+            tokio::select! {
             () = shutdown.cancelled() => break,
             // The edge went away, or went silent.
             ended = &mut reader_task => {
@@ -388,10 +400,15 @@ pub async fn serve_edge<R, W>(
                 continue;
             }
             frame = rx.recv() => frame,
+            }
         };
         let frame = match frame {
+            Ok(Update::Health(first)) => match health_frame(first, &mut rx, &mut pending, &mut sent, takes_deltas) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => continue,
+                Err(()) => break,
+            },
             Ok(update) => match next_frame(update, &mut sent, takes_deltas, &state).await {
-                Some(Next::Health(frame)) => frame,
                 Some(Next::Snapshot(frame)) => {
                     // The edge compiles it before it speaks again.
                     grace_until.store(millis_since(origin) + ms(SNAPSHOT_GRACE), Ordering::Relaxed);
@@ -431,10 +448,63 @@ async fn unlist(state: &Mutex<State>, id: u64, silent: Option<std::time::Duratio
 
 /// The frame an update makes for one edge.
 enum Next {
-    Health(Frame),
     Snapshot(Frame),
     /// The snapshot cannot be encoded: the link ends (the edge keeps what it serves).
     Close,
+}
+
+/// The frame for health delta `first` to an edge that was sent `sent` (moved to what
+/// the frame holds); none when `sent` holds it already. For an edge that takes deltas
+/// (`fold`), the health deltas queued right behind it for the same version are taken
+/// too and folded into one `HealthSince` frame: a burst of changes costs a slow link
+/// one frame, and the edge is current after it. An update of another kind taken off the
+/// queue goes to `pending`. `Err` when the queue overflowed (the edge resumes on
+/// reconnect).
+fn health_frame(
+    first: HealthUpdate,
+    rx: &mut broadcast::Receiver<Update>,
+    pending: &mut Option<Update>,
+    sent: &mut (u64, u64),
+    fold: bool,
+) -> Result<Option<Frame>, ()> {
+    let mut run = vec![first];
+    if fold {
+        loop {
+            match rx.try_recv() {
+                Ok(Update::Health(next)) if next.version == run[0].version => run.push(next),
+                Ok(other) => {
+                    *pending = Some(other);
+                    break;
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => return Err(()),
+                Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => break,
+            }
+        }
+    }
+    run.retain(|h| (h.version, h.seq) > *sent);
+    let (Some(head), Some(last)) = (run.first(), run.last()) else {
+        return Ok(None);
+    };
+    if run.len() == 1 || sent.0 != head.version || sent.1 + 1 != head.seq {
+        *sent = (head.version, head.seq);
+        return Ok(Some(Arc::clone(&head.frame)));
+    }
+    let mut words = std::collections::BTreeMap::new();
+    for health in &run {
+        words.extend(health.words.iter().copied());
+    }
+    let folded = protocol::ToEdge::HealthSince {
+        since: sent.1,
+        delta: protocol::HealthDelta {
+            snapshot: last.version,
+            seq: last.seq,
+            words: words.into_iter().collect(),
+        },
+    };
+    *sent = (last.version, last.seq);
+    protocol::encode(&folded)
+        .map(|frame| Some(Arc::new(frame)))
+        .map_err(|_| ())
 }
 
 /// The frame `update` makes for an edge that was sent snapshot version and health delta
@@ -444,13 +514,8 @@ enum Next {
 /// then skipped).
 async fn next_frame(update: Update, sent: &mut (u64, u64), takes_deltas: bool, state: &Mutex<State>) -> Option<Next> {
     match update {
-        Update::Health { version, seq, frame } => {
-            if (version, seq) <= *sent {
-                return None;
-            }
-            *sent = (version, seq);
-            Some(Next::Health(frame))
-        }
+        // Taken by `health_frame` before this is called.
+        Update::Health { .. } => None,
         Update::Snapshot {
             base,
             version,
@@ -523,4 +588,79 @@ async fn read_acks<R: AsyncRead + Unpin>(
 
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use qdns_link::protocol::{self, ToEdge};
+    use tokio::sync::broadcast;
+
+    use super::{health_frame, HealthUpdate, Update};
+
+    fn health(version: u64, seq: u64, words: Vec<(u32, u64)>) -> HealthUpdate {
+        let frame = protocol::encode(&ToEdge::Health(protocol::HealthDelta {
+            snapshot: version,
+            seq,
+            words: words.clone(),
+        }))
+        .unwrap();
+        HealthUpdate {
+            version,
+            seq,
+            frame: Arc::new(frame),
+            words: Arc::new(words),
+        }
+    }
+
+    fn decoded(frame: &[u8]) -> ToEdge {
+        protocol::decode_to_edge(&frame[4..]).unwrap()
+    }
+
+    #[test]
+    fn queued_health_deltas_fold_into_one_frame_for_an_edge_that_takes_deltas() {
+        let (tx, mut rx) = broadcast::channel(16);
+        for (seq, word) in [(4, (0, 1)), (5, (1, 2)), (6, (0, 3))] {
+            tx.send(Update::Health(health(7, seq, vec![word]))).unwrap();
+        }
+        tx.send(Update::Snapshot {
+            base: 7,
+            version: 8,
+            seq: 0,
+            delta: None,
+        })
+        .unwrap();
+        let (mut pending, mut sent) = (None, (7, 2));
+        let first = health(7, 3, vec![(2, 9)]);
+        let frame = health_frame(first, &mut rx, &mut pending, &mut sent, true)
+            .unwrap()
+            .unwrap();
+        let ToEdge::HealthSince { since, delta } = decoded(&frame) else {
+            panic!("a folded frame")
+        };
+        assert_eq!((since, delta.snapshot, delta.seq), (2, 7, 6));
+        assert_eq!(delta.words, [(0, 3), (1, 2), (2, 9)], "each word's latest value");
+        assert_eq!(sent, (7, 6));
+        assert!(
+            matches!(pending, Some(Update::Snapshot { version: 8, .. })),
+            "kept for next"
+        );
+    }
+
+    #[test]
+    fn an_old_edge_gets_each_delta_and_nothing_it_holds_already() {
+        let (tx, mut rx) = broadcast::channel(16);
+        tx.send(Update::Health(health(7, 4, vec![(0, 1)]))).unwrap();
+        let (mut pending, mut sent) = (None, (7, 2));
+        let frame = health_frame(health(7, 3, vec![(0, 2)]), &mut rx, &mut pending, &mut sent, false)
+            .unwrap()
+            .unwrap();
+        assert!(matches!(decoded(&frame), ToEdge::Health(d) if d.seq == 3));
+        assert_eq!(sent, (7, 3));
+        // Already held (a whole snapshot taken at seq 5): skipped.
+        sent = (7, 5);
+        let again = health_frame(health(7, 4, vec![(0, 1)]), &mut rx, &mut pending, &mut sent, true).unwrap();
+        assert!(again.is_none());
+    }
 }

@@ -12,7 +12,7 @@ use crate::{
         Reloaded, Reply, Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
     },
     duration::parse_expiry,
-    edge_registry::Update,
+    edge_registry::{HealthUpdate, Update},
     explain::{explain, owner_wire, why},
     persist,
     state::{now, Ends as _, External, Override, Shift, State},
@@ -53,11 +53,16 @@ impl Ctx {
     /// Recomputes health and pushes a delta if anything changed.
     pub fn push_health(&self, state: &mut State) {
         if let Some(delta) = state.recompute() {
-            let (version, seq) = (delta.snapshot, delta.seq);
+            let (version, seq, words) = (delta.snapshot, delta.seq, Arc::new(delta.words.clone()));
             match qdns_link::protocol::encode(&ToEdge::Health(delta)) {
                 Ok(frame) => {
                     let frame = Arc::new(frame);
-                    let _ = self.updates.send(Update::Health { version, seq, frame });
+                    let _ = self.updates.send(Update::Health(HealthUpdate {
+                        version,
+                        seq,
+                        frame,
+                        words,
+                    }));
                 }
                 Err(err) => tracing::error!(%err, "cannot encode a health delta"),
             }

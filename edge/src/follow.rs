@@ -345,6 +345,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
         silence
             .as_mut()
             .reset(tokio::time::Instant::now() + every * protocol::KEEPALIVE_MISSES);
+        let since = follows(&msg);
         let applied = match msg {
             ToEdge::Keepalive => {
                 if !keepalive_on && follower.keepalive.is_some() {
@@ -360,17 +361,13 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
             }
             ToEdge::Delta(delta) => {
                 let applied = apply_snapshot_delta(*delta, follower).await;
-                if applied.is_err() {
-                    // The next hello names no zones: control sends the snapshot whole.
-                    served.clear();
-                }
                 took_version(applied, served, backoff, &mut link)?
             }
-            ToEdge::Health(delta) => {
+            ToEdge::Health(delta) | ToEdge::HealthSince { delta, .. } => {
                 let Some(current) = link.as_mut() else {
                     return Err(std::io::Error::other("health delta before a snapshot"));
                 };
-                apply_health(current, &delta, follower).await?
+                apply_health(current, since, &delta, follower).await?
             }
             cookies @ ToEdge::Cookies { .. } => {
                 apply_cookies(follower, cookies).await;
@@ -389,15 +386,27 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     }
 }
 
+/// The health delta a health frame follows: a single delta the one before it, a
+/// folded one what it says.
+fn follows(msg: &ToEdge) -> u64 {
+    match msg {
+        ToEdge::Health(delta) => delta.seq.wrapping_sub(1),
+        ToEdge::HealthSince { since, .. } => *since,
+        _ => 0,
+    }
+}
+
 /// A new snapshot version applied: the link and the zones served move to it, the
-/// backoff starts again; the (snapshot, seq) to acknowledge.
+/// backoff starts again; the (snapshot, seq) to acknowledge. One that could not be
+/// applied leaves the zones served unknown: the next hello names none, and control
+/// sends the snapshot whole.
 fn took_version(
     applied: std::io::Result<(Link, ServedZones)>,
     served: &mut ServedZones,
     backoff: &mut Duration,
     link: &mut Option<Link>,
 ) -> std::io::Result<(u64, u64)> {
-    let (applied, zones) = applied?;
+    let (applied, zones) = applied.inspect_err(|_| served.clear())?;
     *served = zones;
     *backoff = Duration::from_millis(100);
     let ack = (applied.snapshot, applied.seq);
@@ -440,8 +449,13 @@ async fn send_hello<W: AsyncWrite + Unpin>(
 /// Applies a health delta to the link's bitmap, the engine and the state directory;
 /// the (snapshot, seq) to acknowledge. A delta out of sequence ends the session (a
 /// full snapshot follows on reconnect).
-async fn apply_health(current: &mut Link, delta: &HealthDelta, follower: &Follower) -> std::io::Result<(u64, u64)> {
-    if !apply_delta(current, delta) {
+async fn apply_health(
+    current: &mut Link,
+    since: u64,
+    delta: &HealthDelta,
+    follower: &Follower,
+) -> std::io::Result<(u64, u64)> {
+    if !apply_delta(current, since, delta) {
         tracing::warn!(
             have = current.seq,
             got = delta.seq,
@@ -709,10 +723,10 @@ fn xdp_report(xdp: &Mutex<XdpProgram>) -> Option<XdpReport> {
     })
 }
 
-/// Applies `delta` when it is the next one for this snapshot and stays within its
-/// bitmap.
-fn apply_delta(link: &mut Link, delta: &HealthDelta) -> bool {
-    if delta.snapshot != link.snapshot || delta.seq != link.seq + 1 {
+/// Applies `delta` (which folds in the deltas after `since`) when it follows what the
+/// link holds for this snapshot and stays within its bitmap.
+fn apply_delta(link: &mut Link, since: u64, delta: &HealthDelta) -> bool {
+    if delta.snapshot != link.snapshot || since != link.seq || delta.seq <= since {
         return false;
     }
     if !apply_words(&mut link.bitmap, &delta.words) {
@@ -742,4 +756,41 @@ async fn send<W: AsyncWrite + Unpin>(writer: &mut W, msg: &ToControl) -> std::io
     let frame = protocol::encode(msg).map_err(std::io::Error::other)?;
     writer.write_all(&frame).await?;
     writer.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use qdns_link::protocol::HealthDelta;
+
+    use super::{apply_delta, Link};
+
+    fn delta(snapshot: u64, seq: u64, words: Vec<(u32, u64)>) -> HealthDelta {
+        HealthDelta { snapshot, seq, words }
+    }
+
+    #[test]
+    fn health_deltas_apply_in_sequence_single_or_folded() {
+        let mut link = Link {
+            snapshot: 7,
+            seq: 2,
+            bitmap: vec![0, 0],
+        };
+        // A single delta follows the one held.
+        assert!(!apply_delta(&mut link, 3, &delta(7, 4, vec![(0, 1)])), "a gap");
+        assert!(
+            !apply_delta(&mut link, 2, &delta(8, 3, vec![(0, 1)])),
+            "another version"
+        );
+        assert!(apply_delta(&mut link, 2, &delta(7, 3, vec![(0, 1)])));
+        // A folded one (deltas 4..=9) follows the one held, and moves past them all.
+        assert!(!apply_delta(&mut link, 4, &delta(7, 9, vec![(1, 5)])), "not from 3");
+        assert!(!apply_delta(&mut link, 3, &delta(7, 3, vec![(1, 5)])), "nothing new");
+        assert!(
+            !apply_delta(&mut link, 3, &delta(7, 9, vec![(2, 5)])),
+            "past the bitmap"
+        );
+        assert_eq!(link.bitmap, [1, 0], "a refused delta writes nothing");
+        assert!(apply_delta(&mut link, 3, &delta(7, 9, vec![(1, 5), (0, 3)])));
+        assert_eq!((link.seq, link.bitmap.as_slice()), (9, &[3, 5][..]));
+    }
 }

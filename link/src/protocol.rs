@@ -50,6 +50,16 @@ pub enum ToEdge {
     /// takes them, [`HelloExtension::deltas`]): after a reload, or on connecting to an
     /// edge that already serves some of the zones.
     Delta(Box<crate::delta::SnapshotDelta>),
+    /// Health deltas `since + 1 ..= delta.seq` folded into one (each changed word's
+    /// latest value): what control sends an edge that takes deltas when several are
+    /// queued for it, so a storm of health changes costs a slow link one frame, not one
+    /// per change.
+    HealthSince {
+        /// The last delta the edge must already hold.
+        since: u64,
+        /// The words, and the last delta folded in.
+        delta: HealthDelta,
+    },
 }
 
 /// A health update: bitmap words that changed.
@@ -936,6 +946,16 @@ mod tests {
         .unwrap();
         assert_eq!(delta[4], 4);
         assert!(matches!(decode_to_edge(&delta[4..]).unwrap(), ToEdge::Delta(_)));
+        let folded = encode(&ToEdge::HealthSince {
+            since: 2,
+            delta: HealthDelta {
+                snapshot: 7,
+                seq: 9,
+                words: vec![(0, 1)],
+            },
+        })
+        .unwrap();
+        assert_eq!(folded[4], 5);
     }
 
     #[test]

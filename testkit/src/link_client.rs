@@ -49,6 +49,8 @@ pub struct LinkClient {
     pub version: Option<u64>,
     /// The health delta it holds.
     pub seq: u64,
+    /// Frames that folded several health deltas into one.
+    pub folded: u64,
 }
 
 /// Files and names for a light edge on a `tls://` link.
@@ -88,6 +90,7 @@ impl LinkClient {
             received: 0,
             version: serving.map(|s| s.version),
             seq: 0,
+            folded: 0,
         };
         client.hello(name, extension);
         client
@@ -124,6 +127,7 @@ impl LinkClient {
             received: 0,
             version: serving,
             seq: 0,
+            folded: 0,
         };
         client.hello(edge.name, Some(extension));
         client
@@ -196,12 +200,13 @@ impl LinkClient {
                 (Received::Delta, Some(ack))
             }
             ToEdge::Health(health) => {
-                if let Some(snapshot) = self.snapshot.as_mut() {
-                    for (index, word) in health.words {
-                        snapshot.bitmap[index as usize] = word;
-                    }
-                }
-                (Received::Health, Some((health.snapshot, health.seq)))
+                assert_eq!(health.seq, self.seq + 1, "health deltas in sequence");
+                self.take_health(health)
+            }
+            ToEdge::HealthSince { since, delta } => {
+                assert_eq!(since, self.seq, "folded health deltas from the one held");
+                self.folded += 1;
+                self.take_health(delta)
             }
             ToEdge::Keepalive | ToEdge::Cookies { .. } => (Received::Other, None),
         };
@@ -213,6 +218,16 @@ impl LinkClient {
             self.stream.flush().ok()?;
         }
         Some(received)
+    }
+
+    /// Writes a health delta's words into the snapshot held.
+    fn take_health(&mut self, health: protocol::HealthDelta) -> (Received, Option<(u64, u64)>) {
+        if let Some(snapshot) = self.snapshot.as_mut() {
+            for (index, word) in health.words {
+                snapshot.bitmap[index as usize] = word;
+            }
+        }
+        (Received::Health, Some((health.snapshot, health.seq)))
     }
 
     /// Reads frames until one of `form` came; what came before it, in order.
