@@ -13,6 +13,8 @@ use hickory_proto::rr::RecordType;
 use qdns_testkit::{
     fixtures::{free_port, sample},
     link_client::{LinkClient, Received},
+    netns::Netns,
+    require_root,
 };
 
 /// Record sets of the large zone.
@@ -162,4 +164,71 @@ fn edges_from_before_deltas_get_whole_snapshots_and_the_others_the_same_zones_as
     assert_eq!(new.snapshot, v2.snapshot);
     assert_eq!(resumed.snapshot, v2.snapshot);
     std::thread::sleep(Duration::from_millis(100));
+}
+
+/// `answered_plain` in the XDP report the edge last sent control (0 before one came).
+fn xdp_plain_answers(loc: &Location) -> u64 {
+    let status = loc.ctl_json(&["status"]);
+    status["edges"][0]["xdp"]["counters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|pair| pair[0] == "answered_plain")
+        .and_then(|pair| pair[1].as_u64())
+        .unwrap_or(0)
+}
+
+/// Asks `name` A from inside `ns` until it answers `want` (5 s at most); the answer.
+fn ns_answer(ns: &Netns, dns: std::net::SocketAddr, name: &'static str, want: &'static [&'static str]) -> Vec<String> {
+    ns.run(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let got =
+                common::values(&common::ask(dns, name, RecordType::A, Duration::from_secs(2), 3).expect("an answer"));
+            if got == want || std::time::Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+/// A delta reaches the XDP program's answers (needs root, as CI has): an edge inside a
+/// network namespace this test creates, with the program on that namespace's loopback,
+/// takes a reload as a delta, compiles it, installs the new tables, and the program
+/// answers the new value.
+#[test]
+fn a_reload_taken_as_a_delta_reaches_the_xdp_answers() {
+    require_root("network namespaces, XDP");
+    let ns = Netns::new("qdns-delta-xdp");
+    let mut loc = Location::control_only();
+    loc.start_edge_with(
+        &["ip", "netns", "exec", &ns.0],
+        &["--xdp", "lo", "--xdp-mode", "generic"],
+    );
+    let edge = loc.edge.as_ref().unwrap();
+    edge.wait_for("snapshot applied");
+    edge.wait_for("XDP tables installed");
+    let dns = loc.dns.unwrap();
+    let before: &'static [&'static str] = &["192.0.2.10", "192.0.2.11"];
+    assert_eq!(ns_answer(&ns, dns, "www.example.com.", before), before);
+
+    let zone = loc.zones().join("example.com.toml");
+    let text = fs::read_to_string(&zone).unwrap();
+    fs::write(&zone, text.replace("\"192.0.2.10\", \"192.0.2.11\"", "\"192.0.2.12\"")).unwrap();
+    loc.ctl_json(&["reload"]);
+    let line = edge.wait_for("snapshot applied");
+    assert!(line.contains("delta") && line.contains("recompiled=true"), "{line}");
+    edge.wait_for("XDP tables installed");
+    let answered = xdp_plain_answers(&loc);
+    assert_eq!(ns_answer(&ns, dns, "www.example.com.", &["192.0.2.12"]), ["192.0.2.12"]);
+    for _ in 0..20 {
+        assert_eq!(ns_answer(&ns, dns, "www.example.com.", &["192.0.2.12"]), ["192.0.2.12"]);
+    }
+    // The program gave them (its counters reach control every 2 s).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while xdp_plain_answers(&loc) < answered + 20 {
+        assert!(std::time::Instant::now() < deadline, "the new answers came from XDP");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
