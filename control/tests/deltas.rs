@@ -92,7 +92,19 @@ fn a_reload_ships_the_changed_sets_and_a_control_restart_ships_nothing_served() 
     );
 
     // The edge's copy of what it serves is damaged: the next delta is refused and the
-    // snapshot comes whole; nothing wrong is served in between.
+    // snapshot comes whole; nothing wrong is served in between. (The edge persists what
+    // it serves right after acknowledging it: wait for that first.)
+    let version = loc.ctl_json(&["status"])["snapshot_version"].as_u64().unwrap();
+    let zones_file = loc.dir.path().join("edge-state/zones.bin");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while qdns_link::protocol::load::<qdns_link::protocol::PersistedZones>(&zones_file)
+        .ok()
+        .flatten()
+        .is_none_or(|saved| saved.version != version)
+    {
+        assert!(std::time::Instant::now() < deadline, "the edge persisted {version}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let persisted = loc.dir.path().join("edge-state/snapshot.bin");
     let mut data = fs::read(&persisted).unwrap();
     let mid = data.len() / 2;

@@ -282,7 +282,6 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     served: &mut ServedZones,
 ) -> std::io::Result<()> {
     let Follower {
-        state_dir,
         engine,
         options,
         readiness,
@@ -310,6 +309,8 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     let mut report = tokio::time::interval(XDP_REPORT_EVERY);
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut link: Option<Link> = None;
+    // A snapshot swapped in and not yet persisted (it is, right after its ack).
+    let mut unsaved: Option<Snapshot> = None;
     // A control that accepts and then stalls is given up on (and retried with backoff):
     // its snapshot must arrive within the timeout.
     let first_snapshot = tokio::time::sleep(follower.control_timeout);
@@ -356,12 +357,12 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 continue;
             }
             ToEdge::Snapshot { snapshot, seq } => {
-                let applied = apply_snapshot(*snapshot, seq, state_dir, engine, options, &follower.stats).await;
-                took_version(applied, served, backoff, &mut link)?
+                let applied = apply_snapshot(*snapshot, seq, engine, options);
+                took_version(applied, served, backoff, &mut link, &mut unsaved)?
             }
             ToEdge::Delta(delta) => {
                 let applied = apply_snapshot_delta(*delta, follower).await;
-                took_version(applied, served, backoff, &mut link)?
+                took_version(applied, served, backoff, &mut link, &mut unsaved)?
             }
             ToEdge::Health(delta) | ToEdge::HealthSince { delta, .. } => {
                 let Some(current) = link.as_mut() else {
@@ -375,15 +376,33 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
             }
         };
         readiness.linked();
-        send(
-            &mut writer,
-            &ToControl::Applied {
-                snapshot: applied.0,
-                seq: applied.1,
-            },
-        )
-        .await?;
+        acknowledge(&mut writer, applied, unsaved.take(), served, follower).await?;
     }
+}
+
+/// Acknowledges snapshot version and health delta `applied` once it serves them, then
+/// persists the snapshot swapped in, if any, before the next frame is read (so a later
+/// health file is never removed by this snapshot's write) — even when the ack could
+/// not be sent.
+async fn acknowledge<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    applied: (u64, u64),
+    unsaved: Option<Snapshot>,
+    served: &mut ServedZones,
+    follower: &Follower,
+) -> std::io::Result<()> {
+    let acked = send(
+        writer,
+        &ToControl::Applied {
+            snapshot: applied.0,
+            seq: applied.1,
+        },
+    )
+    .await;
+    if let Some(snapshot) = unsaved {
+        *served = persist_snapshot(snapshot, &follower.state_dir, &follower.stats).await;
+    }
+    acked
 }
 
 /// The health delta a health frame follows: a single delta the one before it, a
@@ -396,18 +415,19 @@ fn follows(msg: &ToEdge) -> u64 {
     }
 }
 
-/// A new snapshot version applied: the link and the zones served move to it, the
-/// backoff starts again; the (snapshot, seq) to acknowledge. One that could not be
-/// applied leaves the zones served unknown: the next hello names none, and control
-/// sends the snapshot whole.
+/// A new snapshot version applied (swapped in, to persist once acknowledged): the link
+/// moves to it, the backoff starts again; the (snapshot, seq) to acknowledge. One that
+/// could not be applied leaves the zones served unknown: the next hello names none, and
+/// control sends the snapshot whole.
 fn took_version(
-    applied: std::io::Result<(Link, ServedZones)>,
+    applied: std::io::Result<(Link, Snapshot)>,
     served: &mut ServedZones,
     backoff: &mut Duration,
     link: &mut Option<Link>,
+    unsaved: &mut Option<Snapshot>,
 ) -> std::io::Result<(u64, u64)> {
-    let (applied, zones) = applied.inspect_err(|_| served.clear())?;
-    *served = zones;
+    let (applied, snapshot) = applied.inspect_err(|_| served.clear())?;
+    *unsaved = Some(snapshot);
     *backoff = Duration::from_millis(100);
     let ack = (applied.snapshot, applied.seq);
     *link = Some(applied);
@@ -521,24 +541,30 @@ async fn apply_cookies(follower: &Follower, message: ToEdge) {
     .await;
 }
 
-/// Compiles and swaps in `snapshot`, persists it (before the acknowledgement: a later
-/// health file must never be removed by an earlier snapshot's write), and returns the
-/// link state it starts and the zones it serves.
-async fn apply_snapshot(
+/// Compiles and swaps in `snapshot`; the link state it starts, and the snapshot to
+/// persist.
+fn apply_snapshot(
     snapshot: Snapshot,
     seq: u64,
-    state_dir: &Path,
     engine: &ArcSwap<Engine>,
     options: &ServeOptions,
-    stats: &Arc<LinkStats>,
-) -> std::io::Result<(Link, ServedZones)> {
+) -> std::io::Result<(Link, Snapshot)> {
     swap_in(&snapshot, engine, options)?;
     tracing::info!(
         version = snapshot.version,
         zones = snapshot.zones.len(),
         "snapshot applied"
     );
-    Ok(persist_snapshot(snapshot, seq, state_dir, stats).await)
+    Ok((link_of(&snapshot, seq), snapshot))
+}
+
+/// The link state a snapshot at health delta `seq` starts.
+fn link_of(snapshot: &Snapshot, seq: u64) -> Link {
+    Link {
+        snapshot: snapshot.version,
+        seq,
+        bitmap: snapshot.bitmap.clone(),
+    }
 }
 
 /// Compiles `snapshot` and swaps it in; a snapshot that does not compile is refused and
@@ -564,10 +590,11 @@ fn swap_in(snapshot: &Snapshot, engine: &ArcSwap<Engine>, options: &ServeOptions
 async fn apply_snapshot_delta(
     delta: qdns_link::delta::SnapshotDelta,
     follower: &Follower,
-) -> std::io::Result<(Link, ServedZones)> {
+) -> std::io::Result<(Link, Snapshot)> {
     let dir = follower.state_dir.clone();
     let serving = follower.engine.load().version();
     let seq = delta.seq;
+    let started = std::time::Instant::now();
     let built = tokio::task::spawn_blocking(move || -> Result<(Snapshot, bool), String> {
         let base = protocol::load_snapshot(&snapshot_path(&dir))
             .map_err(|e| e.to_string())?
@@ -599,6 +626,7 @@ async fn apply_snapshot_delta(
         .stats
         .deltas_applied
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let built_in = started.elapsed();
     if same_zones {
         let engine = follower.engine.load();
         engine.set_health(snapshot.bitmap.clone());
@@ -611,25 +639,17 @@ async fn apply_snapshot_delta(
         zones = snapshot.zones.len(),
         from = "delta",
         recompiled = !same_zones,
+        built_ms = built_in.as_millis(),
+        swapped_ms = started.elapsed().as_millis(),
         "snapshot applied"
     );
-    Ok(persist_snapshot(snapshot, seq, &follower.state_dir, &follower.stats).await)
+    Ok((link_of(&snapshot, seq), snapshot))
 }
 
 /// Persists `snapshot` as the one served and the digests of its zones (the health file
-/// of the one before goes); the link state it starts and the zones it serves. A failure
-/// is counted: the snapshot serves from memory.
-async fn persist_snapshot(
-    snapshot: Snapshot,
-    seq: u64,
-    state_dir: &Path,
-    stats: &Arc<LinkStats>,
-) -> (Link, ServedZones) {
-    let link = Link {
-        snapshot: snapshot.version,
-        seq,
-        bitmap: snapshot.bitmap.clone(),
-    };
+/// of the one before goes); the zones it serves. A failure is counted: the snapshot
+/// serves from memory.
+async fn persist_snapshot(snapshot: Snapshot, state_dir: &Path, stats: &Arc<LinkStats>) -> ServedZones {
     let dir = state_dir.to_path_buf();
     let stats = Arc::clone(stats);
     let zones = tokio::task::spawn_blocking(move || {
@@ -656,7 +676,7 @@ async fn persist_snapshot(
     // The snapshot is persisted and dropped: give the pages back (best effort: mimalloc
     // collects this thread's heap and abandoned ones).
     crate::memory::release_freed();
-    (link, zones)
+    zones
 }
 
 /// Reads frames until the connection ends (`None` to the receiver) or fails.
