@@ -31,14 +31,11 @@ fn scale(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The release binaries' directory, built if needed. Built with the environment a shell
-/// gives cargo, not the one `cargo test` gives this test (whose variables would make
-/// cargo rebuild every crate, and the next plain build rebuild them again).
+/// The release binaries' directory, built if needed (in the environment `cargo test`
+/// gives this test, unchanged: clearing it once dropped `RUSTUP_*` settings and let
+/// rustup try to update the toolchain under the build).
 fn release_bins() -> PathBuf {
-    let kept = ["PATH", "HOME", "CARGO_HOME", "RUSTUP_HOME", "TMPDIR", "USER"];
     let status = Command::new(env!("CARGO"))
-        .env_clear()
-        .envs(std::env::vars().filter(|(k, _)| kept.contains(&k.as_str())))
         .args([
             "build",
             "--quiet",

@@ -197,21 +197,26 @@ fn enlist(
 /// serve the zones already get a few octets, not every zone again.
 fn resumed(state: &mut State, serving: Option<u64>, extension: Option<&protocol::HelloExtension>) -> Option<Frame> {
     let extension = extension.filter(|e| e.deltas && !e.zones.is_empty())?;
+    let serving = serving?;
     let digests = state.edges.zone_digests(&state.snapshot);
-    let delta = qdns_link::delta::resume(serving?, &extension.zones, &state.snapshot, &digests, state.seq);
-    let whole: usize = delta
+    // Counted before anything is copied: a zone the edge lacks goes whole.
+    let theirs: std::collections::HashMap<&[u8], u64> = extension
         .zones
         .iter()
-        .map(|change| match change {
-            qdns_link::delta::ZoneChange::Whole(zone) => zone.rrsets.len(),
-            _ => 0,
-        })
-        .sum();
-    let total: usize = state.snapshot.zones.iter().map(|z| z.rrsets.len()).sum();
+        .map(|(origin, d)| (origin.as_slice(), *d))
+        .collect();
+    let (mut whole, mut total) = (0, 0);
+    for (zone, ours) in state.snapshot.zones.iter().zip(digests.iter()) {
+        total += zone.rrsets.len();
+        if theirs.get(zone.origin.as_slice()) != Some(ours) {
+            whole += zone.rrsets.len();
+        }
+    }
     if whole * 4 > total {
         // Most of it anyway: the full frame, encoded once for every edge.
         return None;
     }
+    let delta = qdns_link::delta::resume(serving, &extension.zones, &state.snapshot, &digests, state.seq);
     protocol::encode(&protocol::ToEdge::Delta(Box::new(delta)))
         .ok()
         .map(Arc::new)

@@ -236,10 +236,21 @@ fn change(before: &Zone, after: &Zone, digest: u64) -> ZoneChange {
     ZoneChange::Patch(Box::new(ZonePatch {
         head,
         same_geo,
-        rrsets,
-        sigs,
+        rrsets: materialize(rrsets, &after.rrsets),
+        sigs: materialize(sigs, sigs_of(after)),
         digest,
     }))
+}
+
+/// `plan` (inserts naming positions in `new`) with the inserted elements copied in:
+/// done only once the zone is known to go as a patch.
+fn materialize<T: Clone>(plan: Vec<Run<usize>>, new: &[T]) -> Vec<Run<T>> {
+    plan.into_iter()
+        .map(|run| match run {
+            Run::Copy { from, len } => Run::Copy { from, len },
+            Run::Insert(at) => Run::Insert(at.into_iter().filter_map(|i| new.get(i).cloned()).collect()),
+        })
+        .collect()
 }
 
 /// `zone` without its record sets, its signatures and its geo table.
@@ -291,10 +302,11 @@ fn inserted<T>(runs: &[Run<T>]) -> usize {
 
 /// `new` as runs over `old`: the common start and end copied as they are, and in
 /// between each element copied from where `old` has it (found by `key`) when it is
-/// the same there, else sent. Each element of `old` is copied at most once.
-fn runs<'a, T, K>(old: &'a [T], new: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<Run<T>>
+/// the same there, else sent (named by its position in `new`). Each element of `old` is
+/// copied at most once.
+fn runs<'a, T, K>(old: &'a [T], new: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<Run<usize>>
 where
-    T: PartialEq + Clone,
+    T: PartialEq,
     K: std::hash::Hash + Eq,
 {
     let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
@@ -309,13 +321,13 @@ where
     out.copy(0, prefix);
     let index: HashMap<K, usize> = (prefix..old_end).map(|i| (key(&old[i]), i)).collect();
     let mut used = vec![false; old_end - prefix];
-    for item in &new[prefix..new_end] {
+    for (position, item) in new.iter().enumerate().take(new_end).skip(prefix) {
         match index.get(&key(item)) {
             Some(&at) if !used[at - prefix] && old[at] == *item => {
                 used[at - prefix] = true;
                 out.copy(at, 1);
             }
-            _ => out.insert(item.clone()),
+            _ => out.insert(position),
         }
     }
     out.copy(old_end, suffix);
