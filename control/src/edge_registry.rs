@@ -29,19 +29,23 @@ pub struct HealthUpdate {
 pub enum Update {
     /// A health delta.
     Health(HealthUpdate),
-    /// Snapshot `version` (at health delta `seq`) replaced `base`: `delta` goes to an
-    /// edge that takes deltas and was sent `base`; the others get the full snapshot,
-    /// encoded once when the first of them needs it.
-    Snapshot {
-        /// The version replaced.
-        base: u64,
-        /// The new version.
-        version: u64,
-        /// Health deltas folded into it.
-        seq: u64,
-        /// `ToEdge::Delta` from `base` (none when it could not be encoded).
-        delta: Option<Frame>,
-    },
+    /// A new snapshot version.
+    Snapshot(SnapshotUpdate),
+}
+
+/// Snapshot `version` (at health delta `seq`) replaced `base`: `delta` goes to an edge
+/// that takes deltas and was sent `base`; the others get the full snapshot, encoded once
+/// when the first of them needs it.
+#[derive(Debug, Clone)]
+pub struct SnapshotUpdate {
+    /// The version replaced.
+    pub base: u64,
+    /// The new version.
+    pub version: u64,
+    /// Health deltas folded into it.
+    pub seq: u64,
+    /// `ToEdge::Delta` from `base` (none when it could not be encoded).
+    pub delta: Option<Frame>,
 }
 
 /// A connected edge.

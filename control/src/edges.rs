@@ -18,7 +18,7 @@ use crate::{
     state::{now, State},
 };
 
-pub use crate::edge_registry::{Frame, HealthUpdate, Update};
+pub use crate::edge_registry::{Frame, HealthUpdate, SnapshotUpdate, Update};
 
 /// Largest message an edge sends control (its XDP report is a few KiB).
 pub const MAX_FROM_EDGE: usize = 1 << 20;
@@ -199,24 +199,8 @@ fn resumed(state: &mut State, serving: Option<u64>, extension: Option<&protocol:
     let extension = extension.filter(|e| e.deltas && !e.zones.is_empty())?;
     let serving = serving?;
     let digests = state.edges.zone_digests(&state.snapshot);
-    // Counted before anything is copied: a zone the edge lacks goes whole.
-    let theirs: std::collections::HashMap<&[u8], u64> = extension
-        .zones
-        .iter()
-        .map(|(origin, d)| (origin.as_slice(), *d))
-        .collect();
-    let (mut whole, mut total) = (0, 0);
-    for (zone, ours) in state.snapshot.zones.iter().zip(digests.iter()) {
-        total += zone.rrsets.len();
-        if theirs.get(zone.origin.as_slice()) != Some(ours) {
-            whole += zone.rrsets.len();
-        }
-    }
-    if whole * 4 > total {
-        // Most of it anyway: the full frame, encoded once for every edge.
-        return None;
-    }
-    let delta = qdns_link::delta::resume(serving, &extension.zones, &state.snapshot, &digests, state.seq);
+    // None: most of it goes whole anyway; the full frame, encoded once for every edge.
+    let delta = qdns_link::delta::resume(serving, &extension.zones, &state.snapshot, &digests, state.seq)?;
     protocol::encode(&protocol::ToEdge::Delta(Box::new(delta)))
         .ok()
         .map(Arc::new)
@@ -413,7 +397,7 @@ pub async fn serve_edge<R, W>(
                 Ok(None) => continue,
                 Err(()) => break,
             },
-            Ok(update) => match next_frame(update, &mut sent, takes_deltas, &state).await {
+            Ok(Update::Snapshot(update)) => match snapshot_frame(update, &mut sent, takes_deltas, &state).await {
                 Some(Next::Snapshot(frame)) => {
                     // The edge compiles it before it speaks again.
                     grace_until.store(millis_since(origin) + ms(SNAPSHOT_GRACE), Ordering::Relaxed);
@@ -512,40 +496,40 @@ fn health_frame(
         .map_err(|_| ())
 }
 
-/// The frame `update` makes for an edge that was sent snapshot version and health delta
-/// `sent` (moved to what this frame holds): none when what was sent holds it already; a
-/// new version as a delta when the edge takes deltas and was sent its base, else whole
-/// (the current snapshot, which may be later than the update: later updates it holds are
-/// then skipped).
-async fn next_frame(update: Update, sent: &mut (u64, u64), takes_deltas: bool, state: &Mutex<State>) -> Option<Next> {
-    match update {
-        // Taken by `health_frame` before this is called.
-        Update::Health { .. } => None,
-        Update::Snapshot {
-            base,
-            version,
-            seq,
-            delta,
-        } => {
-            if (version, seq) <= *sent {
-                return None;
-            }
-            if let Some(delta) = delta.filter(|_| takes_deltas && sent.0 == base) {
-                *sent = (version, seq);
-                return Some(Next::Snapshot(delta));
-            }
-            let mut guard = state.lock().await;
-            let state = &mut *guard;
-            match state.edges.snapshot_frame(&state.snapshot, state.seq) {
-                Ok(frame) => {
-                    *sent = (state.snapshot.version, state.seq);
-                    Some(Next::Snapshot(frame))
-                }
-                Err(err) => {
-                    tracing::error!(%err, "cannot encode the snapshot");
-                    Some(Next::Close)
-                }
-            }
+/// The frame a new snapshot version makes for an edge that was sent snapshot version and
+/// health delta `sent` (moved to what this frame holds): none when what was sent holds
+/// it already; the delta when the edge takes deltas and was sent its base, else whole
+/// (the current snapshot, which may be later than the update: later updates it holds
+/// are then skipped).
+async fn snapshot_frame(
+    update: SnapshotUpdate,
+    sent: &mut (u64, u64),
+    takes_deltas: bool,
+    state: &Mutex<State>,
+) -> Option<Next> {
+    let SnapshotUpdate {
+        base,
+        version,
+        seq,
+        delta,
+    } = update;
+    if (version, seq) <= *sent {
+        return None;
+    }
+    if let Some(delta) = delta.filter(|_| takes_deltas && sent.0 == base) {
+        *sent = (version, seq);
+        return Some(Next::Snapshot(delta));
+    }
+    let mut guard = state.lock().await;
+    let state = &mut *guard;
+    match state.edges.snapshot_frame(&state.snapshot, state.seq) {
+        Ok(frame) => {
+            *sent = (state.snapshot.version, state.seq);
+            Some(Next::Snapshot(frame))
+        }
+        Err(err) => {
+            tracing::error!(%err, "cannot encode the snapshot");
+            Some(Next::Close)
         }
     }
 }
@@ -629,12 +613,12 @@ mod tests {
         for (seq, word) in [(4, (0, 1)), (5, (1, 2)), (6, (0, 3))] {
             tx.send(Update::Health(health(7, seq, vec![word]))).unwrap();
         }
-        tx.send(Update::Snapshot {
+        tx.send(Update::Snapshot(super::SnapshotUpdate {
             base: 7,
             version: 8,
             seq: 0,
             delta: None,
-        })
+        }))
         .unwrap();
         let (mut pending, mut sent) = (None, (7, 2));
         let first = health(7, 3, vec![(2, 9)]);
@@ -648,7 +632,10 @@ mod tests {
         assert_eq!(delta.words, [(0, 3), (1, 2), (2, 9)], "each word's latest value");
         assert_eq!(sent, (7, 6));
         assert!(
-            matches!(pending, Some(Update::Snapshot { version: 8, .. })),
+            matches!(
+                pending,
+                Some(Update::Snapshot(super::SnapshotUpdate { version: 8, .. }))
+            ),
             "kept for next"
         );
     }

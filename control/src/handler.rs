@@ -12,7 +12,7 @@ use crate::{
         Reloaded, Reply, Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
     },
     duration::parse_expiry,
-    edge_registry::{HealthUpdate, Update},
+    edge_registry::{HealthUpdate, SnapshotUpdate, Update},
     explain::{explain, owner_wire, why},
     persist,
     state::{now, Ends as _, External, Override, Shift, State},
@@ -87,12 +87,12 @@ impl Ctx {
                 None
             }
         };
-        let _ = self.updates.send(Update::Snapshot {
+        let _ = self.updates.send(Update::Snapshot(SnapshotUpdate {
             base: before.version,
             version: state.snapshot.version,
             seq: state.seq,
             delta,
-        });
+        }));
     }
 
     /// Points the embedded checker at the snapshot's probed checks.

@@ -187,28 +187,57 @@ pub fn between(old: &Snapshot, new: &Snapshot, digests: &[u64], seq: u64) -> Sna
 
 /// The delta that brings an edge serving `base` (version, and each zone's origin and
 /// digest, as its hello says) to `current`: zones whose digest matches are kept, the
-/// others sent whole.
+/// others sent whole — or `None` when those hold more than a quarter of the record sets
+/// (the whole snapshot, encoded once for every edge, is then as good). Counted before
+/// anything is copied.
 #[must_use]
-pub fn resume(base: u64, have: &[(Vec<u8>, u64)], current: &Snapshot, digests: &[u64], seq: u64) -> SnapshotDelta {
+pub fn resume(
+    base: u64,
+    have: &[(Vec<u8>, u64)],
+    current: &Snapshot,
+    digests: &[u64],
+    seq: u64,
+) -> Option<SnapshotDelta> {
     let have: HashMap<&[u8], u64> = have.iter().map(|(origin, d)| (origin.as_slice(), *d)).collect();
-    let zones = current
+    let kept: Vec<bool> = current
         .zones
         .iter()
         .enumerate()
-        .map(|(i, zone)| match (have.get(zone.origin.as_slice()), digests.get(i)) {
-            (Some(theirs), Some(ours)) if theirs == ours => ZoneChange::Keep {
-                origin: zone.origin.clone(),
-            },
-            _ => ZoneChange::Whole(Box::new(zone.clone())),
+        .map(|(i, zone)| {
+            have.get(zone.origin.as_slice())
+                .is_some_and(|d| digests.get(i) == Some(d))
         })
         .collect();
-    SnapshotDelta {
+    let sets = |keep: bool| -> usize {
+        current
+            .zones
+            .iter()
+            .zip(&kept)
+            .filter(|(_, k)| keep || !**k)
+            .map(|(z, _)| z.rrsets.len())
+            .sum()
+    };
+    if sets(false) * 4 > sets(true) {
+        return None;
+    }
+    let zones = current
+        .zones
+        .iter()
+        .zip(&kept)
+        .map(|(zone, kept)| match kept {
+            true => ZoneChange::Keep {
+                origin: zone.origin.clone(),
+            },
+            false => ZoneChange::Whole(Box::new(zone.clone())),
+        })
+        .collect();
+    Some(SnapshotDelta {
         base,
         version: current.version,
         seq,
         bitmap: current.bitmap.clone(),
         zones,
-    }
+    })
 }
 
 /// How `before` became `after` (whose digest is `digest`).
