@@ -339,11 +339,12 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
     let health = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(10)) + health_started.elapsed();
 
-    // A burst of health changes: 1,000 override changes of one check (10,000 with
-    // QDNS_FLEET_BURST=10000: 154 s, bound by control persisting each), pipelined on one
-    // control-socket connection (each persisted before it is answered). Edges that fall
-    // behind get the queued deltas folded into one frame.
-    let burst = scale("QDNS_FLEET_BURST", 1_000);
+    // A burst of health changes: 10,000 override changes of one check, pipelined on one
+    // control-socket connection. Control handles what a client has already sent as one
+    // group (one save, one push), so the edges see a few health deltas, each answer
+    // still given only once its change is persisted. Edges that fall behind get queued
+    // deltas folded into one frame.
+    let burst = scale("QDNS_FLEET_BURST", 10_000);
     let burst_started = Instant::now();
     let burst_took = health_burst(&socket, burst);
     let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
@@ -381,8 +382,8 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     );
     assert!(health <= Duration::from_secs(1), "a health change took {health:?}");
     assert!(
-        burst_lag <= Duration::from_secs(1),
-        "the burst's last change took {burst_lag:?}"
+        burst_total <= Duration::from_secs(1),
+        "the burst took {burst_total:?} to reach every edge ({burst_took:?} to make)"
     );
     for (edge, _) in &real {
         let line = edge.wait_for("recompiled=true");

@@ -11,15 +11,23 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api::{ApiError, ErrorCode, Response, MAX_REQUEST},
+    api::{ApiError, ErrorCode, Request, Response, MAX_REQUEST},
     edges,
-    handler::{handle, Ctx},
+    handler::{handle_all, Ctx},
     report, report_listener, state,
 };
 
 /// A control-socket connection with no complete request for this long is closed, so
 /// idle clients cannot hold the 64 slots.
 const CONTROL_IDLE: Duration = Duration::from_secs(60);
+
+/// The read buffer of a control connection: what a pipelining client has sent beyond
+/// the request being read, handled with it.
+const CONTROL_BUFFER: usize = 64 * 1024;
+
+/// At most this many pipelined requests are handled (and their changes persisted) as
+/// one group; the rest wait for the next.
+const MAX_BATCH: usize = 1024;
 
 /// Most edge connections control serves at once (each holds a snapshot copy while it
 /// is sent); more are closed at once and logged.
@@ -146,6 +154,21 @@ pub(crate) async fn accept_edges_tcp(
     }
 }
 
+/// Parses one line read from the control socket into `batch` (a request, or its
+/// refusal); false when the line was cut at `MAX_REQUEST`.
+fn take_request(line: &str, batch: &mut Vec<Result<Request, Response>>) -> bool {
+    let complete = line.ends_with('\n') || line.len() < MAX_REQUEST;
+    batch.push(if complete {
+        Response::parse_request(line)
+    } else {
+        Err(Response::error(&ApiError::new(
+            ErrorCode::Malformed,
+            format!("bad request: over {MAX_REQUEST} octets"),
+        )))
+    });
+    complete
+}
+
 pub(crate) async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: CancellationToken) {
     let pool = Pool::new(Limits {
         total: MAX_CONTROL_CONNECTIONS,
@@ -171,7 +194,7 @@ pub(crate) async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: C
         });
         tokio::spawn(async move {
             let (r, mut w) = stream.into_split();
-            let mut lines = BufReader::new(r);
+            let mut lines = BufReader::with_capacity(CONTROL_BUFFER, r);
             let mut line = String::new();
             loop {
                 line.clear();
@@ -188,23 +211,28 @@ pub(crate) async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: C
                     Ok(Ok(_)) => {}
                 }
                 ticket.set_evictable(false);
-                // A line cut at the limit: refused whole, and the connection closed (the
-                // rest of it is not a request).
-                let complete = line.ends_with('\n') || line.len() < MAX_REQUEST;
-                let response = if complete {
-                    match Response::parse_request(&line) {
-                        Ok(request) => handle(&ctx, request, peer.as_deref()).await,
-                        Err(refused) => refused,
+                // The requests a pipelining client has already sent are handled together
+                // (their changes persisted and pushed once): those complete in the
+                // buffer, so reading them does not wait.
+                let mut batch = Vec::new();
+                let mut complete = take_request(&line, &mut batch);
+                while complete && batch.len() < MAX_BATCH && lines.buffer().contains(&b'\n') {
+                    line.clear();
+                    let mut limited = (&mut lines).take(MAX_REQUEST as u64);
+                    if !matches!(limited.read_line(&mut line).await, Ok(n) if n > 0) {
+                        break;
                     }
-                } else {
-                    Response::error(&ApiError::new(
-                        ErrorCode::Malformed,
-                        format!("bad request: over {MAX_REQUEST} octets"),
-                    ))
-                };
-                let mut text = serde_json::to_string(&response).unwrap_or_else(|_| "{\"ok\":false}".to_owned());
-                text.push('\n');
+                    complete = take_request(&line, &mut batch);
+                }
+                let responses = handle_all(&ctx, batch, peer.as_deref()).await;
+                let mut text = String::new();
+                for response in responses {
+                    text.push_str(&serde_json::to_string(&response).unwrap_or_else(|_| "{\"ok\":false}".to_owned()));
+                    text.push('\n');
+                }
                 let written = tokio::time::timeout(CONTROL_IDLE, w.write_all(text.as_bytes())).await;
+                // A line cut at the limit was refused whole, and the connection is closed
+                // (the rest of it is not a request).
                 if !matches!(written, Ok(Ok(()))) || !complete {
                     return;
                 }

@@ -116,17 +116,134 @@ impl Ctx {
 
 /// Handles one request from `peer` (who sent it, for the timeline).
 pub async fn handle(ctx: &Ctx, request: Request, peer: Option<&str>) -> Response {
+    handle_all(ctx, vec![Ok(request)], peer)
+        .await
+        .pop()
+        .unwrap_or_else(|| Response::error(&ApiError::new(ErrorCode::Internal, "no response".to_owned())))
+}
+
+/// Handles the requests read together from one connection (a client that pipelines),
+/// in order, answering each; `Err` is a line that was already refused. Consecutive
+/// operator changes are made together — group commit: persisted once (one fsync) and
+/// pushed to the edges once — and none is answered before it is persisted; anything
+/// else first commits the changes before it, so it sees only what is in force.
+pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, peer: Option<&str>) -> Vec<Response> {
     let mut state = ctx.state.lock().await;
-    let before = state.operator.clone();
     state.actor = peer.map(str::to_owned);
-    let result = run(ctx, &mut state, request);
-    state.actor = None;
-    // A change that could not be persisted is not made: the operator is told, and a
-    // restart would not bring back something never in force.
-    if result.is_err() && state.operator != before {
-        state.operator = before;
+    let mut responses: Vec<Option<Response>> = Vec::with_capacity(incoming.len());
+    let mut changes: Option<Changes> = None;
+    for item in incoming {
+        let request = match item {
+            Ok(request) => request,
+            Err(refused) => {
+                responses.push(Some(refused));
+                continue;
+            }
+        };
+        if is_change(&request) {
+            let batch = changes.get_or_insert_with(|| Changes::new(&state));
+            match change(&mut state, request) {
+                Ok(made) => {
+                    batch.made.push((responses.len(), made));
+                    responses.push(None);
+                }
+                Err(err) => responses.push(Some(Response::error(&err))),
+            }
+            continue;
+        }
+        if let Some(batch) = changes.take() {
+            batch.commit(ctx, &mut state, &mut responses);
+        }
+        let before = state.operator.clone();
+        let result = run(ctx, &mut state, request);
+        if result.is_err() && state.operator != before {
+            state.operator = before;
+        }
+        responses.push(Some(Response::from_result(result)));
     }
-    Response::from_result(result)
+    if let Some(batch) = changes.take() {
+        batch.commit(ctx, &mut state, &mut responses);
+    }
+    state.actor = None;
+    responses
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Response::error(&ApiError::new(ErrorCode::Internal, "no response".to_owned()))))
+        .collect()
+}
+
+/// Operator changes made in memory and not yet persisted.
+struct Changes {
+    /// The operator state before the first of them.
+    before: crate::state::OperatorState,
+    /// Each change's place among the responses, its reply and its timeline entry.
+    made: Vec<(usize, Made)>,
+}
+
+/// A change made in memory: its reply and its timeline entry (kind, text).
+struct Made {
+    reply: Answer,
+    event: (&'static str, String),
+}
+
+/// What a change answers once persisted.
+enum Answer {
+    Reply(Reply),
+    /// The shifts in force, and whether each moves traffic — known once health is
+    /// recomputed.
+    Shifts,
+}
+
+impl Changes {
+    fn new(state: &State) -> Changes {
+        Changes {
+            before: state.operator.clone(),
+            made: Vec::new(),
+        }
+    }
+
+    /// Persists the changes once and pushes health once, then answers each; a change
+    /// that could not be persisted is not made — every one of them is undone and
+    /// answered with the error, and a restart would not bring back something never in
+    /// force.
+    fn commit(self, ctx: &Ctx, state: &mut State, responses: &mut [Option<Response>]) {
+        if self.made.is_empty() {
+            return;
+        }
+        if let Err(err) = ctx.save(state) {
+            state.operator = self.before;
+            for (at, _) in self.made {
+                responses[at] = Some(Response::error(&err));
+            }
+            return;
+        }
+        let mut answers = Vec::with_capacity(self.made.len());
+        for (at, made) in self.made {
+            let (kind, text) = made.event;
+            state.event(kind, text);
+            answers.push((at, made.reply));
+        }
+        ctx.push_health(state);
+        for (at, answer) in answers {
+            let reply = match answer {
+                Answer::Reply(reply) => reply,
+                Answer::Shifts => Reply::Shifts(shift_list(state)),
+            };
+            responses[at] = Some(Response::from_result(Ok(reply)));
+        }
+    }
+}
+
+/// Whether `request` changes the operator state (and so is persisted and pushed).
+fn is_change(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::OverrideSet { .. }
+            | Request::OverrideClear { .. }
+            | Request::External { .. }
+            | Request::ShiftStart { .. }
+            | Request::ShiftUpdate { .. }
+            | Request::ShiftCancel { .. }
+    )
 }
 
 /// An expiry that does not parse or is over the limit.
@@ -134,10 +251,6 @@ fn expiry(text: &str) -> Result<std::time::Duration, ApiError> {
     parse_expiry(text).map_err(|e| ApiError::bad_argument(e.to_string()))
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "one arm per control-socket command; each arm is short"
-)]
 fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError> {
     match request {
         Request::Status {} => {
@@ -173,6 +286,31 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 text: qdns_zone::master::zone_text(found),
             }))
         }
+        Request::ShiftList {} => Ok(Reply::Shifts(shift_list(state))),
+        Request::Events { limit } => {
+            let limit = limit.unwrap_or(100);
+            Ok(Reply::Events(state.events.last(limit).cloned().collect()))
+        }
+        Request::OverrideSet { .. }
+        | Request::OverrideClear { .. }
+        | Request::External { .. }
+        | Request::ShiftStart { .. }
+        | Request::ShiftUpdate { .. }
+        | Request::ShiftCancel { .. } => Err(ApiError::new(
+            ErrorCode::Internal,
+            "an operator change is made by handle_all".to_owned(),
+        )),
+    }
+}
+
+/// Makes the operator change `request` in memory: what to answer once it is persisted,
+/// and its timeline entry. A refused change leaves the state as it was.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one arm per operator change; each arm is short"
+)]
+fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
+    let (reply, event) = match request {
         Request::OverrideSet {
             check,
             healthy,
@@ -184,33 +322,28 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 .operator
                 .overrides
                 .insert(key.clone(), Override::new(healthy, expiry.as_secs()));
-            ctx.save(state)?;
-            state.event(
-                "override",
-                format!(
-                    "{key} forced {} for {expires}",
-                    if healthy { "healthy" } else { "unhealthy" }
-                ),
+            let event = format!(
+                "{key} forced {} for {expires}",
+                if healthy { "healthy" } else { "unhealthy" }
             );
-            ctx.push_health(state);
-            Ok(Reply::OverrideSet(OverrideSet {
+            let reply = Reply::OverrideSet(OverrideSet {
                 check: key,
                 healthy,
                 expires_in_s: expiry.as_secs(),
-            }))
+            });
+            (Answer::Reply(reply), ("override", event))
         }
         Request::OverrideClear { check } => {
             let key = state.check_key(&check)?;
             if state.operator.overrides.remove(&key).is_none() {
                 return Err(ApiError::conflict(format!("{key} has no override")));
             }
-            ctx.save(state)?;
-            state.event("override", format!("override of {key} cleared"));
-            ctx.push_health(state);
-            Ok(Reply::OverrideCleared(OverrideCleared {
+            let event = format!("override of {key} cleared");
+            let reply = Reply::OverrideCleared(OverrideCleared {
                 check: key,
                 cleared: true,
-            }))
+            });
+            (Answer::Reply(reply), ("override", event))
         }
         Request::External { check, healthy } => {
             let key = state.check_key(&check)?;
@@ -224,13 +357,11 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 .operator
                 .externals
                 .insert(key.clone(), External { healthy, set_at: now() });
-            ctx.save(state)?;
-            state.event(
-                "external",
-                format!("{key} set {}", if healthy { "healthy" } else { "unhealthy" }),
-            );
-            ctx.push_health(state);
-            Ok(Reply::External(ExternalSet { check: key, healthy }))
+            let event = format!("{key} set {}", if healthy { "healthy" } else { "unhealthy" });
+            (
+                Answer::Reply(Reply::External(ExternalSet { check: key, healthy })),
+                ("external", event),
+            )
         }
         Request::ShiftStart {
             rrset,
@@ -251,13 +382,8 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 .entry(rrset.clone())
                 .or_default()
                 .insert(az.clone(), Shift::new(expiry.as_secs(), comment));
-            ctx.save(state)?;
-            state.event(
-                "shift",
-                format!("shift of {rrset} away from {az} started for {expires}"),
-            );
-            ctx.push_health(state);
-            Ok(Reply::Shifts(shift_list(state)))
+            let event = format!("shift of {rrset} away from {az} started for {expires}");
+            (Answer::Shifts, ("shift", event))
         }
         Request::ShiftUpdate { rrset, az, expires } => {
             let rrset = zonal_set(state, &rrset, &az)?;
@@ -269,13 +395,8 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 .and_then(|azs| azs.get_mut(&az))
                 .ok_or_else(|| ApiError::conflict(format!("{rrset} has no shift away from {az}")))?;
             shift.end_in(expiry.as_secs());
-            ctx.save(state)?;
-            state.event(
-                "shift",
-                format!("shift of {rrset} away from {az} now ends in {expires}"),
-            );
-            ctx.push_health(state);
-            Ok(Reply::Shifts(shift_list(state)))
+            let event = format!("shift of {rrset} away from {az} now ends in {expires}");
+            (Answer::Shifts, ("shift", event))
         }
         Request::ShiftCancel { rrset, az } => {
             let rrset = zonal_set(state, &rrset, &az)?;
@@ -284,17 +405,17 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 return Err(ApiError::conflict(format!("{rrset} has no shift away from {az}")));
             }
             state.operator.shifts.retain(|_, azs| !azs.is_empty());
-            ctx.save(state)?;
-            state.event("shift", format!("shift of {rrset} away from {az} cancelled"));
-            ctx.push_health(state);
-            Ok(Reply::Shifts(shift_list(state)))
+            let event = format!("shift of {rrset} away from {az} cancelled");
+            (Answer::Shifts, ("shift", event))
         }
-        Request::ShiftList {} => Ok(Reply::Shifts(shift_list(state))),
-        Request::Events { limit } => {
-            let limit = limit.unwrap_or(100);
-            Ok(Reply::Events(state.events.last(limit).cloned().collect()))
+        other => {
+            return Err(ApiError::new(
+                ErrorCode::Internal,
+                format!("not an operator change: {other:?}"),
+            ))
         }
-    }
+    };
+    Ok(Made { reply, event })
 }
 
 /// The canonical name of the zonal set(s) at `rrset`, checking `az` exists there.

@@ -78,6 +78,85 @@ fn overrides_and_external_checks_steer_answers() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an external check"));
 }
 
+/// Changes a client pipelines are made together (one save, one push), yet each is
+/// answered as if alone, in order: a refused one among them changes nothing, and a
+/// read between them sees the changes before it.
+#[test]
+fn pipelined_changes_are_answered_in_order_and_persisted_together() {
+    let loc = Location::new();
+    let set = |check: &str, healthy: bool| {
+        format!(r#"{{"cmd":"override_set","check":"{check}","healthy":{healthy},"expires":"30m"}}"#)
+    };
+    let clear = |check: &str| format!(r#"{{"cmd":"override_clear","check":"{check}"}}"#);
+    let lines = [
+        set("api-1", false),
+        clear("api-1"),
+        set("api-1", false),
+        r#"{"cmd":"health","check":"api-1"}"#.to_owned(),
+        clear("web-1"),
+        set("api-2", true),
+        r#"{"cmd":"bogus"}"#.to_owned(),
+        set("web-1", false),
+        clear("web-1"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let replies = common::pipeline(&loc.socket(), &lines);
+    let oks: Vec<bool> = replies.iter().map(|r| r["ok"] == true).collect();
+    assert_eq!(
+        oks,
+        [true, true, true, true, false, true, false, true, true],
+        "{replies:?}"
+    );
+    assert!(
+        replies[0]["data"]["check"].as_str().unwrap().ends_with("/api-1"),
+        "{}",
+        replies[0]
+    );
+    assert_eq!(replies[0]["data"]["healthy"], false);
+    assert_eq!(replies[1]["data"]["cleared"], true);
+    assert!(
+        replies[3]["data"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("forced unhealthy"),
+        "a read sees the changes before it: {}",
+        replies[3]
+    );
+    assert_eq!(replies[4]["code"], "conflict", "{}", replies[4]);
+    assert_eq!(replies[6]["code"], "malformed", "{}", replies[6]);
+    // What is saved is the end state: api-1 and api-2 forced, web-1 not.
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(loc.dir.path().join("control-state/operator.json")).unwrap())
+            .unwrap();
+    let forced: Vec<&String> = saved["overrides"].as_object().unwrap().keys().collect();
+    assert_eq!(forced.len(), 2, "{saved}");
+    // The timeline has every change made, in order, and none refused.
+    let events = loc.ctl_json(&["events"]);
+    let overrides: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "override")
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(overrides.len(), 6, "{overrides:?}");
+    assert!(
+        overrides[0].contains("api-1") && overrides[0].contains("forced unhealthy"),
+        "{overrides:?}"
+    );
+    assert!(
+        overrides[1].contains("override of shop.example./api-1") && overrides[1].contains("cleared"),
+        "{overrides:?}"
+    );
+    assert!(
+        overrides[5].contains("override of shop.example./web-1") && overrides[5].contains("cleared"),
+        "{overrides:?}"
+    );
+    // The edge serves the end state: api's primary forced down, secondary forced up.
+    loc.wait_edges_current();
+    assert_eq!(loc.values("api.shop.example.", RecordType::A), ["198.51.100.20"]);
+}
+
 #[test]
 fn weighted_shares_over_dns_within_binomial_bounds() {
     let loc = Location::new();

@@ -156,6 +156,27 @@ fn a_read_only_state_directory_refuses_operator_changes_loudly_while_control_dec
         stderr.contains("cannot persist operator state") && stderr.contains("Read-only file system"),
         "{stderr}"
     );
+    // Changes pipelined together are refused together, each with the reason, and none
+    // of them stays in force.
+    let replies = common::pipeline(
+        &loc.socket(),
+        &[
+            r#"{"cmd":"override_set","check":"api-2","healthy":false,"expires":"10m"}"#,
+            r#"{"cmd":"override_clear","check":"api-1"}"#,
+        ],
+    );
+    for reply in &replies {
+        assert_eq!(reply["ok"], false, "{replies:?}");
+        assert!(
+            reply["error"].as_str().unwrap().contains("Read-only file system"),
+            "{replies:?}"
+        );
+    }
+    let health = loc.ctl_json(&["health", "api-2"]);
+    assert!(
+        !health[0]["why"].as_str().unwrap().contains("forced"),
+        "a refused change is not in force: {health}"
+    );
     let health = loc.ctl_json(&["health", "api-1"]);
     assert!(
         health[0]["why"].as_str().unwrap().contains("forced unhealthy"),
@@ -174,7 +195,9 @@ fn a_read_only_state_directory_refuses_operator_changes_loudly_while_control_dec
     let human = String::from_utf8_lossy(&loc.ctl(&["status"]).stdout).into_owned();
     assert!(human.starts_with("WARNING: cannot persist operator state"), "{human}");
     let text = scrape(&metrics);
-    assert_eq!(sample(&text, "qdns_control_persist_failures_total"), Some(1), "{text}");
+    // One failed save for the single change, one for the pipelined pair: changes read
+    // together are saved together.
+    assert_eq!(sample(&text, "qdns_control_persist_failures_total"), Some(2), "{text}");
     let events = loc.ctl_json(&["events"]).to_string();
     assert!(events.contains("cannot persist operator state"), "{events}");
     let page = common::get(&metrics, "/status");

@@ -61,6 +61,26 @@ pub fn ctl_json_at(socket: &Path, args: &[&str]) -> serde_json::Value {
     qdns_testkit::fixtures::qdnsctl_json(Path::new(env!("CARGO_BIN_EXE_qdnsctl")), socket, args)
 }
 
+/// Writes `lines` to the control socket at once (a client that pipelines) and reads
+/// one answer per line, in order.
+pub fn pipeline(socket: &Path, lines: &[&str]) -> Vec<serde_json::Value> {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut all = lines.join("\n");
+    all.push('\n');
+    (&stream).write_all(all.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    lines
+        .iter()
+        .map(|line| {
+            let mut reply = String::new();
+            reader.read_line(&mut reply).unwrap();
+            serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{line}: {e}: {reply:?}"))
+        })
+        .collect()
+}
+
 /// One location: control and an edge in a temp dir, zones copied from examples.
 pub struct Location {
     pub dir: tempfile::TempDir,
