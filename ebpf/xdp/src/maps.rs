@@ -39,8 +39,11 @@ static LISTEN: Array<ListenKey> = Array::with_max_entries(LISTEN_SLOTS, 0);
 
 /// `BPF_F_INNER_MAP`: the tables of a bank may differ in size from the template (each
 /// is sized to its snapshot). It also keeps the kernel from inlining their lookups; the
-/// call goes straight to the array's lookup, still far cheaper than a hash map's.
-const INNER: usize = 1 << 12;
+/// call goes straight to the array's lookup, still far cheaper than a hash map's. And
+/// `BPF_F_MMAPABLE`: the loader fills a new table through a shared mapping, one copy
+/// instead of a `bpf()` call per element (lookups are unchanged). A bank's arrays must
+/// carry the same flags (`edge/src/xdp/generation.rs`, `TABLE_FLAGS`).
+const INNER: usize = 1 << 12 | 1 << 10;
 
 /// One generation's slot table (see `qdns_abi::slots`).
 pub type Slots = btf_maps::Array<Bucket, 1, INNER>;
