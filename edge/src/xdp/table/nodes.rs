@@ -12,6 +12,13 @@ pub(super) type Referrals<'n> = std::collections::HashMap<&'n [u8], (AnswerValue
 /// Each name's child labels, sorted (see `denial::children`).
 pub(super) type Children = std::collections::HashMap<Vec<u8>, Vec<Vec<u8>>>;
 
+/// Whether the answer to ANY at `node` is byte for byte its plain set of `rtype`'s
+/// (RFC 8482 §4.1: one set): the node holds only that set, of a type answered without
+/// additional records or a chase (A, TXT, AAAA).
+fn any_is_the_set(node: &NodeView<'_>, rtype: u16) -> bool {
+    node.sets.len() == 1 && node.static_chases.is_empty() && [1, 16, 28].contains(&rtype)
+}
+
 /// The entries of one exported node: its sets (plain, policy), the chains at a CNAME
 /// owner, ANY, a signed zone's DO=1 variants, and the node entry (NODATA, NXDOMAIN and
 /// wildcards below it, or the referral at and below a cut).
@@ -49,6 +56,8 @@ pub(super) fn node_entries(
     }
     // The types whose answer here is static: a signed zone's get a DO=1 variant.
     let mut static_types: Vec<u16> = Vec::new();
+    // The one plain set whose answer is the ANY answer too: asked of the engine once.
+    let mut one_plain: Option<AnswerValue> = None;
     for (rtype, policy) in &node.sets {
         if is_special(*rtype) {
             continue;
@@ -59,7 +68,9 @@ pub(super) fn node_entries(
         let value = match policy {
             None => {
                 static_types.push(*rtype);
-                c.plain(node.name, *rtype)
+                let value = c.plain(node.name, *rtype);
+                one_plain = any_is_the_set(node, *rtype).then_some(value);
+                value
             }
             Some(policy) => {
                 let (value, variants) = if policy.kind.is_client_aware() {
@@ -95,11 +106,8 @@ pub(super) fn node_entries(
     if node.static_any {
         static_types.push(QTYPE_ANY);
     }
-    if !node.sets.is_empty() {
-        if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name) {
-            let value = node.static_any.then(|| c.plain(node.name, QTYPE_ANY));
-            push(any_key, value.unwrap_or_else(|| pass(KIND_PASS)));
-        }
+    if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name).filter(|_| !node.sets.is_empty()) {
+        push(any_key, c.any_entry(node, one_plain));
     }
     let mut nodata = node_value(node);
     if signed {
@@ -133,6 +141,16 @@ pub(super) fn node_entries(
 }
 
 impl Compiler<'_> {
+    /// The ANY entry of a node with sets: its one plain set's answer when that is the
+    /// ANY answer (`one_plain`), else the engine's; a pass when ANY's answer is not static.
+    fn any_entry(&mut self, node: &NodeView<'_>, one_plain: Option<AnswerValue>) -> AnswerValue {
+        match (node.static_any, one_plain) {
+            (false, _) => pass(KIND_PASS),
+            (true, Some(value)) => value,
+            (true, None) => self.plain(node.name, QTYPE_ANY),
+        }
+    }
+
     /// A signed zone's DO=1 NODATA at `node` — the SOA, the NSEC showing the types the
     /// name has (or covering an empty non-terminal), their RRSIGs — which is the same for
     /// every type the name lacks: the node entry's DO=1 variant. `None` when it does not

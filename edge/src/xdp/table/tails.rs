@@ -16,7 +16,7 @@ pub(super) fn share_large_tails(table: &mut Table, generation: u32) {
     let mut remap = Vec::with_capacity(table.large.len());
     let mut kept: Vec<usize> = Vec::new();
     {
-        let mut first: std::collections::HashMap<&Tail, u32> = std::collections::HashMap::new();
+        let mut first: foldhash::HashMap<&Tail, u32> = foldhash::HashMap::default();
         for (at, (_, tail)) in table.large.iter().enumerate() {
             let id = *first.entry(tail).or_insert_with(|| {
                 kept.push(at);
