@@ -305,10 +305,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
 
 /// Makes the operator change `request` in memory: what to answer once it is persisted,
 /// and its timeline entry. A refused change leaves the state as it was.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one arm per operator change; each arm is short"
-)]
+#[expect(clippy::too_many_lines, reason = "one arm per operator change; each arm is short")]
 fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
     let (reply, event) = match request {
         Request::OverrideSet {

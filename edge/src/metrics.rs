@@ -189,7 +189,9 @@ pub fn render(sources: &Sources) -> String {
             prometheus_client::metrics::family::Family::<Labels, prometheus_client::metrics::gauge::Gauge>::default();
         let generation = prometheus_client::metrics::gauge::Gauge::<i64>::default();
         let bytes = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        let tables_snapshot = prometheus_client::metrics::gauge::Gauge::<i64>::default();
         if let Ok(program) = xdp.lock() {
+            tables_snapshot.set(i64::try_from(program.tables_snapshot()).unwrap_or(i64::MAX));
             for (counter, n) in program.counters() {
                 packets.get_or_create(&label(&[("counter", counter)])).inc_by(n);
             }
@@ -223,6 +225,11 @@ pub fn render(sources: &Sources) -> String {
             "xdp_table_generation",
             "Active XDP table generation (0: none, every query goes to user space)",
             generation,
+        );
+        r.register(
+            "xdp_table_snapshot_version",
+            "Snapshot version the XDP tables answer from; behind snapshot_version while a new snapshot's tables are built",
+            tables_snapshot,
         );
     }
     let mut out = String::new();

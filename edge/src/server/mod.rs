@@ -336,8 +336,13 @@ fn load_xdp(
     program
         .fit_links(&config.settings.xdp)
         .map_err(|err| ServerError::Start(std::io::Error::other(format!("XDP link size: {err}"))))?;
+    let started = std::time::Instant::now();
     match program.install(&installed) {
-        Ok(stats) => tracing::info!(?stats, "XDP tables installed"),
+        Ok(stats) => tracing::info!(
+            ?stats,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "XDP tables installed"
+        ),
         Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
     }
     // Taking over, the old edge's links are updated to this program once it serves.

@@ -45,17 +45,39 @@ impl XdpProgram {
     /// Compiles `engine` into a new generation of the tables and makes it active, with
     /// the engine's current health. On failure the program passes every query.
     pub fn install(&mut self, engine: &Engine) -> Result<TableStats, XdpTableError> {
-        let old = std::mem::take(&mut self.installed);
-        let generation = match old.generation.wrapping_add(1) {
+        let built = Built::new(engine, self.next_build());
+        self.install_built(built, &engine.health())
+    }
+
+    /// What the next generation is built with ([`Built::new`]): its number and the
+    /// links' bound on a message.
+    #[must_use]
+    pub fn next_build(&self) -> (u32, usize) {
+        let generation = match self.installed.generation.wrapping_add(1) {
             0 => 1,
             g => g,
         };
+        (generation, self.max_message)
+    }
+
+    /// Writes `built` (made from [`XdpProgram::next_build`], with no install in
+    /// between: one thread installs) and makes it active with `bitmap`. On failure the
+    /// program passes every query.
+    pub fn install_built(&mut self, built: Built, bitmap: &[u64]) -> Result<TableStats, XdpTableError> {
+        let old = std::mem::take(&mut self.installed);
+        let Built {
+            table,
+            packed,
+            generation,
+            snapshot,
+        } = built;
         // The bank queries do not read (the first install takes bank 1).
         let bank = 1 - old.bank;
-        let table = table::compile(engine, generation, self.max_message);
         let mut stats = table.stats();
         let health = 1 - old.health;
-        let result = self.write_generation(&table, &engine.health(), health, generation, bank);
+        let result = packed
+            .map_err(XdpTableError::from)
+            .and_then(|packed| self.write_generation(&table, &packed, bitmap, (health, generation, bank)));
         match result {
             Ok((crowded, bytes)) => {
                 stats.crowded = crowded;
@@ -70,6 +92,7 @@ impl XdpProgram {
                     health,
                     bank,
                     stats,
+                    snapshot,
                 };
                 Ok(stats)
             }
@@ -88,10 +111,9 @@ impl XdpProgram {
     fn write_generation(
         &mut self,
         table: &table::Table,
+        packed: &pack::Packed,
         bitmap: &[u64],
-        health: u32,
-        generation: u32,
-        bank: u32,
+        (health, generation, bank): (u32, u32, u32),
     ) -> Result<(usize, usize), XdpTableError> {
         if table.policies.len() > POLICIES_MAX as usize
             || table.large.len() > LARGE_MAX as usize
@@ -102,7 +124,6 @@ impl XdpProgram {
                 large: table.large.len(),
             });
         }
-        let packed = pack::pack(table)?;
         self.write_health(health, bitmap)?;
         // Each array is full before it is placed; the slot table goes last, so a query
         // of this generation finds everything it points to.
@@ -255,6 +276,33 @@ impl XdpProgram {
         }
         let mut health = Array::<_, HealthWords>::try_from(self.map(HEALTH_MAP)?).map_err(map_error(HEALTH_MAP))?;
         health.set(index, *words, 0).map_err(map_error(HEALTH_MAP))
+    }
+}
+
+/// One generation's tables compiled and packed from an engine, not yet written: built
+/// without the program's lock (seconds at 1,000,000 names, while metrics, the link's
+/// reports and health wait for nothing), then installed under it
+/// ([`XdpProgram::install_built`]).
+pub struct Built {
+    table: table::Table,
+    packed: Result<pack::Packed, pack::PackError>,
+    generation: u32,
+    snapshot: u64,
+}
+
+impl Built {
+    /// Compiles and packs `engine`'s tables as generation `generation`, holding every
+    /// answer to `max_message` octets ([`XdpProgram::next_build`] gives both).
+    #[must_use]
+    pub fn new(engine: &Engine, (generation, max_message): (u32, usize)) -> Built {
+        let table = table::compile(engine, generation, max_message);
+        let packed = pack::pack(&table);
+        Built {
+            table,
+            packed,
+            generation,
+            snapshot: engine.version(),
+        }
     }
 }
 

@@ -146,6 +146,8 @@ struct Installed {
     /// The bank of the map-of-maps the active generation is in.
     bank: u32,
     stats: TableStats,
+    /// The snapshot version the active generation was compiled from.
+    snapshot: u64,
 }
 
 /// Every address of both families on `port` (`0.0.0.0` and `::`): for tests and
@@ -488,6 +490,13 @@ impl XdpProgram {
     #[must_use]
     pub fn table_stats(&self) -> (u32, TableStats) {
         (self.installed.generation, self.installed.stats)
+    }
+
+    /// The snapshot version the active tables answer from (0 = none): behind the
+    /// engine's while a new snapshot's tables are built.
+    #[must_use]
+    pub fn tables_snapshot(&self) -> u64 {
+        self.installed.snapshot
     }
 
     fn map(&mut self, name: &'static str) -> Result<&mut aya::maps::Map, XdpTableError> {

@@ -17,7 +17,7 @@ use std::{
 
 use arc_swap::ArcSwap;
 
-use super::XdpProgram;
+use super::{generation::Built, XdpProgram};
 use crate::{cookies::CookieJar, engine::Engine};
 
 /// How often the engine is looked at.
@@ -61,28 +61,47 @@ fn watch(
         if let (Some(source), Some((secrets, now))) = (cookies, jar.as_mut()) {
             sync_cookies(&mut xdp, source, secrets, now);
         }
-        if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &latest)) {
-            let started = std::time::Instant::now();
-            match xdp.install(&latest) {
-                Ok(stats) => tracing::info!(
-                    version = latest.version(),
-                    ?stats,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "XDP tables installed"
-                ),
-                Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &latest)) {
+            if !health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap)) {
+                if let Err(err) = xdp.set_health(&bitmap) {
+                    tracing::error!(%err, "XDP health not updated");
+                }
+                health = Some(bitmap);
+            }
+            drop(xdp);
+        } else {
+            let next = xdp.next_build();
+            drop(xdp);
+            if !install(program, &latest, next) {
+                return;
             }
             current = Some(latest);
             health = Some(bitmap);
-        } else if !health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap)) {
-            if let Err(err) = xdp.set_health(&bitmap) {
-                tracing::error!(%err, "XDP health not updated");
-            }
-            health = Some(bitmap);
         }
-        drop(xdp);
         std::thread::sleep(POLL);
     }
+}
+
+/// Builds `latest`'s tables without the program's lock (seconds for a large zone:
+/// metrics and the link's reports read the program meanwhile), then installs them under
+/// it; false when the lock is poisoned.
+fn install(program: &Mutex<XdpProgram>, latest: &Engine, next: (u32, usize)) -> bool {
+    let started = std::time::Instant::now();
+    let built = Built::new(latest, next);
+    let Ok(mut xdp) = program.lock() else {
+        tracing::error!("XDP state lock poisoned; table updates stop");
+        return false;
+    };
+    match xdp.install_built(built, &latest.health()) {
+        Ok(stats) => tracing::info!(
+            version = latest.version(),
+            ?stats,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "XDP tables installed"
+        ),
+        Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
+    }
+    true
 }
 
 /// Copies the jar's secrets and clock into the program when they differ from what it
