@@ -1,8 +1,13 @@
 //! A fleet (issue 32 §2): one control serving a 1,000,000-record zone set to 500 light
 //! edges (`qdns_testkit::link_client`, real mutual TLS from a location CA, each from its
-//! own loopback address, acknowledging versions as edges do) and 2 real edges. A
-//! one-record reload must reach every edge within 2 s as a delta of a few hundred
-//! octets each; an edge that stops reading delays nobody; health changes follow.
+//! own loopback address, acknowledging versions as edges do) and 2 real edges with the
+//! XDP program. A one-record reload must reach every edge within 2 s as a delta of a
+//! few hundred octets each, and the real edges' programs answer the new value; an
+//! edge that stops reading delays nobody; health changes follow.
+//!
+//! Control and the light edges run in a network namespace of their own (the hub); each
+//! real edge in its own, joined to the hub by a veth pair with the XDP program on the
+//! edge's end (native mode), asked over that pair. Needs root, as CI has.
 //!
 //! Runs the release binaries (built here if needed): the figures are the daemons', not
 //! a debug build's. `QDNS_FLEET_SETS` and `QDNS_FLEET_EDGES` change the scale; the
@@ -20,11 +25,14 @@ use std::{
     time::{Duration, Instant},
 };
 
+use hickory_proto::rr::{RData, RecordType};
+use qdns_edge::xdp::peer::PeerPassProgram;
 use qdns_link::pki::{self, Role};
 use qdns_testkit::{
     daemon::Daemon,
     fixtures::{free_port, sample, scrape_from},
     link_client::{LinkClient, TlsEdge},
+    netns::{self, Netns},
 };
 
 fn scale(name: &str, default: usize) -> usize {
@@ -181,18 +189,41 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     fs::create_dir_all(&zones).unwrap();
     write_zones(&zones, sets);
     pki::init(&ca, "fleet", 2).unwrap();
-    pki::issue(&ca, "control", Role::Control, &["127.0.0.1".to_owned()], 2).unwrap();
+    let sans = ["127.0.0.1", "10.81.0.2", "10.82.0.2"].map(str::to_owned);
+    pki::issue(&ca, "control", Role::Control, &sans, 2).unwrap();
     let names: Vec<String> = (0..fleet).map(|i| format!("light-{i}")).collect();
     for name in names.iter().map(String::as_str).chain(["real-0", "real-1", "stalled"]) {
         pki::issue(&ca, name, Role::Edge, &[], 2).unwrap();
     }
 
+    // The hub (control, light edges) and one namespace per real edge, joined by veth
+    // pairs on 10.81.0.0/24 and 10.82.0.0/24 (the edge at .1, the hub at .2).
+    qdns_testkit::require_root("network namespaces, XDP");
+    let hub = Netns::new("qdns-fleet-hub");
+    let edge_ns: Vec<Netns> = (0..2).map(|i| Netns::new(&format!("qdns-fleet-e{i}"))).collect();
+    let id = std::process::id() % 100_000;
+    let links: Vec<(String, String)> = edge_ns
+        .iter()
+        .enumerate()
+        .map(|(i, ns)| {
+            let (edge_if, hub_if) = (format!("qf{i}e{id}"), format!("qf{i}h{id}"));
+            netns::veth((ns.name(), &edge_if), (hub.name(), &hub_if), &format!("8{}", i + 1));
+            (edge_if, format!("10.8{}.0", i + 1))
+        })
+        .collect();
+    // The edges' programs answer natively with XDP_TX: the hub's ends need a native
+    // program of their own for those frames to be delivered (edge/tests/xdp_veth.rs).
+    let _hub_programs: Vec<PeerPassProgram> = (0..2)
+        .map(|i| PeerPassProgram::attach(hub.name(), &format!("qf{i}h{id}")).expect("the hub end's program"))
+        .collect();
+
     let port = free_port();
     let socket = dir.path().join("control.sock");
-    let mut cmd = Command::new(bins.join("qdns-control"));
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", hub.name()]).arg(bins.join("qdns-control"));
     cmd.arg("--zones").arg(&zones).arg("--socket").arg(&socket);
     cmd.arg("--state-dir").arg(dir.path().join("control-state"));
-    cmd.args(["--edge-socket", &format!("tls://127.0.0.1:{port}")]);
+    cmd.args(["--edge-socket", &format!("tls://0.0.0.0:{port}")]);
     cmd.arg("--edge-tls-cert").arg(ca.join("control.pem"));
     cmd.arg("--edge-tls-key").arg(ca.join("control.key"));
     cmd.arg("--edge-tls-ca").arg(ca.join("ca.pem"));
@@ -202,28 +233,31 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     control.wait_for_within("control socket ready", Duration::from_secs(120));
     let control_start = started.elapsed();
 
-    // Two real edges: the whole snapshot each, compiled and served.
+    // Two real edges with the XDP program: the whole snapshot each, compiled, served,
+    // and installed in the program's tables.
     let mut real = Vec::new();
-    for i in 0..2 {
-        let metrics = free_port();
-        let mut cmd = Command::new(bins.join("qdns-edge"));
+    for (i, (ns, (edge_if, net))) in edge_ns.iter().zip(&links).enumerate() {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns.name()]).arg(bins.join("qdns-edge"));
         cmd.args([
             "--listen",
-            "127.0.0.1:0",
+            &format!("{net}.1:53"),
             "--workers",
             "1",
             "--edge-id",
             &format!("real-{i}"),
         ]);
-        cmd.args(["--control", &format!("tls://127.0.0.1:{port}")]);
+        cmd.args(["--control", &format!("tls://{net}.2:{port}")]);
         cmd.arg("--control-tls-cert").arg(ca.join(format!("real-{i}.pem")));
         cmd.arg("--control-tls-key").arg(ca.join(format!("real-{i}.key")));
         cmd.arg("--control-tls-ca").arg(ca.join("ca.pem"));
         cmd.arg("--state-dir").arg(dir.path().join(format!("real-{i}")));
-        cmd.args(["--metrics", &format!("127.0.0.1:{metrics}")]);
+        cmd.args(["--metrics", &format!("{net}.1:9100")]);
+        cmd.args(["--xdp", edge_if, "--xdp-mode", "native"]);
         let edge = Daemon::spawn("edge", cmd);
         edge.wait_for_within("snapshot applied", Duration::from_secs(120));
-        real.push((edge, metrics));
+        edge.wait_for_within("XDP tables installed", Duration::from_secs(120));
+        real.push((edge, net.clone()));
     }
     let served: qdns_link::protocol::PersistedZones = qdns_link::protocol::load(&dir.path().join("real-0/zones.bin"))
         .unwrap()
@@ -246,7 +280,9 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     for (i, name) in names.iter().enumerate() {
         let (ca, name, extension) = (ca.clone(), name.clone(), extension.clone());
         let (received, folded, stop) = (Arc::clone(&received), Arc::clone(&folded), Arc::clone(&stop));
+        let hub = hub.path();
         threads.push(std::thread::spawn(move || {
+            netns::enter(&hub);
             let edge = TlsEdge {
                 pki: &ca,
                 name: &name,
@@ -264,16 +300,21 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
         }));
     }
     // One more that says hello and never reads again.
-    let stalled = LinkClient::connect_tls(
-        &TlsEdge {
-            pki: &ca,
-            name: "stalled",
-            control: control_addr,
-            source: IpAddr::V4(Ipv4Addr::new(127, 2, 0, 1)),
-        },
-        Some(served.version),
-        extension.clone(),
-    );
+    let stalled = {
+        let (ca, extension) = (ca.clone(), extension.clone());
+        hub.run(move || {
+            LinkClient::connect_tls(
+                &TlsEdge {
+                    pki: &ca,
+                    name: "stalled",
+                    control: control_addr,
+                    source: IpAddr::V4(Ipv4Addr::new(127, 2, 0, 1)),
+                },
+                Some(served.version),
+                extension,
+            )
+        })
+    };
     let version = served.version;
     let all = fleet + 2;
     let status = ctl(&bins, &socket, &["status"]);
@@ -304,13 +345,22 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     fs::write(&path, text.replacen(&old, &format!("h{k} IN A 192.0.2.99\n"), 1)).unwrap();
     drop(text);
     let before: Vec<u64> = received.lock().unwrap().clone();
-    let real_before: Vec<u64> = real.iter().map(|(_, m)| link_octets(*m)).collect();
+    let real_before: Vec<u64> = real.iter().map(|(_, m)| link_octets(&hub, m)).collect();
+    let edited = format!("h{k}.big.example.");
+    let was = format!("10.{}.{}.{}", k >> 16, (k >> 8) & 255, k & 255);
+    for (_, net) in &real {
+        xdp_answers(&hub, net, &edited, &was, Duration::from_secs(5));
+    }
     let reload_started = Instant::now();
     let reloaded = ctl(&bins, &socket, &["reload"]);
     let reload_took = reload_started.elapsed();
     let version = reloaded["snapshot_version"].as_u64().unwrap();
     let seq = ctl(&bins, &socket, &["status"])["health_seq"].as_u64().unwrap();
     let spread = wait_fleet(&bins, &socket, all, version, seq, Duration::from_secs(60));
+    // The real edges serve the new version from user space while their XDP tables are
+    // built (seconds at this size, without the program's lock): their metrics answer
+    // meanwhile and say which version the tables hold.
+    let building: Vec<u64> = real.iter().map(|(_, net)| xdp_tables_version(&hub, net)).collect();
     sampling.store(false, Ordering::Relaxed);
     let peak = sampler.join().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -326,8 +376,42 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     let real_shipped: Vec<u64> = real
         .iter()
         .zip(&real_before)
-        .map(|((_, m), then)| link_octets(*m) - then)
+        .map(|((_, m), then)| link_octets(&hub, m) - then)
         .collect();
+    // The real edges' XDP programs answer the new value (their tables are installed
+    // after the engine is swapped and the version acknowledged), and it is the program
+    // that answers: its counter, as reported to control, moves by what was asked.
+    let counted: Vec<u64> = (0..2)
+        .map(|i| xdp_plain_answers(&bins, &socket, &format!("real-{i}")))
+        .collect();
+    let mut xdp_new = Vec::new();
+    for (_, net) in &real {
+        xdp_answers(&hub, net, &edited, "192.0.2.99", Duration::from_secs(60));
+        xdp_new.push(reload_started.elapsed().saturating_sub(reload_took));
+    }
+    let built: Vec<u64> = real.iter().map(|(_, net)| xdp_tables_version(&hub, net)).collect();
+    assert_eq!(built, [version, version], "the XDP tables hold the new version");
+    if sets >= 100_000 {
+        assert!(
+            building.iter().all(|&v| v == served.version),
+            "scraped while the tables were built: {building:?} (old {}, new {version})",
+            served.version
+        );
+    }
+    for (i, ((_, net), counted)) in real.iter().zip(counted).enumerate() {
+        let name = format!("real-{i}");
+        for _ in 0..20 {
+            xdp_answers(&hub, net, &edited, "192.0.2.99", Duration::from_secs(1));
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while xdp_plain_answers(&bins, &socket, &name) < counted + 20 {
+            assert!(
+                Instant::now() < deadline,
+                "{name}'s XDP program did not answer the new value"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 
     // A health change: every edge has it within 1 s.
     let health_started = Instant::now();
@@ -358,6 +442,7 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
         "one-record reload: qdnsctl reload returned after {reload_took:.2?}; every edge at the new version {spread:.2?} later"
     );
     println!("octets per edge for it: light at most {light_max}, real {real_shipped:?}");
+    println!("the real edges' XDP programs answered the new value at most {xdp_new:.2?} after the reload returned");
     println!(
         "control RSS: {} MiB with the real edges only; with the fleet idle {} MiB, peak during the reload {} MiB (+{}), settled {} MiB",
         before_fleet / 1024,
@@ -400,8 +485,68 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     }
 }
 
-/// A real edge's `qdns_edge_link_received_bytes_total`.
-fn link_octets(metrics: u16) -> u64 {
-    let body = scrape_from(Ipv4Addr::LOCALHOST, SocketAddr::from(([127, 0, 0, 1], metrics)));
+/// A real edge's `qdns_edge_link_received_bytes_total`, scraped from the hub over the
+/// edge's veth pair (`net` is its /24 without the last octet).
+fn link_octets(hub: &Netns, net: &str) -> u64 {
+    let (source, metrics): (Ipv4Addr, SocketAddr) = (
+        format!("{net}.2").parse().unwrap(),
+        format!("{net}.1:9100").parse().unwrap(),
+    );
+    let body = hub.run(move || scrape_from(source, metrics));
     sample(&body, "qdns_edge_link_received_bytes_total").unwrap()
+}
+
+/// `qdns_edge_xdp_table_snapshot_version` of the real edge on `net`.
+fn xdp_tables_version(hub: &Netns, net: &str) -> u64 {
+    let (source, metrics): (Ipv4Addr, SocketAddr) = (
+        format!("{net}.2").parse().unwrap(),
+        format!("{net}.1:9100").parse().unwrap(),
+    );
+    let body = hub.run(move || scrape_from(source, metrics));
+    sample(&body, "qdns_edge_xdp_table_snapshot_version").unwrap()
+}
+
+/// Asks `name` A of the real edge on `net` from the hub (through its veth pair, where
+/// the XDP program sits) until it answers `want`; how long that took.
+fn xdp_answers(hub: &Netns, net: &str, name: &str, want: &str, limit: Duration) -> Duration {
+    let server: SocketAddr = format!("{net}.1:53").parse().unwrap();
+    let (name, want) = (name.to_owned(), want.to_owned());
+    hub.run(move || {
+        let started = Instant::now();
+        loop {
+            let answer = qdns_testkit::dns::ask_udp(server, &name, RecordType::A, Duration::from_secs(2), 3)
+                .expect("an answer over the veth pair");
+            let got: Vec<String> = answer
+                .answers
+                .iter()
+                .map(|r| match &r.data {
+                    RData::A(a) => a.0.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            if got == [want.as_str()] {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{name} at {server}: {got:?}, not {want} after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+/// The `answered_plain` counter of the XDP program of edge `name`, as it last reported
+/// to control (every 2 s).
+fn xdp_plain_answers(bins: &Path, socket: &Path, name: &str) -> u64 {
+    let status = ctl(bins, socket, &["status"]);
+    status["edges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["name"] == name)
+        .flat_map(|e| e["xdp"]["counters"].as_array().cloned().unwrap_or_default())
+        .find(|pair| pair[0] == "answered_plain")
+        .and_then(|pair| pair[1].as_u64())
+        .unwrap_or(0)
 }

@@ -101,11 +101,22 @@ pub fn parse_response(query: &[u8], response: &[u8]) -> Message {
     msg
 }
 
+/// The address a client socket for `server` binds: loopback for a loopback server, else
+/// any (a server at the far end of a test's veth pair, asked from inside a namespace).
+fn local_for(server: SocketAddr) -> &'static str {
+    match (server.is_ipv4(), server.ip().is_loopback()) {
+        (true, true) => "127.0.0.1:0",
+        (true, false) => "0.0.0.0:0",
+        (false, true) => "[::1]:0",
+        (false, false) => "[::]:0",
+    }
+}
+
 /// Sends `query` over UDP and returns the raw response. Like dig, it tries three
 /// times (UDP is lossy: a full socket queue drops datagrams); a server that stalls
 /// still fails.
 pub fn udp_raw(addr: SocketAddr, query: &[u8]) -> Vec<u8> {
-    let socket = UdpSocket::bind(if addr.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" }).unwrap();
+    let socket = UdpSocket::bind(local_for(addr)).unwrap();
     socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let mut buf = vec![0u8; 65_535];
     for _ in 0..3 {
@@ -173,7 +184,7 @@ pub fn ask_udp(addr: SocketAddr, name: &str, qtype: RecordType, timeout: Duratio
             ..Ask::default()
         },
     );
-    let socket = UdpSocket::bind(if addr.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" }).unwrap();
+    let socket = UdpSocket::bind(local_for(addr)).unwrap();
     socket.set_read_timeout(Some(timeout)).unwrap();
     let mut buf = [0u8; 4096];
     for _ in 0..tries {

@@ -24,6 +24,43 @@ pub fn run(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A single-queue veth pair from namespace `a` (interface `a.1`, `10.NET.0.1/24` and
+/// `fd00:NET::1/64`) to namespace `b` (`.2`, `::2`), GRO on at both ends (what a
+/// veth end needs to take frames an XDP program sends back with `XDP_TX`). It goes
+/// when either namespace is deleted.
+pub fn veth(a: (&str, &str), b: (&str, &str), net: &str) {
+    let ((a_ns, a_if), (b_ns, b_if)) = (a, b);
+    run(&[
+        "ip",
+        "link",
+        "add",
+        a_if,
+        "numtxqueues",
+        "1",
+        "numrxqueues",
+        "1",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b_if,
+        "numtxqueues",
+        "1",
+        "numrxqueues",
+        "1",
+    ]);
+    run(&["ip", "link", "set", a_if, "netns", a_ns]);
+    run(&["ip", "link", "set", b_if, "netns", b_ns]);
+    for (ns, dev, host) in [(a_ns, a_if, "1"), (b_ns, b_if, "2")] {
+        let v4 = format!("10.{net}.0.{host}/24");
+        let v6 = format!("fd00:{net}::{host}/64");
+        run(&["ip", "-n", ns, "addr", "add", &v4, "dev", dev]);
+        run(&["ip", "-n", ns, "addr", "add", &v6, "dev", dev, "nodad"]);
+        run(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
+    }
+}
+
 /// Two namespaces joined by a veth pair; removed on drop (the pair goes with them).
 pub struct Pair {
     /// The server's namespace.
@@ -64,35 +101,7 @@ impl Pair {
     /// `10.NET.0.1/24` and `fd00:NET::1/64` on the server end (`.2` and `::2` on the
     /// client), `NET` being `net`.
     pub fn link(&self, server_if: &str, client_if: &str, net: &str) {
-        run(&[
-            "ip",
-            "link",
-            "add",
-            server_if,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            client_if,
-            "numtxqueues",
-            "1",
-            "numrxqueues",
-            "1",
-        ]);
-        run(&["ip", "link", "set", server_if, "netns", &self.server]);
-        run(&["ip", "link", "set", client_if, "netns", &self.client]);
-        for (ns, dev, host) in [(&self.server, server_if, "1"), (&self.client, client_if, "2")] {
-            let v4 = format!("10.{net}.0.{host}/24");
-            let v6 = format!("fd00:{net}::{host}/64");
-            run(&["ip", "-n", ns, "addr", "add", &v4, "dev", dev]);
-            run(&["ip", "-n", ns, "addr", "add", &v6, "dev", dev, "nodad"]);
-            run(&["ip", "-n", ns, "link", "set", dev, "up"]);
-            run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"]);
-        }
+        veth((&self.server, server_if), (&self.client, client_if), net);
     }
 
     /// The text of the edge's `/metrics` at `addr` in the server's namespace.
@@ -149,16 +158,29 @@ impl Netns {
 
     /// Runs `f` on a thread inside the namespace.
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/var/run/netns/{}", self.0);
+        let path = self.path();
         std::thread::spawn(move || {
-            let file = std::fs::File::open(&path).unwrap();
-            // SAFETY: changes this thread's namespace only, to one we hold open.
-            assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            enter(&path);
             f()
         })
         .join()
         .unwrap()
     }
+
+    /// Where `ip netns` keeps it (what [`enter`] takes).
+    pub fn path(&self) -> String {
+        format!("/var/run/netns/{}", self.0)
+    }
+}
+
+/// Moves the calling thread into the namespace at `path` ([`Netns::path`]); the sockets
+/// it opens from then on are that namespace's. For a long-lived thread of a test (one
+/// that only runs a closure uses [`Netns::run`]).
+pub fn enter(path: &str) {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    // SAFETY: changes this thread's namespace only, to one we hold open.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns {path}");
 }
 
 impl Drop for Netns {
