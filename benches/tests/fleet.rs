@@ -485,25 +485,25 @@ fn a_fleet_follows_a_one_record_change_as_deltas() {
     }
 }
 
-/// A real edge's `qdns_edge_link_received_bytes_total`, scraped from the hub over the
-/// edge's veth pair (`net` is its /24 without the last octet).
+/// A real edge's `qdns_edge_link_received_bytes_total`.
 fn link_octets(hub: &Netns, net: &str) -> u64 {
-    let (source, metrics): (Ipv4Addr, SocketAddr) = (
-        format!("{net}.2").parse().unwrap(),
-        format!("{net}.1:9100").parse().unwrap(),
-    );
-    let body = hub.run(move || scrape_from(source, metrics));
-    sample(&body, "qdns_edge_link_received_bytes_total").unwrap()
+    real_metric(hub, net, "qdns_edge_link_received_bytes_total")
 }
 
 /// `qdns_edge_xdp_table_snapshot_version` of the real edge on `net`.
 fn xdp_tables_version(hub: &Netns, net: &str) -> u64 {
+    real_metric(hub, net, "qdns_edge_xdp_table_snapshot_version")
+}
+
+/// A sample of the real edge on `net` (its /24 without the last octet), scraped from
+/// the hub over the edge's veth pair.
+fn real_metric(hub: &Netns, net: &str, series: &str) -> u64 {
     let (source, metrics): (Ipv4Addr, SocketAddr) = (
         format!("{net}.2").parse().unwrap(),
         format!("{net}.1:9100").parse().unwrap(),
     );
     let body = hub.run(move || scrape_from(source, metrics));
-    sample(&body, "qdns_edge_xdp_table_snapshot_version").unwrap()
+    sample(&body, series).unwrap_or_else(|| panic!("{series} at {metrics}"))
 }
 
 /// Asks `name` A of the real edge on `net` from the hub (through its veth pair, where
