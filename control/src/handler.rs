@@ -706,6 +706,10 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
         "reload",
         format!("reloaded {} zones as snapshot {version}", zones.len()),
     );
+    // The old zone set goes with the last reference here (edges' connections hold the
+    // current one); its pages go back to the system.
+    drop(before);
+    qdns_listen::memory::release_freed();
     Ok(Reloaded {
         snapshot_version: version,
         zones,

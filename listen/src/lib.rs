@@ -3,8 +3,9 @@
 //! closing the oldest connection that is idle or has not yet proven itself, so a flood
 //! of idle or slow connections cannot lock out the real clients; [`metrics`] serves
 //! `/metrics` under such a pool with bounded request heads; [`notify`] tells systemd
-//! when a daemon is ready.
+//! when a daemon is ready; [`memory`] hands freed pages back after a large reload.
 pub mod accounts;
+pub mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod pool;
