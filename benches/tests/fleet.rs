@@ -13,7 +13,6 @@
 //! a debug build's. `QDNS_FLEET_SETS` and `QDNS_FLEET_EDGES` change the scale; the
 //! figures printed go to docs/BENCHMARKS.md ("A fleet of edges").
 use std::{
-    fmt::Write as _,
     fs,
     net::{IpAddr, Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
@@ -68,16 +67,9 @@ fn release_bins() -> PathBuf {
         .join("release")
 }
 
-/// `big.example` with `sets` A sets in a master file, and a zone with a check.
+/// `big.example` with `sets` A sets in a master file, and the example zones.
 fn write_zones(dir: &Path, sets: usize) {
-    let head = qdns_testkit::fixtures::zone_head("big.example.");
-    let toml = head.replacen("[zone]\n", "[zone]\ninclude = \"big.example.zone\"\n", 1);
-    fs::write(dir.join("big.example.toml"), toml).unwrap();
-    let mut body = String::with_capacity(sets * 26);
-    for i in 0..sets {
-        let _ = writeln!(body, "h{i} IN A 10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
-    }
-    fs::write(dir.join("big.example.zone"), body).unwrap();
+    qdns_testkit::fixtures::write_big_zone(dir, sets);
     qdns_testkit::fixtures::copy_examples(dir);
 }
 

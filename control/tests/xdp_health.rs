@@ -15,6 +15,20 @@ fn ns_values(dns: std::net::SocketAddr) -> Vec<String> {
     values(&ask(dns, "api.shop.example.", RecordType::A, Duration::from_secs(2), 3).expect("an answer"))
 }
 
+/// Asks from inside `ns` until the answer is `want` (5 s at most); the last answer.
+fn ns_values_until(ns: &Netns, dns: std::net::SocketAddr, want: &'static str) -> Vec<String> {
+    ns.run(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let got = ns_values(dns);
+            if got == [want] || std::time::Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
 #[test]
 fn an_override_in_control_changes_the_xdp_answer() {
     require_root("network namespaces, XDP");
@@ -48,16 +62,7 @@ fn an_override_in_control_changes_the_xdp_answer() {
     loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
     loc.wait_edges_current();
     // The edge's table watcher polls every 2 ms; allow it a moment.
-    let flipped = ns.run(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let got = ns_values(dns);
-            if got == ["198.51.100.20"] || std::time::Instant::now() > deadline {
-                return got;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
+    let flipped = ns_values_until(&ns, dns, "198.51.100.20");
     assert_eq!(
         flipped,
         ["198.51.100.20"],
@@ -66,16 +71,7 @@ fn an_override_in_control_changes_the_xdp_answer() {
 
     loc.ctl_json(&["override", "clear", "api-1"]);
     loc.wait_edges_current();
-    let back = ns.run(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let got = ns_values(dns);
-            if got == ["192.0.2.20"] || std::time::Instant::now() > deadline {
-                return got;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
+    let back = ns_values_until(&ns, dns, "192.0.2.20");
     assert_eq!(back, ["192.0.2.20"], "primary again after the override is cleared");
 
     // The edge reports its XDP counters to control every 2 s: `qdnsctl status` shows them.
@@ -192,4 +188,73 @@ fn assert_metrics(ns: &Netns, control_metrics: &str) {
             .unwrap_or_else(|| panic!("{series} in\n{edge_text}"));
         assert!(n >= 1, "{series}{n}");
     }
+}
+
+/// A health change that arrives while the edge builds the XDP tables of a new snapshot
+/// (seconds for a large zone) reaches the program's answers at once, on the tables in
+/// force — a reload does not hold back a failover in the fast path.
+#[test]
+fn a_failover_during_a_table_build_reaches_the_xdp_answers() {
+    require_root("network namespaces, XDP");
+    let ns = Netns::new("qdns-ctl-xdp-build");
+    let mut loc = Location::prepared();
+    // 150,000 names: the debug edge builds their tables in about 4 s.
+    let names = 150_000;
+    let body = qdns_testkit::fixtures::write_big_zone(&loc.zones(), names);
+    loc.start_control_with(&["--no-embedded-checker"]);
+    let metrics = "127.0.0.1:9153";
+    loc.start_edge_with(
+        &["ip", "netns", "exec", &ns.0],
+        &["--xdp", "lo", "--xdp-mode", "generic", "--metrics", metrics],
+    );
+    let edge = loc.edge.as_ref().unwrap();
+    edge.wait_for("snapshot applied");
+    edge.wait_for("XDP tables installed");
+    let dns = loc.dns.unwrap();
+    assert_eq!(ns.run(move || ns_values(dns)), ["192.0.2.20"], "primary while healthy");
+    let scrape = |ns: &Netns| ns.run(move || common::scrape(metrics));
+    let first = sample(&scrape(&ns), "qdns_edge_xdp_table_snapshot_version");
+
+    // One record edited: the edge takes the reload as a delta and starts building the
+    // new tables; the override comes while they are built.
+    let zone = loc.zones().join("big.example.zone");
+    std::fs::write(&zone, body.replacen("h7 IN A 10.0.0.7\n", "h7 IN A 192.0.2.77\n", 1)).unwrap();
+    let reloaded = loc.ctl_json(&["reload"])["snapshot_version"].as_u64().unwrap();
+    let applied = edge.wait_for("snapshot applied");
+    assert!(applied.contains("delta"), "{applied}");
+    let failovers =
+        |text: &str| sample(text, "qdns_edge_xdp_packets_total{counter=\"answered_failover\"}").unwrap_or(0);
+    let answered = failovers(&scrape(&ns));
+    loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    let flipped = ns_values_until(&ns, dns, "198.51.100.20");
+    assert_eq!(
+        flipped,
+        ["198.51.100.20"],
+        "secondary once control marks the primary down"
+    );
+    // Still the old tables, and it was the program that answered from them.
+    let text = scrape(&ns);
+    assert_eq!(
+        sample(&text, "qdns_edge_xdp_table_snapshot_version"),
+        first,
+        "the build of {reloaded} was still running (raise the zone's names if this machine is faster)"
+    );
+    let now = failovers(&text);
+    assert!(now > answered, "the program answered the failover: {answered} -> {now}");
+    // Once the new tables are in, they answer the edit and keep the override.
+    edge.wait_for("XDP tables installed");
+    assert_eq!(
+        sample(&scrape(&ns), "qdns_edge_xdp_table_snapshot_version"),
+        Some(reloaded)
+    );
+    assert_eq!(ns.run(move || ns_values(dns)), ["198.51.100.20"]);
+    let edited = ns.run(move || {
+        values(&ask(dns, "h7.big.example.", RecordType::A, Duration::from_secs(2), 3).expect("an answer"))
+    });
+    assert_eq!(edited, ["192.0.2.77"]);
+}
+
+/// A sample of `series` in a scrape.
+fn sample(text: &str, series: &str) -> Option<u64> {
+    qdns_testkit::fixtures::sample(text, series)
 }

@@ -37,6 +37,22 @@ pub fn zone_head(origin: &str) -> String {
     ZONE_HEAD.replace("t.example.", origin)
 }
 
+/// Writes `big.example.` into `dir`: the test zone head (`zone_head`) including a master
+/// file of `names` names `h0`, `h1`, … with one A each (`h{i}` → `10.(i>>16).(i>>8).i`,
+/// the last three octets of `i`). Returns the master file's text (a test edits it to
+/// reload).
+pub fn write_big_zone(dir: &Path, names: usize) -> String {
+    use std::fmt::Write as _;
+    let toml = zone_head("big.example.").replacen("[zone]\n", "[zone]\ninclude = \"big.example.zone\"\n", 1);
+    std::fs::write(dir.join("big.example.toml"), toml).unwrap();
+    let mut body = String::with_capacity(names * 26);
+    for i in 0..names {
+        let _ = writeln!(body, "h{i} IN A 10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255);
+    }
+    std::fs::write(dir.join("big.example.zone"), &body).unwrap();
+    body
+}
+
 /// Copies the example zones into `dir` (for tests that change them).
 pub fn copy_examples(dir: &Path) {
     for entry in std::fs::read_dir(example_zones()).expect("examples/zones") {

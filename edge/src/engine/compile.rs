@@ -55,6 +55,7 @@ impl Engine {
             cookies: None,
             health: arc_swap::ArcSwap::from_pointee(snapshot.bitmap.clone()),
             compiled_at: std::time::SystemTime::now(),
+            health_layout: health_layout(snapshot),
         };
         for zone in &snapshot.zones {
             let text = || name::to_text(&zone.origin);
@@ -70,6 +71,23 @@ impl Engine {
         }
         Ok(engine)
     }
+}
+
+/// A digest of what each health bit of `snapshot` stands for: every zone's origin,
+/// first slot and slot names, in order (control computes each slot's status; the name
+/// says which check or member it is).
+fn health_layout(snapshot: &Snapshot) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    for zone in &snapshot.zones {
+        zone.origin.hash(&mut hasher);
+        zone.slot_base.hash(&mut hasher);
+        zone.slots.len().hash(&mut hasher);
+        for slot in &zone.slots {
+            slot.name.hash(&mut hasher);
+        }
+    }
+    hasher.finish()
 }
 
 /// A record set the engine cannot use, named for the operator.

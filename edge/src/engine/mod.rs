@@ -63,6 +63,9 @@ pub struct Engine {
     health: arc_swap::ArcSwap<Vec<u64>>,
     /// When this engine was compiled (its snapshot applied).
     compiled_at: std::time::SystemTime,
+    /// What each health bit stands for: a digest of every zone's origin, first slot and
+    /// slot names. Two engines with the same layout read a bitmap alike.
+    health_layout: u64,
 }
 
 /// One zone, compiled.
@@ -332,6 +335,14 @@ impl Engine {
         self.health.store(std::sync::Arc::new(bitmap));
     }
 
+    /// What each health bit stands for (a digest): engines with equal layouts can take
+    /// each other's bitmaps — the XDP tables of one keep following health while the
+    /// next one's are built.
+    #[must_use]
+    pub fn health_layout(&self) -> u64 {
+        self.health_layout
+    }
+
     /// The current health bitmap.
     #[must_use]
     pub fn health(&self) -> std::sync::Arc<Vec<u64>> {
@@ -460,6 +471,7 @@ impl Default for Engine {
             cookies: None,
             health: arc_swap::ArcSwap::from_pointee(Vec::new()),
             compiled_at: std::time::SystemTime::now(),
+            health_layout: 0,
         }
     }
 }

@@ -315,3 +315,23 @@ fn ds_at_a_hosted_child_apex_is_answered_from_the_parent() {
     let soa = msg.authorities.first().map(|r| r.name.to_ascii());
     assert_eq!(soa.as_deref(), Some("lone.t.example."), "the child's NODATA: {msg:?}");
 }
+
+/// Two engines read a health bitmap alike when their snapshots name the same slots in
+/// the same places: an edited record keeps the layout, a zone of checks gone changes it.
+#[test]
+fn health_layouts_match_when_only_records_change() {
+    let dir = tempfile::tempdir().unwrap();
+    qdns_testkit::fixtures::copy_examples(dir.path());
+    let compile = |dir: &std::path::Path| Engine::compile(&qdns_zone::load_dir(dir, 1).unwrap()).unwrap();
+    let before = compile(dir.path());
+    let zone = dir.path().join("example.com.toml");
+    let text = std::fs::read_to_string(&zone).unwrap();
+    assert!(text.contains("192.0.2.10"));
+    std::fs::write(&zone, text.replace("192.0.2.10", "192.0.2.12")).unwrap();
+    let edited = compile(dir.path());
+    assert_eq!(before.health_layout(), edited.health_layout());
+    std::fs::remove_file(dir.path().join("shop.example.toml")).unwrap();
+    let fewer = compile(dir.path());
+    assert_ne!(before.health_layout(), fewer.health_layout());
+    assert_ne!(Engine::default().health_layout(), before.health_layout());
+}

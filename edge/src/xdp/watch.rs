@@ -6,7 +6,8 @@
 //! Watching rather than being called keeps every path that changes the engine — SIGHUP
 //! reload, control snapshots and deltas, the persisted state at start — covered. The
 //! fast path lags user space by at most one poll interval plus the table build; in
-//! between it answers from the previous generation whole, never a mix.
+//! between it answers from the previous generation whole, never a mix, and follows
+//! health changes on it when the new snapshot's health bits mean what its bits mean.
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -72,11 +73,11 @@ fn watch(
         } else {
             let next = xdp.next_build();
             drop(xdp);
-            if !install(program, &latest, next) {
+            let Some(installed) = install(program, engine, (&latest, next), (current.as_deref(), &mut health)) else {
                 return;
-            }
+            };
             current = Some(latest);
-            health = Some(bitmap);
+            health = Some(installed);
         }
         std::thread::sleep(POLL);
     }
@@ -84,15 +85,49 @@ fn watch(
 
 /// Builds `latest`'s tables without the program's lock (seconds for a large zone:
 /// metrics and the link's reports read the program meanwhile), then installs them under
-/// it; false when the lock is poisoned.
-fn install(program: &Mutex<XdpProgram>, latest: &Engine, next: (u32, usize)) -> bool {
+/// it with `latest`'s bitmap then, which it returns; `None` when the lock is poisoned.
+///
+/// While the build runs, health keeps reaching the tables in force: a bitmap of the
+/// newest engine is written for them when its health layout is theirs (`installed`:
+/// the engine they were built from; `health`: the bitmap they hold) — a failover during
+/// a reload is not held back by the reload's table build.
+fn install(
+    program: &Mutex<XdpProgram>,
+    engine: &ArcSwap<Engine>,
+    (latest, next): (&Engine, (u32, usize)),
+    (installed, health): (Option<&Engine>, &mut Option<Arc<Vec<u64>>>),
+) -> Option<Arc<Vec<u64>>> {
     let started = std::time::Instant::now();
-    let built = Built::new(latest, next);
+    let built = std::thread::scope(|scope| {
+        let building = scope.spawn(|| Built::new(latest, next));
+        while !building.is_finished() {
+            std::thread::sleep(POLL);
+            let newest = engine.load();
+            let same_layout = installed.is_some_and(|old| old.health_layout() == newest.health_layout());
+            let bitmap = newest.health();
+            if !same_layout || health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap)) {
+                continue;
+            }
+            let Ok(mut xdp) = program.lock() else {
+                return None;
+            };
+            if let Err(err) = xdp.set_health(&bitmap) {
+                tracing::error!(%err, "XDP health not updated");
+            }
+            *health = Some(bitmap);
+        }
+        building.join().ok()
+    });
+    let Some(built) = built else {
+        tracing::error!("XDP table build failed or the state lock is poisoned; table updates stop");
+        return None;
+    };
     let Ok(mut xdp) = program.lock() else {
         tracing::error!("XDP state lock poisoned; table updates stop");
-        return false;
+        return None;
     };
-    match xdp.install_built(built, &latest.health()) {
+    let bitmap = latest.health();
+    match xdp.install_built(built, &bitmap) {
         Ok(stats) => tracing::info!(
             version = latest.version(),
             ?stats,
@@ -101,7 +136,7 @@ fn install(program: &Mutex<XdpProgram>, latest: &Engine, next: (u32, usize)) -> 
         ),
         Err(err) => tracing::error!(%err, "XDP tables not installed; user space answers everything"),
     }
-    true
+    Some(bitmap)
 }
 
 /// Copies the jar's secrets and clock into the program when they differ from what it
