@@ -330,7 +330,7 @@ fn grace_period() {
 
 /// `BPF_F_INNER_MAP` (a bank's arrays may differ in size from the object's template)
 /// and `BPF_F_MMAPABLE` (a new array is filled through a shared mapping: one copy of
-/// the values, where a `bpf()` update per element took 13 s for the 566 MB of a
+/// the values, where a `bpf()` update per element took ≈ 6 s for the 566 MB of a
 /// 1,000,000-name zone). They must equal the templates' flags (`ebpf/xdp/src/maps.rs`,
 /// `INNER`): the kernel refuses an inner map whose flags differ.
 const TABLE_FLAGS: u32 = 1 << 12 | 1 << 10;
