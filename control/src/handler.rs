@@ -124,15 +124,15 @@ pub async fn handle(ctx: &Ctx, request: Request, peer: Option<&str>) -> Response
 
 /// Handles the requests read together from one connection (a client that pipelines),
 /// in order, answering each; `Err` is a line that was already refused. Consecutive
-/// operator changes are made together — group commit: persisted once (one fsync) and
-/// pushed to the edges once — and none is answered before it is persisted; anything
-/// else first commits the changes before it, so it sees only what is in force.
+/// operator changes are made together — group commit: under one hold of the state,
+/// persisted once (one fsync) and pushed to the edges once — and none is answered
+/// before it is persisted. Anything else runs on its own, as if sent alone: it sees
+/// only what is in force, and a run of reads (a script dumping zones) never holds the
+/// state longer than one of them.
 pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, peer: Option<&str>) -> Vec<Response> {
-    let mut state = ctx.state.lock().await;
-    state.actor = peer.map(str::to_owned);
     let mut responses: Vec<Option<Response>> = Vec::with_capacity(incoming.len());
-    let mut changes: Option<Changes> = None;
-    for item in incoming {
+    let mut incoming = incoming.into_iter().peekable();
+    while let Some(item) = incoming.next() {
         let request = match item {
             Ok(request) => request,
             Err(refused) => {
@@ -140,31 +140,30 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
                 continue;
             }
         };
+        let mut state = ctx.state.lock().await;
+        state.actor = peer.map(str::to_owned);
         if is_change(&request) {
-            let batch = changes.get_or_insert_with(|| Changes::new(&state));
-            match change(&mut state, request) {
-                Ok(made) => {
-                    batch.made.push((responses.len(), made));
-                    responses.push(None);
+            let mut batch = Changes::new(&state);
+            batch.make(&mut state, request, &mut responses);
+            // The changes sent right after join the group (a line refused among them
+            // is answered in its place).
+            while let Some(next) = incoming.next_if(|next| next.as_ref().map_or(true, is_change)) {
+                match next {
+                    Ok(request) => batch.make(&mut state, request, &mut responses),
+                    Err(refused) => responses.push(Some(refused)),
                 }
-                Err(err) => responses.push(Some(Response::error(&err))),
             }
-            continue;
-        }
-        if let Some(batch) = changes.take() {
             batch.commit(ctx, &mut state, &mut responses);
+        } else {
+            let before = state.operator.clone();
+            let result = run(ctx, &mut state, request);
+            if result.is_err() && state.operator != before {
+                state.operator = before;
+            }
+            responses.push(Some(Response::from_result(result)));
         }
-        let before = state.operator.clone();
-        let result = run(ctx, &mut state, request);
-        if result.is_err() && state.operator != before {
-            state.operator = before;
-        }
-        responses.push(Some(Response::from_result(result)));
+        state.actor = None;
     }
-    if let Some(batch) = changes.take() {
-        batch.commit(ctx, &mut state, &mut responses);
-    }
-    state.actor = None;
     responses
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Response::error(&ApiError::new(ErrorCode::Internal, "no response".to_owned()))))
@@ -198,6 +197,18 @@ impl Changes {
         Changes {
             before: state.operator.clone(),
             made: Vec::new(),
+        }
+    }
+
+    /// Makes `request` in memory; its answer waits for the commit (a refusal is
+    /// answered at once).
+    fn make(&mut self, state: &mut State, request: Request, responses: &mut Vec<Option<Response>>) {
+        match change(state, request) {
+            Ok(made) => {
+                self.made.push((responses.len(), made));
+                responses.push(None);
+            }
+            Err(err) => responses.push(Some(Response::error(&err))),
         }
     }
 
