@@ -190,21 +190,6 @@ fn xdp_plain_answers(loc: &Location) -> u64 {
         .unwrap_or(0)
 }
 
-/// Asks `name` A from inside `ns` until it answers `want` (5 s at most); the answer.
-fn ns_answer(ns: &Netns, dns: std::net::SocketAddr, name: &'static str, want: &'static [&'static str]) -> Vec<String> {
-    ns.run(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let got =
-                common::values(&common::ask(dns, name, RecordType::A, Duration::from_secs(2), 3).expect("an answer"));
-            if got == want || std::time::Instant::now() > deadline {
-                return got;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    })
-}
-
 /// A delta reaches the XDP program's answers (needs root, as CI has): an edge inside a
 /// network namespace this test creates, with the program on that namespace's loopback,
 /// takes a reload as a delta, compiles it, installs the new tables, and the program
@@ -223,7 +208,7 @@ fn a_reload_taken_as_a_delta_reaches_the_xdp_answers() {
     edge.wait_for("XDP tables installed");
     let dns = loc.dns.unwrap();
     let before: &'static [&'static str] = &["192.0.2.10", "192.0.2.11"];
-    assert_eq!(ns_answer(&ns, dns, "www.example.com.", before), before);
+    assert_eq!(common::ns_values_until(&ns, dns, "www.example.com.", before), before);
 
     let zone = loc.zones().join("example.com.toml");
     let text = fs::read_to_string(&zone).unwrap();
@@ -233,9 +218,15 @@ fn a_reload_taken_as_a_delta_reaches_the_xdp_answers() {
     assert!(line.contains("delta") && line.contains("recompiled=true"), "{line}");
     edge.wait_for("XDP tables installed");
     let answered = xdp_plain_answers(&loc);
-    assert_eq!(ns_answer(&ns, dns, "www.example.com.", &["192.0.2.12"]), ["192.0.2.12"]);
+    assert_eq!(
+        common::ns_values_until(&ns, dns, "www.example.com.", &["192.0.2.12"]),
+        ["192.0.2.12"]
+    );
     for _ in 0..20 {
-        assert_eq!(ns_answer(&ns, dns, "www.example.com.", &["192.0.2.12"]), ["192.0.2.12"]);
+        assert_eq!(
+            common::ns_values_until(&ns, dns, "www.example.com.", &["192.0.2.12"]),
+            ["192.0.2.12"]
+        );
     }
     // The program gave them (its counters reach control every 2 s).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -7,26 +7,12 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use common::{ask, values, Location};
+use common::{ask, sample, values, Location};
 use hickory_proto::rr::RecordType;
 use qdns_testkit::{netns::Netns, require_root};
 
 fn ns_values(dns: std::net::SocketAddr) -> Vec<String> {
     values(&ask(dns, "api.shop.example.", RecordType::A, Duration::from_secs(2), 3).expect("an answer"))
-}
-
-/// Asks from inside `ns` until the answer is `want` (5 s at most); the last answer.
-fn ns_values_until(ns: &Netns, dns: std::net::SocketAddr, want: &'static str) -> Vec<String> {
-    ns.run(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let got = ns_values(dns);
-            if got == [want] || std::time::Instant::now() > deadline {
-                return got;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    })
 }
 
 #[test]
@@ -62,7 +48,7 @@ fn an_override_in_control_changes_the_xdp_answer() {
     loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
     loc.wait_edges_current();
     // The edge's table watcher polls every 2 ms; allow it a moment.
-    let flipped = ns_values_until(&ns, dns, "198.51.100.20");
+    let flipped = common::ns_values_until(&ns, dns, "api.shop.example.", &["198.51.100.20"]);
     assert_eq!(
         flipped,
         ["198.51.100.20"],
@@ -71,7 +57,7 @@ fn an_override_in_control_changes_the_xdp_answer() {
 
     loc.ctl_json(&["override", "clear", "api-1"]);
     loc.wait_edges_current();
-    let back = ns_values_until(&ns, dns, "192.0.2.20");
+    let back = common::ns_values_until(&ns, dns, "api.shop.example.", &["192.0.2.20"]);
     assert_eq!(back, ["192.0.2.20"], "primary again after the override is cleared");
 
     // The edge reports its XDP counters to control every 2 s: `qdnsctl status` shows them.
@@ -226,7 +212,7 @@ fn a_failover_during_a_table_build_reaches_the_xdp_answers() {
         |text: &str| sample(text, "qdns_edge_xdp_packets_total{counter=\"answered_failover\"}").unwrap_or(0);
     let answered = failovers(&scrape(&ns));
     loc.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
-    let flipped = ns_values_until(&ns, dns, "198.51.100.20");
+    let flipped = common::ns_values_until(&ns, dns, "api.shop.example.", &["198.51.100.20"]);
     assert_eq!(
         flipped,
         ["198.51.100.20"],
@@ -252,9 +238,4 @@ fn a_failover_during_a_table_build_reaches_the_xdp_answers() {
         values(&ask(dns, "h7.big.example.", RecordType::A, Duration::from_secs(2), 3).expect("an answer"))
     });
     assert_eq!(edited, ["192.0.2.77"]);
-}
-
-/// A sample of `series` in a scrape.
-fn sample(text: &str, series: &str) -> Option<u64> {
-    qdns_testkit::fixtures::sample(text, series)
 }

@@ -225,6 +225,26 @@ impl Location {
 /// Asks over UDP without EDNS, up to `tries` times; `None` when nothing came back.
 pub use qdns_testkit::dns::ask_udp as ask;
 
+/// Asks `name` A from inside the network namespace `ns` until the sorted answer is
+/// `want` (5 s at most); the last answer.
+pub fn ns_values_until(
+    ns: &qdns_testkit::netns::Netns,
+    dns: SocketAddr,
+    name: &'static str,
+    want: &'static [&'static str],
+) -> Vec<String> {
+    ns.run(move || {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let got = values(&ask(dns, name, RecordType::A, Duration::from_secs(2), 3).expect("an answer"));
+            if got == want || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
 /// Sorted answer values.
 pub fn values(msg: &Message) -> Vec<String> {
     let mut v: Vec<String> = msg
