@@ -27,14 +27,27 @@ pub struct NameBuf {
 }
 
 impl NameBuf {
+    /// No name yet: what [`NameBuf::read`] fills in place.
+    pub const EMPTY: NameBuf = NameBuf {
+        bytes: [0; MAX_NAME_LEN],
+        len: 0,
+        starts: [0; MAX_LABELS],
+        labels: 0,
+    };
+
     /// Reads an uncompressed name at `msg[start..]`; returns it and the offset after it.
     pub fn parse(msg: &[u8], start: usize) -> Result<(NameBuf, usize), NameError> {
-        let mut out = NameBuf {
-            bytes: [0; MAX_NAME_LEN],
-            len: 0,
-            starts: [0; MAX_LABELS],
-            labels: 0,
-        };
+        let mut out = NameBuf::EMPTY;
+        let end = out.read(msg, start)?;
+        Ok((out, end))
+    }
+
+    /// Reads an uncompressed name at `msg[start..]` into `self` (the query path's form:
+    /// the 385-octet buffer is filled where it lies, not built and moved); returns the
+    /// offset after it. After an error `self` is partly written: not a name to use.
+    pub fn read(&mut self, msg: &[u8], start: usize) -> Result<usize, NameError> {
+        self.len = 0;
+        self.labels = 0;
         let mut pos = start;
         let mut len = 0usize;
         for _ in 0..MAX_LABELS {
@@ -46,19 +59,19 @@ impl NameBuf {
                 return Err(NameError::TooLong);
             }
             let label = msg.get(pos..pos + 1 + label_len).ok_or(NameError::Truncated)?;
-            let dst = out.bytes.get_mut(len..len + 1 + label_len).ok_or(NameError::TooLong)?;
+            let dst = self.bytes.get_mut(len..len + 1 + label_len).ok_or(NameError::TooLong)?;
             for (d, s) in dst.iter_mut().zip(label) {
                 *d = s.to_ascii_lowercase();
             }
-            if let Some(slot) = out.starts.get_mut(usize::from(out.labels)) {
+            if let Some(slot) = self.starts.get_mut(usize::from(self.labels)) {
                 *slot = len as u8;
             }
-            out.labels += 1;
+            self.labels += 1;
             len += 1 + label_len;
             pos += 1 + label_len;
             if label_len == 0 {
-                out.len = len as u8;
-                return Ok((out, pos));
+                self.len = len as u8;
+                return Ok(pos);
             }
         }
         Err(NameError::TooLong)

@@ -54,85 +54,105 @@ impl Reject {
 
 /// Parses `msg` as a query.
 pub fn parse_query(msg: &[u8]) -> Result<Query, Reject> {
-    let header = Header::read(msg).ok_or(Reject::Drop)?;
-    if header.is_response() {
-        return Err(Reject::Drop);
-    }
-    if header.qdcount != 1 {
-        let rcode = if header.opcode() == 0 {
-            Rcode::FormErr
-        } else {
-            Rcode::NotImp
-        };
-        return Err(Reject::Respond {
-            rcode,
-            question_end: HEADER_LEN,
-            edns: None,
-        });
-    }
-    let Ok((qname, after_name)) = NameBuf::parse(msg, HEADER_LEN) else {
-        return Err(Reject::formerr(HEADER_LEN, None));
-    };
-    let (Some(qtype), Some(qclass)) = (read_u16(msg, after_name), read_u16(msg, after_name + 2)) else {
-        return Err(Reject::formerr(HEADER_LEN, None));
-    };
-    let question_end = after_name + 4;
-    if header.opcode() != 0 {
-        return Err(Reject::Respond {
-            rcode: Rcode::NotImp,
-            question_end,
-            edns: None,
-        });
-    }
-    if header.ancount != 0 || header.nscount != 0 {
-        return Err(Reject::formerr(question_end, None));
-    }
-    let (edns, end) =
-        read_additional(msg, question_end, header.arcount).map_err(|edns| Reject::formerr(question_end, edns))?;
-    if end != msg.len() {
-        return Err(Reject::formerr(question_end, edns));
-    }
-    if matches!(qtype, rtype::OPT | rtype::TSIG | rtype::TKEY | 0) {
-        return Err(Reject::formerr(question_end, edns));
-    }
-    Ok(Query {
-        header,
-        qname,
-        qtype,
-        qclass,
-        question_end,
-        edns,
-    })
+    let mut query = Query::EMPTY;
+    query.read(msg)?;
+    Ok(query)
 }
 
-/// Walks the additional section; returns the OPT record (if any) and the end offset.
-/// On error returns the OPT read so far, so FORMERR can still carry an OPT.
-fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edns>, usize), Option<Edns>> {
-    let mut edns = None;
+impl Query {
+    /// No query yet: what [`Query::read`] fills in place.
+    pub const EMPTY: Query = Query {
+        header: Header {
+            id: 0,
+            flags: 0,
+            qdcount: 0,
+            ancount: 0,
+            nscount: 0,
+            arcount: 0,
+        },
+        qname: NameBuf::EMPTY,
+        qtype: 0,
+        qclass: 0,
+        question_end: 0,
+        edns: None,
+    };
+
+    /// Reads `msg` as a query into `self`, in place: the query path's form of
+    /// [`parse_query`] (a `Query` is about 420 octets, and building one and moving it
+    /// through the `Result` cost the user-space answer three copies of it). After an
+    /// error `self` is partly written: not a query to use.
+    pub fn read(&mut self, msg: &[u8]) -> Result<(), Reject> {
+        let header = Header::read(msg).ok_or(Reject::Drop)?;
+        if header.is_response() {
+            return Err(Reject::Drop);
+        }
+        if header.qdcount != 1 {
+            let rcode = if header.opcode() == 0 {
+                Rcode::FormErr
+            } else {
+                Rcode::NotImp
+            };
+            return Err(Reject::Respond {
+                rcode,
+                question_end: HEADER_LEN,
+                edns: None,
+            });
+        }
+        let Ok(after_name) = self.qname.read(msg, HEADER_LEN) else {
+            return Err(Reject::formerr(HEADER_LEN, None));
+        };
+        let (Some(qtype), Some(qclass)) = (read_u16(msg, after_name), read_u16(msg, after_name + 2)) else {
+            return Err(Reject::formerr(HEADER_LEN, None));
+        };
+        let question_end = after_name + 4;
+        if header.opcode() != 0 {
+            return Err(Reject::Respond {
+                rcode: Rcode::NotImp,
+                question_end,
+                edns: None,
+            });
+        }
+        if header.ancount != 0 || header.nscount != 0 {
+            return Err(Reject::formerr(question_end, None));
+        }
+        let end = read_additional(msg, question_end, header.arcount, &mut self.edns);
+        if end != Some(msg.len()) || matches!(qtype, rtype::OPT | rtype::TSIG | rtype::TKEY | 0) {
+            return Err(Reject::formerr(question_end, self.edns));
+        }
+        self.header = header;
+        self.qtype = qtype;
+        self.qclass = qclass;
+        self.question_end = question_end;
+        Ok(())
+    }
+}
+
+/// Walks the additional section, writing the OPT record (if any) into `edns`; returns
+/// the end offset, or `None` when the section is malformed (then `edns` holds the OPT
+/// read so far, so FORMERR can still carry one).
+fn read_additional(msg: &[u8], mut pos: usize, count: u16, edns: &mut Option<Edns>) -> Option<usize> {
+    *edns = None;
     for _ in 0..count {
         let owner = pos;
-        pos = name::skip(msg, pos).map_err(|_| edns)?;
-        let fixed = msg.get(pos..pos + 10).ok_or(edns)?;
+        pos = name::skip(msg, pos).ok()?;
+        let fixed = msg.get(pos..pos + 10)?;
         let rr_type = u16::from_be_bytes([fixed[0], fixed[1]]);
         let class = u16::from_be_bytes([fixed[2], fixed[3]]);
         let ttl = u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
         let rdlen = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
-        let rdata = msg.get(pos + 10..pos + 10 + rdlen).ok_or(edns)?;
+        let rdata = msg.get(pos + 10..pos + 10 + rdlen)?;
         pos += 10 + rdlen;
         if rr_type != rtype::OPT {
             continue;
         }
         // One OPT, owned by the root (RFC 6891 §6.1.1), with well-formed options.
-        let Some(Options {
+        let Options {
             nsid,
             ecs,
             cookie,
             bad_cookie,
-        }) = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0))
-        else {
-            return Err(edns);
-        };
-        edns = Some(Edns {
+        } = options(rdata).filter(|_| edns.is_none() && msg.get(owner) == Some(&0))?;
+        *edns = Some(Edns {
             udp_payload: class.max(MIN_UDP_PAYLOAD),
             version: (ttl >> 16) as u8,
             dnssec_ok: ttl & 0x8000 != 0,
@@ -142,7 +162,7 @@ fn read_additional(msg: &[u8], mut pos: usize, count: u16) -> Result<(Option<Edn
             bad_cookie,
         });
     }
-    Ok((edns, pos))
+    Some(pos)
 }
 
 /// The options of an OPT record the edge acts on.
