@@ -43,13 +43,25 @@ const NAMES: usize = 10_000;
 const POLICY_NAMES: usize = 4;
 const QUERIES: usize = 100_000;
 
+/// A stage `--only` runs alone.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stage {
+    /// The veth pair driven by kxdpgun (root).
+    Kxdpgun,
+    /// The reloads under load (qdns).
+    Reload,
+    /// The four servers on loopback (no reloads, no veth pair).
+    Loopback,
+}
+
 /// What to run.
 struct Plan {
     smoke: bool,
-    /// Run only the kxdpgun stage (`--only kxdpgun`).
-    gun_only: bool,
-    /// `--only reload`: the reloads under load alone (qdns).
-    reload_only: bool,
+    /// `--only STAGE`: one stage alone.
+    only: Option<Stage>,
+    /// `--edge-arg ARG` (repeatable): more arguments for qdns-edge on loopback (e.g.
+    /// `--udp-coalesce-usecs=50`), printed with the results.
+    edge_args: Vec<String>,
     out: PathBuf,
     edge: PathBuf,
     runs: usize,
@@ -72,8 +84,8 @@ impl Plan {
 
     fn from_args() -> Result<Plan, String> {
         let mut smoke = false;
-        let mut gun_only = false;
-        let mut reload_only = false;
+        let mut only = None;
+        let mut edge_args = Vec::new();
         let mut out = PathBuf::from("target/qps");
         let mut edge = PathBuf::from("target/release/qdns-edge");
         let mut args = std::env::args().skip(1);
@@ -81,15 +93,17 @@ impl Plan {
             match arg.as_str() {
                 "--smoke" => smoke = true,
                 "--only" => match args.next().as_deref() {
-                    Some("kxdpgun") => gun_only = true,
-                    Some("reload") => reload_only = true,
-                    _ => return Err("--only takes: kxdpgun, reload".into()),
+                    Some("kxdpgun") => only = Some(Stage::Kxdpgun),
+                    Some("reload") => only = Some(Stage::Reload),
+                    Some("loopback") => only = Some(Stage::Loopback),
+                    _ => return Err("--only takes: kxdpgun, reload, loopback".into()),
                 },
                 "--out" => out = args.next().ok_or("--out needs a directory")?.into(),
                 "--edge" => edge = args.next().ok_or("--edge needs the qdns-edge binary")?.into(),
+                "--edge-arg" => edge_args.push(args.next().ok_or("--edge-arg needs an argument")?),
                 other => {
                     return Err(format!(
-                        "unknown argument {other} (use --smoke, --only kxdpgun|reload, --out DIR, --edge PATH)"
+                        "unknown argument {other} (use --smoke, --only kxdpgun|reload|loopback, --edge-arg ARG, --out DIR, --edge PATH)"
                     ))
                 }
             }
@@ -97,8 +111,8 @@ impl Plan {
         Ok(if smoke {
             Plan {
                 smoke,
-                gun_only,
-                reload_only,
+                only,
+                edge_args,
                 out,
                 edge,
                 runs: 1,
@@ -110,8 +124,8 @@ impl Plan {
         } else {
             Plan {
                 smoke,
-                gun_only,
-                reload_only,
+                only,
+                edge_args,
                 out,
                 edge,
                 runs: 3,
@@ -320,7 +334,8 @@ fn start(server: Server, plan: &Plan, dir: &Path, zone: &Path) -> Result<Running
         Server::Qdns => {
             let mut c = Command::new(&plan.edge);
             c.args(["--listen", &format!("127.0.0.1:{port}"), "--workers", "2", "--zones"])
-                .arg(zone);
+                .arg(zone)
+                .args(&plan.edge_args);
             c
         }
         Server::Knot => {
@@ -918,6 +933,23 @@ fn main() {
     }
 }
 
+/// The report's first line: the machine and how the servers were run.
+fn machine_line(plan: &Plan) -> String {
+    format!(
+        "Machine: {} CPUs, {}; {} s per run, {} run(s) per server{}{}.\n\n",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "?".into(), |s| format!("Linux {}", s.trim())),
+        plan.seconds,
+        plan.runs,
+        if plan.smoke { " (smoke)" } else { "" },
+        if plan.edge_args.is_empty() {
+            String::new()
+        } else {
+            format!("; qdns-edge with {}", plan.edge_args.join(" "))
+        }
+    )
+}
+
 fn run(plan: &Plan) -> Result<(), String> {
     fs::create_dir_all(&plan.out).map_err(|e| format!("{}: {e}", plan.out.display()))?;
     // Absolute: the servers' configurations name these paths from other directories.
@@ -934,7 +966,7 @@ fn run(plan: &Plan) -> Result<(), String> {
     query_file(&queries).map_err(io)?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if plan.gun_only {
+    if plan.only == Some(Stage::Kxdpgun) {
         if !root {
             return Err("the kxdpgun stage needs root (network namespaces, XDP)".into());
         }
@@ -946,7 +978,7 @@ fn run(plan: &Plan) -> Result<(), String> {
         return Ok(());
     }
     let mut results = BTreeMap::new();
-    for server in Server::ALL.into_iter().filter(|_| !plan.reload_only) {
+    for server in Server::ALL.into_iter().filter(|_| plan.only != Some(Stage::Reload)) {
         let r = bench_server(server, plan, &work, &queries);
         if let Some(err) = &r.error {
             eprintln!("bench-qps: {}: {err}", server.name());
@@ -956,36 +988,34 @@ fn run(plan: &Plan) -> Result<(), String> {
     let reload: Vec<(usize, Reload)> = plan
         .reload_rrsets
         .iter()
+        .filter(|_| plan.only != Some(Stage::Loopback))
         .map(|&rrsets| {
             eprintln!("bench-qps: qdns reload of {rrsets} rrsets under load");
             (rrsets, reload_under_load(plan, rrsets, &work, &queries))
         })
         .collect();
-    if plan.reload_only {
+    if plan.only == Some(Stage::Reload) {
         return reload_alone(plan, &reload);
     }
+    let skipped = "not run (--only loopback)";
     eprintln!("bench-qps: qdns on a veth pair, XDP off and on");
-    let veth = if root {
+    let loopback_only = plan.only == Some(Stage::Loopback);
+    let veth = if loopback_only {
+        Err(skipped.to_owned())
+    } else if root {
         veth::run(plan, &work, &queries)
     } else {
         Err("skipped: network namespaces need root".to_owned())
     };
     eprintln!("bench-qps: the veth pair driven by kxdpgun");
-    let gun = if root {
+    let gun = if loopback_only {
+        Err(skipped.to_owned())
+    } else if root {
         kxdpgun::run(plan, &work)
     } else {
         Err("skipped: network namespaces need root".to_owned())
     };
-    let mut report = String::new();
-    let _ = writeln!(
-        report,
-        "Machine: {} CPUs, {}; {} s per run, {} run(s) per server{}.\n",
-        std::thread::available_parallelism().map_or(0, usize::from),
-        fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "?".into(), |s| format!("Linux {}", s.trim())),
-        plan.seconds,
-        plan.runs,
-        if plan.smoke { " (smoke)" } else { "" }
-    );
+    let mut report = machine_line(plan);
     report.push_str(&table(plan, &results, &reload, &veth));
     match &gun {
         Ok(gun) => report.push_str(&kxdpgun::report(gun)),
@@ -1007,7 +1037,7 @@ fn run(plan: &Plan) -> Result<(), String> {
         .map(|(s, _)| s.name())
         .collect();
     let reload_failed: Vec<&String> = reload.iter().filter_map(|(_, r)| r.as_ref().err()).collect();
-    if !failed.is_empty() || !reload_failed.is_empty() || (root && (veth.is_err() || gun.is_err())) {
+    if !failed.is_empty() || !reload_failed.is_empty() || (root && !loopback_only && (veth.is_err() || gun.is_err())) {
         return Err(format!(
             "some parts failed: {failed:?} {reload_failed:?} {:?} {:?}",
             veth.err(),
