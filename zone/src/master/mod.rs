@@ -272,6 +272,7 @@ impl Reader<'_> {
                 Failure::Here(reason) => ZoneError::invalid(path, Some(line), None, reason),
                 Failure::Nested(err) => err,
             })?;
+            lexer.recycle(entry);
         }
     }
 
@@ -321,7 +322,14 @@ impl Reader<'_> {
         let fields = rest.get(at + 1..).unwrap_or_default();
         let rdata = rdata::encode(rtype, &mut rdata::Fields::new(fields, &state.origin))
             .map_err(|reason| Failure::Here(format!("{}: {reason}", types::name(rtype))))?;
-        state.owner = Some(owner.clone());
+        // The previous owner's buffer reused: no allocation for the copy.
+        match &mut state.owner {
+            Some(previous) => {
+                previous.clear();
+                previous.extend_from_slice(&owner);
+            }
+            None => state.owner = Some(owner.clone()),
+        }
         if let (Some(explicit), false) = (ttl, state.dollar_ttl) {
             state.ttl = explicit;
         }
