@@ -1,6 +1,9 @@
 //! `[[health_check]]` tables → health slots (SPEC §2, §4): probed and external checks
 //! first, then calculated checks in dependency order (a cycle is an error).
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{
+    collections::{BTreeMap, HashSet},
+    net::IpAddr,
+};
 
 use toml::Spanned;
 
@@ -18,34 +21,66 @@ pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
 /// Longest search string (Route 53's limit).
 pub const MAX_SEARCH_STRING: usize = 255;
 
+/// A calculated check waiting for the others: its index among the file's
+/// `[[health_check]]` tables, the offset its spans count from, and the table.
+struct Pending {
+    index: usize,
+    base: usize,
+    entry: HealthCheckEntry,
+}
+
 impl ZoneBuilder<'_> {
-    pub(crate) fn health_checks(&mut self, entries: &[HealthCheckEntry]) -> Result<(), ZoneError> {
-        let mut by_id: BTreeMap<&str, usize> = BTreeMap::new();
-        for (i, entry) in entries.iter().enumerate() {
+    /// The `[[health_check]]` tables in file order, each with the offset its spans count
+    /// from, taken one at a time: a probed or external check is compiled as it comes and
+    /// its table dropped; only calculated checks wait, for their dependency order. (A
+    /// zone of 40,000 checks held 32 MB of typed tables at once before, and a TOML
+    /// document of them, 92 MB, before that.)
+    pub(crate) fn health_checks(
+        &mut self,
+        tables: impl IntoIterator<Item = Result<(usize, HealthCheckEntry), ZoneError>>,
+    ) -> Result<(), ZoneError> {
+        let taken = self.take_health_checks(tables);
+        self.base = 0;
+        taken
+    }
+
+    fn take_health_checks(
+        &mut self,
+        tables: impl IntoIterator<Item = Result<(usize, HealthCheckEntry), ZoneError>>,
+    ) -> Result<(), ZoneError> {
+        let mut ids: HashSet<String> = HashSet::new();
+        let mut calculated = Vec::new();
+        for (i, table) in tables.into_iter().enumerate() {
+            let (base, entry) = table?;
+            self.base = base;
             let id = entry.id.get_ref().as_str();
             if id.is_empty() {
                 return Err(self.err(&entry.id, &format!("health_check[{i}].id"), "empty id"));
             }
-            if by_id.insert(id, i).is_some() {
+            if !ids.insert(id.to_owned()) {
                 return Err(self.err(
                     &entry.id,
                     &format!("health_check[{i}].id"),
                     format!("duplicate health check id {id:?}"),
                 ));
             }
-        }
-        // Probed and external checks.
-        for (i, entry) in entries.iter().enumerate() {
             if entry.kind.get_ref() == "calculated" {
+                calculated.push(Pending { index: i, base, entry });
                 continue;
             }
-            let rule = self.check_rule(i, entry)?;
+            // Probed and external checks take their slots in file order.
+            let rule = self.check_rule(i, &entry)?;
             self.add_check(entry.id.get_ref(), rule);
         }
         // Calculated checks, children first.
+        let by_id: BTreeMap<&str, usize> = calculated
+            .iter()
+            .enumerate()
+            .map(|(k, pending)| (pending.entry.id.get_ref().as_str(), k))
+            .collect();
         let mut state: BTreeMap<usize, bool> = BTreeMap::new(); // false = in progress, true = done
-        for i in 0..entries.len() {
-            self.calculated(i, entries, &by_id, &mut state)?;
+        for k in 0..calculated.len() {
+            self.calculated(k, &calculated, &by_id, &mut state)?;
         }
         Ok(())
     }
@@ -62,24 +97,32 @@ impl ZoneBuilder<'_> {
 
     fn calculated(
         &mut self,
-        i: usize,
-        entries: &[HealthCheckEntry],
+        k: usize,
+        calculated: &[Pending],
         by_id: &BTreeMap<&str, usize>,
         state: &mut BTreeMap<usize, bool>,
     ) -> Result<(), ZoneError> {
-        let Some(entry) = entries.get(i) else { return Ok(()) };
-        if entry.kind.get_ref() != "calculated" || state.get(&i) == Some(&true) {
+        let Some(&Pending {
+            index: i,
+            base,
+            ref entry,
+        }) = calculated.get(k)
+        else {
+            return Ok(());
+        };
+        if state.get(&k) == Some(&true) {
             return Ok(());
         }
         let key = |field: &str| format!("health_check[{i}].{field}");
-        if state.get(&i) == Some(&false) {
+        self.base = base;
+        if state.get(&k) == Some(&false) {
             return Err(self.err(
                 &entry.id,
                 &key("children"),
                 format!("calculated check {:?} is part of a cycle", entry.id.get_ref()),
             ));
         }
-        state.insert(i, false);
+        state.insert(k, false);
         self.no_probe_fields(i, entry, "calculated")?;
         let children = entry
             .children
@@ -87,14 +130,16 @@ impl ZoneBuilder<'_> {
             .ok_or_else(|| self.err(&entry.id, &key("children"), "a calculated check needs children"))?;
         let mut slots = Vec::with_capacity(children.get_ref().len());
         for (c, child) in children.get_ref().iter().enumerate() {
-            let Some(&child_index) = by_id.get(child.get_ref().as_str()) else {
+            if let Some(&child_index) = by_id.get(child.get_ref().as_str()) {
+                self.calculated(child_index, calculated, by_id, state)?;
+                self.base = base;
+            } else if !self.checks.contains_key(child.get_ref()) {
                 return Err(self.err(
                     child,
                     &key(&format!("children[{c}]")),
                     format!("unknown health check id {:?}", child.get_ref()),
                 ));
-            };
-            self.calculated(child_index, entries, by_id, state)?;
+            }
             let slot = self.checks.get(child.get_ref()).copied().ok_or_else(|| {
                 self.err(
                     child,
@@ -133,7 +178,7 @@ impl ZoneBuilder<'_> {
                 threshold,
             },
         );
-        state.insert(i, true);
+        state.insert(k, true);
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use toml::Spanned;
 use crate::{
     master,
     name::{self, is_at_or_below},
-    schema::{self, RrsetEntry, ZoneFile},
+    schema::{self, HealthCheckEntry, RrsetEntry, ZoneFile},
     RecordSet, Snapshot, Zone, ZoneError,
 };
 
@@ -252,10 +252,11 @@ pub fn parse_zone_text_with(path: &Path, text: &str, ctx: &LoadContext<'_>) -> R
 
 /// The file as one TOML document (every layout TOML allows).
 fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
-    let file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
+    let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
+    let checks = std::mem::take(&mut file.health_check);
     let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
     builder.tables = file.rrset.len();
-    builder.head(&file)?;
+    builder.head(&file, checks.into_iter().map(|entry| Ok((0, entry))))?;
     for (index, entry) in file.rrset.iter().enumerate() {
         builder.any_rrset(index, entry)?;
     }
@@ -268,7 +269,13 @@ fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split, ctx: &LoadCon
     let file: ZoneFile = toml::from_str(&split.head).map_err(|err| toml_error(path, text, 0, &err))?;
     let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
     builder.tables = split.rrsets.len();
-    builder.head(&file)?;
+    let checks = split.health_checks.iter().map(|body| {
+        let chunk = text.get(body.clone()).unwrap_or_default();
+        toml::from_str(chunk)
+            .map(|entry| (body.start, entry))
+            .map_err(|err| toml_error(path, text, body.start, &err))
+    });
+    builder.head(&file, checks)?;
     for (index, body) in split.rrsets.iter().enumerate() {
         let chunk = text.get(body.clone()).unwrap_or_default();
         let entry: RrsetEntry = toml::from_str(chunk).map_err(|err| toml_error(path, text, body.start, &err))?;
@@ -609,7 +616,11 @@ impl<'a> ZoneBuilder<'a> {
 
     /// What comes before the record sets: the included master file, SOA, apex NS and
     /// the health checks (record sets refer to them, wherever they stand in the file).
-    fn head(&mut self, file: &ZoneFile) -> Result<(), ZoneError> {
+    fn head(
+        &mut self,
+        file: &ZoneFile,
+        checks: impl IntoIterator<Item = Result<(usize, HealthCheckEntry), ZoneError>>,
+    ) -> Result<(), ZoneError> {
         if let Some(include) = &file.zone.include {
             self.include(include)?;
         }
@@ -630,7 +641,7 @@ impl<'a> ZoneBuilder<'a> {
         }
         self.soa(file)?;
         self.apex_ns(file)?;
-        self.health_checks(&file.health_check)?;
+        self.health_checks(checks)?;
         self.cidr_collections(&file.cidr_collection)
     }
 

@@ -271,6 +271,48 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     assert!(err.contains(&format!(":{line}")), "{err}");
 }
 
+/// Health checks are cut out and parsed one table at a time too: a mistake in one, a
+/// cycle of calculated checks and a TOML syntax error each name the same line as when
+/// the file is read whole.
+#[test]
+fn errors_in_a_health_check_name_the_same_line_either_way() {
+    let ok = format!(
+        "{HEAD}\n[[health_check]]\nid = \"a\"\ntype = \"external\"\n\n\
+         [[rrset]]\nname = \"w\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n\n\
+         [[health_check]]\nid = \"b\"\ntype = \"tcp\"\nip = \"192.0.2.2\"\nport = 80\n\n\
+         [[health_check]]\nid = \"c\"\ntype = \"calculated\"\nchildren = [\"a\", \"b\"]\nhealthy_threshold = 1\n"
+    );
+    let path = std::path::Path::new("example.com.toml");
+    let split = chunks::split(&ok).unwrap();
+    assert_eq!((split.rrsets.len(), split.health_checks.len()), (1, 3));
+    let zone = parse_in_chunks(path, &ok, &split, &LoadContext::default()).unwrap();
+    let names: Vec<&str> = zone.slots.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"], "probed and external first, then calculated");
+    for (broken, marker) in [
+        (ok.replace("ip = \"192.0.2.2\"", "ip = \"192.0.2.300\""), "192.0.2.300"),
+        (
+            ok.replace("children = [\"a\", \"b\"]", "children = [\"a\", \"nope\"]"),
+            "\"nope\"",
+        ),
+        (ok.replace("port = 80", "port = 80 80"), "port = 80 80"),
+    ] {
+        let split = chunks::split(&broken).unwrap();
+        let (a, b) = (
+            parse_in_chunks(path, &broken, &split, &LoadContext::default())
+                .unwrap_err()
+                .to_string(),
+            parse_whole(path, &broken, &LoadContext::default())
+                .unwrap_err()
+                .to_string(),
+        );
+        let line = broken.lines().position(|l| l.contains(marker)).unwrap() + 1;
+        assert!(a.contains(&format!(":{line}")), "{a}");
+        if !marker.starts_with("port") {
+            assert_eq!(a, b, "chunked and whole agree");
+        }
+    }
+}
+
 #[test]
 fn a_check_reads_load_from_a_header_or_a_json_pointer() {
     let check = |load: &str| {
