@@ -531,14 +531,5 @@ fn xdp_answers(hub: &Netns, net: &str, name: &str, want: &str, limit: Duration) 
 /// The `answered_plain` counter of the XDP program of edge `name`, as it last reported
 /// to control (every 2 s).
 fn xdp_plain_answers(bins: &Path, socket: &Path, name: &str) -> u64 {
-    let status = ctl(bins, socket, &["status"]);
-    status["edges"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["name"] == name)
-        .flat_map(|e| e["xdp"]["counters"].as_array().cloned().unwrap_or_default())
-        .find(|pair| pair[0] == "answered_plain")
-        .and_then(|pair| pair[1].as_u64())
-        .unwrap_or(0)
+    qdns_testkit::fixtures::edge_xdp_counter(&ctl(bins, socket, &["status"]), name, "answered_plain")
 }

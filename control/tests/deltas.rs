@@ -180,14 +180,7 @@ fn edges_from_before_deltas_get_whole_snapshots_and_the_others_the_same_zones_as
 
 /// `answered_plain` in the XDP report the edge last sent control (0 before one came).
 fn xdp_plain_answers(loc: &Location) -> u64 {
-    let status = loc.ctl_json(&["status"]);
-    status["edges"][0]["xdp"]["counters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|pair| pair[0] == "answered_plain")
-        .and_then(|pair| pair[1].as_u64())
-        .unwrap_or(0)
+    qdns_testkit::fixtures::edge_xdp_counter(&loc.ctl_json(&["status"]), "test-edge", "answered_plain")
 }
 
 /// A delta reaches the XDP program's answers (needs root, as CI has): an edge inside a

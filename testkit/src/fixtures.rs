@@ -115,6 +115,21 @@ pub fn sample(body: &str, series: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// The XDP program's counter `counter` (e.g. `answered_plain`) that edge `edge` last
+/// reported, from control's `qdnsctl status` JSON; 0 when the edge or the counter is
+/// not there (not linked yet, or no XDP).
+pub fn edge_xdp_counter(status: &serde_json::Value, edge: &str, counter: &str) -> u64 {
+    status["edges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["name"] == edge)
+        .flat_map(|e| e["xdp"]["counters"].as_array().cloned().unwrap_or_default())
+        .find(|pair| pair[0] == counter)
+        .and_then(|pair| pair[1].as_u64())
+        .unwrap_or(0)
+}
+
 /// `QDNSCTL --socket SOCKET --json ARGS` (the `qdnsctl` binary at `qdnsctl`), which must
 /// succeed; its JSON.
 ///

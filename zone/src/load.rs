@@ -263,10 +263,16 @@ fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, Z
     builder.finish()
 }
 
-/// The head, then one `[[rrset]]` table at a time ([`chunks`]): what is parsed of a
-/// record set lives only while it is compiled into the builder.
+/// The head, then one `[[health_check]]` and one `[[rrset]]` table at a time
+/// ([`chunks`]): what is parsed of one lives only while it is compiled into the builder.
+/// A head that holds record sets or checks itself (inline arrays at the root, which are
+/// no table headers) is read whole instead.
 fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     let file: ZoneFile = toml::from_str(&split.head).map_err(|err| toml_error(path, text, 0, &err))?;
+    if !file.health_check.is_empty() || !file.rrset.is_empty() {
+        drop(file);
+        return parse_whole(path, text, ctx);
+    }
     let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
     builder.tables = split.rrsets.len();
     let checks = split.health_checks.iter().map(|body| {

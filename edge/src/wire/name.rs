@@ -44,8 +44,17 @@ impl NameBuf {
 
     /// Reads an uncompressed name at `msg[start..]` into `self` (the query path's form:
     /// the 385-octet buffer is filled where it lies, not built and moved); returns the
-    /// offset after it. After an error `self` is partly written: not a name to use.
+    /// offset after it. After an error `self` holds the empty name.
     pub fn read(&mut self, msg: &[u8], start: usize) -> Result<usize, NameError> {
+        let read = self.read_labels(msg, start);
+        if read.is_err() {
+            self.len = 0;
+            self.labels = 0;
+        }
+        read
+    }
+
+    fn read_labels(&mut self, msg: &[u8], start: usize) -> Result<usize, NameError> {
         self.len = 0;
         self.labels = 0;
         let mut pos = start;

@@ -4,16 +4,18 @@
 //! `toml::from_str` on a whole zone file builds the document's tree, then the typed
 //! tables, and both live until the last record set is compiled: for a zone of 100,000
 //! record sets that was most of control's 451 MiB peak. [`split`] finds the `[[rrset]]`
-//! tables with a small line scanner that knows where TOML strings and multi-line arrays
-//! run (so a `[` inside a value is never taken for a header); the rest of the file
-//! (`[zone]`, `[zone.soa]`, `[[health_check]]`…) is parsed as before from a copy in which
-//! the record-set tables are blanked to spaces — same byte offsets, so every line number
-//! in an error stays right — and each record-set table is then parsed on its own, used
-//! and dropped. `[[health_check]]` tables are cut out the same way and each parsed on
-//! its own into its typed entry (the document tree of 40,000 of them was 92 MB, most of
-//! control's peak for a 100,000-set zone; the typed entries are a fifth of that). A file
-//! whose record sets use sub-table headers (`[rrset.x]`, `[[rrset.members]]`, quoted
-//! keys) is read whole, the old way.
+//! and `[[health_check]]` tables with a small line scanner that knows where TOML strings
+//! and multi-line arrays run (so a `[` inside a value is never taken for a header); the
+//! rest of the file (`[zone]`, `[zone.soa]`, `[[cidr_collection]]`…) is parsed as before
+//! from a copy in which those tables are blanked to spaces — same byte offsets, so every
+//! line number in an error stays right — and each cut-out table is then parsed on its
+//! own, used and dropped (a health check compiled as it is read; the document tree of
+//! 40,000 of them was 92 MB, most of control's peak for a 100,000-set zone). A syntax
+//! error in a cut-out table is therefore found when the loader reaches it, after the
+//! head's own errors. A file whose record sets or checks use sub-table headers
+//! (`[rrset.x]`, `[[rrset.members]]`, `[health_check.x]`, quoted keys), or that writes
+//! them as inline arrays at the root (`rrset = [...]`, which the head keeps), is read
+//! whole, the old way.
 use std::ops::Range;
 
 /// A zone file cut into its head and its record-set tables.
@@ -119,7 +121,7 @@ enum Header {
     Rrset,
     /// `[[health_check]]`.
     HealthCheck,
-    /// A table of the head (`[zone]`, `[[health_check]]`, …).
+    /// A table of the head (`[zone]`, `[[cidr_collection]]`, …).
     Other,
     /// A sub-table of a record set, or a key spelled in a way this scanner does not
     /// follow: read the file whole.
@@ -151,7 +153,8 @@ fn header(line: &str) -> Header {
     }
 }
 
-/// Cuts `text` into its head and its `[[rrset]]` tables; `None` when it must be read
+/// Cuts `text` into its head and its `[[rrset]]` and `[[health_check]]` tables; `None`
+/// when it must be read
 /// whole (see the module's documentation).
 pub(crate) fn split(text: &str) -> Option<Split> {
     let mut head = text.as_bytes().to_vec();

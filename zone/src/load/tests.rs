@@ -313,6 +313,31 @@ fn errors_in_a_health_check_name_the_same_line_either_way() {
     }
 }
 
+/// Checks or record sets written as inline arrays at the root are no table headers, so
+/// the head keeps them: such a file is read whole, and loses nothing.
+#[test]
+fn inline_arrays_of_checks_or_record_sets_are_read_too() {
+    let path = std::path::Path::new("example.com.toml");
+    let checks = format!(
+        "health_check = [{{ id = \"a\", type = \"external\" }}]\n{HEAD}\n\
+         [[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n"
+    );
+    let sets = format!("rrset = [{{ name = \"www\", type = \"A\", values = [\"192.0.2.1\"] }}]\n{HEAD}");
+    for text in [checks, sets] {
+        assert!(chunks::split(&text).is_some(), "no header forces a whole read");
+        let zone = parse_zone_text(path, &text).unwrap();
+        assert!(
+            zone.rrsets
+                .iter()
+                .any(|s| s.name == b"\x03www\x07example\x03com\x00" && s.rtype == 1),
+            "{text}"
+        );
+        if text.starts_with("health_check") {
+            assert_eq!(zone.slots.len(), 1, "the inline check is kept");
+        }
+    }
+}
+
 #[test]
 fn a_check_reads_load_from_a_header_or_a_json_pointer() {
     let check = |load: &str| {

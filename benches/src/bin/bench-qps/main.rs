@@ -43,6 +43,9 @@ const NAMES: usize = 10_000;
 const POLICY_NAMES: usize = 4;
 const QUERIES: usize = 100_000;
 
+/// What the report says of a stage `--only loopback` leaves out.
+const NOT_RUN: &str = "not run (--only loopback)";
+
 /// A stage `--only` runs alone.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Stage {
@@ -59,8 +62,9 @@ struct Plan {
     smoke: bool,
     /// `--only STAGE`: one stage alone.
     only: Option<Stage>,
-    /// `--edge-arg ARG` (repeatable): more arguments for qdns-edge on loopback (e.g.
-    /// `--udp-coalesce-usecs=50`), printed with the results.
+    /// `--edge-arg ARG` (repeatable): more arguments for every qdns-edge the harness
+    /// starts on loopback (the servers' runs and the reloads; e.g. `--workers=1` after
+    /// the harness's own `--workers 2`), printed with the results.
     edge_args: Vec<String>,
     out: PathBuf,
     edge: PathBuf,
@@ -894,7 +898,7 @@ fn table(
             );
         }
         Err(err) => {
-            let _ = writeln!(t, "- veth pair: error: {err}");
+            let _ = writeln!(t, "- veth pair: {}{err}", if err == NOT_RUN { "" } else { "error: " });
         }
     }
     t
@@ -997,20 +1001,19 @@ fn run(plan: &Plan) -> Result<(), String> {
     if plan.only == Some(Stage::Reload) {
         return reload_alone(plan, &reload);
     }
-    let skipped = "not run (--only loopback)";
-    eprintln!("bench-qps: qdns on a veth pair, XDP off and on");
     let loopback_only = plan.only == Some(Stage::Loopback);
     let veth = if loopback_only {
-        Err(skipped.to_owned())
+        Err(NOT_RUN.to_owned())
     } else if root {
+        eprintln!("bench-qps: qdns on a veth pair, XDP off and on");
         veth::run(plan, &work, &queries)
     } else {
         Err("skipped: network namespaces need root".to_owned())
     };
-    eprintln!("bench-qps: the veth pair driven by kxdpgun");
     let gun = if loopback_only {
-        Err(skipped.to_owned())
+        Err(NOT_RUN.to_owned())
     } else if root {
+        eprintln!("bench-qps: the veth pair driven by kxdpgun");
         kxdpgun::run(plan, &work)
     } else {
         Err("skipped: network namespaces need root".to_owned())
@@ -1020,7 +1023,11 @@ fn run(plan: &Plan) -> Result<(), String> {
     match &gun {
         Ok(gun) => report.push_str(&kxdpgun::report(gun)),
         Err(err) => {
-            let _ = writeln!(report, "- kxdpgun stage: error: {err}");
+            let _ = writeln!(
+                report,
+                "- kxdpgun stage: {}{err}",
+                if *err == NOT_RUN { "" } else { "error: " }
+            );
         }
     }
     println!("{report}");
