@@ -250,14 +250,7 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     let path = std::path::Path::new("example.com.toml");
     let split = chunks::split(&body).unwrap();
     assert_eq!(split.rrsets.len(), 3);
-    let (a, b) = (
-        parse_in_chunks(path, &body, &split, &LoadContext::default())
-            .unwrap_err()
-            .to_string(),
-        parse_whole(path, &body, &LoadContext::default())
-            .unwrap_err()
-            .to_string(),
-    );
+    let (a, b) = errors_both_ways(path, &body, &split);
     assert_eq!(a, b);
     let line = body.lines().position(|l| l.contains("192.0.2.300")).unwrap() + 1;
     assert!(a.contains(&format!(":{line}")), "{a}");
@@ -271,9 +264,21 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     assert!(err.contains(&format!(":{line}")), "{err}");
 }
 
-/// Health checks are cut out and parsed one table at a time too: a mistake in one, a
-/// cycle of calculated checks and a TOML syntax error each name the same line as when
-/// the file is read whole.
+/// The error of loading `text` cut into `split`, and of loading it whole.
+fn errors_both_ways(path: &std::path::Path, text: &str, split: &chunks::Split) -> (String, String) {
+    (
+        parse_in_chunks(path, text, split, &LoadContext::default())
+            .unwrap_err()
+            .to_string(),
+        parse_whole(path, text, &LoadContext::default())
+            .unwrap_err()
+            .to_string(),
+    )
+}
+
+/// Health checks are cut out and parsed one table at a time too: a bad value in one and
+/// an unknown child of a calculated check name the same line as when the file is read
+/// whole; a TOML syntax error in one names its line.
 #[test]
 fn errors_in_a_health_check_name_the_same_line_either_way() {
     let ok = format!(
@@ -297,14 +302,7 @@ fn errors_in_a_health_check_name_the_same_line_either_way() {
         (ok.replace("port = 80", "port = 80 80"), "port = 80 80"),
     ] {
         let split = chunks::split(&broken).unwrap();
-        let (a, b) = (
-            parse_in_chunks(path, &broken, &split, &LoadContext::default())
-                .unwrap_err()
-                .to_string(),
-            parse_whole(path, &broken, &LoadContext::default())
-                .unwrap_err()
-                .to_string(),
-        );
+        let (a, b) = errors_both_ways(path, &broken, &split);
         let line = broken.lines().position(|l| l.contains(marker)).unwrap() + 1;
         assert!(a.contains(&format!(":{line}")), "{a}");
         if !marker.starts_with("port") {
