@@ -14,7 +14,7 @@ use std::{
 
 use common::{ask, edge_bin, values, Proc};
 use hickory_proto::rr::RecordType;
-use qdns_testkit::fixtures::zone_head;
+use qdns_testkit::fixtures::{free_port, zone_head, ClosedPort};
 
 /// What a test HTTP server answers.
 #[derive(Clone)]
@@ -150,10 +150,6 @@ fn https_server_with(cert_der: rustls::pki_types::CertificateDer<'static>, key_d
     port
 }
 
-fn closed_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn zone(checks: &str, rrsets: &str) -> String {
     format!("{}{checks}\n{rrsets}", zone_head("chk.example."))
 }
@@ -188,7 +184,7 @@ impl Setup {
         std::fs::write(dir.path().join("zones/chk.toml"), zone_text).unwrap();
         let netns = netns.map(str::to_owned);
         let extra: Vec<String> = extra.iter().map(|&a| a.to_owned()).collect();
-        let metrics = closed_port();
+        let metrics = free_port();
         let control = Setup::spawn(dir.path(), netns.as_deref(), &extra, metrics);
         Setup {
             dir,
@@ -742,7 +738,8 @@ fn probes_give_status_and_reason_for_each_kind_of_target() {
     let slow = HttpServer::start(200, "OK");
     slow.set(200, "OK", Duration::from_secs(3));
     let tls = https_server();
-    let closed = closed_port();
+    let closed_port = ClosedPort::new();
+    let closed = closed_port.port;
     let checks = [
         check("ok", "http", ok.port, "search_string = \"OK\""),
         check("flip", "http", flip.port, ""),

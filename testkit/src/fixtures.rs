@@ -90,6 +90,39 @@ pub fn free_port() -> u16 {
     panic!("no free port in 20000–32767 on 127.0.0.1")
 }
 
+/// A TCP port on 127.0.0.1 that refuses connections for as long as this lives: a
+/// socket bound to it that never listens. Holding the port (instead of binding `:0`
+/// and letting go) keeps anything else from taking it — a daemon's own listener once
+/// got the "closed" port a test had just released, and the probe found it open.
+pub struct ClosedPort {
+    _socket: socket2::Socket,
+    /// The port number.
+    pub port: u16,
+}
+
+impl ClosedPort {
+    /// Binds a fresh port below the ephemeral range ([`free_port`]) without listening.
+    pub fn new() -> ClosedPort {
+        for _ in 0..64 {
+            let port = free_port();
+            let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+            if socket
+                .bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)).into())
+                .is_ok()
+            {
+                return ClosedPort { _socket: socket, port };
+            }
+        }
+        panic!("no port to hold closed on 127.0.0.1")
+    }
+}
+
+impl Default for ClosedPort {
+    fn default() -> ClosedPort {
+        ClosedPort::new()
+    }
+}
+
 /// The body of `GET /metrics` at `addr`, asked from the loopback address `source`.
 pub fn scrape_from(source: Ipv4Addr, addr: SocketAddr) -> String {
     get_from(source, addr, "/metrics")
