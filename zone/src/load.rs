@@ -255,7 +255,7 @@ fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, Z
     let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
     let checks = std::mem::take(&mut file.health_check);
     let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
-    builder.tables = file.rrset.len();
+    builder.expect_tables(file.rrset.len());
     builder.head(&file, checks.into_iter().map(|entry| Ok((0, entry))))?;
     for (index, entry) in file.rrset.iter().enumerate() {
         builder.any_rrset(index, entry)?;
@@ -268,13 +268,19 @@ fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, Z
 /// A head that holds record sets or checks itself (inline arrays at the root, which are
 /// no table headers) is read whole instead.
 fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
-    let file: ZoneFile = toml::from_str(&split.head).map_err(|err| toml_error(path, text, 0, &err))?;
+    let file: ZoneFile = toml::from_str(&split.head).map_err(|err| {
+        let line = err
+            .span()
+            .map(|span| line_of(text, split.head_map.original(span.start)));
+        ZoneError::invalid(path, line, None, err.message().trim().to_owned())
+    })?;
     if !file.health_check.is_empty() || !file.rrset.is_empty() {
         drop(file);
         return parse_whole(path, text, ctx);
     }
     let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
-    builder.tables = split.rrsets.len();
+    builder.head_map = &split.head_map;
+    builder.expect_tables(split.rrsets.len());
     let checks = split.health_checks.iter().map(|body| {
         let chunk = text.get(body.clone()).unwrap_or_default();
         toml::from_str(chunk)
@@ -320,42 +326,97 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// Offsets of the newlines of a text, for line numbers in O(log n): a zone file of
-/// 100,000 record sets asks for one per set.
-pub(crate) struct LineIndex(Vec<usize>);
+/// 100,000 record sets asks for one per set. `u32` offsets sized exactly (a zone file is
+/// at most [`master::MAX_FILE`], 2³² octets): for a file of 8 million lines the index was
+/// 67 MB of grown `usize`s, a tenth of the loader's peak.
+pub(crate) struct LineIndex(Vec<u32>);
 
 impl LineIndex {
     pub(crate) fn new(text: &str) -> LineIndex {
-        LineIndex(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i)
-                .collect(),
-        )
+        let mut newlines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count());
+        newlines.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|at| u32::try_from(at).unwrap_or(u32::MAX)));
+        LineIndex(newlines)
     }
 
     /// 1-based line of byte `offset`.
     pub(crate) fn line(&self, offset: usize) -> usize {
+        let offset = u32::try_from(offset).unwrap_or(u32::MAX);
         self.0.partition_point(|&newline| newline < offset) + 1
     }
 }
 
-/// Where one record set came from, for error messages.
-#[derive(Clone)]
+/// The head map of a file read whole: the identity.
+static NO_HEAD_MAP: chunks::HeadMap = chunks::HeadMap::EMPTY;
+
+/// Where one record set came from, for error messages: 16 octets. (It was an `Arc`'d
+/// path, a line and a key string, 56 octets: 56 MB of a million-set zone's load.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Origin {
-    /// Shared by every set of one file.
-    pub(crate) path: Arc<Path>,
-    pub(crate) line: Option<usize>,
-    pub(crate) key: Option<String>,
+    /// The file, as its index in [`sets::SetMap::path`]'s list (0: the zone file).
+    pub(crate) file: u32,
+    /// 1-based line; 0: not known.
+    line: u32,
+    key: OriginKey,
+}
+
+/// The key an [`Origin`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OriginKey {
+    /// A record of a master file (its line says it all).
+    None,
+    /// `zone.soa`.
+    ZoneSoa,
+    /// `zone.ns`.
+    ZoneNs,
+    /// `rrset[i]`.
+    Rrset(u32),
+}
+
+impl OriginKey {
+    /// `rrset[index]`.
+    pub(crate) fn rrset(index: usize) -> OriginKey {
+        OriginKey::Rrset(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+}
+
+impl Origin {
+    /// A set of the zone file itself at line `at`, key `key`.
+    pub(crate) fn in_zone_file(at: Option<usize>, key: OriginKey) -> Origin {
+        Origin::new(0, at, key)
+    }
+
+    pub(crate) fn new(file: u32, line: Option<usize>, key: OriginKey) -> Origin {
+        Origin {
+            file,
+            line: line.map_or(0, |line| u32::try_from(line).unwrap_or(u32::MAX)),
+            key,
+        }
+    }
+
+    /// The line, when known.
+    pub(crate) fn line(self) -> Option<usize> {
+        (self.line != 0).then_some(self.line as usize)
+    }
+
+    /// The key, as an error names it.
+    pub(crate) fn key(self) -> Option<String> {
+        match self.key {
+            OriginKey::None => None,
+            OriginKey::ZoneSoa => Some("zone.soa".to_owned()),
+            OriginKey::ZoneNs => Some("zone.ns".to_owned()),
+            OriginKey::Rrset(index) => Some(format!("rrset[{index}]")),
+        }
+    }
 }
 
 pub(crate) struct ZoneBuilder<'a> {
     pub(crate) path: &'a Path,
-    /// `path`, shared by the [`Origin`] of every set the zone file itself defines.
-    pub(crate) shared_path: Arc<Path>,
     pub(crate) lines: LineIndex,
-    /// Where the table being read starts in the file (its spans count from there).
+    /// Where the table being read starts in the file (its spans count from there); 0
+    /// while the head is read, whose spans `head_map` places.
     pub(crate) base: usize,
+    /// Where the pieces of the head stand in the file (empty: the head is the file).
+    pub(crate) head_map: &'a chunks::HeadMap,
     pub(crate) origin: Name,
     pub(crate) origin_wire: Vec<u8>,
     pub(crate) ttl: u32,
@@ -395,13 +456,13 @@ impl<'a> ZoneBuilder<'a> {
     fn new(path: &'a Path, text: &'a str, file: &ZoneFile, ctx: &LoadContext<'a>) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
-            shared_path: Arc::from(path),
             lines: LineIndex::new(text),
             base: 0,
+            head_map: &NO_HEAD_MAP,
             origin: Name::root(),
             origin_wire: vec![0],
             ttl: schema::DEFAULT_TTL,
-            sets: sets::SetMap::default(),
+            sets: sets::SetMap::new(Arc::from(path)),
             slots: Vec::new(),
             checks: BTreeMap::new(),
             aliases: Vec::new(),
@@ -545,7 +606,10 @@ impl<'a> ZoneBuilder<'a> {
 
     /// 1-based line of span offset `offset` of the table being read.
     pub(crate) fn line(&self, offset: usize) -> usize {
-        self.lines.line(self.base + offset)
+        self.lines.line(match self.base {
+            0 => self.head_map.original(offset),
+            base => base + offset,
+        })
     }
 
     pub(crate) fn err<T>(&self, at: &Spanned<T>, key: &str, reason: impl Into<String>) -> ZoneError {
@@ -582,23 +646,25 @@ impl<'a> ZoneBuilder<'a> {
     }
 
     pub(crate) fn insert(&mut self, set: RecordSet, origin: Origin) -> Result<(), ZoneError> {
-        let from_copy = |first: &Origin| self.copy.as_deref().is_some_and(|copy| *first.path == *copy);
-        if let Some((_, first)) = self.sets.get(&set.name, set.rtype) {
-            if self.replacing && from_copy(first) {
+        let from_copy = |first: &Origin| {
+            self.copy
+                .as_deref()
+                .is_some_and(|copy| *self.sets.path(first.file) == *copy)
+        };
+        if let Some(&(_, first)) = self.sets.get(&set.name, set.rtype) {
+            if self.replacing && from_copy(&first) {
                 self.sets.replace(set, origin);
                 return Ok(());
             }
-            return Err(ZoneError::invalid(
-                &*origin.path,
-                origin.line,
-                origin.key,
+            return Err(self.origin_error(
+                origin,
                 format!(
                     "{} {} is defined twice (also at {}{}); {}",
                     name::to_text(&set.name),
                     type_name(set.rtype),
-                    first.path.display(),
-                    first.line.map(|l| format!(":{l}")).unwrap_or_default(),
-                    if from_copy(first) {
+                    self.sets.path(first.file).display(),
+                    first.line().map(|l| format!(":{l}")).unwrap_or_default(),
+                    if from_copy(&first) {
                         "the primary has it: set `replace = true` on this [[rrset]] to answer it from here"
                     } else {
                         "merge the values into one set"
@@ -612,12 +678,16 @@ impl<'a> ZoneBuilder<'a> {
         Ok(())
     }
 
-    pub(crate) fn here(&self, at: Option<usize>, key: Option<String>) -> Origin {
-        Origin {
-            path: Arc::clone(&self.shared_path),
-            line: at,
-            key,
-        }
+    /// An error at `origin`.
+    pub(crate) fn origin_error(&self, origin: Origin, reason: String) -> ZoneError {
+        ZoneError::invalid(self.sets.path(origin.file), origin.line(), origin.key(), reason)
+    }
+
+    /// The file holds `tables` `[[rrset]]` tables: room for them and the SOA and apex NS
+    /// (an included master file makes room for its own records beside them).
+    fn expect_tables(&mut self, tables: usize) {
+        self.tables = tables;
+        self.sets.reserve(tables + 2);
     }
 
     /// What comes before the record sets: the included master file, SOA, apex NS and
@@ -704,7 +774,7 @@ impl<'a> ZoneBuilder<'a> {
             source: self.path.display().to_string(),
             serial,
             negative_ttl: soa.ttl.min(minimum),
-            rrsets: self.sets.into_sets(&order),
+            rrsets: self.sets.into_sets(order),
             slot_base: 0,
             slots: self.slots,
             dnssec: self.dnssec.map(|a| Box::new(crate::dnssec::Signatures::requested(a))),
@@ -755,11 +825,7 @@ impl<'a> ZoneBuilder<'a> {
                 rdata: vec![record.rdata],
                 policy: None,
             };
-            let origin = Origin {
-                path: Arc::clone(record.path),
-                line: Some(record.line),
-                key: None,
-            };
+            let origin = Origin::new(sets.file(record.path), Some(record.line), OriginKey::None);
             if !sets.add_hashed(key, set, origin) {
                 return Err("more than 2^32 record sets".to_owned());
             }
@@ -775,7 +841,10 @@ impl<'a> ZoneBuilder<'a> {
             return Err(self.err(
                 soa,
                 "zone.soa",
-                format!("the SOA is also in {}; keep one of the two", first.path.display()),
+                format!(
+                    "the SOA is also in {}; keep one of the two",
+                    self.sets.path(first.file).display()
+                ),
             ));
         }
         let soa = soa.get_ref();
@@ -798,7 +867,7 @@ impl<'a> ZoneBuilder<'a> {
             rdata: vec![rdata],
             policy: None,
         };
-        let origin = self.here(line, Some("zone.soa".to_owned()));
+        let origin = Origin::in_zone_file(line, OriginKey::ZoneSoa);
         self.insert(set, origin)
     }
 
@@ -812,7 +881,7 @@ impl<'a> ZoneBuilder<'a> {
                 "zone.ns",
                 format!(
                     "the apex NS set is also in {}; keep one of the two",
-                    first.path.display()
+                    self.sets.path(first.file).display()
                 ),
             ));
         }
@@ -830,7 +899,7 @@ impl<'a> ZoneBuilder<'a> {
             rdata,
             policy: None,
         };
-        let origin = self.here(Some(self.line(ns.span().start)), Some("zone.ns".to_owned()));
+        let origin = Origin::in_zone_file(Some(self.line(ns.span().start)), OriginKey::ZoneNs);
         self.insert(set, origin)
     }
 
@@ -866,10 +935,7 @@ impl<'a> ZoneBuilder<'a> {
             rdata,
             policy: None,
         };
-        let origin = self.here(
-            Some(self.line(entry.name.span().start)),
-            Some(format!("rrset[{index}]")),
-        );
+        let origin = Origin::in_zone_file(Some(self.line(entry.name.span().start)), OriginKey::rrset(index));
         self.insert(set, origin)
     }
 
@@ -942,9 +1008,7 @@ impl<'a> ZoneBuilder<'a> {
 
     /// Whole-zone rules, once every set is in.
     fn validate(&self, order: &[u32]) -> Result<(), ZoneError> {
-        let fail = |origin: &Origin, reason: String| {
-            ZoneError::invalid(&*origin.path, origin.line, origin.key.clone(), reason)
-        };
+        let fail = |origin: &Origin, reason: String| self.origin_error(*origin, reason);
         if !self.sets.contains(&self.origin_wire, TYPE_NS) {
             return Err(ZoneError::invalid(
                 self.path,

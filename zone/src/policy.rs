@@ -12,7 +12,7 @@ use qdns_abi::{health::ALWAYS_HEALTHY, select::MAX_MEMBERS};
 use toml::Spanned;
 
 use crate::{
-    load::{Origin, ZoneBuilder},
+    load::{Origin, OriginKey, ZoneBuilder},
     name,
     schema::{AzEntry, MemberEntry, RrsetEntry},
     snapshot::{Answer, Member, Policy, PolicyKind, Slot, SlotRule},
@@ -32,8 +32,10 @@ pub(crate) struct PendingAlias {
     target: Vec<u8>,
     /// Read the target's health.
     evaluate: bool,
-    /// Where, for errors.
-    origin: Origin,
+    /// Where, for errors (in the zone file).
+    line: usize,
+    /// Which key.
+    key: String,
 }
 
 impl ZoneBuilder<'_> {
@@ -121,10 +123,7 @@ impl ZoneBuilder<'_> {
                 client,
             })),
         };
-        let origin = self.here(
-            Some(self.line(entry.name.span().start)),
-            Some(format!("rrset[{index}]")),
-        );
+        let origin = Origin::in_zone_file(Some(self.line(entry.name.span().start)), OriginKey::rrset(index));
         self.insert(set, origin)
     }
 
@@ -296,7 +295,8 @@ impl ZoneBuilder<'_> {
                         member: m,
                         target: target.clone(),
                         evaluate: entry.evaluate_target_health,
-                        origin: self.here(Some(self.line(alias.span().start)), Some(key(m, "alias"))),
+                        line: self.line(alias.span().start),
+                        key: key(m, "alias"),
                     });
                     Answer::Alias { target }
                 }
@@ -468,9 +468,9 @@ impl ZoneBuilder<'_> {
     /// Checks every alias target and gives evaluate-target-health members their slot.
     pub(crate) fn resolve_aliases(&mut self) -> Result<(), ZoneError> {
         let pending = std::mem::take(&mut self.aliases);
-        let fail = |p: &PendingAlias, reason: String| {
-            ZoneError::invalid(&*p.origin.path, p.origin.line, p.origin.key.clone(), reason)
-        };
+        let path = self.path;
+        let fail =
+            |p: &PendingAlias, reason: String| ZoneError::invalid(path, Some(p.line), Some(p.key.clone()), reason);
         // The alias graph: set → target sets, for ordering and loop detection.
         let mut edges: BTreeMap<SetKey, Vec<SetKey>> = BTreeMap::new();
         for p in &pending {

@@ -6,10 +6,12 @@
 //! record sets that was most of control's 451 MiB peak. [`split`] finds the `[[rrset]]`
 //! and `[[health_check]]` tables with a small line scanner that knows where TOML strings
 //! and multi-line arrays run (so a `[` inside a value is never taken for a header); the
-//! rest of the file (`[zone]`, `[zone.soa]`, `[[cidr_collection]]`…) is parsed as before
-//! from a copy in which those tables are blanked to spaces — same byte offsets, so every
-//! line number in an error stays right — and each cut-out table is then parsed on its
-//! own, used and dropped (a health check compiled as it is read; the document tree of
+//! rest of the file (`[zone]`, `[zone.soa]`, `[[cidr_collection]]`…) — the head — is
+//! parsed as before from a copy made of its own pieces alone, with a [`HeadMap`] from
+//! each piece back to where it stands in the file, so every line number in an error
+//! stays right (the copy was the whole file with those tables blanked to spaces, 122 MB
+//! beside the file for a zone of a million sets) — and each cut-out table is then
+//! parsed on its own, used and dropped (a health check compiled as it is read; the document tree of
 //! 40,000 of them was 92 MB, most of control's peak for a 100,000-set zone). A syntax
 //! error in a cut-out table is therefore found when the loader reaches it, after the
 //! head's own errors. A file whose record sets or checks use sub-table headers
@@ -20,13 +22,33 @@ use std::ops::Range;
 
 /// A zone file cut into its head and its record-set tables.
 pub(crate) struct Split {
-    /// The file with every `[[rrset]]` and `[[health_check]]` table (header included)
-    /// blanked to spaces.
+    /// The file without its `[[rrset]]` and `[[health_check]]` tables (headers included):
+    /// the pieces between them, joined.
     pub(crate) head: String,
+    /// Where each piece of `head` stands in the file.
+    pub(crate) head_map: HeadMap,
     /// The body of each `[[rrset]]` table (after its header line), in file order.
     pub(crate) rrsets: Vec<Range<usize>>,
     /// The body of each `[[health_check]]` table, in file order.
     pub(crate) health_checks: Vec<Range<usize>>,
+}
+
+/// Where the pieces of a [`Split::head`] stand in the file: `(start in the head, start
+/// in the file)` of each, in order. Empty: the head is the file itself.
+#[derive(Default)]
+pub(crate) struct HeadMap(Vec<(usize, usize)>);
+
+impl HeadMap {
+    /// No pieces: the head is the file.
+    pub(crate) const EMPTY: HeadMap = HeadMap(Vec::new());
+
+    /// The file offset of the head's octet `at`.
+    pub(crate) fn original(&self, at: usize) -> usize {
+        match self.0.partition_point(|&(head, _)| head <= at).checked_sub(1) {
+            Some(piece) => self.0.get(piece).map_or(at, |&(head, file)| file + (at - head)),
+            None => at,
+        }
+    }
 }
 
 /// Where a line scan stands inside a value.
@@ -157,19 +179,23 @@ fn header(line: &str) -> Header {
 /// when it must be read
 /// whole (see the module's documentation).
 pub(crate) fn split(text: &str) -> Option<Split> {
-    let mut head = text.as_bytes().to_vec();
+    let mut head = String::new();
+    let mut head_map = Vec::new();
+    // Where the piece of the head being passed over started in the file.
+    let mut kept_from = 0;
     let mut rrsets = Vec::new();
     let mut health_checks = Vec::new();
     let mut scan = Scan::default();
     // The open table that is cut out: its kind, its header line, and its body.
     let mut open: Option<(Header, usize, usize)> = None;
-    let mut close = |open: &mut Option<(Header, usize, usize)>, end: usize, head: &mut Vec<u8>| {
+    let mut close = |open: &mut Option<(Header, usize, usize)>, end: usize, kept_from: &mut usize| {
         if let Some((kind, header_at, body_at)) = open.take() {
-            for b in &mut head[header_at..end] {
-                if *b != b'\n' {
-                    *b = b' ';
-                }
+            let piece = text.get(*kept_from..header_at).unwrap_or_default();
+            if !piece.is_empty() {
+                head_map.push((head.len(), *kept_from));
+                head.push_str(piece);
             }
+            *kept_from = end;
             match kind {
                 Header::Rrset => rrsets.push(body_at..end),
                 _ => health_checks.push(body_at..end),
@@ -183,12 +209,12 @@ pub(crate) fn split(text: &str) -> Option<Split> {
         if scan.at_top() && line.trim_start().starts_with('[') {
             match header(line) {
                 kind @ (Header::Rrset | Header::HealthCheck) => {
-                    close(&mut open, start, &mut head);
+                    close(&mut open, start, &mut kept_from);
                     open = Some((kind, start, at));
                     continue;
                 }
                 Header::Other => {
-                    close(&mut open, start, &mut head);
+                    close(&mut open, start, &mut kept_from);
                     continue;
                 }
                 Header::Unsupported => return None,
@@ -196,11 +222,15 @@ pub(crate) fn split(text: &str) -> Option<Split> {
         }
         scan.line(line.trim_end_matches(['\n', '\r']).as_bytes());
     }
-    close(&mut open, text.len(), &mut head);
-    // Only spaces replaced ASCII and non-ASCII octets alike: still UTF-8.
-    let head = String::from_utf8(head).ok()?;
+    close(&mut open, text.len(), &mut kept_from);
+    let rest = text.get(kept_from..).unwrap_or_default();
+    if !rest.is_empty() {
+        head_map.push((head.len(), kept_from));
+        head.push_str(rest);
+    }
     Some(Split {
         head,
+        head_map: HeadMap(head_map),
         rrsets,
         health_checks,
     })
@@ -214,8 +244,10 @@ mod tests {
     fn record_sets_are_cut_out_and_the_head_keeps_every_offset() {
         let text = "[zone]\norigin = \"x.\" # [[rrset]] in a comment\n\n[[rrset]]\nname = \"a\"\nvalues = [\n  \"[[rrset]]\",\n  '''\n[zone]\n''',\n]\n\n[[health_check]]\nid = \"h\"\n[[ rrset ]] # spaced\nname = \"b\"\n";
         let split = split(text).expect("supported");
-        assert_eq!(split.head.len(), text.len());
-        assert_eq!(split.head.lines().count(), text.lines().count());
+        for (at, octet) in split.head.bytes().enumerate() {
+            assert_eq!(text.as_bytes()[split.head_map.original(at)], octet, "head octet {at}");
+        }
+        assert_eq!(split.head, "[zone]\norigin = \"x.\" # [[rrset]] in a comment\n\n");
         assert_eq!(split.rrsets.len(), 2, "strings and comments hold no headers");
         assert!(text[split.rrsets[0].clone()].starts_with("name = \"a\""));
         assert!(text[split.rrsets[0].clone()].ends_with("]\n\n"));
@@ -225,6 +257,18 @@ mod tests {
         assert!(!split.head.contains("health_check"), "{}", split.head);
         assert!(split.head.contains("origin = \"x.\""));
         assert!(!split.head.contains("name ="), "{}", split.head);
+    }
+
+    #[test]
+    fn a_head_table_after_the_cut_tables_maps_to_its_place_in_the_file() {
+        let text =
+            "[zone]\norigin = \"x.\"\n[[rrset]]\nname = \"a\"\n[zone.soa]\nserial = 1\n[[rrset]]\nname = \"b\"\n";
+        let split = split(text).expect("supported");
+        assert_eq!(split.head, "[zone]\norigin = \"x.\"\n[zone.soa]\nserial = 1\n");
+        let serial = split.head.find("serial").expect("kept");
+        assert_eq!(split.head_map.original(serial), text.find("serial").expect("there"));
+        assert_eq!(split.head_map.original(0), 0);
+        assert_eq!(HeadMap::default().original(7), 7, "no map: the head is the file");
     }
 
     #[test]

@@ -264,6 +264,34 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     assert!(err.contains(&format!(":{line}")), "{err}");
 }
 
+/// The head is read from its own pieces joined: a mistake in a head table that stands
+/// after record sets and checks — a bad value the builder finds, a TOML syntax error —
+/// names its line in the file either way.
+#[test]
+fn errors_in_the_head_after_cut_tables_name_the_same_line_either_way() {
+    let ok = format!(
+        "{HEAD}\n[[rrset]]\nname = \"a\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n\n\
+         [[health_check]]\nid = \"h\"\ntype = \"external\"\n\n\
+         [[cidr_collection]]\nid = \"c\"\n[cidr_collection.locations]\nl = [\"192.0.2.0/24\"]\nm = [\"198.51.100.0/24\"]\n"
+    );
+    let path = std::path::Path::new("example.com.toml");
+    let split = chunks::split(&ok).unwrap();
+    assert_eq!(
+        parse_in_chunks(path, &ok, &split, &LoadContext::default()).unwrap(),
+        parse_whole(path, &ok, &LoadContext::default()).unwrap()
+    );
+    for (broken, marker) in [
+        (ok.replace("192.0.2.0/24", "192.0.2.0/99"), "192.0.2.0/99"),
+        (ok.replace("m = [", "m = =["), "m = =["),
+    ] {
+        let split = chunks::split(&broken).unwrap();
+        let (a, b) = errors_both_ways(path, &broken, &split);
+        let line = broken.lines().position(|l| l.contains(marker)).unwrap() + 1;
+        assert!(a.contains(&format!(":{line}")), "{a}");
+        assert!(b.contains(&format!(":{line}")), "{b}");
+    }
+}
+
 /// The error of loading `text` cut into `split`, and of loading it whole.
 fn errors_both_ways(path: &std::path::Path, text: &str, split: &chunks::Split) -> (String, String) {
     (
