@@ -219,21 +219,18 @@ pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
     load_zone_file_with(path, &LoadContext::default())
 }
 
-/// [`load_zone_file`] with `ctx`.
+/// [`load_zone_file`] with `ctx`. The file is read in passes, never whole in memory
+/// ([`source`]), unless its layout needs one TOML document ([`chunks`]).
 pub fn load_zone_file_with(path: &Path, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
-    let bytes = master::read_bounded(path).map_err(|source| ZoneError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        ZoneError::invalid(
-            path,
-            None,
-            None,
-            format!("not UTF-8 (octet {})", e.utf8_error().valid_up_to()),
-        )
-    })?;
-    parse_zone_text_with(path, &text, ctx)
+    let mut file = source::FileSource::open(path)?;
+    let zone = if let Some((split, lines)) = file.scan()? {
+        parse_in_chunks(path, &mut Source::File(&mut file), &split, &lines, ctx)?
+    } else {
+        let text = file.whole()?;
+        parse_whole(path, &text, ctx)?
+    };
+    file.unchanged()?;
+    Ok(zone)
 }
 
 /// Validates the text of one zone file read from `path` (`path` names it in errors and
@@ -245,16 +242,17 @@ pub fn parse_zone_text(path: &Path, text: &str) -> Result<Zone, ZoneError> {
 /// [`parse_zone_text`] with `ctx`.
 pub fn parse_zone_text_with(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     match chunks::split(text) {
-        Some(split) => parse_in_chunks(path, text, &split, ctx),
+        Some(split) => parse_in_chunks(path, &mut Source::Text(text), &split, &LineIndex::new(text), ctx),
         None => parse_whole(path, text, ctx),
     }
 }
 
 /// The file as one TOML document (every layout TOML allows).
 fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
-    let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, text, 0, &err))?;
+    let lines = LineIndex::new(text);
+    let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, &lines, 0, &err))?;
     let checks = std::mem::take(&mut file.health_check);
-    let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
+    let mut builder = ZoneBuilder::new(path, &lines, &file, ctx)?;
     builder.expect_tables(file.rrset.len());
     builder.head(&file, checks.into_iter().map(|entry| Ok((0, entry))))?;
     for (index, entry) in file.rrset.iter().enumerate() {
@@ -264,43 +262,52 @@ fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, Z
 }
 
 /// The head, then one `[[health_check]]` and one `[[rrset]]` table at a time
-/// ([`chunks`]): what is parsed of one lives only while it is compiled into the builder.
-/// A head that holds record sets or checks itself (inline arrays at the root, which are
-/// no table headers) is read whole instead.
-fn parse_in_chunks(path: &Path, text: &str, split: &chunks::Split, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
+/// ([`chunks`]) from `source`: what is parsed of one lives only while it is compiled
+/// into the builder. `lines` indexes the newlines of the whole text. A head that holds
+/// record sets or checks itself (inline arrays at the root, which are no table
+/// headers) is read whole instead.
+fn parse_in_chunks(
+    path: &Path,
+    source: &mut Source<'_>,
+    split: &chunks::Split,
+    lines: &LineIndex,
+    ctx: &LoadContext<'_>,
+) -> Result<Zone, ZoneError> {
     let file: ZoneFile = toml::from_str(&split.head).map_err(|err| {
-        let line = err
-            .span()
-            .map(|span| line_of(text, split.head_map.original(span.start)));
+        let line = err.span().map(|span| lines.line(split.head_map.original(span.start)));
         ZoneError::invalid(path, line, None, err.message().trim().to_owned())
     })?;
     if !file.health_check.is_empty() || !file.rrset.is_empty() {
         drop(file);
-        return parse_whole(path, text, ctx);
+        let text = source.whole()?;
+        return parse_whole(path, &text, ctx);
     }
-    let mut builder = ZoneBuilder::new(path, text, &file, ctx)?;
+    let mut builder = ZoneBuilder::new(path, lines, &file, ctx)?;
     builder.head_map = &split.head_map;
     builder.expect_tables(split.rrsets.len());
-    let checks = split.health_checks.iter().map(|body| {
-        let chunk = text.get(body.clone()).unwrap_or_default();
-        toml::from_str(chunk)
-            .map(|entry| (body.start, entry))
-            .map_err(|err| toml_error(path, text, body.start, &err))
+    let mut bodies = split.health_checks.iter();
+    let checks = std::iter::from_fn(|| {
+        let body = *bodies.next()?;
+        Some(source.body(body).and_then(|text| {
+            toml::from_str(text)
+                .map(|entry| (body.start(), entry))
+                .map_err(|err| toml_error(path, lines, body.start(), &err))
+        }))
     });
     builder.head(&file, checks)?;
-    for (index, body) in split.rrsets.iter().enumerate() {
-        let chunk = text.get(body.clone()).unwrap_or_default();
-        let entry: RrsetEntry = toml::from_str(chunk).map_err(|err| toml_error(path, text, body.start, &err))?;
-        builder.base = body.start;
+    for (index, &body) in split.rrsets.iter().enumerate() {
+        let entry: RrsetEntry =
+            toml::from_str(source.body(body)?).map_err(|err| toml_error(path, lines, body.start(), &err))?;
+        builder.base = body.start();
         builder.any_rrset(index, &entry)?;
         builder.base = 0;
     }
     builder.finish()
 }
 
-/// A TOML error at `base` + its span in `text`.
-fn toml_error(path: &Path, text: &str, base: usize, err: &toml::de::Error) -> ZoneError {
-    let line = err.span().map(|span| line_of(text, base + span.start));
+/// A TOML error at `base` + its span in the text `lines` indexes.
+fn toml_error(path: &Path, lines: &LineIndex, base: usize, err: &toml::de::Error) -> ZoneError {
+    let line = err.span().map(|span| lines.line(base + span.start));
     ZoneError::invalid(path, line, None, err.message().trim().to_owned())
 }
 
@@ -332,6 +339,11 @@ pub(crate) fn line_of(text: &str, offset: usize) -> usize {
 pub(crate) struct LineIndex(Vec<u32>);
 
 impl LineIndex {
+    /// The index of `newlines`, offsets in increasing order.
+    pub(crate) fn from_newlines(newlines: Vec<u32>) -> LineIndex {
+        LineIndex(newlines)
+    }
+
     pub(crate) fn new(text: &str) -> LineIndex {
         let mut newlines = Vec::with_capacity(memchr::memchr_iter(b'\n', text.as_bytes()).count());
         newlines.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|at| u32::try_from(at).unwrap_or(u32::MAX)));
@@ -411,7 +423,7 @@ impl Origin {
 
 pub(crate) struct ZoneBuilder<'a> {
     pub(crate) path: &'a Path,
-    pub(crate) lines: LineIndex,
+    pub(crate) lines: &'a LineIndex,
     /// Where the table being read starts in the file (its spans count from there); 0
     /// while the head is read, whose spans `head_map` places.
     pub(crate) base: usize,
@@ -453,10 +465,10 @@ pub(crate) struct ZoneBuilder<'a> {
 }
 
 impl<'a> ZoneBuilder<'a> {
-    fn new(path: &'a Path, text: &'a str, file: &ZoneFile, ctx: &LoadContext<'a>) -> Result<Self, ZoneError> {
+    fn new(path: &'a Path, lines: &'a LineIndex, file: &ZoneFile, ctx: &LoadContext<'a>) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
-            lines: LineIndex::new(text),
+            lines,
             base: 0,
             head_map: &NO_HEAD_MAP,
             origin: Name::root(),
@@ -651,7 +663,7 @@ impl<'a> ZoneBuilder<'a> {
                 .as_deref()
                 .is_some_and(|copy| *self.sets.path(first.file) == *copy)
         };
-        if let Some(&(_, first)) = self.sets.get(&set.name, set.rtype) {
+        if let Some((_, first)) = self.sets.get(&set.name, set.rtype) {
             if self.replacing && from_copy(&first) {
                 self.sets.replace(set, origin);
                 return Ok(());
@@ -811,7 +823,7 @@ impl<'a> ZoneBuilder<'a> {
             }
             // One hash for the look-up and, for a new set, the insertion.
             let key = sets.key_hash(&record.name, record.rtype);
-            if let Some((set, _)) = sets.get_mut_hashed(key, &record.name, record.rtype) {
+            if let Some(set) = sets.get_mut_hashed(key, &record.name, record.rtype) {
                 set.ttl = set.ttl.min(record.ttl);
                 if !set.rdata.contains(&record.rdata) {
                     set.rdata.push(record.rdata);
@@ -1008,7 +1020,7 @@ impl<'a> ZoneBuilder<'a> {
 
     /// Whole-zone rules, once every set is in.
     fn validate(&self, order: &[u32]) -> Result<(), ZoneError> {
-        let fail = |origin: &Origin, reason: String| self.origin_error(*origin, reason);
+        let fail = |origin: Origin, reason: String| self.origin_error(origin, reason);
         if !self.sets.contains(&self.origin_wire, TYPE_NS) {
             return Err(ZoneError::invalid(
                 self.path,
@@ -1127,6 +1139,8 @@ use crate::master::type_name;
 mod chunks;
 mod collections;
 mod sets;
+mod source;
+use source::Source;
 
 #[cfg(test)]
 mod tests;

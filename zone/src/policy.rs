@@ -525,7 +525,7 @@ impl ZoneBuilder<'_> {
                 if let Some(member) = self
                     .sets
                     .get_mut_hashed(self.sets.key_hash(&p.set.0, p.set.1), &p.set.0, p.set.1)
-                    .and_then(|(s, _)| s.policy.as_mut())
+                    .and_then(|s| s.policy.as_mut())
                     .and_then(|policy| policy.members.get_mut(p.member))
                 {
                     member.slot = slot;

@@ -89,7 +89,7 @@ impl ZoneBuilder<'_> {
             let Some(policy) = self
                 .sets
                 .get_mut_hashed(hash, &set_key.0, set_key.1)
-                .and_then(|(s, _)| s.policy.as_mut())
+                .and_then(|s| s.policy.as_mut())
             else {
                 continue;
             };

@@ -3,22 +3,22 @@
 //!
 //! `toml::from_str` on a whole zone file builds the document's tree, then the typed
 //! tables, and both live until the last record set is compiled: for a zone of 100,000
-//! record sets that was most of control's 451 MiB peak. [`split`] finds the `[[rrset]]`
-//! and `[[health_check]]` tables with a small line scanner that knows where TOML strings
-//! and multi-line arrays run (so a `[` inside a value is never taken for a header); the
-//! rest of the file (`[zone]`, `[zone.soa]`, `[[cidr_collection]]`…) — the head — is
-//! parsed as before from a copy made of its own pieces alone, with a [`HeadMap`] from
-//! each piece back to where it stands in the file, so every line number in an error
-//! stays right (the copy was the whole file with those tables blanked to spaces, 122 MB
-//! beside the file for a zone of a million sets) — and each cut-out table is then
-//! parsed on its own, used and dropped (a health check compiled as it is read; the document tree of
-//! 40,000 of them was 92 MB, most of control's peak for a 100,000-set zone). A syntax
-//! error in a cut-out table is therefore found when the loader reaches it, after the
-//! head's own errors. A file whose record sets or checks use sub-table headers
-//! (`[rrset.x]`, `[[rrset.members]]`, `[health_check.x]`, quoted keys), or that writes
-//! them as inline arrays at the root (`rrset = [...]`, which the head keeps), is read
-//! whole, the old way.
-use std::ops::Range;
+//! record sets that was most of control's 451 MiB peak. A [`Splitter`], fed the file a
+//! line at a time, finds the `[[rrset]]` and `[[health_check]]` tables with a small
+//! scanner that knows where TOML strings and multi-line arrays run (so a `[` inside a
+//! value is never taken for a header). The rest of the file (`[zone]`, `[zone.soa]`,
+//! `[[cidr_collection]]`…) — the head — is parsed as before, from a copy made of its own
+//! pieces, with a [`HeadMap`] from each piece back to where it stands in the file so
+//! every line number in an error stays right (the copy was the whole file with those
+//! tables blanked to spaces: 122 MB for a zone of a million sets). Each cut-out table
+//! is then read (`super::source`: from the file again, in order), parsed on its own,
+//! used and dropped (a health check compiled as it is read; the document tree of 40,000
+//! of them was 92 MB, most of control's peak for a 100,000-set zone). A syntax error in
+//! a cut-out table is therefore found when the loader reaches it, after the head's own
+//! errors. A file whose record sets or checks use sub-table headers (`[rrset.x]`,
+//! `[[rrset.members]]`, `[health_check.x]`, quoted keys), or that writes them as inline
+//! arrays at the root (`rrset = [...]`, which the head keeps), is read whole, the old
+//! way.
 
 /// A zone file cut into its head and its record-set tables.
 pub(crate) struct Split {
@@ -28,9 +28,42 @@ pub(crate) struct Split {
     /// Where each piece of `head` stands in the file.
     pub(crate) head_map: HeadMap,
     /// The body of each `[[rrset]]` table (after its header line), in file order.
-    pub(crate) rrsets: Vec<Range<usize>>,
+    pub(crate) rrsets: Vec<Body>,
     /// The body of each `[[health_check]]` table, in file order.
-    pub(crate) health_checks: Vec<Range<usize>>,
+    pub(crate) health_checks: Vec<Body>,
+}
+
+/// Where the body of one cut-out table is in the file: 8 octets where a `Range<usize>`
+/// took 16 (a million tables; a zone file is at most 2³² octets, and [`split`] takes
+/// no larger text).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Body {
+    start: u32,
+    end: u32,
+}
+
+impl Body {
+    fn new(start: usize, end: usize) -> Body {
+        Body {
+            start: u32::try_from(start).unwrap_or(u32::MAX),
+            end: u32::try_from(end).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Its first octet's offset in the file.
+    pub(crate) fn start(self) -> usize {
+        self.start as usize
+    }
+
+    /// Its end's offset in the file.
+    pub(crate) fn end(self) -> usize {
+        self.end as usize
+    }
+
+    /// Its text in `text` (the file).
+    pub(crate) fn of(self, text: &str) -> &str {
+        text.get(self.start as usize..self.end as usize).unwrap_or_default()
+    }
 }
 
 /// Where the pieces of a [`Split::head`] stand in the file: `(start in the head, start
@@ -176,64 +209,84 @@ fn header(line: &str) -> Header {
 }
 
 /// Cuts `text` into its head and its `[[rrset]]` and `[[health_check]]` tables; `None`
-/// when it must be read
-/// whole (see the module's documentation).
+/// when it must be read whole (see the module's documentation).
 pub(crate) fn split(text: &str) -> Option<Split> {
-    let mut head = String::new();
-    let mut head_map = Vec::new();
-    // Where the piece of the head being passed over started in the file.
-    let mut kept_from = 0;
-    let mut rrsets = Vec::new();
-    let mut health_checks = Vec::new();
-    let mut scan = Scan::default();
-    // The open table that is cut out: its kind, its header line, and its body.
-    let mut open: Option<(Header, usize, usize)> = None;
-    let mut close = |open: &mut Option<(Header, usize, usize)>, end: usize, kept_from: &mut usize| {
-        if let Some((kind, header_at, body_at)) = open.take() {
-            let piece = text.get(*kept_from..header_at).unwrap_or_default();
-            if !piece.is_empty() {
-                head_map.push((head.len(), *kept_from));
-                head.push_str(piece);
-            }
-            *kept_from = end;
-            match kind {
-                Header::Rrset => rrsets.push(body_at..end),
-                _ => health_checks.push(body_at..end),
-            }
-        }
-    };
+    let mut splitter = Splitter::default();
     let mut at = 0;
     for line in text.split_inclusive('\n') {
-        let start = at;
+        if !splitter.line(at, line) {
+            return None;
+        }
         at += line.len();
-        if scan.at_top() && line.trim_start().starts_with('[') {
+    }
+    Some(splitter.finish(at))
+}
+
+/// [`split`] fed one line at a time (the loader reads a zone file in lines, never
+/// whole).
+#[derive(Default)]
+pub(crate) struct Splitter {
+    head: String,
+    head_map: Vec<(usize, usize)>,
+    /// A piece of the head is being added to (the last line was the head's).
+    in_piece: bool,
+    rrsets: Vec<Body>,
+    health_checks: Vec<Body>,
+    scan: Scan,
+    /// The open table that is cut out: its kind and where its body starts.
+    open: Option<(Header, usize)>,
+}
+
+impl Splitter {
+    /// Takes the line at offset `start` (its newline included); `false`: the file must
+    /// be read whole.
+    pub(crate) fn line(&mut self, start: usize, line: &str) -> bool {
+        if u32::try_from(start + line.len()).is_err() {
+            return false;
+        }
+        if self.scan.at_top() && line.trim_start().starts_with('[') {
             match header(line) {
                 kind @ (Header::Rrset | Header::HealthCheck) => {
-                    close(&mut open, start, &mut kept_from);
-                    open = Some((kind, start, at));
-                    continue;
+                    self.close(start);
+                    self.open = Some((kind, start + line.len()));
+                    self.in_piece = false;
+                    return true;
                 }
-                Header::Other => {
-                    close(&mut open, start, &mut kept_from);
-                    continue;
-                }
-                Header::Unsupported => return None,
+                Header::Other => self.close(start),
+                Header::Unsupported => return false,
+            }
+        } else {
+            self.scan.line(line.trim_end_matches(['\n', '\r']).as_bytes());
+        }
+        if self.open.is_none() {
+            if !self.in_piece {
+                self.head_map.push((self.head.len(), start));
+                self.in_piece = true;
+            }
+            self.head.push_str(line);
+        }
+        true
+    }
+
+    fn close(&mut self, end: usize) {
+        if let Some((kind, body_at)) = self.open.take() {
+            match kind {
+                Header::Rrset => self.rrsets.push(Body::new(body_at, end)),
+                _ => self.health_checks.push(Body::new(body_at, end)),
             }
         }
-        scan.line(line.trim_end_matches(['\n', '\r']).as_bytes());
     }
-    close(&mut open, text.len(), &mut kept_from);
-    let rest = text.get(kept_from..).unwrap_or_default();
-    if !rest.is_empty() {
-        head_map.push((head.len(), kept_from));
-        head.push_str(rest);
+
+    /// The split of a text of `len` octets whose every line was given.
+    pub(crate) fn finish(mut self, len: usize) -> Split {
+        self.close(len);
+        Split {
+            head: self.head,
+            head_map: HeadMap(self.head_map),
+            rrsets: self.rrsets,
+            health_checks: self.health_checks,
+        }
     }
-    Some(Split {
-        head,
-        head_map: HeadMap(head_map),
-        rrsets,
-        health_checks,
-    })
 }
 
 #[cfg(test)]
@@ -249,11 +302,11 @@ mod tests {
         }
         assert_eq!(split.head, "[zone]\norigin = \"x.\" # [[rrset]] in a comment\n\n");
         assert_eq!(split.rrsets.len(), 2, "strings and comments hold no headers");
-        assert!(text[split.rrsets[0].clone()].starts_with("name = \"a\""));
-        assert!(text[split.rrsets[0].clone()].ends_with("]\n\n"));
-        assert_eq!(&text[split.rrsets[1].clone()], "name = \"b\"\n");
+        assert!(split.rrsets[0].of(text).starts_with("name = \"a\""));
+        assert!(split.rrsets[0].of(text).ends_with("]\n\n"));
+        assert_eq!(split.rrsets[1].of(text), "name = \"b\"\n");
         assert_eq!(split.health_checks.len(), 1, "health checks are cut out too");
-        assert_eq!(&text[split.health_checks[0].clone()], "id = \"h\"\n");
+        assert_eq!(split.health_checks[0].of(text), "id = \"h\"\n");
         assert!(!split.head.contains("health_check"), "{}", split.head);
         assert!(split.head.contains("origin = \"x.\""));
         assert!(!split.head.contains("name ="), "{}", split.head);

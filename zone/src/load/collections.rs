@@ -318,7 +318,7 @@ impl ZoneBuilder<'_> {
             if let Some(policy) = self
                 .sets
                 .get_mut_hashed(hash, &p.set.0, p.set.1)
-                .and_then(|(s, _)| s.policy.as_mut())
+                .and_then(|s| s.policy.as_mut())
             {
                 policy.client = Some(Box::new(rules));
             }

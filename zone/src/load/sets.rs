@@ -17,7 +17,11 @@ use crate::RecordSet;
 
 /// The zone's record sets with where each came from.
 pub(crate) struct SetMap {
-    entries: Vec<(RecordSet, Origin)>,
+    /// The sets, in the order they were added.
+    entries: Vec<RecordSet>,
+    /// Where each of `entries` came from (apart, so the sets are handed over at the end
+    /// in their own array, not copied out of pairs).
+    origins: Vec<Origin>,
     /// Positions in `entries`, hashed by (owner, type). Seeded per process.
     index: HashTable<u32>,
     hasher: foldhash::fast::RandomState,
@@ -36,6 +40,7 @@ impl SetMap {
     pub(crate) fn new(zone_file: Arc<Path>) -> SetMap {
         SetMap {
             entries: Vec::new(),
+            origins: Vec::new(),
             index: HashTable::new(),
             hasher: foldhash::fast::RandomState::default(),
             files: vec![zone_file],
@@ -83,23 +88,18 @@ impl SetMap {
             .find(hash, |&i| {
                 entries
                     .get(i as usize)
-                    .is_some_and(|(set, _)| set.rtype == rtype && set.name == owner)
+                    .is_some_and(|set| set.rtype == rtype && set.name == owner)
             })
             .map(|&i| i as usize)
     }
 
     /// The set of `rtype` at `owner`, with its origin.
-    pub(crate) fn get(&self, owner: &[u8], rtype: u16) -> Option<&(RecordSet, Origin)> {
-        self.entries.get(self.position(owner, rtype)?)
+    pub(crate) fn get(&self, owner: &[u8], rtype: u16) -> Option<(&RecordSet, Origin)> {
+        self.at(u32::try_from(self.position(owner, rtype)?).ok()?)
     }
 
     /// The set of `rtype` at `owner`, to change; `key` is their [`SetMap::key_hash`].
-    pub(crate) fn get_mut_hashed(
-        &mut self,
-        key: KeyHash,
-        owner: &[u8],
-        rtype: u16,
-    ) -> Option<&mut (RecordSet, Origin)> {
+    pub(crate) fn get_mut_hashed(&mut self, key: KeyHash, owner: &[u8], rtype: u16) -> Option<&mut RecordSet> {
         let at = self.position_hashed(key, owner, rtype)?;
         self.entries.get_mut(at)
     }
@@ -121,12 +121,13 @@ impl SetMap {
         let Ok(at) = u32::try_from(self.entries.len()) else {
             return false;
         };
-        self.entries.push((set, origin));
+        self.entries.push(set);
+        self.origins.push(origin);
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.index.insert_unique(hash, at, |&i| {
             entries
                 .get(i as usize)
-                .map_or(0, |(set, _)| Self::hash(hasher, &set.name, set.rtype))
+                .map_or(0, |set| Self::hash(hasher, &set.name, set.rtype))
         });
         true
     }
@@ -136,8 +137,8 @@ impl SetMap {
         let Some(at) = self.position(&set.name, set.rtype) else {
             return false;
         };
-        if let Some(entry) = self.entries.get_mut(at) {
-            *entry = (set, origin);
+        if let (Some(entry), Some(from)) = (self.entries.get_mut(at), self.origins.get_mut(at)) {
+            (*entry, *from) = (set, origin);
         }
         true
     }
@@ -145,17 +146,18 @@ impl SetMap {
     /// Room for `more` sets.
     pub(crate) fn reserve(&mut self, more: usize) {
         self.entries.reserve(more);
+        self.origins.reserve(more);
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.index.reserve(more, |&i| {
             entries
                 .get(i as usize)
-                .map_or(0, |(set, _)| Self::hash(hasher, &set.name, set.rtype))
+                .map_or(0, |set| Self::hash(hasher, &set.name, set.rtype))
         });
     }
 
     /// Every set with its origin, in the order they were defined.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &(RecordSet, Origin)> {
-        self.entries.iter()
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&RecordSet, Origin)> {
+        self.entries.iter().zip(self.origins.iter().copied())
     }
 
     /// Positions of the sets sorted by (owner octets, type): each owner's sets together.
@@ -164,26 +166,26 @@ impl SetMap {
         let key = |i: &u32| {
             self.entries
                 .get(*i as usize)
-                .map(|(set, _)| (set.name.as_slice(), set.rtype))
+                .map(|set| (set.name.as_slice(), set.rtype))
         };
         order.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
         order
     }
 
     /// The set at position `at` (of [`SetMap::sorted`]).
-    pub(crate) fn at(&self, at: u32) -> Option<&(RecordSet, Origin)> {
-        self.entries.get(at as usize)
+    pub(crate) fn at(&self, at: u32) -> Option<(&RecordSet, Origin)> {
+        Some((self.entries.get(at as usize)?, *self.origins.get(at as usize)?))
     }
 
     /// The sets in `order` (a permutation from [`SetMap::sorted`]), origins dropped.
     ///
-    /// In place: the entries are put in order by walking each cycle of the permutation
-    /// once (swaps), then the origins are dropped in the same allocation. Collecting
-    /// the sets into a new array beside the old one cost 64 MB at a million sets, the
-    /// loader's last peak.
+    /// In place: the sets are put in order by walking each cycle of the permutation
+    /// once (swaps). Collecting them into a new array beside the old one cost 64 MB at
+    /// a million sets, the loader's last peak.
     pub(crate) fn into_sets(self, mut order: Vec<u32>) -> Vec<RecordSet> {
         const DONE: u32 = u32::MAX;
         drop(self.index);
+        drop(self.origins);
         let mut entries = self.entries;
         for start in 0..order.len() {
             // Position k takes the entry now at order[k]; the entry it holds moves to
@@ -199,7 +201,7 @@ impl SetMap {
             }
         }
         entries.truncate(order.len());
-        entries.into_iter().map(|(set, _)| set).collect()
+        entries
     }
 }
 
@@ -234,7 +236,7 @@ mod tests {
         assert!(sets.contains(b"\x01b\x00", 1));
         assert!(!sets.contains(b"\x01b\x00", 28));
         let key = sets.key_hash(b"\x01b\x00", 1);
-        if let Some((s, _)) = sets.get_mut_hashed(key, b"\x01b\x00", 1) {
+        if let Some(s) = sets.get_mut_hashed(key, b"\x01b\x00", 1) {
             s.ttl = 5;
         }
         let order = sets.sorted();

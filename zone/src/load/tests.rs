@@ -227,9 +227,15 @@ fn reading_record_sets_one_at_a_time_gives_the_whole_documents_zone() {
             let split = chunks::split(&text).expect("the examples use the plain layout");
             assert!(!split.rrsets.is_empty());
             assert_eq!(
-                parse_in_chunks(&path, &text, &split, &LoadContext::default()).unwrap(),
+                chunked(&path, &text, &split).unwrap(),
                 parse_whole(&path, &text, &LoadContext::default()).unwrap(),
                 "{}",
+                path.display()
+            );
+            assert_eq!(
+                load_zone_file(&path).unwrap(),
+                parse_whole(&path, &text, &LoadContext::default()).unwrap(),
+                "read from the file in passes: {}",
                 path.display()
             );
             seen += 1;
@@ -257,9 +263,7 @@ fn errors_in_a_record_set_name_the_same_line_either_way() {
     // A TOML syntax error inside a record set: the line of the mistake, too.
     let broken = body.replace("name = \"b\"", "name = \"b");
     let split = chunks::split(&broken).unwrap();
-    let err = parse_in_chunks(path, &broken, &split, &LoadContext::default())
-        .unwrap_err()
-        .to_string();
+    let err = chunked(path, &broken, &split).unwrap_err().to_string();
     let line = broken.lines().position(|l| l.contains("name = \"b")).unwrap() + 1;
     assert!(err.contains(&format!(":{line}")), "{err}");
 }
@@ -277,7 +281,7 @@ fn errors_in_the_head_after_cut_tables_name_the_same_line_either_way() {
     let path = std::path::Path::new("example.com.toml");
     let split = chunks::split(&ok).unwrap();
     assert_eq!(
-        parse_in_chunks(path, &ok, &split, &LoadContext::default()).unwrap(),
+        chunked(path, &ok, &split).unwrap(),
         parse_whole(path, &ok, &LoadContext::default()).unwrap()
     );
     for (broken, marker) in [
@@ -292,12 +296,28 @@ fn errors_in_the_head_after_cut_tables_name_the_same_line_either_way() {
     }
 }
 
-/// The error of loading `text` cut into `split`, and of loading it whole.
+/// `text` cut into `split`, read in chunks from memory (as `parse_zone_text` does).
+fn chunked(path: &std::path::Path, text: &str, split: &chunks::Split) -> Result<Zone, ZoneError> {
+    parse_in_chunks(
+        path,
+        &mut Source::Text(text),
+        split,
+        &LineIndex::new(text),
+        &LoadContext::default(),
+    )
+}
+
+/// The error of loading `text` cut into `split`, and of loading it whole; reading it
+/// from a file in passes (as `load_zone_file` does) gives the first one too.
 fn errors_both_ways(path: &std::path::Path, text: &str, split: &chunks::Split) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(path);
+    fs::write(&file, text).unwrap();
+    let from_file = load_zone_file(&file).unwrap_err().to_string();
+    let in_chunks = chunked(path, text, split).unwrap_err().to_string();
+    assert_eq!(from_file.replace(&format!("{}/", dir.path().display()), ""), in_chunks);
     (
-        parse_in_chunks(path, text, split, &LoadContext::default())
-            .unwrap_err()
-            .to_string(),
+        in_chunks,
         parse_whole(path, text, &LoadContext::default())
             .unwrap_err()
             .to_string(),
@@ -318,7 +338,7 @@ fn errors_in_a_health_check_name_the_same_line_either_way() {
     let path = std::path::Path::new("example.com.toml");
     let split = chunks::split(&ok).unwrap();
     assert_eq!((split.rrsets.len(), split.health_checks.len()), (1, 3));
-    let zone = parse_in_chunks(path, &ok, &split, &LoadContext::default()).unwrap();
+    let zone = chunked(path, &ok, &split).unwrap();
     let names: Vec<&str> = zone.slots.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["a", "b", "c"], "probed and external first, then calculated");
     for (broken, marker) in [

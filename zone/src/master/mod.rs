@@ -53,11 +53,9 @@ pub struct ParsedSet {
 /// Largest zone or master file read (a 10-million-record zone is about 500 MB).
 pub const MAX_FILE: u64 = 4 << 30;
 
-/// Reads a zone or master file: a regular file of at most [`MAX_FILE`] octets (not a
-/// device, FIFO or directory a mistaken path or `$INCLUDE` could name, which would
-/// block or never end).
-pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
+/// Opens a zone or master file to read: a regular file of at most [`MAX_FILE`] octets
+/// (see [`read_bounded`]), with its metadata.
+pub(crate) fn open_bounded(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -72,6 +70,15 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
             format!("{} octets, over the {MAX_FILE}-octet limit", meta.len()),
         ));
     }
+    Ok((file, meta))
+}
+
+/// Reads a zone or master file: a regular file of at most [`MAX_FILE`] octets (not a
+/// device, FIFO or directory a mistaken path or `$INCLUDE` could name, which would
+/// block or never end).
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, meta) = open_bounded(path)?;
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_FILE {
