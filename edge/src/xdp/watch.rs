@@ -47,9 +47,7 @@ fn watch(
 ) {
     let mut health = Some(installed.health());
     let mut current = Some(installed);
-    // What the program was last given here: nothing yet (the first pass writes the jar's
-    // secrets and clock whatever load wrote, so a change in between is not lost).
-    let mut jar = cookies.map(|_| (Arc::new(qdns_abi::cookie::CookieSecrets::default()), 0));
+    let mut jar = cookies.map(CookieSync::new);
     while !stop.load(Ordering::Relaxed) {
         let latest = engine.load_full();
         let bitmap = latest.health();
@@ -57,10 +55,8 @@ fn watch(
             tracing::error!("XDP state lock poisoned; table updates stop");
             return;
         };
-        // Before a table build (which can take seconds): the program stamps and checks
-        // cookies as user space does meanwhile.
-        if let (Some(source), Some((secrets, now))) = (cookies, jar.as_mut()) {
-            sync_cookies(&mut xdp, source, secrets, now);
+        if let Some(jar) = jar.as_mut() {
+            jar.sync(&mut xdp);
         }
         if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &latest)) {
             if !health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap)) {
@@ -73,7 +69,13 @@ fn watch(
         } else {
             let next = xdp.next_build();
             drop(xdp);
-            let Some(installed) = install(program, engine, (&latest, next), (current.as_deref(), &mut health)) else {
+            let Some(installed) = install(
+                program,
+                engine,
+                (&latest, next),
+                (current.as_deref(), &mut health),
+                jar.as_mut(),
+            ) else {
                 return;
             };
             current = Some(latest);
@@ -90,12 +92,16 @@ fn watch(
 /// While the build runs, health keeps reaching the tables in force: a bitmap of the
 /// newest engine is written for them when its health layout is theirs (`installed`:
 /// the engine they were built from; `health`: the bitmap they hold) — a failover during
-/// a reload is not held back by the reload's table build.
+/// a reload is not held back by the reload's table build. So do the cookie secrets and
+/// clock (`jar`): the program stamps and checks cookies as user space does meanwhile (a
+/// build of a million names takes seconds, and a rotation from control or the clock's
+/// second must not wait for it).
 fn install(
     program: &Mutex<XdpProgram>,
     engine: &ArcSwap<Engine>,
     (latest, next): (&Engine, (u32, usize)),
     (installed, health): (Option<&Engine>, &mut Option<Arc<Vec<u64>>>),
+    mut jar: Option<&mut CookieSync<'_>>,
 ) -> Option<Arc<Vec<u64>>> {
     let started = std::time::Instant::now();
     let built = std::thread::scope(|scope| {
@@ -105,16 +111,22 @@ fn install(
             let newest = engine.load();
             let same_layout = installed.is_some_and(|old| old.health_layout() == newest.health_layout());
             let bitmap = newest.health();
-            if !same_layout || health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap)) {
+            let health_due = same_layout && !health.as_ref().is_some_and(|h| Arc::ptr_eq(h, &bitmap));
+            if !health_due && !jar.as_ref().is_some_and(|jar| jar.due()) {
                 continue;
             }
             let Ok(mut xdp) = program.lock() else {
                 return None;
             };
-            if let Err(err) = xdp.set_health(&bitmap) {
-                tracing::error!(%err, "XDP health not updated");
+            if let Some(jar) = jar.as_mut() {
+                jar.sync(&mut xdp);
             }
-            *health = Some(bitmap);
+            if health_due {
+                if let Err(err) = xdp.set_health(&bitmap) {
+                    tracing::error!(%err, "XDP health not updated");
+                }
+                *health = Some(bitmap);
+            }
         }
         building.join().ok()
     });
@@ -139,26 +151,45 @@ fn install(
     Some(bitmap)
 }
 
-/// Copies the jar's secrets and clock into the program when they differ from what it
-/// holds (`secrets`, `now`).
-fn sync_cookies(
-    xdp: &mut XdpProgram,
-    jar: &CookieJar,
-    secrets: &mut Arc<qdns_abi::cookie::CookieSecrets>,
-    now: &mut u32,
-) {
-    let latest = jar.secrets();
-    if !Arc::ptr_eq(&latest, secrets) {
-        match xdp.set_cookie_secrets(&latest) {
-            Ok(()) => *secrets = latest,
-            Err(err) => tracing::error!(%err, "XDP cookie secrets not updated"),
+/// The cookie secrets and clock as the program was last given them, to copy the
+/// jar's into it when they change.
+struct CookieSync<'a> {
+    jar: &'a CookieJar,
+    secrets: Arc<qdns_abi::cookie::CookieSecrets>,
+    now: u32,
+}
+
+impl<'a> CookieSync<'a> {
+    /// Nothing given yet: the first [`CookieSync::sync`] writes the jar's secrets and
+    /// clock whatever load wrote, so a change in between is not lost.
+    fn new(jar: &'a CookieJar) -> CookieSync<'a> {
+        CookieSync {
+            jar,
+            secrets: Arc::new(qdns_abi::cookie::CookieSecrets::default()),
+            now: 0,
         }
     }
-    let clock = jar.now();
-    if clock != *now {
-        match xdp.set_cookie_clock(clock) {
-            Ok(()) => *now = clock,
-            Err(err) => tracing::error!(%err, "XDP cookie clock not updated"),
+
+    /// The jar holds secrets or a second the program does not.
+    fn due(&self) -> bool {
+        !Arc::ptr_eq(&self.jar.secrets(), &self.secrets) || self.jar.now() != self.now
+    }
+
+    /// Copies what changed into the program.
+    fn sync(&mut self, xdp: &mut XdpProgram) {
+        let latest = self.jar.secrets();
+        if !Arc::ptr_eq(&latest, &self.secrets) {
+            match xdp.set_cookie_secrets(&latest) {
+                Ok(()) => self.secrets = latest,
+                Err(err) => tracing::error!(%err, "XDP cookie secrets not updated"),
+            }
+        }
+        let clock = self.jar.now();
+        if clock != self.now {
+            match xdp.set_cookie_clock(clock) {
+                Ok(()) => self.now = clock,
+                Err(err) => tracing::error!(%err, "XDP cookie clock not updated"),
+            }
         }
     }
 }
