@@ -76,7 +76,11 @@ impl FileSource {
         let (file, meta) = master::open_bounded(path).map_err(io)?;
         Ok(FileSource {
             path: path.into(),
-            file: BufReader::with_capacity(BUFFER, file),
+            // A small file gets a buffer its size (a directory of many small zones).
+            file: BufReader::with_capacity(
+                usize::try_from(meta.len().clamp(64, BUFFER as u64)).unwrap_or(BUFFER),
+                file,
+            ),
             at: 0,
             len: meta.len(),
             modified: meta.modified().ok(),
