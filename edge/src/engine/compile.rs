@@ -258,7 +258,10 @@ fn link_cuts_and_wildcards(zone: &mut ZoneData) {
                 if ancestor == zone.apex.as_ref() {
                     break;
                 }
-                if let Some(node) = zone.names.get(ancestor).filter(|&n| has_ns(zone, n)) {
+                // The owner itself is node `id`: no look-up (at 10,000,000 names that
+                // hash probe, two cache misses a node, was a sixth of the start-up).
+                let node = if start == 0 { Some(id) } else { zone.names.get(ancestor) };
+                if let Some(node) = node.filter(|&n| has_ns(zone, n)) {
                     cut = node;
                 }
             }
