@@ -252,7 +252,7 @@ fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, Z
     let lines = LineIndex::new(text);
     let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, &lines, 0, &err))?;
     let checks = std::mem::take(&mut file.health_check);
-    let mut builder = ZoneBuilder::new(path, &lines, &file, ctx)?;
+    let mut builder = ZoneBuilder::new(path, (&lines, &NO_HEAD_MAP), &file, ctx)?;
     builder.expect_tables(file.rrset.len());
     builder.head(&file, checks.into_iter().map(|entry| Ok((0, entry))))?;
     for (index, entry) in file.rrset.iter().enumerate() {
@@ -282,17 +282,16 @@ fn parse_in_chunks(
         let text = source.whole()?;
         return parse_whole(path, &text, ctx);
     }
-    let mut builder = ZoneBuilder::new(path, lines, &file, ctx)?;
-    builder.head_map = &split.head_map;
+    // The head map first: the builder reports mistakes of `[zone]` as it starts.
+    let mut builder = ZoneBuilder::new(path, (lines, &split.head_map), &file, ctx)?;
     builder.expect_tables(split.rrsets.len());
-    let mut bodies = split.health_checks.iter();
-    let checks = std::iter::from_fn(|| {
-        let body = *bodies.next()?;
-        Some(source.body(body).and_then(|text| {
+    // One body at a time, in order (an exact size hint: the checks' room is made up front).
+    let checks = split.health_checks.iter().map(|&body| {
+        source.body(body).and_then(|text| {
             toml::from_str(text)
                 .map(|entry| (body.start(), entry))
                 .map_err(|err| toml_error(path, lines, body.start(), &err))
-        }))
+        })
     });
     builder.head(&file, checks)?;
     for (index, &body) in split.rrsets.iter().enumerate() {
@@ -465,12 +464,19 @@ pub(crate) struct ZoneBuilder<'a> {
 }
 
 impl<'a> ZoneBuilder<'a> {
-    fn new(path: &'a Path, lines: &'a LineIndex, file: &ZoneFile, ctx: &LoadContext<'a>) -> Result<Self, ZoneError> {
+    /// A builder for the zone file at `path` whose newlines `lines` indexes and whose
+    /// head's pieces `head_map` places; reads `[zone]` from `file`.
+    fn new(
+        path: &'a Path,
+        (lines, head_map): (&'a LineIndex, &'a chunks::HeadMap),
+        file: &ZoneFile,
+        ctx: &LoadContext<'a>,
+    ) -> Result<Self, ZoneError> {
         let mut builder = ZoneBuilder {
             path,
             lines,
             base: 0,
-            head_map: &NO_HEAD_MAP,
+            head_map,
             origin: Name::root(),
             origin_wire: vec![0],
             ttl: schema::DEFAULT_TTL,

@@ -307,6 +307,21 @@ fn chunked(path: &std::path::Path, text: &str, split: &chunks::Split) -> Result<
     )
 }
 
+/// A `[zone]` table that stands after record sets and checks: the mistakes the builder
+/// finds as it starts (the origin, the TTL) name their line in the file too.
+#[test]
+fn errors_in_a_zone_table_after_cut_tables_name_their_line() {
+    let text = "[[rrset]]\nname = \"a\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n\n\
+                [[health_check]]\nid = \"h\"\ntype = \"external\"\n\n\
+                [zone]\nttl = 60\norigin = \"example.com\"\n";
+    let path = std::path::Path::new("example.com.toml");
+    let split = chunks::split(text).unwrap();
+    let (a, b) = errors_both_ways(path, text, &split);
+    assert_eq!(a, b);
+    let line = text.lines().position(|l| l.starts_with("origin")).unwrap() + 1;
+    assert!(a.contains(&format!(":{line}")), "{a}");
+}
+
 /// The error of loading `text` cut into `split`, and of loading it whole; reading it
 /// from a file in passes (as `load_zone_file` does) gives the first one too.
 fn errors_both_ways(path: &std::path::Path, text: &str, split: &chunks::Split) -> (String, String) {
