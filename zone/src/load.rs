@@ -223,14 +223,13 @@ pub fn load_zone_file(path: &Path) -> Result<Zone, ZoneError> {
 /// ([`source`]), unless its layout needs one TOML document ([`chunks`]).
 pub fn load_zone_file_with(path: &Path, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     let mut file = source::FileSource::open(path)?;
-    let zone = if let Some((split, lines)) = file.scan()? {
-        parse_in_chunks(path, &mut Source::File(&mut file), &split, &lines, ctx)?
-    } else {
-        let text = file.whole()?;
-        parse_whole(path, &text, ctx)?
-    };
+    let read = (|| match file.scan()? {
+        Some((split, lines)) => parse_in_chunks(path, &mut Source::File(&mut file), &split, &lines, ctx),
+        None => parse_whole(path, &file.whole()?, ctx),
+    })();
+    // A file written while it was read says so, rather than with what its halves made.
     file.unchanged()?;
-    Ok(zone)
+    read
 }
 
 /// Validates the text of one zone file read from `path` (`path` names it in errors and
