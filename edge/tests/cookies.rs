@@ -81,12 +81,6 @@ fn cookie_option(data: &[u8]) -> Vec<u8> {
     [&[0, 10][..], &(data.len() as u16).to_be_bytes(), data].concat()
 }
 
-/// The COOKIE option's data in a response (code 10 in the OPT record that ends it).
-fn response_cookie(response: &[u8]) -> Option<Vec<u8>> {
-    let at = response.windows(4).rposition(|w| w == [0, 10, 0, 24])?;
-    Some(response.get(at + 4..at + 28)?.to_vec())
-}
-
 /// The RCODE of a response.
 fn rcode(response: &[u8]) -> u8 {
     response[3] & 0x0f
@@ -123,7 +117,7 @@ fn a_valid_server_cookie_exempts_a_client_from_rate_limiting() {
     socket.send_to(&query(1, &cookie_option(&client)), edge.v4).unwrap();
     let mut buf = [0u8; 2048];
     let (len, _) = socket.recv_from(&mut buf).unwrap();
-    let cookie = response_cookie(&buf[..len]).expect("a server cookie");
+    let cookie = common::response_cookie(&buf[..len]).expect("a server cookie");
     assert_eq!(cookie[..8], client);
     // With it, every answer of a flood comes back ...
     let with_cookie = flood(&socket, edge.v4, 60, &cookie_option(&cookie));
@@ -149,7 +143,10 @@ fn malformed_cookies_get_formerr_and_no_cookies_turns_them_off() {
     // Server cookies of 8 to 32 octets are well-formed (only ours are 16).
     let response = common::udp_raw(edge.v4, &query(8, &cookie_option(&[1; 40])));
     assert_eq!(rcode(&response), 0);
-    assert_eq!(response_cookie(&response).map(|c| c[..8].to_vec()), Some(vec![1; 8]));
+    assert_eq!(
+        common::response_cookie(&response).map(|c| c[..8].to_vec()),
+        Some(vec![1; 8])
+    );
     drop(edge);
     let off = Edge::start_with(&example_zones(), &["--no-cookies"]);
     let out = dig(off.v4, &["+cookie", "www.example.com", "A"]);

@@ -384,13 +384,6 @@ fn every_program_leaves_verifier_headroom() {
     }
 }
 
-/// The server cookie of an answer's COOKIE option (code 10, length 24: the client
-/// cookie, then the server cookie).
-fn server_cookie(answer: &[u8]) -> Option<[u8; 16]> {
-    let at = answer.windows(4).rposition(|w| w == [0, 10, 0, 24])?;
-    answer.get(at + 12..at + 28)?.try_into().ok()
-}
-
 /// A table build of a large zone takes seconds; meanwhile the cookie secrets (a
 /// rotation from control) and the cookie clock still reach the program, which keeps
 /// stamping the cookies user space stamps (the watcher synced them only between
@@ -430,7 +423,7 @@ fn cookie_secrets_and_clock_reach_the_program_while_tables_build() {
     let stamped = |program: &Mutex<XdpProgram>| {
         let run = program.lock().unwrap().test_run(&cookie_query, 1).unwrap();
         assert_eq!(run.action, XDP_TX);
-        server_cookie(&run.packet[14 + 20 + 8..])
+        common::response_cookie(&run.packet[14 + 20 + 8..]).and_then(|cookie| <[u8; 16]>::try_from(&cookie[8..]).ok())
     };
     let wait_for = |want: [u8; 16], what: &str| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

@@ -249,7 +249,7 @@ pub fn parse_zone_text_with(path: &Path, text: &str, ctx: &LoadContext<'_>) -> R
 /// The file as one TOML document (every layout TOML allows).
 fn parse_whole(path: &Path, text: &str, ctx: &LoadContext<'_>) -> Result<Zone, ZoneError> {
     let lines = LineIndex::new(text);
-    let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, &lines, 0, &err))?;
+    let mut file: ZoneFile = toml::from_str(text).map_err(|err| toml_error(path, &lines, |at| at, &err))?;
     let checks = std::mem::take(&mut file.health_check);
     let mut builder = ZoneBuilder::new(path, (&lines, &NO_HEAD_MAP), &file, ctx)?;
     builder.expect_tables(file.rrset.len());
@@ -272,10 +272,8 @@ fn parse_in_chunks(
     lines: &LineIndex,
     ctx: &LoadContext<'_>,
 ) -> Result<Zone, ZoneError> {
-    let file: ZoneFile = toml::from_str(&split.head).map_err(|err| {
-        let line = err.span().map(|span| lines.line(split.head_map.original(span.start)));
-        ZoneError::invalid(path, line, None, err.message().trim().to_owned())
-    })?;
+    let file: ZoneFile =
+        toml::from_str(&split.head).map_err(|err| toml_error(path, lines, |at| split.head_map.original(at), &err))?;
     if !file.health_check.is_empty() || !file.rrset.is_empty() {
         drop(file);
         let text = source.whole()?;
@@ -289,13 +287,13 @@ fn parse_in_chunks(
         source.body(body).and_then(|text| {
             toml::from_str(text)
                 .map(|entry| (body.start(), entry))
-                .map_err(|err| toml_error(path, lines, body.start(), &err))
+                .map_err(|err| toml_error(path, lines, |at| body.start() + at, &err))
         })
     });
     builder.head(&file, checks)?;
     for (index, &body) in split.rrsets.iter().enumerate() {
         let entry: RrsetEntry =
-            toml::from_str(source.body(body)?).map_err(|err| toml_error(path, lines, body.start(), &err))?;
+            toml::from_str(source.body(body)?).map_err(|err| toml_error(path, lines, |at| body.start() + at, &err))?;
         builder.base = body.start();
         builder.any_rrset(index, &entry)?;
         builder.base = 0;
@@ -303,9 +301,9 @@ fn parse_in_chunks(
     builder.finish()
 }
 
-/// A TOML error at `base` + its span in the text `lines` indexes.
-fn toml_error(path: &Path, lines: &LineIndex, base: usize, err: &toml::de::Error) -> ZoneError {
-    let line = err.span().map(|span| lines.line(base + span.start));
+/// A TOML error whose span starts at `place(start)` in the text `lines` indexes.
+fn toml_error(path: &Path, lines: &LineIndex, place: impl Fn(usize) -> usize, err: &toml::de::Error) -> ZoneError {
+    let line = err.span().map(|span| lines.line(place(span.start)));
     ZoneError::invalid(path, line, None, err.message().trim().to_owned())
 }
 

@@ -134,3 +134,10 @@ pub fn every_path(edge: &Edge) -> Vec<(SocketAddr, Via)> {
 
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
 pub use qdns_testkit::Rng;
+
+/// The COOKIE option's data in a response (code 10, length 24: the client cookie, then
+/// the server cookie, in the OPT record that ends it).
+pub fn response_cookie(response: &[u8]) -> Option<Vec<u8>> {
+    let at = response.windows(4).rposition(|w| w == [0, 10, 0, 24])?;
+    Some(response.get(at + 4..at + 28)?.to_vec())
+}
