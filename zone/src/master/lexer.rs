@@ -26,14 +26,32 @@ pub(super) struct Entry<'a> {
     pub tokens: Vec<Token<'a>>,
 }
 
+/// Where a piece's unread rest starts ([`Lexer::rest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Cut {
+    /// Its first octet in the piece.
+    pub pos: usize,
+    /// The line it starts on.
+    pub line: usize,
+    /// The line of the `(` left open (the line after the piece when none is).
+    pub open: usize,
+}
+
 /// A lexical error: the line and what is wrong.
 pub(super) type LexError = (usize, String);
 
-/// Entries of a master file, one at a time.
+/// Entries of a master file, one at a time: of the whole text, or of a piece of it
+/// that ends after a newline (a file read in pieces, [`Lexer::piece`]).
 pub(super) struct Lexer<'a> {
     text: &'a [u8],
     pos: usize,
     line: usize,
+    /// The text ends where the file does: a `(` still open there is an error. Else the
+    /// entry it opened is left for the next piece ([`Lexer::rest`]).
+    last: bool,
+    /// Where an entry the piece cut stands: its first octet and line, and the line of
+    /// its first `(`.
+    cut: Option<Cut>,
     /// A finished entry's token list, given back by [`Lexer::recycle`] for the next
     /// entry: one list grown once rather than one allocated per line (a million-line
     /// file spent a tenth of its load growing them).
@@ -41,13 +59,33 @@ pub(super) struct Lexer<'a> {
 }
 
 impl<'a> Lexer<'a> {
+    /// Entries of a whole file's `text`.
     pub(super) fn new(text: &'a [u8]) -> Lexer<'a> {
+        Lexer::piece(text, 1, true)
+    }
+
+    /// Entries of `text`, a piece of a file starting at the start of `line` and ending
+    /// after a newline or (`last`) where the file ends.
+    pub(super) fn piece(text: &'a [u8], line: usize, last: bool) -> Lexer<'a> {
         Lexer {
             text,
             pos: 0,
-            line: 1,
+            line,
+            last,
+            cut: None,
             spare: Vec::new(),
         }
+    }
+
+    /// Where the next piece starts once [`Lexer::next_entry`] has returned `None`: the
+    /// first octet not read (the end, or the start of an entry whose `(` is not closed
+    /// in this piece) and its line.
+    pub(super) fn rest(&self) -> Cut {
+        self.cut.unwrap_or(Cut {
+            pos: self.pos,
+            line: self.line,
+            open: self.line,
+        })
     }
 
     fn peek(&self) -> Option<u8> {
@@ -60,9 +98,13 @@ impl<'a> Lexer<'a> {
             if self.pos >= self.text.len() {
                 return Ok(None);
             }
-            let line = self.line;
+            let (start, line) = (self.pos, self.line);
             let blank_owner = matches!(self.peek(), Some(b' ' | b'\t'));
             let tokens = self.entry_tokens()?;
+            if let Some(cut) = &mut self.cut {
+                (cut.pos, cut.line) = (start, line);
+                return Ok(None);
+            }
             if !tokens.is_empty() {
                 return Ok(Some(Entry {
                     line,
@@ -114,6 +156,14 @@ impl<'a> Lexer<'a> {
                 b'"' => tokens.push(self.quoted()?),
                 _ => tokens.push(self.word()?),
             }
+        }
+        if depth > 0 && !self.last {
+            self.cut = Some(Cut {
+                pos: 0,
+                line: 0,
+                open: open_at.unwrap_or(self.line),
+            });
+            return Ok(tokens);
         }
         if depth > 0 {
             return Err((

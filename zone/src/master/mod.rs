@@ -26,11 +26,15 @@ use std::{
 use hickory_proto::rr::{Name, RecordType};
 
 use crate::{name, ZoneError};
-use lexer::{Entry, Lexer, Token};
+use lexer::{Cut, Entry, Lexer, Token};
 pub use present::{name_text, rdata_text, zone_text};
 
 /// Deepest `$INCLUDE` nesting followed (a loop of includes ends here with an error).
 const MAX_INCLUDE_DEPTH: usize = 16;
+/// The octets of a master file read at a time ([`parse_file_each`]).
+const PIECE: usize = 1 << 20;
+/// Longest entry (a record with its parentheses' lines) of a file read in pieces.
+const MAX_ENTRY: usize = 16 << 20;
 
 /// Records of one owner and type, as parsed (not yet validated against the zone).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,14 +133,41 @@ pub fn parse_each(
     default_ttl: u32,
     each: &mut dyn FnMut(ParsedRecord<'_>) -> Result<(), String>,
 ) -> Result<(), ZoneError> {
-    let mut reader = Reader { each, path: None };
-    let mut state = FileState {
-        origin: name::to_wire(origin),
-        ttl: default_ttl,
-        dollar_ttl: false,
-        owner: None,
-    };
-    reader.file(text, path, &mut state, 0)
+    let mut reader = Reader::new(each);
+    let mut state = FileState::new(origin, default_ttl);
+    reader.entries(text, 1, true, path, &mut state, 0).map(|_| ())
+}
+
+/// Like [`parse_each`], but reads the file at `path` itself, in pieces (a large file is
+/// never held whole); the same errors, and "cannot read" at no line when the file
+/// cannot be opened or read.
+pub fn parse_file_each(
+    path: &Path,
+    origin: &Name,
+    default_ttl: u32,
+    each: &mut dyn FnMut(ParsedRecord<'_>) -> Result<(), String>,
+) -> Result<(), ZoneError> {
+    let mut reader = Reader::new(each);
+    let mut state = FileState::new(origin, default_ttl);
+    reader.file(path, &mut state, 0).map_err(|err| err.in_file(path))
+}
+
+/// The newlines of the file at `path`, read in pieces: about the records it holds, for
+/// room made up front.
+pub fn count_lines(path: &Path) -> std::io::Result<usize> {
+    use std::io::Read;
+    let (file, _) = open_bounded(path)?;
+    let mut file = file.take(MAX_FILE);
+    let mut buf = vec![0; PIECE];
+    let mut lines = 0;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(lines),
+            Ok(n) => lines += memchr::memchr_iter(b'\n', buf.get(..n).unwrap_or_default()).count(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Records grouped into sets by (owner, type), in order of first appearance: the
@@ -251,6 +282,21 @@ struct Reader<'e> {
     each: &'e mut dyn FnMut(ParsedRecord<'_>) -> Result<(), String>,
     /// The path of the file being read, shared by its records.
     path: Option<Arc<Path>>,
+    /// Octets of a file read at a time, and the most one entry may take
+    /// ([`PIECE`], [`MAX_ENTRY`]; tests make them small).
+    piece: usize,
+    max_entry: usize,
+}
+
+impl<'e> Reader<'e> {
+    fn new(each: &'e mut dyn FnMut(ParsedRecord<'_>) -> Result<(), String>) -> Reader<'e> {
+        Reader {
+            each,
+            path: None,
+            piece: PIECE,
+            max_entry: MAX_ENTRY,
+        }
+    }
 }
 
 /// What one file's entries inherit (RFC 1035 §5.1; `$INCLUDE` starts a copy).
@@ -265,13 +311,36 @@ struct FileState {
     owner: Option<Vec<u8>>,
 }
 
+impl FileState {
+    fn new(origin: &Name, default_ttl: u32) -> FileState {
+        FileState {
+            origin: name::to_wire(origin),
+            ttl: default_ttl,
+            dollar_ttl: false,
+            owner: None,
+        }
+    }
+}
+
 impl Reader<'_> {
-    fn file(&mut self, text: &[u8], path: &Path, state: &mut FileState, depth: usize) -> Result<(), ZoneError> {
-        let mut lexer = Lexer::new(text);
+    /// The entries of `text`, the whole of `path` (or a piece of it starting at the
+    /// start of `line` and ending after a newline; `last` when it ends where the file
+    /// does). Returns where the unread rest starts: an entry whose `(` this piece does
+    /// not close is left for the next.
+    fn entries(
+        &mut self,
+        text: &[u8],
+        line: usize,
+        last: bool,
+        path: &Path,
+        state: &mut FileState,
+        depth: usize,
+    ) -> Result<Cut, ZoneError> {
+        let mut lexer = Lexer::piece(text, line, last);
         loop {
             let entry = match lexer.next_entry() {
                 Ok(Some(entry)) => entry,
-                Ok(None) => return Ok(()),
+                Ok(None) => return Ok(lexer.rest()),
                 Err((line, reason)) => return Err(ZoneError::invalid(path, Some(line), None, reason)),
             };
             let line = entry.line;
@@ -280,6 +349,83 @@ impl Reader<'_> {
                 Failure::Nested(err) => err,
             })?;
             lexer.recycle(entry);
+        }
+    }
+
+    /// The entries of the file at `path`, read in pieces of [`PIECE`] octets (a file of
+    /// 10,000,000 records is 270 MB; it is never held whole). A piece ends after its
+    /// last newline; an entry longer than a piece (parentheses over many lines) grows
+    /// the buffer up to [`MAX_ENTRY`].
+    fn file(&mut self, path: &Path, state: &mut FileState, depth: usize) -> Result<(), Failure> {
+        use std::io::Read;
+        let read_error = |e: std::io::Error| Failure::Here(format!("cannot read {}: {e}", path.display()));
+        let (file, opened) = open_bounded(path).map_err(read_error)?;
+        let mut file = file.take(MAX_FILE + 1);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut room = self.piece.clamp(1, self.max_entry.max(1));
+        let mut line = 1;
+        let mut read: u64 = 0;
+        loop {
+            // Fill the buffer to `room`: short reads are fine, 0 is the end.
+            let mut last = false;
+            while buf.len() < room {
+                let have = buf.len();
+                buf.resize(room, 0);
+                let got = file.read(buf.get_mut(have..).unwrap_or_default());
+                buf.truncate(have + got.as_ref().map_or(0, |n| *n));
+                match got {
+                    Ok(0) => {
+                        last = true;
+                        break;
+                    }
+                    Ok(n) => read += n as u64,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(read_error(e)),
+                }
+            }
+            if read > MAX_FILE {
+                return Err(Failure::Here(format!(
+                    "cannot read {}: over the {MAX_FILE}-octet limit",
+                    path.display()
+                )));
+            }
+            // Complete lines only, unless the file ends here.
+            let end = if last {
+                buf.len()
+            } else {
+                memchr::memrchr(b'\n', &buf).map_or(0, |at| at + 1)
+            };
+            let text = buf.get(..end).unwrap_or_default();
+            let rest = self
+                .entries(text, line, last, path, state, depth)
+                .map_err(Failure::Nested)?;
+            if last && rest.pos >= buf.len() {
+                // Written in place while read (not replaced by a rename, which this
+                // open file would not see): what was read may be torn.
+                let now = file.get_ref().metadata().map_err(read_error)?;
+                if now.len() != opened.len() || now.modified().ok() != opened.modified().ok() {
+                    return Err(Failure::Here(format!(
+                        "{} changed while it was read: reload again once it is written",
+                        path.display()
+                    )));
+                }
+                return Ok(());
+            }
+            if rest.pos == 0 {
+                // Not one whole entry in the buffer: a longer line or entry.
+                if room >= self.max_entry {
+                    return Err(Failure::Nested(ZoneError::invalid(
+                        path,
+                        Some(rest.open.max(line)),
+                        None,
+                        format!("an entry over {} octets (a '(' never closed?)", self.max_entry),
+                    )));
+                }
+                room = room.saturating_mul(2).min(self.max_entry);
+            } else {
+                buf.drain(..rest.pos);
+                line = rest.line;
+            }
         }
     }
 
@@ -398,10 +544,10 @@ impl Reader<'_> {
                     nested.origin = text::name(arg(2, "an origin")?, &state.origin).map_err(Failure::Here)?;
                 }
                 nested.owner = None;
-                let bytes = read_bounded(&target)
-                    .map_err(|e| Failure::Here(format!("$INCLUDE cannot read {}: {e}", target.display())))?;
-                self.file(&bytes, &target, &mut nested, depth + 1)
-                    .map_err(Failure::Nested)?;
+                self.file(&target, &mut nested, depth + 1).map_err(|err| match err {
+                    Failure::Here(reason) => Failure::Here(format!("$INCLUDE {reason}")),
+                    nested @ Failure::Nested(_) => nested,
+                })?;
             }
             other => {
                 return Err(Failure::Here(format!(
@@ -428,6 +574,7 @@ impl Reader<'_> {
         let Reader {
             each,
             path: Some(shared),
+            ..
         } = self
         else {
             return Ok(());
@@ -447,6 +594,16 @@ impl Reader<'_> {
 enum Failure {
     Here(String),
     Nested(ZoneError),
+}
+
+impl Failure {
+    /// The error of reading the file at `path` (no line: it could not be read).
+    fn in_file(self, path: &Path) -> ZoneError {
+        match self {
+            Failure::Here(reason) => ZoneError::invalid(path, None, None, reason),
+            Failure::Nested(err) => err,
+        }
+    }
 }
 
 fn word<'a>(token: &Token<'a>, what: &str) -> Result<&'a [u8], Failure> {
@@ -594,6 +751,111 @@ mod tests {
         std::fs::write(dir.path().join("loop.zone"), "$INCLUDE loop.zone\n").unwrap();
         let err = parse(b"$INCLUDE loop.zone\n", &main, &origin(), 60).unwrap_err();
         assert!(err.to_string().contains("nested deeper"), "{err}");
+    }
+
+    /// (owner, type, TTL, RDATA, line) of each record read.
+    type Read = Vec<(Vec<u8>, u16, u32, Vec<u8>, usize)>;
+
+    fn read_text(text: &[u8], path: &Path) -> Result<Read, ZoneError> {
+        let mut out = Read::new();
+        parse_each(text, path, &origin(), 60, &mut |r| {
+            out.push((r.name, r.rtype, r.ttl, r.rdata, r.line));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The file at `path` read in pieces of `piece` octets, entries of at most `max_entry`.
+    fn read_in_pieces(path: &Path, piece: usize, max_entry: usize) -> Result<Read, ZoneError> {
+        let mut out = Read::new();
+        let mut each = |r: ParsedRecord<'_>| {
+            out.push((r.name, r.rtype, r.ttl, r.rdata, r.line));
+            Ok(())
+        };
+        let mut reader = Reader::new(&mut each);
+        (reader.piece, reader.max_entry) = (piece, max_entry);
+        let mut state = FileState::new(&origin(), 60);
+        reader.file(path, &mut state, 0).map_err(|err| err.in_file(path))?;
+        Ok(out)
+    }
+
+    /// Pieces cut anywhere — inside parentheses, quotes, comments, CRLF pairs, an entry
+    /// longer than a piece — read what the whole text reads, lines included; the last
+    /// line needs no newline.
+    #[test]
+    fn a_file_read_in_pieces_reads_as_the_whole_text() {
+        let mut text =
+            String::from("$TTL 300\r\n@ SOA ns.example.com. host.example.com. (\r\n 1 ; serial (\n 2 3 4\n 5 )\n");
+        for i in 0..40 {
+            use std::fmt::Write;
+            write!(
+                text,
+                "n{i} A 192.0.2.{i}\n  TXT \"a ( b\" \"; c\" ; ( comment\nm{i} 77 IN TXT ( \"x\"\n\n  \"y{i}\" )\n$ORIGIN s{i}.example.com.\n"
+            )
+            .unwrap();
+        }
+        text.push_str("last A 192.0.2.255");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.zone");
+        std::fs::write(&path, &text).unwrap();
+        let whole = read_text(text.as_bytes(), &path).unwrap();
+        assert_eq!(whole.len(), 1 + 40 * 3 + 1);
+        for piece in [1, 2, 7, 64, 1000, PIECE] {
+            assert_eq!(
+                read_in_pieces(&path, piece, MAX_ENTRY).unwrap(),
+                whole,
+                "pieces of {piece}"
+            );
+        }
+        // A mistake deep in the file: the same line either way.
+        let bad = text.replace("m30 77", "m30 x77");
+        std::fs::write(&path, &bad).unwrap();
+        let want = read_text(bad.as_bytes(), &path).unwrap_err().to_string();
+        assert!(want.contains(":188: "), "{want}");
+        for piece in [3, 64, 1000] {
+            assert_eq!(read_in_pieces(&path, piece, MAX_ENTRY).unwrap_err().to_string(), want);
+        }
+    }
+
+    /// A `(` never closed: at the end of the file, or once its entry is over the
+    /// largest an entry may be, the error names the line it opened on.
+    #[test]
+    fn an_unclosed_parenthesis_is_named_by_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("open.zone");
+        let mut text = String::from("a A 192.0.2.1\nb TXT ( x\n");
+        for _ in 0..100 {
+            text.push_str("  y\n");
+        }
+        std::fs::write(&path, &text).unwrap();
+        let err = read_in_pieces(&path, 16, MAX_ENTRY).unwrap_err().to_string();
+        assert!(
+            err.contains(":2: ") && err.contains("never closed before the end"),
+            "{err}"
+        );
+        let err = read_in_pieces(&path, 16, 128).unwrap_err().to_string();
+        assert!(err.contains(":2: ") && err.contains("over 128 octets"), "{err}");
+    }
+
+    /// A file written in place while it is read is refused, not half read.
+    #[test]
+    fn a_file_written_while_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("moving.zone");
+        std::fs::write(&path, "a A 192.0.2.1\nb A 192.0.2.2\n").unwrap();
+        let mut each = |_: ParsedRecord<'_>| {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .map_err(|e| e.to_string())?;
+            file.write_all(b"c A 192.0.2.3\n").map_err(|e| e.to_string())
+        };
+        let err = parse_file_each(&path, &origin(), 60, &mut each)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("changed while it was read"), "{err}");
+        assert_eq!(count_lines(&path).unwrap(), 4);
     }
 
     #[test]
