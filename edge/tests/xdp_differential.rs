@@ -636,9 +636,12 @@ fn xdp_answers_are_byte_identical_to_user_space() {
     let mut program = load_program(&engine);
     let stats = program.install(&engine).expect("tables install");
     assert!(stats.plain > 10 && stats.policy >= 4 && stats.nodes > 5, "{stats:?}");
-    // Both tail classes are in use: tails of 129..=512 octets without pointers to move
-    // (most signed answers) in the medium table, longer ones and referrals in the large.
+    // Every tail class is in use: tails of 129..=512 octets without pointers to move
+    // (most signed answers) in the medium table, longer ones and referrals in the large,
+    // 33..=128 octets and each zone's negative SOA (one per zone, however many node
+    // entries) in the small.
     assert!(stats.medium > 20 && stats.large > 5, "{stats:?}");
+    assert!(stats.small > 40, "{stats:?}");
     // DS at the hosted child's apex: user space answers it from the parent.
     for dnssec_ok in [false, true] {
         let name = "kid.example.com.";

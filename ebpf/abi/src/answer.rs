@@ -8,6 +8,9 @@
 //!  SLOTS[bank]    (slot hash of name and qtype) → record index   (crate::slots)
 //!  RECORDS[bank]  index → name + Plain | Policy | Node | Referral | Pass
 //!  POLICIES[bank] id → members with precomputed record bytes
+//!  SMALL[bank]    id → tails of TAIL_MAX + 1 to SMALL_TAIL_MAX octets, and node
+//!                 entries' negative SOA (one per zone: identical tails are shared)
+//!  MEDIUM[bank]   id → tails up to MEDIUM_TAIL_MAX octets, nothing to relocate
 //!  LARGE[bank]    id → tails over TAIL_MAX octets (up to LARGE_TAIL_MAX)
 //!  LONG_NAMES[bank] id → the octets in front of a long name's 64-octet window
 //!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
@@ -25,7 +28,10 @@
 /// Name of the slot tables (array of maps: one [`crate::slots::Bucket`] array per bank).
 pub const SLOTS_MAP: &str = "QDNS_SLOTS_V1";
 /// Name of the record tables (array of maps: one [`AnswerValue`] array per bank).
-pub const RECORDS_MAP: &str = "QDNS_RECORDS_V2";
+pub const RECORDS_MAP: &str = "QDNS_RECORDS_V3";
+/// Name of the small-tail tables (array of maps: one [`SmallTail`] array per bank;
+/// see [`AnswerValue::tail_id`]).
+pub const SMALL_MAP: &str = "QDNS_SMALL_V1";
 /// Name of the large-tail tables (array of maps: one [`LargeTail`] array per bank; see
 /// [`PLAIN_LARGE`]).
 pub const LARGE_MAP: &str = "QDNS_LARGE_V3";
@@ -88,12 +94,19 @@ pub const NAME_MAX: usize = 64;
 pub const LONG_NAME_MAX: usize = 256;
 /// Longest wire name (RFC 1035 §3.1).
 pub const WIRE_NAME_MAX: usize = 255;
-/// Largest answer tail (the sections after the question) kept in the answer entry:
-/// 128 octets hold the common answers (a few A/AAAA, a CNAME, a PTR, MX) and the
-/// negative SOA of a zone whose MNAME and RNAME take at most 96 octets together, and
-/// keep a record at 216 octets; longer answer tails go to [`LARGE_MAP`] (a longer SOA:
-/// that zone's NODATA and NXDOMAIN go to user space).
-pub const TAIL_MAX: usize = 128;
+/// Largest answer tail (the sections after the question) kept in the record itself:
+/// 32 octets hold an A or AAAA answer, two A records, a short CNAME — most answers of a
+/// large zone — and keep a record at 128 octets, two cache lines (it was 216 with 128
+/// inline: a million names took 540 MiB of arrays). Longer tails are in the small table
+/// (up to [`SMALL_TAIL_MAX`]), the medium or the large one; a node entry's negative SOA
+/// is always in the small table, one entry per zone (a longer SOA: that zone's NODATA
+/// and NXDOMAIN go to user space).
+pub const TAIL_MAX: usize = 32;
+/// Largest tail of a [`SMALL_MAP`] entry.
+pub const SMALL_TAIL_MAX: usize = 128;
+/// Most small tails of one generation (identical ones are shared: a zone's node entries
+/// have one).
+pub const SMALL_MAX: u32 = RECORDS_MAX;
 /// Largest tail of a [`LARGE_MAP`] entry: every tail of a [`RESPONSE_MAX`] response
 /// fits (a power of two, as the program's bounded copy needs).
 pub const LARGE_TAIL_MAX: usize = 2048;
@@ -286,12 +299,28 @@ pub struct AnswerValue {
     /// front of `name`, which then holds the name's last 64 octets. 0 for every shorter
     /// name (the answer path never matches a record whose id is not 0).
     pub long_name: u32,
-    /// The sections after the question: owner names point at the question (offset 12)
-    /// or inside the tail. Node entries: the SOA record, its first two octets the owner
-    /// pointer the program fills in.
+    /// The id in [`SMALL_MAP`] of the tail: a plain entry's of more than [`TAIL_MAX`]
+    /// octets (and without `PLAIN_LARGE` or [`PLAIN_MEDIUM`]); a node entry's negative
+    /// SOA, its first two octets the owner pointer the program fills in.
+    pub tail_id: u32,
+    /// Always 0.
+    pub pad: u32,
+    /// The sections after the question, up to [`TAIL_MAX`] octets: owner names point at
+    /// the question (offset 12) or inside the tail.
     pub tail: [u8; TAIL_MAX],
 }
-const _: () = assert!(core::mem::size_of::<AnswerValue>() == NAME_MAX + 24 + TAIL_MAX);
+const _: () = assert!(core::mem::size_of::<AnswerValue>() == NAME_MAX + 32 + TAIL_MAX);
+const _: () = assert!(core::mem::size_of::<AnswerValue>() == 128);
+
+/// An element of [`SMALL_MAP`] (at the entry's `tail_id`); its length and sum are in
+/// the [`AnswerValue`] that points here. Identical ones are stored once.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SmallTail {
+    /// The tail.
+    pub tail: [u8; SMALL_TAIL_MAX],
+}
+const _: () = assert!(core::mem::size_of::<SmallTail>() == SMALL_TAIL_MAX);
 
 /// An element of [`LONG_NAMES_MAP`]: the first 24 words of a name of 65 to 255 octets
 /// right-aligned in [`LONG_NAME_MAX`] octets (its last eight are the record's `name`).

@@ -16,14 +16,13 @@
 //! as written for a question of length 0 (the program adds the question's length), its
 //! pointers into itself as written for the piece at the message's start (the program
 //! adds where it lands, [`PIECE_INTERNAL`]): so a piece serves wherever it is placed.
-use crate::answer::TAIL_MAX;
 
 /// Name of the gaps map (map-of-maps by bank, like the answer tables).
 pub const GAPS_MAP: &str = "QDNS_GAPS_V1";
 /// Name of the pieces map (map-of-maps by bank).
 pub const PIECES_MAP: &str = "QDNS_PIECES_V1";
 /// Octets of a piece (a power of two: the program's copy is masked to it).
-pub const PIECE_MAX: usize = 2 * TAIL_MAX;
+pub const PIECE_MAX: usize = 256;
 /// Pointers a piece may have to move.
 pub const PIECE_FIXUPS: usize = 6;
 /// The bit of a [`Piece`]'s fixup marking a pointer into the piece itself (written as

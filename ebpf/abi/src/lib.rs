@@ -306,6 +306,8 @@ mod pod {
     unsafe impl aya::Pod for crate::answer::LargeTail {}
     // SAFETY: as said above, for `MediumTail`.
     unsafe impl aya::Pod for crate::answer::MediumTail {}
+    // SAFETY: as said above, for `SmallTail`.
+    unsafe impl aya::Pod for crate::answer::SmallTail {}
     // SAFETY: as said above, for `LongName`.
     unsafe impl aya::Pod for crate::answer::LongName {}
     // SAFETY: as above.

@@ -9,11 +9,11 @@ use aya_ebpf::{helpers::bpf_get_prandom_u32, programs::XdpContext};
 use qdns_abi::{
     answer::{
         member_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
-        ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS, HEALTH_WORDS,
-        KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_DENIAL, NODE_NODATA, NODE_NXDOMAIN,
-        NODE_WILDCARD, NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT, POLICY_FAILOVER,
-        POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE,
-        REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED, WILDCARD_SALT,
+        SmallTail, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS,
+        HEALTH_WORDS, KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_DENIAL, NODE_NODATA,
+        NODE_NXDOMAIN, NODE_WILDCARD, NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT,
+        POLICY_FAILOVER, POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
+        QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED, TAIL_MAX, WILDCARD_SALT,
     },
     client::{bucket, locate, window, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6, NO_INDEX},
     denial::{key_at, key_less, Gap, Piece, GAP_PIECES, GAP_STEPS, NO_PIECE},
@@ -84,13 +84,17 @@ pub enum Verdict {
 
 /// The sections after the question.
 pub enum Body<'a> {
-    /// A precomputed answer; its tail is in the value, or (over `TAIL_MAX` octets) in
-    /// the large table. One variant for both, so the verifier walks the rewrite once.
+    /// A precomputed answer; its tail is in the value (up to `TAIL_MAX` octets), or in
+    /// the large table (with pointers to relocate, or over `MEDIUM_TAIL_MAX` octets). One variant for both, so the verifier walks the rewrite once.
     Plain(&'a AnswerValue, Option<&'a LargeTail>),
     /// A precomputed answer whose tail (over `TAIL_MAX` octets, at most
     /// `MEDIUM_TAIL_MAX`, nothing to relocate) is in the medium table.
     Medium(&'a AnswerValue, &'a MediumTail),
-    /// NODATA or NXDOMAIN with the zone's SOA; the owner pointer is filled in.
+    /// A tail from the small table: a precomputed answer's (`None`), or (`Some(rcode)`)
+    /// NODATA or NXDOMAIN with the zone's SOA, whose owner pointer is filled in.
+    Small(&'a AnswerValue, &'a SmallTail, Option<u16>),
+    /// NODATA or NXDOMAIN (the RCODE) from a node entry, before its SOA is looked up
+    /// (see [`tails`]: it becomes [`Body::Small`]).
     Negative(&'a AnswerValue, u16),
     /// A signed zone's NXDOMAIN from pre-signed pieces (`qdns_abi::denial`): the SOA's,
     /// the covering NSEC's and (when `used` is 3) the wildcard's NSEC's, each relocated
@@ -435,7 +439,7 @@ fn plan<'a, const W: usize>(
         Body::Policy { policy, mask, .. } => counted(policy, *mask),
         _ => chosen,
     };
-    Ok((question, large(&tables, body)?, counter))
+    Ok((question, tails(&tables, body)?, counter))
 }
 
 /// The end of the DNS message from the UDP length, checked against the IP length and
@@ -950,12 +954,20 @@ fn pass_reason(entry: &AnswerValue) -> Counter {
     }
 }
 
-/// A plain answer whose tail is in the large or the medium table gets it (looked up
-/// before the frame is touched, like everything that can fail).
+/// An answer whose tail is in the small, medium or large table gets it (looked up
+/// before the frame is touched, like everything that can fail): a negative answer's SOA,
+/// a plain answer's tail over `TAIL_MAX` octets.
 #[inline(always)]
-fn large<'a>(t: &Tables<'a>, body: Body<'a>) -> Result<Body<'a>, Counter> {
-    let Body::Plain(value, _) = body else {
-        return Ok(body);
+fn tails<'a>(t: &Tables<'a>, body: Body<'a>) -> Result<Body<'a>, Counter> {
+    let value = match body {
+        Body::Plain(value, _) => value,
+        Body::Negative(node, rcode) => {
+            return match t.small_tail(node.tail_id) {
+                Some(tail) => Ok(Body::Small(node, tail, Some(rcode))),
+                _ => Err(Counter::PassNotLoaded),
+            }
+        }
+        _ => return Ok(body),
     };
     if value.node_flags & PLAIN_MEDIUM != 0 {
         return match t.medium_tail(value.policy) {
@@ -964,7 +976,13 @@ fn large<'a>(t: &Tables<'a>, body: Body<'a>) -> Result<Body<'a>, Counter> {
         };
     }
     if value.node_flags & PLAIN_LARGE == 0 {
-        return Ok(body);
+        if usize::from(value.tail_len) <= TAIL_MAX {
+            return Ok(body);
+        }
+        return match t.small_tail(value.tail_id) {
+            Some(tail) => Ok(Body::Small(value, tail, None)),
+            _ => Err(Counter::PassNotLoaded),
+        };
     }
     match t.large_tail(value.policy) {
         Some(tail) => Ok(Body::Plain(value, Some(tail))),

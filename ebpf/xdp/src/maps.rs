@@ -7,9 +7,10 @@ use aya_ebpf::{
 };
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ANSWER_COUNTERS, BANKS, CONFIG_ACTIVE,
-        CONFIG_COOKIE_CLOCK, CONFIG_COOKIE_SLOT, CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK, CONFIG_MAX_MESSAGE,
-        CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS, RESPONSE_MAX,
+        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, SmallTail, ANSWER_COUNTERS, BANKS,
+        CONFIG_ACTIVE, CONFIG_COOKIE_CLOCK, CONFIG_COOKIE_SLOT, CONFIG_ENTRIES, CONFIG_LISTEN_SEED, CONFIG_MASK,
+        CONFIG_MAX_MESSAGE, CONFIG_NSID, CONFIG_RRL, CONFIG_UDP_PAYLOAD, NO_ANSWER_COUNTER, POLICY_MEMBERS,
+        RESPONSE_MAX,
     },
     client::{ClientBlock, ClientSet},
     cookie::{CookieSecrets, COOKIES_ON, COOKIE_SLOTS},
@@ -55,6 +56,8 @@ pub type Policies = btf_maps::Array<PolicyValue, 1, INNER>;
 pub type Large = btf_maps::Array<LargeTail, 1, INNER>;
 /// One generation's medium tails.
 pub type Medium = btf_maps::Array<MediumTail, 1, INNER>;
+/// One generation's small tails.
+pub type Small = btf_maps::Array<SmallTail, 1, INNER>;
 /// One generation's signed-NXDOMAIN gaps (`qdns_abi::denial`).
 pub type Gaps = btf_maps::Array<Gap, 1, INNER>;
 /// One generation's signed-NXDOMAIN pieces.
@@ -75,7 +78,7 @@ pub type ClientIndex = btf_maps::Array<u32, 1, INNER>;
 pub static SLOTS: ArrayOfMaps<Slots, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → records.
-#[btf_map(name = "QDNS_RECORDS_V2")]
+#[btf_map(name = "QDNS_RECORDS_V3")]
 pub static RECORDS: ArrayOfMaps<Records, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → policy sets.
@@ -90,6 +93,11 @@ pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
 /// to relocate.
 #[btf_map(name = "QDNS_MEDIUM_V1")]
 pub static MEDIUM: ArrayOfMaps<Medium, { BANKS as usize }> = ArrayOfMaps::new();
+
+/// bank → tails over `TAIL_MAX` octets and at most `SMALL_TAIL_MAX`, and node entries'
+/// negative SOA records.
+#[btf_map(name = "QDNS_SMALL_V1")]
+pub static SMALL: ArrayOfMaps<Small, { BANKS as usize }> = ArrayOfMaps::new();
 
 /// bank → the gaps below the enclosers of signed zones (`qdns_abi::denial`).
 #[btf_map(name = "QDNS_GAPS_V1")]

@@ -5,7 +5,8 @@
 use aya_ebpf::{helpers::bpf_xdp_store_bytes, programs::XdpContext};
 use qdns_abi::{
     answer::{
-        fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS, TAIL_MAX,
+        fold, placed, LargeTail, FIXUPS_MAX, LARGE_TAIL_MAX, MEDIUM_TAIL_MAX, MEMBER_BLOB, POLICY_MEMBERS,
+        SMALL_TAIL_MAX, TAIL_MAX,
     },
     denial::{Piece, GAP_PIECES, PIECE_INTERNAL, PIECE_MAX},
     Counter,
@@ -42,13 +43,19 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
             }
             Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
         }
-        Body::Negative(v, rcode) => {
+        Body::Small(v, _, negative) => {
             let len = usize::from(v.tail_len);
-            if len < 2 || len > TAIL_MAX || usize::from(v.apex_len) > qlen {
+            if len < 2 || len > SMALL_TAIL_MAX {
                 return Err(Counter::PassNotCached);
             }
-            Ok((v.flags | rcode, 0, 1, 0, len))
+            match negative {
+                Some(rcode) if usize::from(v.apex_len) <= qlen => Ok((v.flags | rcode, 0, 1, 0, len)),
+                Some(_) => Err(Counter::PassNotCached),
+                None => Ok((v.flags, v.ancount, v.nscount, v.arcount, len)),
+            }
         }
+        // Made a `Small` body once its SOA is looked up (`answer::tails`).
+        Body::Negative(..) => Err(Counter::PassNotLoaded),
         Body::Denial {
             value,
             rcode,
@@ -94,7 +101,7 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
                     let delta = qlen.wrapping_sub(usize::from(v.apex_len)) & 0xff;
                     return Some(placed(v.tail_sum, offset - udp) + relocate(ctx, t, offset, udp, delta)?);
                 }
-                // The loader puts every tail over TAIL_MAX in the large table.
+                // Every tail over TAIL_MAX is in another table (`answer::tails`).
                 None if len > TAIL_MAX => return None,
                 None if len > 0 => store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?,
                 _ => {}
@@ -109,17 +116,22 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
             store::<MEDIUM_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
             Some(placed(v.tail_sum, offset - udp))
         }
-        Body::Negative(v, _) => {
+        Body::Small(v, t, negative) => {
             let len = usize::from(v.tail_len);
-            if !(2..=TAIL_MAX).contains(&len) {
+            if !(2..=SMALL_TAIL_MAX).contains(&len) {
                 return None;
             }
-            store::<TAIL_MAX>(ctx, offset, v.tail.as_ptr(), len)?;
+            store::<SMALL_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
+            if negative.is_none() {
+                return Some(placed(v.tail_sum, offset - udp));
+            }
+            // The SOA's owner: the apex, inside the question.
             let pointer = 0xc000 | (12 + qlen - usize::from(v.apex_len)) as u16;
             let bytes = pointer.to_be_bytes();
             store::<2>(ctx, offset, bytes.as_ptr(), 2)?;
             Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
         }
+        Body::Negative(..) => None,
         Body::Denial { pieces, used, .. } => {
             // Each piece's pointers were written as for a question of length 0 and the
             // piece at the message's start: those into the question move by its

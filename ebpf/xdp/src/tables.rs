@@ -2,13 +2,13 @@
 //! (one cache line, eight tags compared without a branch), then the record and its name
 //! (layouts in `qdns_abi::slots` and `qdns_abi::answer`).
 use qdns_abi::{
-    answer::{AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue},
+    answer::{AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue, SmallTail},
     name::{FRONT_WORDS, NAME_WORDS},
     slots::{home, slot_hash, tag, BUCKET_SLOTS, CROWDED, RECORD_BITS},
     Counter,
 };
 
-use crate::maps::{Gaps, Pieces, Records, Slots, GAPS, LARGE, LONG_NAMES, MEDIUM, PIECES, POLICIES};
+use crate::maps::{Gaps, Pieces, Records, Slots, GAPS, LARGE, LONG_NAMES, MEDIUM, PIECES, POLICIES, SMALL};
 
 /// The active generation's tables, found once per packet.
 pub struct Tables<'a> {
@@ -59,6 +59,12 @@ impl Tables<'_> {
     #[inline(always)]
     pub fn pieces(&self) -> Option<&'static Pieces> {
         PIECES.get(self.bank)
+    }
+
+    /// Small tail `id` of this generation.
+    #[inline(always)]
+    pub fn small_tail(&self, id: u32) -> Option<&'static SmallTail> {
+        SMALL.get(self.bank).and_then(|small| small.get(id))
     }
 
     /// Medium tail `id` of this generation.

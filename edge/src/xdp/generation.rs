@@ -6,9 +6,9 @@ use std::os::fd::AsFd as _;
 use aya::maps::{Array, ArrayOfMaps, MapData};
 use qdns_abi::{
     answer::{
-        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, ACTIVE_BANK_SHIFT, CONFIG_MASK,
-        CONFIG_MAX_MESSAGE, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP, MEDIUM_MAX,
-        POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
+        AnswerValue, HealthWords, LargeTail, LongName, MediumTail, PolicyValue, SmallTail, ACTIVE_BANK_SHIFT,
+        CONFIG_MASK, CONFIG_MAX_MESSAGE, HEALTH_MAP, HEALTH_WORDS, LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP,
+        MEDIUM_MAX, POLICIES_MAP, POLICIES_MAX, RECORDS_MAP, SLOTS_MAP, SMALL_MAP,
     },
     client::{ClientBlock, ClientSet, CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_INDEX_MAP, CLIENT_SETS_MAP},
     denial::{Gap, Piece, GAPS_MAP, PIECES_MAP},
@@ -137,6 +137,8 @@ impl XdpProgram {
         self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
         let medium = table.medium.iter().map(|(_, v)| v.medium());
         self.place(MEDIUM_MAP, bank, &filled(MEDIUM_MAP, table.medium.len(), medium)?)?;
+        let small = table.small.iter().map(|(_, v)| v.small());
+        self.place(SMALL_MAP, bank, &filled(SMALL_MAP, table.small.len(), small)?)?;
         let pieces = table.pieces.iter().copied();
         self.place(PIECES_MAP, bank, &filled(PIECES_MAP, table.pieces.len(), pieces)?)?;
         let gaps = table.gaps.iter().copied();
@@ -187,6 +189,7 @@ impl XdpProgram {
             + table.policies.len() * size_of::<PolicyValue>()
             + table.large.len() * size_of::<LargeTail>()
             + table.medium.len() * size_of::<MediumTail>()
+            + table.small.len() * size_of::<SmallTail>()
             + table.gaps.len() * size_of::<Gap>()
             + table.pieces.len() * size_of::<Piece>()
             + (table.long_names.len() + 1) * size_of::<LongName>()
@@ -208,6 +211,7 @@ impl XdpProgram {
             bank,
             &filled::<MediumTail>(MEDIUM_MAP, 0, std::iter::empty())?,
         )?;
+        self.place(SMALL_MAP, bank, &filled::<SmallTail>(SMALL_MAP, 0, std::iter::empty())?)?;
         self.place(GAPS_MAP, bank, &filled::<Gap>(GAPS_MAP, 0, std::iter::empty())?)?;
         self.place(PIECES_MAP, bank, &filled::<Piece>(PIECES_MAP, 0, std::iter::empty())?)?;
         self.place(

@@ -27,7 +27,7 @@ use aya::{
 use qdns_abi::{
     answer::{
         CONFIG_MAP, CONFIG_UDP_PAYLOAD, HEALTH_MAP, LARGE_MAP, LARGE_MAX, LONG_NAMES_MAP, MEDIUM_MAP, POLICIES_MAP,
-        POLICIES_MAX, RECORDS_MAP, SLOTS_MAP,
+        POLICIES_MAX, RECORDS_MAP, SLOTS_MAP, SMALL_MAP,
     },
     client::{CLASS_CHAINS_MAP, CLIENT_BLOCKS_MAP, CLIENT_INDEX_MAP, CLIENT_SETS_MAP},
     Counter, ListenKey, LISTEN_MAP, PORTS_MAP, STATS_MAP,
@@ -204,6 +204,7 @@ impl XdpProgram {
             POLICIES_MAP,
             LARGE_MAP,
             MEDIUM_MAP,
+            SMALL_MAP,
             qdns_abi::denial::GAPS_MAP,
             qdns_abi::denial::PIECES_MAP,
             LONG_NAMES_MAP,

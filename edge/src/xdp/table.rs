@@ -42,7 +42,7 @@ use nodes::node_entries;
 use plain::{label_suffixes, Limits, Under, Variant};
 use policy::{policy_value, unfit_reason, SignedSet};
 pub use tails::Tail;
-use tails::{large_id, large_tail, relocatable, share_large_tails, split_medium_tails, Relocatable};
+use tails::{large_id, large_tail, relocatable, share_large_tails, split_medium_tails, Relocatable, SmallTails};
 
 /// The entries of one generation.
 #[derive(Default)]
@@ -51,6 +51,9 @@ pub struct Table {
     pub answers: Vec<(AnswerKey, AnswerValue)>,
     /// Policy table entries.
     pub policies: Vec<(PolicyKey, PolicyValue)>,
+    /// Small tails (answers of 33 to 128 octets after the question, and each zone's
+    /// negative SOA), each once.
+    pub small: Vec<(PolicyKey, Tail)>,
     /// Large tails (answers over 128 octets after the question).
     pub large: Vec<(PolicyKey, Tail)>,
     /// Medium tails: the large tails of plain answers of at most 512 octets, moved
@@ -91,6 +94,8 @@ pub struct TableStats {
     pub large: usize,
     /// Medium tails (129 to 512 octets).
     pub medium: usize,
+    /// Small tails (33 to 128 octets, and each zone's negative SOA), each once.
+    pub small: usize,
     /// Names at or below a zone cut answered with a relocated referral.
     pub referral: usize,
     /// Gaps below the enclosers of signed zones (their NXDOMAIN answers).
@@ -116,6 +121,7 @@ impl Table {
             policy: self.policies.len(),
             large: self.large.len(),
             medium: self.medium.len(),
+            small: self.small.len(),
             long_names: self.long_names.len(),
             gaps: self.gaps.len(),
             pieces: self.pieces.len(),
@@ -144,6 +150,7 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         engine,
         scratch: vec![0u8; crate::engine::MAX_MESSAGE],
         large: Vec::new(),
+        small: SmallTails::default(),
         generation,
         limits: Limits { max_message },
         denials: denial::Denials::default(),
@@ -195,6 +202,7 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
         node_entries(&mut c, &mut table, node, (&referrals, &children));
     }
     table.large = c.large;
+    table.small = c.small.tails;
     table.gaps = c.denials.gaps;
     table.pieces = c.denials.pieces;
     pass_collisions(&mut table.answers);
@@ -209,6 +217,7 @@ struct Compiler<'e> {
     engine: &'e Engine,
     scratch: Vec<u8>,
     large: Vec<(PolicyKey, Tail)>,
+    small: SmallTails,
     generation: u32,
     limits: Limits,
     denials: denial::Denials,
@@ -373,15 +382,26 @@ pub(super) fn pass(kind: u8) -> AnswerValue {
         tail_sum: 0,
         policy: 0,
         long_name: 0,
+        tail_id: 0,
+        pad: 0,
         tail: [0; TAIL_MAX],
     }
 }
 
-fn with_tail(mut value: AnswerValue, tail: &[u8]) -> Option<AnswerValue> {
-    value.tail.get_mut(..tail.len())?.copy_from_slice(tail);
-    value.tail_len = u16::try_from(tail.len()).ok()?;
-    value.tail_sum = fold(sum_words(tail, 0));
-    Some(value)
+impl Compiler<'_> {
+    /// `value` with `tail`: in the record up to [`TAIL_MAX`] octets, else (`small`, up to
+    /// [`qdns_abi::answer::SMALL_TAIL_MAX`]) in the small table; `None` when neither
+    /// holds it. A node entry's SOA is always in the small table (`small` only).
+    fn with_tail(&mut self, mut value: AnswerValue, tail: &[u8], small: bool) -> Option<AnswerValue> {
+        if small || tail.len() > TAIL_MAX {
+            value.tail_id = self.small.id(self.generation, tail)?;
+        } else {
+            value.tail.get_mut(..tail.len())?.copy_from_slice(tail);
+        }
+        value.tail_len = u16::try_from(tail.len()).ok()?;
+        value.tail_sum = fold(sum_words(tail, 0));
+        Some(value)
+    }
 }
 
 #[cfg(test)]
@@ -396,6 +416,74 @@ mod tests {
         let mut value = pass(kind);
         value.name = words.window;
         (key, value)
+    }
+
+    /// A zone's node entries share one small tail, its negative SOA (a serial change
+    /// is one entry); an A answer stays in its record; a tail of 33..=128 octets is in
+    /// the small table, once however many names answer with it.
+    #[test]
+    fn node_entries_share_the_zones_soa_and_tails_take_the_smallest_class() {
+        use std::fmt::Write as _;
+        let mut zone = qdns_testkit::fixtures::ZONE_HEAD.to_owned();
+        for i in 0..40 {
+            writeln!(
+                zone,
+                "[[rrset]]\nname = \"h{i}\"\ntype = \"A\"\nvalues = [\"192.0.2.{i}\"]"
+            )
+            .unwrap();
+        }
+        for i in 0..3 {
+            writeln!(
+                zone,
+                "[[rrset]]\nname = \"three{i}\"\ntype = \"A\"\nvalues = [\"198.51.100.1\", \"198.51.100.2\", \"198.51.100.3\"]"
+            )
+            .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.toml"), zone).unwrap();
+        let engine = Engine::compile(&qdns_zone::load_dir(dir.path(), 1).unwrap()).unwrap();
+        let table = compile(&engine, 1, RESPONSE_MAX);
+        let entry = |name: &[u8], qtype: u16| {
+            let (want, _) = key(1, qtype, name).unwrap();
+            table.answers.iter().find(|(k, _)| *k == want).map(|(_, v)| *v).unwrap()
+        };
+        let nodes: Vec<AnswerValue> = table
+            .answers
+            .iter()
+            .filter(|(_, v)| v.kind == KIND_NODE && v.node_flags != 0)
+            .map(|(_, v)| *v)
+            .collect();
+        assert!(nodes.len() > 40, "{}", nodes.len());
+        let soa = nodes[0].tail_id;
+        assert!(nodes
+            .iter()
+            .all(|v| (v.tail_id, v.tail_len) == (soa, nodes[0].tail_len)));
+        // The owner pointer (filled in by the program), then TYPE SOA.
+        assert_eq!(&table.small[soa as usize].1.bytes[..4], [0, 0, 0, 6]);
+        // One A: 16 octets in the record.
+        let one = entry(b"\x02h7\x01t\x07example\x00", 1);
+        assert_eq!(
+            (one.kind, one.tail_len, &one.tail[..2]),
+            (KIND_PLAIN, 16, &[0xc0, 0x0c][..])
+        );
+        assert_eq!(&one.tail[12..16], [192, 0, 2, 7]);
+        // Three A: 48 octets, one small tail for the three names.
+        let three: Vec<AnswerValue> = (0..3)
+            .map(|i| entry(format!("\x06three{i}\x01t\x07example\x00").as_bytes(), 1))
+            .collect();
+        assert!(three
+            .iter()
+            .all(|v| v.tail_len == 48 && v.tail_id == three[0].tail_id && v.tail_id != soa));
+        assert_eq!(table.small[three[0].tail_id as usize].1.bytes.len(), 48);
+        // And the apex's SOA answer (its own owner pointer and TTL).
+        let apex_soa = entry(b"\x01t\x07example\x00", 6);
+        assert!(![soa, three[0].tail_id].contains(&apex_soa.tail_id));
+        assert_eq!(
+            table.small.len(),
+            3,
+            "the negative SOA, the SOA answer and the three-A tail"
+        );
+        assert_eq!(table.stats().small, 3);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The entries of one exported node: its sets, its CNAME chains and ANY, the signed
 //! variants, and the node entry that answers NODATA, NXDOMAIN and wildcards below it.
 use super::{
-    client_entry, is_special, key, label_suffixes, long_name_id, pass, pass_because, policy_entries, with_tail,
-    AnswerKey, AnswerValue, Compiler, NodeView, Table, Variant, DO_SALT, KIND_NODE, KIND_PASS, KIND_PLAIN, NODE_DENIAL,
+    client_entry, is_special, key, label_suffixes, long_name_id, pass, pass_because, policy_entries, AnswerKey,
+    AnswerValue, Compiler, NodeView, Table, Variant, DO_SALT, KIND_NODE, KIND_PASS, KIND_PLAIN, NODE_DENIAL,
     NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, QR_AA, QTYPE_ANY, QTYPE_NODE, REASON_REFERRAL, SIGNED,
 };
 
@@ -109,7 +109,7 @@ pub(super) fn node_entries(
     if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name).filter(|_| !node.sets.is_empty()) {
         push(any_key, c.any_entry(node, one_plain));
     }
-    let mut nodata = node_value(node);
+    let mut nodata = c.node_value(node);
     if signed {
         // Not NSEC, which only zone walkers ask: its signed answer would take a tail
         // entry at every name (docs/BENCHMARKS.md: 337 vs 114 MiB for 100,000 names).
@@ -233,22 +233,25 @@ impl Compiler<'_> {
     }
 }
 
-/// NODATA here (unless a CNAME makes user space answer), and below: NXDOMAIN, or the
-/// wildcard child's answers.
-pub(super) fn node_value(node: &NodeView<'_>) -> AnswerValue {
-    let mut tail = vec![0u8, 0];
-    tail.extend_from_slice(node.negative_soa);
-    // An SOA too long for the table: the node passes (flags 0).
-    let Some(mut value) = with_tail(pass(KIND_NODE), &tail) else {
-        return pass(KIND_NODE);
-    };
-    value.flags = QR_AA;
-    value.apex_len = node.apex_len as u8;
-    value.node_flags = if node.has_cname { 0 } else { NODE_NODATA }
-        | if node.has_wildcard {
-            NODE_WILDCARD
-        } else {
-            NODE_NXDOMAIN
+impl Compiler<'_> {
+    /// NODATA here (unless a CNAME makes user space answer), and below: NXDOMAIN, or the
+    /// wildcard child's answers. The zone's SOA is in the small table, one entry the
+    /// zone's node entries share.
+    pub(super) fn node_value(&mut self, node: &NodeView<'_>) -> AnswerValue {
+        let mut tail = vec![0u8, 0];
+        tail.extend_from_slice(node.negative_soa);
+        // An SOA too long for the table: the node passes (flags 0).
+        let Some(mut value) = self.with_tail(pass(KIND_NODE), &tail, true) else {
+            return pass(KIND_NODE);
         };
-    value
+        value.flags = QR_AA;
+        value.apex_len = node.apex_len as u8;
+        value.node_flags = if node.has_cname { 0 } else { NODE_NODATA }
+            | if node.has_wildcard {
+                NODE_WILDCARD
+            } else {
+                NODE_NXDOMAIN
+            };
+        value
+    }
 }

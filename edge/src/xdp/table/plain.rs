@@ -2,14 +2,16 @@
 //! variant), wildcard answers relocated to any question under the encloser, referrals.
 use super::{
     engine_answer, engine_answer_signed, fold, large_id, large_tail, owned_by_question, pass, pass_because,
-    relocatable, sum_words, with_tail, Answer, AnswerValue, Compiler, PolicyKey, Relocatable, HEADER_LEN, KIND_PASS,
-    KIND_PLAIN, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, OPT_LEN, PLAIN_ANY_QNAME, PLAIN_LARGE, REASON_LARGE,
-    REASON_OTHER, RESPONSE_MAX, TAIL_MAX,
+    relocatable, sum_words, Answer, AnswerValue, Compiler, PolicyKey, Relocatable, HEADER_LEN, KIND_PASS, KIND_PLAIN,
+    KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, OPT_LEN, PLAIN_ANY_QNAME, PLAIN_LARGE, REASON_LARGE, REASON_OTHER,
+    RESPONSE_MAX,
 };
+use qdns_abi::answer::SMALL_TAIL_MAX;
 
 impl Compiler<'_> {
     /// The engine's answer as an entry: plain when it is the same for every client that
-    /// can take it and fits the table (tails over [`TAIL_MAX`] go to `large`), else a pass
+    /// can take it and fits the table (tails over [`qdns_abi::answer::TAIL_MAX`] go to the
+    /// small table, over [`SMALL_TAIL_MAX`] to `large`), else a pass
     /// entry saying why.
     pub(super) fn plain(&mut self, name: &[u8], rtype: u16) -> AnswerValue {
         self.plain_with(name, rtype, Variant::Plain)
@@ -80,8 +82,8 @@ impl Compiler<'_> {
         if any_qname {
             value.node_flags = PLAIN_ANY_QNAME;
         }
-        if tail.len() <= TAIL_MAX {
-            return with_tail(value, tail).unwrap_or_else(other);
+        if tail.len() <= SMALL_TAIL_MAX {
+            return self.with_tail(value, tail, false).unwrap_or_else(other);
         }
         // A full large table leaves the rest to user space; it never stops the tables.
         let Some(id) = large_id(&self.large) else {

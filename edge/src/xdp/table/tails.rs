@@ -2,12 +2,41 @@
 //! medium tables they go to, sharing identical ones, and the pointer fix-ups that let one
 //! tail serve every question below a name.
 use qdns_abi::answer::{
-    AnswerValue, LargeTail, MediumTail, PolicyKey, FIXUPS_MAX, KIND_PLAIN, KIND_REFERRAL, LARGE_TAIL_MAX, MEDIUM_MAX,
-    MEDIUM_TAIL_MAX, PLAIN_LARGE, PLAIN_MEDIUM, WIRE_NAME_MAX,
+    AnswerValue, LargeTail, MediumTail, PolicyKey, SmallTail, FIXUPS_MAX, KIND_PLAIN, KIND_REFERRAL, LARGE_TAIL_MAX,
+    MEDIUM_MAX, MEDIUM_TAIL_MAX, PLAIN_LARGE, PLAIN_MEDIUM, SMALL_MAX, SMALL_TAIL_MAX, WIRE_NAME_MAX,
 };
 
 use super::{engine_answer, engine_answer_signed, Answer, Table, HEADER_LEN};
 use crate::engine::Engine;
+
+/// The small table being compiled: tails of [`qdns_abi::answer::TAIL_MAX`] + 1 to
+/// [`SMALL_TAIL_MAX`] octets, each stored once — a zone's node entries all carry one
+/// negative SOA (a serial change is one entry), and identical answers under many names
+/// one tail.
+#[derive(Default)]
+pub(super) struct SmallTails {
+    /// The tails, by id.
+    pub(super) tails: Vec<(PolicyKey, Tail)>,
+    /// Each tail's id.
+    index: foldhash::HashMap<Vec<u8>, u32>,
+}
+
+impl SmallTails {
+    /// The id of `bytes` (at most [`SMALL_TAIL_MAX`] octets), added when new; `None`
+    /// when too long or the table is full (the entry passes).
+    pub(super) fn id(&mut self, generation: u32, bytes: &[u8]) -> Option<u32> {
+        if bytes.len() > SMALL_TAIL_MAX {
+            return None;
+        }
+        if let Some(&id) = self.index.get(bytes) {
+            return Some(id);
+        }
+        let id = u32::try_from(self.tails.len()).ok().filter(|&n| n < SMALL_MAX)?;
+        self.index.insert(bytes.to_vec(), id);
+        self.tails.push((PolicyKey { generation, id }, large_tail(bytes, &[])));
+        Some(id)
+    }
+}
 
 /// Identical large tails once (a name's ANY answer and its set's, the same set under
 /// several names): records point at the first, and records left identical by that are
@@ -137,15 +166,25 @@ impl Tail {
         big
     }
 
+    /// The small-table entry.
+    #[must_use]
+    pub fn small(&self) -> SmallTail {
+        SmallTail { tail: self.padded() }
+    }
+
     /// The medium-table entry (its pointers, which a medium tail never has, dropped).
     #[must_use]
     pub fn medium(&self) -> MediumTail {
-        let mut short = MediumTail {
-            tail: [0; MEDIUM_TAIL_MAX],
-        };
-        let len = self.bytes.len().min(MEDIUM_TAIL_MAX);
-        short.tail[..len].copy_from_slice(&self.bytes[..len]);
-        short
+        MediumTail { tail: self.padded() }
+    }
+
+    /// The bytes in an `N`-octet array, zero-filled (cut at `N`: callers chose the
+    /// class by length).
+    fn padded<const N: usize>(&self) -> [u8; N] {
+        let mut out = [0; N];
+        let len = self.bytes.len().min(N);
+        out[..len].copy_from_slice(&self.bytes[..len]);
+        out
     }
 }
 
