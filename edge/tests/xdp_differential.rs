@@ -787,6 +787,12 @@ fn xdp_answers_are_byte_identical_to_user_space() {
             ("x.wpol.big.example.", 1),
             // NODATA: with DO=1 the SOA, the name's NSEC and their RRSIGs.
             ("static.shop.example.", 28),
+            // A name whose one A set's record is its node entry too: its A, ANY from
+            // that record, NODATA and NXDOMAIN below it from it as a node entry.
+            ("host.big.example.", 1),
+            ("host.big.example.", 255),
+            ("host.big.example.", 28),
+            ("nope.host.big.example.", 1),
         ] {
             for dnssec_ok in [false, true] {
                 let mut dns = dns_query(name, qtype, &mut rng).0;

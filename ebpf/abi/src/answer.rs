@@ -210,6 +210,13 @@ pub const PLAIN_ANY_QNAME: u8 = 8;
 /// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`]) is the
 /// [`LARGE_MAP`] entry (generation, `policy`); `tail_sum` is its sum.
 pub const PLAIN_LARGE: u8 = 16;
+/// `node_flags` of a plain entry that is also its name's node entry (the name's node key
+/// finds it; it carries [`NODE_NODATA`] and [`NODE_NXDOMAIN`] and the negative SOA as a
+/// node entry does): the name has this one set, of a type whose ANY answer is the set's
+/// (RFC 8482 §4.1), so an ANY query that finds no entry of its own takes it. Unsigned
+/// zones only (on a node entry the bit is [`NODE_DENIAL`], which only signed zones
+/// set). One record and two slots per such name instead of two records and three.
+pub const PLAIN_ANSWERS_ANY: u8 = 128;
 /// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`], at
 /// most [`MEDIUM_TAIL_MAX`], no pointers to relocate) is the [`MEDIUM_MAP`] entry
 /// (generation, `policy`); `tail_sum` is its sum.
@@ -300,11 +307,15 @@ pub struct AnswerValue {
     /// name (the answer path never matches a record whose id is not 0).
     pub long_name: u32,
     /// The id in [`SMALL_MAP`] of the tail: a plain entry's of more than [`TAIL_MAX`]
-    /// octets (and without `PLAIN_LARGE` or [`PLAIN_MEDIUM`]); a node entry's negative
-    /// SOA, its first two octets the owner pointer the program fills in.
+    /// octets (and without `PLAIN_LARGE` or [`PLAIN_MEDIUM`]); a node entry's (or a
+    /// plain entry's that is its name's node entry too, see [`PLAIN_ANSWERS_ANY`])
+    /// negative SOA, its first two octets the owner pointer the program fills in.
     pub tail_id: u32,
-    /// Always 0.
-    pub pad: u32,
+    /// Octets of the negative SOA of a node entry (or a plain one that is its name's
+    /// node entry too).
+    pub negative_len: u16,
+    /// Its one's-complement sum, with the owner pointer zeroed.
+    pub negative_sum: u16,
     /// The sections after the question, up to [`TAIL_MAX`] octets: owner names point at
     /// the question (offset 12) or inside the tail.
     pub tail: [u8; TAIL_MAX],

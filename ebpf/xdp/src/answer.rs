@@ -11,9 +11,10 @@ use qdns_abi::{
         member_outcome_salt, outcome_salt, placed, AnswerKey, AnswerValue, LargeTail, MediumTail, PolicyValue,
         SmallTail, ACTIVE_BANK_SHIFT, DECISION_BY_WEIGHT, DECISION_DEGRADED, DO_SALT, HEALTH_COMBINATIONS,
         HEALTH_WORDS, KIND_CLIENT, KIND_NODE, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, NODE_DENIAL, NODE_NODATA,
-        NODE_NXDOMAIN, NODE_WILDCARD, NO_ANSWER_COUNTER, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM, POLICY_CLIENT,
-        POLICY_FAILOVER, POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED, POLICY_ZONAL, QTYPE_ANY,
-        QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED, TAIL_MAX, WILDCARD_SALT,
+        NODE_NXDOMAIN, NODE_WILDCARD, NO_ANSWER_COUNTER, PLAIN_ANSWERS_ANY, PLAIN_ANY_QNAME, PLAIN_LARGE, PLAIN_MEDIUM,
+        POLICY_CLIENT, POLICY_FAILOVER, POLICY_LATENCY, POLICY_MEMBERS, POLICY_MULTIVALUE, POLICY_WEIGHTED,
+        POLICY_ZONAL, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE, REASON_LARGE, REASON_REFERRAL, SIGNED, TAIL_MAX,
+        WILDCARD_SALT,
     },
     client::{bucket, locate, window, CLIENT_V4_LONG, CLIENT_V6_LONG, ECS_CAP_V4, ECS_CAP_V6, NO_INDEX},
     denial::{key_at, key_less, Gap, Piece, GAP_PIECES, GAP_STEPS, NO_PIECE},
@@ -624,7 +625,11 @@ fn lookup<'a, const W: usize>(
             }
             return Err(Counter::PassSigned);
         }
-        return if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 {
+        // A name's one set whose record is its node entry too answers ANY.
+        if qtype == QTYPE_ANY && node.kind == KIND_PLAIN && node.node_flags & PLAIN_ANSWERS_ANY != 0 {
+            return Ok((Body::Plain(node, None), Counter::AnsweredPlain, NO_MEMBERS));
+        }
+        return if node_bits(node) & NODE_NODATA != 0 {
             Ok((Body::Negative(node, 0), Counter::AnsweredNodata, NO_MEMBERS))
         } else if node.kind == KIND_REFERRAL {
             Ok((Body::Plain(node, None), Counter::AnsweredReferral, NO_MEMBERS))
@@ -705,20 +710,33 @@ fn lookup<'a, const W: usize>(
     if node.kind == KIND_REFERRAL {
         return Ok((Body::Plain(node, None), Counter::AnsweredReferral, NO_MEMBERS));
     }
-    if node.kind != KIND_NODE || node.node_flags == 0 {
+    let bits = node_bits(node);
+    if bits == 0 {
         return Err(pass_reason(node));
     }
-    if node.node_flags & NODE_NXDOMAIN != 0 {
+    if bits & NODE_NXDOMAIN != 0 {
         return Ok((
             Body::Negative(node, RCODE_NXDOMAIN),
             Counter::AnsweredNxdomain,
             NO_MEMBERS,
         ));
     }
-    if node.node_flags & NODE_WILDCARD != 0 {
+    if bits & NODE_WILDCARD != 0 {
         return with_no_members(wildcard(t, key, name, at, qtype, health));
     }
     Err(Counter::PassNotCached)
+}
+
+/// The `NODE_*` bits `entry` answers by as a node entry: a node entry's, or those of a
+/// plain entry that is its name's node entry too ([`PLAIN_ANSWERS_ANY`]); 0 for any
+/// other entry.
+#[inline(always)]
+fn node_bits(entry: &AnswerValue) -> u8 {
+    match entry.kind {
+        KIND_NODE => entry.node_flags,
+        KIND_PLAIN if entry.node_flags & PLAIN_ANSWERS_ANY != 0 => entry.node_flags & (NODE_NODATA | NODE_NXDOMAIN),
+        _ => 0,
+    }
 }
 
 /// A signed zone's referral for a name at or below a cut (`key` is the node key of the
@@ -876,9 +894,7 @@ fn wildcard<'a, const W: usize>(
     }
     key.qtype = QTYPE_NODE;
     match find(t, key, name)? {
-        Some(node) if node.kind == KIND_NODE && node.node_flags & NODE_NODATA != 0 => {
-            Ok((Body::Negative(node, 0), Counter::AnsweredWildcard))
-        }
+        Some(node) if node_bits(node) & NODE_NODATA != 0 => Ok((Body::Negative(node, 0), Counter::AnsweredWildcard)),
         _ => Err(Counter::PassNotCached),
     }
 }

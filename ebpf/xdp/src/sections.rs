@@ -44,7 +44,7 @@ pub fn shape(body: &Body<'_>, qlen: usize) -> Result<(u16, u16, u16, u16, usize)
             Ok((v.flags, v.ancount, v.nscount, v.arcount, len))
         }
         Body::Small(v, _, negative) => {
-            let len = usize::from(v.tail_len);
+            let len = usize::from(if negative.is_some() { v.negative_len } else { v.tail_len });
             if len < 2 || len > SMALL_TAIL_MAX {
                 return Err(Counter::PassNotCached);
             }
@@ -117,19 +117,23 @@ pub fn write_tail(ctx: &XdpContext, body: &Body<'_>, offset: usize, udp: usize, 
             Some(placed(v.tail_sum, offset - udp))
         }
         Body::Small(v, t, negative) => {
-            let len = usize::from(v.tail_len);
+            let (len, sum) = match negative {
+                None => (v.tail_len, v.tail_sum),
+                Some(_) => (v.negative_len, v.negative_sum),
+            };
+            let len = usize::from(len);
             if !(2..=SMALL_TAIL_MAX).contains(&len) {
                 return None;
             }
             store::<SMALL_TAIL_MAX>(ctx, offset, t.tail.as_ptr(), len)?;
             if negative.is_none() {
-                return Some(placed(v.tail_sum, offset - udp));
+                return Some(placed(sum, offset - udp));
             }
             // The SOA's owner: the apex, inside the question.
             let pointer = 0xc000 | (12 + qlen - usize::from(v.apex_len)) as u16;
             let bytes = pointer.to_be_bytes();
             store::<2>(ctx, offset, bytes.as_ptr(), 2)?;
-            Some(placed(v.tail_sum, offset - udp) + placed(pointer, offset - udp))
+            Some(placed(sum, offset - udp) + placed(pointer, offset - udp))
         }
         Body::Negative(..) => None,
         Body::Denial { pieces, used, .. } => {

@@ -130,8 +130,10 @@ impl Table {
             client_indexed: self.client.index.len() / qdns_abi::client::INDEX_ENTRIES as usize,
             ..TableStats::default()
         };
-        for (_, value) in &self.answers {
+        for (key, value) in &self.answers {
             match value.kind {
+                // A name's one set that is its node entry too: the node key's entry.
+                KIND_PLAIN if key.qtype == QTYPE_NODE => stats.nodes += 1,
                 KIND_PLAIN => stats.plain += 1,
                 KIND_NODE if value.node_flags != 0 => stats.nodes += 1,
                 KIND_REFERRAL => stats.referral += 1,
@@ -383,17 +385,18 @@ pub(super) fn pass(kind: u8) -> AnswerValue {
         policy: 0,
         long_name: 0,
         tail_id: 0,
-        pad: 0,
+        negative_len: 0,
+        negative_sum: 0,
         tail: [0; TAIL_MAX],
     }
 }
 
 impl Compiler<'_> {
-    /// `value` with `tail`: in the record up to [`TAIL_MAX`] octets, else (`small`, up to
+    /// `value` with `tail`: in the record up to [`TAIL_MAX`] octets, else (up to
     /// [`qdns_abi::answer::SMALL_TAIL_MAX`]) in the small table; `None` when neither
-    /// holds it. A node entry's SOA is always in the small table (`small` only).
-    fn with_tail(&mut self, mut value: AnswerValue, tail: &[u8], small: bool) -> Option<AnswerValue> {
-        if small || tail.len() > TAIL_MAX {
+    /// holds it.
+    fn with_tail(&mut self, mut value: AnswerValue, tail: &[u8]) -> Option<AnswerValue> {
+        if tail.len() > TAIL_MAX {
             value.tail_id = self.small.id(self.generation, tail)?;
         } else {
             value.tail.get_mut(..tail.len())?.copy_from_slice(tail);
@@ -402,11 +405,21 @@ impl Compiler<'_> {
         value.tail_sum = fold(sum_words(tail, 0));
         Some(value)
     }
+
+    /// `value` with the negative SOA `tail` (owner pointer zeroed) of a node entry:
+    /// always in the small table, shared by the zone's node entries; `None` when too
+    /// long for it.
+    fn with_negative(&mut self, mut value: AnswerValue, tail: &[u8]) -> Option<AnswerValue> {
+        value.tail_id = self.small.id(self.generation, tail)?;
+        value.negative_len = u16::try_from(tail.len()).ok()?;
+        value.negative_sum = fold(sum_words(tail, 0));
+        Some(value)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use qdns_abi::answer::PLAIN_MEDIUM;
+    use qdns_abi::answer::{PLAIN_ANSWERS_ANY, PLAIN_MEDIUM};
 
     use super::*;
 
@@ -447,26 +460,42 @@ mod tests {
             let (want, _) = key(1, qtype, name).unwrap();
             table.answers.iter().find(|(k, _)| *k == want).map(|(_, v)| *v).unwrap()
         };
+        // Every node key's entry: a node entry, or a name's one set that is its node
+        // entry too.
         let nodes: Vec<AnswerValue> = table
             .answers
             .iter()
-            .filter(|(_, v)| v.kind == KIND_NODE && v.node_flags != 0)
+            .filter(|(k, v)| k.qtype == QTYPE_NODE && v.node_flags & (NODE_NODATA | NODE_NXDOMAIN) != 0)
             .map(|(_, v)| *v)
             .collect();
         assert!(nodes.len() > 40, "{}", nodes.len());
         let soa = nodes[0].tail_id;
+        let negative = (nodes[0].negative_len, nodes[0].negative_sum);
         assert!(nodes
             .iter()
-            .all(|v| (v.tail_id, v.tail_len) == (soa, nodes[0].tail_len)));
+            .all(|v| (v.tail_id, v.negative_len, v.negative_sum) == (soa, negative.0, negative.1)));
         // The owner pointer (filled in by the program), then TYPE SOA.
         assert_eq!(&table.small[soa as usize].1.bytes[..4], [0, 0, 0, 6]);
-        // One A: 16 octets in the record.
-        let one = entry(b"\x02h7\x01t\x07example\x00", 1);
+        // One A: 16 octets in the record, which is the name's node entry too (one
+        // record for the A, ANY and node keys: no ANY entry of its own).
+        let h7 = b"\x02h7\x01t\x07example\x00";
+        let one = entry(h7, 1);
         assert_eq!(
             (one.kind, one.tail_len, &one.tail[..2]),
             (KIND_PLAIN, 16, &[0xc0, 0x0c][..])
         );
         assert_eq!(&one.tail[12..16], [192, 0, 2, 7]);
+        assert_eq!(entry(h7, QTYPE_NODE), one);
+        assert_eq!(
+            one.node_flags & !PLAIN_ANY_QNAME,
+            NODE_NODATA | NODE_NXDOMAIN | PLAIN_ANSWERS_ANY
+        );
+        assert_eq!(one.tail_id, soa);
+        let (any, _) = key(1, QTYPE_ANY, h7).unwrap();
+        assert!(table.answers.iter().all(|(k, _)| *k != any));
+        // Three A (too long for the record): a node entry and an ANY entry of their own.
+        let three_node = entry(b"\x06three0\x01t\x07example\x00", QTYPE_NODE);
+        assert_eq!((three_node.kind, three_node.tail_id), (KIND_NODE, soa));
         // Three A: 48 octets, one small tail for the three names.
         let three: Vec<AnswerValue> = (0..3)
             .map(|i| entry(format!("\x06three{i}\x01t\x07example\x00").as_bytes(), 1))

@@ -5,6 +5,7 @@ use super::{
     AnswerValue, Compiler, NodeView, Table, Variant, DO_SALT, KIND_NODE, KIND_PASS, KIND_PLAIN, NODE_DENIAL,
     NODE_NODATA, NODE_NXDOMAIN, NODE_WILDCARD, QR_AA, QTYPE_ANY, QTYPE_NODE, REASON_REFERRAL, SIGNED,
 };
+use qdns_abi::answer::{PLAIN_ANSWERS_ANY, PLAIN_ANY_QNAME, TAIL_MAX};
 
 /// The zone cuts and each one's relocatable referral (a pass entry when it cannot be
 /// relocated), and in a signed zone its DO=1 referral.
@@ -42,6 +43,10 @@ pub(super) fn node_entries(
         }
         table.answers.push((key, value));
     };
+    let mut nodata = c.node_value(node);
+    // A name with one plain set whose answer is ANY's too: one record for the set, ANY
+    // and the node (`PLAIN_ANSWERS_ANY`), found by the set's and the node's keys.
+    let mut both: Option<AnswerValue> = None;
     if node.below_cut {
         for (key, value) in c.cut_entries(node, node_key, referrals) {
             push(key, value);
@@ -70,7 +75,12 @@ pub(super) fn node_entries(
                 static_types.push(*rtype);
                 let value = c.plain(node.name, *rtype);
                 one_plain = any_is_the_set(node, *rtype).then_some(value);
-                value
+                // Not a wildcard's: ANY below it is synthesised from its own entry.
+                let wildcard = node.name.starts_with(b"\x01*");
+                both = one_plain
+                    .filter(|_| !signed && !wildcard)
+                    .and_then(|set| set_and_node(set, &nodata));
+                both.unwrap_or(value)
             }
             Some(policy) => {
                 let (value, variants) = if policy.kind.is_client_aware() {
@@ -106,41 +116,73 @@ pub(super) fn node_entries(
     if node.static_any {
         static_types.push(QTYPE_ANY);
     }
-    if let Some((any_key, _)) = key(generation, QTYPE_ANY, node.name).filter(|_| !node.sets.is_empty()) {
+    if let Some((any_key, _)) =
+        key(generation, QTYPE_ANY, node.name).filter(|_| !node.sets.is_empty() && both.is_none())
+    {
         push(any_key, c.any_entry(node, one_plain));
     }
-    let mut nodata = c.node_value(node);
     if signed {
+        for (key, value) in c.signed_entries(node, &static_types, node_key, &nodata) {
+            push(key, value);
+        }
+        c.with_denial(node.name, &mut nodata, children);
+    }
+    push(node_key, both.unwrap_or(nodata));
+}
+
+/// The one record of a name's plain `set` that is its `node` entry too (see
+/// [`PLAIN_ANSWERS_ANY`]): when the node entry is a plain NODATA-here, NXDOMAIN-below
+/// one and the set's answer is held in the record (no other table; owned by the
+/// question, `PLAIN_ANY_QNAME`, or not).
+fn set_and_node(set: AnswerValue, node: &AnswerValue) -> Option<AnswerValue> {
+    let plain_node =
+        node.kind == KIND_NODE && node.node_flags != 0 && node.node_flags & !(NODE_NODATA | NODE_NXDOMAIN) == 0;
+    let inline =
+        set.kind == KIND_PLAIN && set.node_flags & !PLAIN_ANY_QNAME == 0 && usize::from(set.tail_len) <= TAIL_MAX;
+    (plain_node && inline).then_some(AnswerValue {
+        node_flags: set.node_flags | node.node_flags | PLAIN_ANSWERS_ANY,
+        apex_len: node.apex_len,
+        tail_id: node.tail_id,
+        negative_len: node.negative_len,
+        negative_sum: node.negative_sum,
+        ..set
+    })
+}
+
+impl Compiler<'_> {
+    /// A signed zone's DO=1 entries at `node`: each static type's signed answer, a
+    /// wildcard's synthesised answers' sections (for the encloser's gaps), and the
+    /// node entry's (`nodata`, keyed `node_key`) signed NODATA.
+    fn signed_entries(
+        &mut self,
+        node: &NodeView<'_>,
+        static_types: &[u16],
+        node_key: AnswerKey,
+        nodata: &AnswerValue,
+    ) -> Vec<(AnswerKey, AnswerValue)> {
+        let mut entries = Vec::new();
         // Not NSEC, which only zone walkers ask: its signed answer would take a tail
         // entry at every name (docs/BENCHMARKS.md: 337 vs 114 MiB for 100,000 names).
         for &rtype in static_types.iter().filter(|&&t| t != NSEC) {
-            if let Some((key, value)) = c.signed_variant(node.name, rtype) {
-                push(key, value);
-            }
+            entries.extend(self.signed_variant(node.name, rtype));
         }
-        // A wildcard: its synthesised answers' sections, for the encloser's gaps.
         if node.name.starts_with(b"\x01*") {
             for &rtype in static_types.iter().filter(|&&t| t != NSEC && t != QTYPE_ANY) {
-                if let Some((key, value)) = c.wildcard_answer(node.name, rtype) {
-                    push(key, value);
-                }
+                entries.extend(self.wildcard_answer(node.name, rtype));
             }
         }
         if nodata.node_flags & NODE_NODATA != 0 {
-            if let Some(value) = c.signed_nodata(node) {
+            if let Some(value) = self.signed_nodata(node) {
                 let key = AnswerKey {
                     hash: node_key.hash ^ DO_SALT,
                     ..node_key
                 };
-                push(key, value);
+                entries.push((key, value));
             }
         }
-        c.with_denial(node.name, &mut nodata, children);
+        entries
     }
-    push(node_key, nodata);
-}
 
-impl Compiler<'_> {
     /// The ANY entry of a node with sets: its one plain set's answer when that is the
     /// ANY answer (`one_plain`), else the engine's; a pass when ANY's answer is not static.
     fn any_entry(&mut self, node: &NodeView<'_>, one_plain: Option<AnswerValue>) -> AnswerValue {
@@ -241,7 +283,7 @@ impl Compiler<'_> {
         let mut tail = vec![0u8, 0];
         tail.extend_from_slice(node.negative_soa);
         // An SOA too long for the table: the node passes (flags 0).
-        let Some(mut value) = self.with_tail(pass(KIND_NODE), &tail, true) else {
+        let Some(mut value) = self.with_negative(pass(KIND_NODE), &tail) else {
             return pass(KIND_NODE);
         };
         value.flags = QR_AA;

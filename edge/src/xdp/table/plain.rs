@@ -83,7 +83,7 @@ impl Compiler<'_> {
             value.node_flags = PLAIN_ANY_QNAME;
         }
         if tail.len() <= SMALL_TAIL_MAX {
-            return self.with_tail(value, tail, false).unwrap_or_else(other);
+            return self.with_tail(value, tail).unwrap_or_else(other);
         }
         // A full large table leaves the rest to user space; it never stops the tables.
         let Some(id) = large_id(&self.large) else {
