@@ -11,7 +11,7 @@
 //!  SMALL[bank]    id → tails of TAIL_MAX + 1 to SMALL_TAIL_MAX octets, and node
 //!                 entries' negative SOA (one per zone: identical tails are shared)
 //!  MEDIUM[bank]   id → tails up to MEDIUM_TAIL_MAX octets, nothing to relocate
-//!  LARGE[bank]    id → tails over TAIL_MAX octets (up to LARGE_TAIL_MAX)
+//!  LARGE[bank]    id → tails over SMALL_TAIL_MAX octets (up to LARGE_TAIL_MAX)
 //!  LONG_NAMES[bank] id → the octets in front of a long name's 64-octet window
 //!  HEALTH[0|1] = bitmap buffers; the inactive one is written, then CONFIG flips
 //! ```
@@ -112,12 +112,12 @@ pub const SMALL_MAX: u32 = RECORDS_MAX;
 pub const LARGE_TAIL_MAX: usize = 2048;
 /// Most large tails of one generation.
 pub const LARGE_MAX: u32 = 1 << 20;
-/// Largest tail of a [`MEDIUM_MAP`] entry: the answers just over [`TAIL_MAX`] — above
+/// Largest tail of a [`MEDIUM_MAP`] entry: the answers just over [`SMALL_TAIL_MAX`] — above
 /// all a signed zone's (an AAAA and its ECDSA RRSIG is ~140 octets, a NODATA with its
 /// SOA, NSEC and their RRSIGs ~300) — take a quarter of a large entry.
 pub const MEDIUM_TAIL_MAX: usize = 512;
 /// Most medium tails of one generation: the table compiler makes every tail over
-/// [`TAIL_MAX`] as a large one first, so medium and large together are at most
+/// [`SMALL_TAIL_MAX`] as a large one first, so medium and large together are at most
 /// [`LARGE_MAX`].
 pub const MEDIUM_MAX: u32 = LARGE_MAX;
 /// Most members of a policy set the fast path answers.
@@ -207,7 +207,7 @@ pub const NODE_DENIAL: u8 = 128;
 /// name (pointer 0xc00c) and nothing in it points elsewhere, so the same tail answers a
 /// question of any length — what a wildcard's synthesised answer needs.
 pub const PLAIN_ANY_QNAME: u8 = 8;
-/// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`]) is the
+/// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`SMALL_TAIL_MAX`]) is the
 /// [`LARGE_MAP`] entry (generation, `policy`); `tail_sum` is its sum.
 pub const PLAIN_LARGE: u8 = 16;
 /// `node_flags` of a plain entry that is also its name's node entry (the name's node key
@@ -217,7 +217,7 @@ pub const PLAIN_LARGE: u8 = 16;
 /// zones only (on a node entry the bit is [`NODE_DENIAL`], which only signed zones
 /// set). One record and two slots per such name instead of two records and three.
 pub const PLAIN_ANSWERS_ANY: u8 = 128;
-/// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`TAIL_MAX`], at
+/// `node_flags` of a plain entry: the tail (`tail_len` octets, over [`SMALL_TAIL_MAX`], at
 /// most [`MEDIUM_TAIL_MAX`], no pointers to relocate) is the [`MEDIUM_MAP`] entry
 /// (generation, `policy`); `tail_sum` is its sum.
 pub const PLAIN_MEDIUM: u8 = 64;
@@ -280,9 +280,11 @@ pub struct AnswerValue {
     pub name: [u64; crate::name::NAME_WORDS],
     /// `KIND_*`.
     pub kind: u8,
-    /// `NODE_*` bits of a node entry; [`PLAIN_ANY_QNAME`] of a plain entry.
+    /// `NODE_*` bits of a node entry; `PLAIN_*` bits of a plain entry (with [`NODE_NODATA`]
+    /// and [`NODE_NXDOMAIN`] when it is its name's node entry too, [`PLAIN_ANSWERS_ANY`]).
     pub node_flags: u8,
-    /// Wire length of the zone apex (node entries: where the SOA owner points).
+    /// Wire length of the zone apex (node entries, and plain ones that are node entries
+    /// too: where the SOA owner points); a relocated tail's question length.
     pub apex_len: u8,
     /// `REASON_*` of a pass entry (or of a node entry without flags); else 0.
     pub reason: u8,
@@ -297,8 +299,8 @@ pub struct AnswerValue {
     pub arcount: u16,
     /// Octets of `tail` in use.
     pub tail_len: u16,
-    /// One's-complement sum of `tail[..tail_len]` as 16-bit words from an even offset
-    /// (node entries: with the owner pointer in the first two octets zeroed).
+    /// One's-complement sum of the tail's `tail_len` octets as 16-bit words from an even
+    /// offset (a node entry's negative SOA has its own, `negative_sum`).
     pub tail_sum: u16,
     /// Id in [`POLICIES_MAP`] of a policy entry.
     pub policy: u32,

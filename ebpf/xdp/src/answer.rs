@@ -86,9 +86,10 @@ pub enum Verdict {
 /// The sections after the question.
 pub enum Body<'a> {
     /// A precomputed answer; its tail is in the value (up to `TAIL_MAX` octets), or in
-    /// the large table (with pointers to relocate, or over `MEDIUM_TAIL_MAX` octets). One variant for both, so the verifier walks the rewrite once.
+    /// the large table (with pointers to relocate, or over `MEDIUM_TAIL_MAX` octets).
+    /// One variant for both, so the verifier walks the rewrite once.
     Plain(&'a AnswerValue, Option<&'a LargeTail>),
-    /// A precomputed answer whose tail (over `TAIL_MAX` octets, at most
+    /// A precomputed answer whose tail (over `SMALL_TAIL_MAX` octets, at most
     /// `MEDIUM_TAIL_MAX`, nothing to relocate) is in the medium table.
     Medium(&'a AnswerValue, &'a MediumTail),
     /// A tail from the small table: a precomputed answer's (`None`), or (`Some(rcode)`)

@@ -85,11 +85,11 @@ pub static RECORDS: ArrayOfMaps<Records, { BANKS as usize }> = ArrayOfMaps::new(
 #[btf_map(name = "QDNS_POLICIES_V4")]
 pub static POLICIES: ArrayOfMaps<Policies, { BANKS as usize }> = ArrayOfMaps::new();
 
-/// bank → tails over `TAIL_MAX` octets.
+/// bank → tails over `SMALL_TAIL_MAX` octets (or with pointers to relocate).
 #[btf_map(name = "QDNS_LARGE_V3")]
 pub static LARGE: ArrayOfMaps<Large, { BANKS as usize }> = ArrayOfMaps::new();
 
-/// bank → tails over `TAIL_MAX` octets and at most `MEDIUM_TAIL_MAX`, without pointers
+/// bank → tails over `SMALL_TAIL_MAX` octets and at most `MEDIUM_TAIL_MAX`, without pointers
 /// to relocate.
 #[btf_map(name = "QDNS_MEDIUM_V1")]
 pub static MEDIUM: ArrayOfMaps<Medium, { BANKS as usize }> = ArrayOfMaps::new();

@@ -14,8 +14,9 @@ use qdns_abi::{
     answer::{
         fold, sum_words, AnswerKey, AnswerValue, LongName, PolicyKey, PolicyValue, DO_SALT, KIND_CLIENT, KIND_NODE,
         KIND_PASS, KIND_PLAIN, KIND_POLICY, KIND_REFERRAL, LARGE_TAIL_MAX, NAME_MAX, NODE_DENIAL, NODE_NODATA,
-        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE, REASON_CLIENT_AWARE,
-        REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX, WIRE_NAME_MAX,
+        NODE_NXDOMAIN, NODE_WILDCARD, PLAIN_ANSWERS_ANY, PLAIN_ANY_QNAME, PLAIN_LARGE, QTYPE_ANY, QTYPE_NODE,
+        REASON_CLIENT_AWARE, REASON_LARGE, REASON_OTHER, REASON_REFERRAL, RESPONSE_MAX, SIGNED, TAIL_MAX,
+        WIRE_NAME_MAX,
     },
     name::{name_hash, words_of, FRONT_WORDS, LONG_WORDS, NAME_WORDS},
 };
@@ -133,7 +134,7 @@ impl Table {
         for (key, value) in &self.answers {
             match value.kind {
                 // A name's one set that is its node entry too: the node key's entry.
-                KIND_PLAIN if key.qtype == QTYPE_NODE => stats.nodes += 1,
+                KIND_PLAIN if key.qtype == QTYPE_NODE && value.node_flags & PLAIN_ANSWERS_ANY != 0 => stats.nodes += 1,
                 KIND_PLAIN => stats.plain += 1,
                 KIND_NODE if value.node_flags != 0 => stats.nodes += 1,
                 KIND_REFERRAL => stats.referral += 1,
@@ -419,7 +420,7 @@ impl Compiler<'_> {
 
 #[cfg(test)]
 mod tests {
-    use qdns_abi::answer::{PLAIN_ANSWERS_ANY, PLAIN_MEDIUM};
+    use qdns_abi::answer::PLAIN_MEDIUM;
 
     use super::*;
 

@@ -402,8 +402,13 @@ impl Reader<'_> {
             if last && rest.pos >= buf.len() {
                 // Written in place while read (not replaced by a rename, which this
                 // open file would not see): what was read may be torn.
+                // ctime too: a same-length rewrite with its mtime put back changes it.
+                use std::os::unix::fs::MetadataExt as _;
                 let now = file.get_ref().metadata().map_err(read_error)?;
-                if now.len() != opened.len() || now.modified().ok() != opened.modified().ok() {
+                if now.len() != opened.len()
+                    || now.modified().ok() != opened.modified().ok()
+                    || (now.ctime(), now.ctime_nsec()) != (opened.ctime(), opened.ctime_nsec())
+                {
                     return Err(Failure::Here(format!(
                         "{} changed while it was read: reload again once it is written",
                         path.display()

@@ -112,7 +112,8 @@ pub(super) fn node_entries(
         }
     }
     // ANY (RFC 8482 §4.1: one set): every node with sets has the entry, so the node
-    // entry never answers NODATA for it.
+    // entry never answers NODATA for it — or, for a one-set name whose record is its
+    // node entry too (`PLAIN_ANSWERS_ANY`), the node key's record answers it.
     if node.static_any {
         static_types.push(QTYPE_ANY);
     }
@@ -135,8 +136,11 @@ pub(super) fn node_entries(
 /// one and the set's answer is held in the record (no other table; owned by the
 /// question, `PLAIN_ANY_QNAME`, or not).
 fn set_and_node(set: AnswerValue, node: &AnswerValue) -> Option<AnswerValue> {
-    let plain_node =
-        node.kind == KIND_NODE && node.node_flags != 0 && node.node_flags & !(NODE_NODATA | NODE_NXDOMAIN) == 0;
+    // The header flags answer for both (QR AA, NOERROR): the program adds the RCODE.
+    let plain_node = node.kind == KIND_NODE
+        && set.flags == node.flags
+        && node.node_flags != 0
+        && node.node_flags & !(NODE_NODATA | NODE_NXDOMAIN) == 0;
     let inline =
         set.kind == KIND_PLAIN && set.node_flags & !PLAIN_ANY_QNAME == 0 && usize::from(set.tail_len) <= TAIL_MAX;
     (plain_node && inline).then_some(AnswerValue {

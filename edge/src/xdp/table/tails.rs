@@ -86,7 +86,7 @@ pub(super) fn share_large_tails(table: &mut Table, generation: u32) {
 /// Moves the large tails a medium entry holds — at most `MEDIUM_TAIL_MAX` octets, no
 /// pointer to relocate, used by plain answers only — to the medium table, a quarter of
 /// the memory each: most of a signed zone's answers (an AAAA and its RRSIG, an A under
-/// a zone name over ~18 octets) are just over the 128 octets an entry holds inline.
+/// a zone name over ~18 octets) are just over the 128 octets a small-table entry holds.
 /// Runs after `share_large_tails`, so identical tails are one entry here too.
 pub(super) fn split_medium_tails(table: &mut Table, generation: u32) {
     let uses_large = |v: &AnswerValue| v.node_flags & PLAIN_LARGE != 0 && matches!(v.kind, KIND_PLAIN | KIND_REFERRAL);
