@@ -434,6 +434,57 @@ pub fn apply(base: Snapshot, delta: SnapshotDelta) -> Result<Snapshot, DeltaErro
     })
 }
 
+/// The owner names whose record sets `delta` changes in `base` — every set a patch
+/// inserts and every base set no run copies — each once; `None` when it does more than
+/// that to some zone: sends one whole, changes its signatures, DNSSEC or geo table, or
+/// adds or drops a zone. (An edge patches its XDP tables from these.)
+#[must_use]
+pub fn changed_names(base: &Snapshot, delta: &SnapshotDelta) -> Option<Vec<Vec<u8>>> {
+    if delta.base != base.version || delta.zones.len() != base.zones.len() {
+        return None;
+    }
+    let by_origin: HashMap<&[u8], &Zone> = base.zones.iter().map(|z| (&z.origin[..], z)).collect();
+    let mut names: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for change in &delta.zones {
+        match change {
+            ZoneChange::Keep { origin } => {
+                by_origin.get(&origin[..])?;
+            }
+            ZoneChange::Whole(_) => return None,
+            ZoneChange::Patch(patch) => {
+                let before = by_origin.get(&patch.head.origin[..])?;
+                if before.dnssec.is_some() || patch.head.dnssec.is_some() || !patch.sigs.is_empty() || !patch.same_geo {
+                    return None;
+                }
+                // The negative SOA's TTL: with the SOA set it is the apex's change.
+                if patch.head.negative_ttl != before.negative_ttl {
+                    names.insert(&before.origin[..]);
+                }
+                let mut copied = vec![false; before.rrsets.len()];
+                for run in &patch.rrsets {
+                    match run {
+                        Run::Insert(sets) => names.extend(sets.iter().map(|set| &set.name[..])),
+                        Run::Copy { from, len } => {
+                            let start = *from as usize;
+                            let end = start.checked_add(*len as usize)?;
+                            copied.get_mut(start..end)?.fill(true);
+                        }
+                    }
+                }
+                names.extend(
+                    before
+                        .rrsets
+                        .iter()
+                        .zip(&copied)
+                        .filter(|(_, &kept)| !kept)
+                        .map(|(set, _)| &set.name[..]),
+                );
+            }
+        }
+    }
+    Some(names.into_iter().map(<[u8]>::to_vec).collect())
+}
+
 /// `before` with `patch` applied, checked against the patch's digest.
 fn patched(before: Zone, patch: ZonePatch) -> Result<Zone, DeltaError> {
     let name = qdns_zone::name::to_text(&patch.head.origin);

@@ -3,7 +3,9 @@ use qdns_zone::{
     RecordSet, Snapshot, Zone,
 };
 
-use super::{apply, between, resume, zone_digest, zone_digests, DeltaError, Run, SnapshotDelta, ZoneChange};
+use super::{
+    apply, between, changed_names, resume, zone_digest, zone_digests, DeltaError, Run, SnapshotDelta, ZoneChange,
+};
 
 /// `label.origin` in wire form.
 fn wire(label: &str, origin: &str) -> Vec<u8> {
@@ -258,4 +260,82 @@ fn the_digest_covers_what_edges_receive_and_not_controls_own_settings() {
     assert_eq!(zone_digest(&a), zone_digest(&b));
     b.rrsets[0].rdata[0][0] ^= 1;
     assert_ne!(zone_digest(&a), zone_digest(&b));
+}
+
+/// Each owner's sets in `zone`, for comparing two versions name by name.
+fn sets_by_owner(zone: &Zone) -> std::collections::HashMap<Vec<u8>, Vec<RecordSet>> {
+    let mut out: std::collections::HashMap<Vec<u8>, Vec<RecordSet>> = std::collections::HashMap::new();
+    for set in &zone.rrsets {
+        out.entry(set.name.clone()).or_default().push(set.clone());
+    }
+    for sets in out.values_mut() {
+        sets.sort_by_key(|s| s.rtype);
+    }
+    out
+}
+
+#[test]
+fn changed_names_are_exactly_the_owners_whose_sets_differ() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let base = snapshot(1, vec![zone("c.example", 300, false), zone("k.example", 20, false)]);
+    for round in 0..200 {
+        let mut new = base.clone();
+        new.version = 2;
+        let z = &mut new.zones[0];
+        z.serial = 2;
+        for _ in 0..=next(5) {
+            let at = next(z.rrsets.len());
+            match next(3) {
+                0 => {
+                    z.rrsets.remove(at);
+                }
+                1 => z.rrsets.insert(at, set(&format!("x{round}-{at}"), "c.example", 1)),
+                _ => z.rrsets[at].ttl += 1,
+            }
+        }
+        let delta = round_trip(&base, &new);
+        let mut names = changed_names(&base, &delta).expect("a patch of an unsigned zone");
+        names.sort();
+        let (before, after) = (sets_by_owner(&base.zones[0]), sets_by_owner(&new.zones[0]));
+        let mut differ: Vec<Vec<u8>> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|name| before.get(*name) != after.get(*name))
+            .cloned()
+            .collect();
+        differ.sort();
+        differ.dedup();
+        assert_eq!(names, differ, "round {round}");
+    }
+}
+
+#[test]
+fn changed_names_refuse_what_is_more_than_set_changes() {
+    let base = snapshot(1, vec![zone("s.example", 50, true), zone("u.example", 50, false)]);
+    let mut new = base.clone();
+    new.version = 2;
+    new.zones[0].rrsets[3].ttl = 1;
+    let delta = round_trip(&base, &new);
+    assert_eq!(changed_names(&base, &delta), None, "a signed zone's patch");
+    let mut new = base.clone();
+    new.version = 2;
+    new.zones.pop();
+    let delta = round_trip(&base, &new);
+    assert_eq!(changed_names(&base, &delta), None, "a zone dropped");
+    let mut new = base.clone();
+    new.version = 2;
+    for s in &mut new.zones[1].rrsets[..40] {
+        s.ttl = 1;
+    }
+    let delta = round_trip(&base, &new);
+    assert_eq!(changed_names(&base, &delta), None, "a zone sent whole");
+    let mut other = base.clone();
+    other.version = 7;
+    assert_eq!(changed_names(&other, &delta), None, "another base");
 }
