@@ -549,7 +549,7 @@ fn apply_snapshot(
     engine: &ArcSwap<Engine>,
     options: &ServeOptions,
 ) -> std::io::Result<(Link, Snapshot)> {
-    swap_in(&snapshot, engine, options)?;
+    swap_in(&snapshot, engine, options, None)?;
     tracing::info!(
         version = snapshot.version,
         zones = snapshot.zones.len(),
@@ -569,9 +569,18 @@ fn link_of(snapshot: &Snapshot, seq: u64) -> Link {
 
 /// Compiles `snapshot` and swaps it in; a snapshot that does not compile is refused and
 /// the running one kept.
-fn swap_in(snapshot: &Snapshot, engine: &ArcSwap<Engine>, options: &ServeOptions) -> std::io::Result<()> {
+/// `changes`: the names a delta changed, when the snapshot came from one.
+fn swap_in(
+    snapshot: &Snapshot,
+    engine: &ArcSwap<Engine>,
+    options: &ServeOptions,
+    changes: Option<crate::engine::Changes>,
+) -> std::io::Result<()> {
     let compiled = match Engine::compile(snapshot) {
-        Ok(e) => e.with_options(options),
+        Ok(e) => match changes {
+            Some(changes) => e.with_options(options).with_changes(changes),
+            None => e.with_options(options),
+        },
         Err(err) => {
             tracing::error!(%err, version = snapshot.version, "snapshot rejected; keeping the running one");
             return Err(std::io::Error::other("rejected snapshot"));
@@ -581,6 +590,10 @@ fn swap_in(snapshot: &Snapshot, engine: &ArcSwap<Engine>, options: &ServeOptions
     engine.store(Arc::new(compiled));
     Ok(())
 }
+
+/// A delta applied: the snapshot it makes, whether it keeps every zone as it is, and
+/// the names it changes (when it only changes record sets).
+type Applied = (Snapshot, bool, Option<crate::engine::Changes>);
 
 /// Applies a delta to the snapshot served (read back from the state directory, where
 /// every applied snapshot is persisted before it is acknowledged): compiled and swapped
@@ -595,7 +608,7 @@ async fn apply_snapshot_delta(
     let serving = follower.engine.load().version();
     let seq = delta.seq;
     let started = std::time::Instant::now();
-    let built = tokio::task::spawn_blocking(move || -> Result<(Snapshot, bool), String> {
+    let built = tokio::task::spawn_blocking(move || -> Result<Applied, String> {
         let base = protocol::load_snapshot(&snapshot_path(&dir))
             .map_err(|e| e.to_string())?
             .ok_or("no persisted snapshot to apply it to")?;
@@ -609,12 +622,17 @@ async fn apply_snapshot_delta(
             && delta.zones.iter().zip(&base.zones).all(|(change, zone)| {
                 matches!(change, qdns_link::delta::ZoneChange::Keep { origin } if *origin == zone.origin)
             });
+        // The names it changes, for the XDP tables' patch (`crate::xdp::patch`).
+        let changes = qdns_link::delta::changed_names(&base, &delta).map(|names| crate::engine::Changes {
+            base: base.version,
+            names: names.into_iter().map(Vec::into_boxed_slice).collect(),
+        });
         let snapshot = qdns_link::delta::apply(base, delta).map_err(|e| e.to_string())?;
-        Ok((snapshot, same_zones))
+        Ok((snapshot, same_zones, changes))
     })
     .await
     .map_err(std::io::Error::other)?;
-    let (snapshot, same_zones) = built.map_err(|err| {
+    let (snapshot, same_zones, changes) = built.map_err(|err| {
         follower
             .stats
             .deltas_refused
@@ -632,7 +650,7 @@ async fn apply_snapshot_delta(
         engine.set_health(snapshot.bitmap.clone());
         engine.relabel(snapshot.version);
     } else {
-        swap_in(&snapshot, &follower.engine, &follower.options)?;
+        swap_in(&snapshot, &follower.engine, &follower.options, changes)?;
     }
     tracing::info!(
         version = snapshot.version,

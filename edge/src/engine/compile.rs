@@ -56,6 +56,7 @@ impl Engine {
             health: arc_swap::ArcSwap::from_pointee(snapshot.bitmap.clone()),
             compiled_at: std::time::SystemTime::now(),
             health_layout: health_layout(snapshot),
+            changes: None,
         };
         for zone in &snapshot.zones {
             let text = || name::to_text(&zone.origin);

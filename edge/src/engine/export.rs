@@ -90,36 +90,105 @@ impl Engine {
                 let hidden = label_starts(node.name)
                     .take_while(|&start| node.name.len() - start > zone.apex.len())
                     .any(|start| node.name.get(start..).is_some_and(|s| self.by_apex.contains_key(s)));
-                if hidden {
-                    continue;
+                if !hidden {
+                    out.push(view(zone, id, node));
                 }
-                let static_chases = if node.rrset(rtype::CNAME).is_some() {
-                    CHASED_TYPES
-                        .iter()
-                        .copied()
-                        .filter(|&qtype| node.rrset(qtype).is_none() && zone.answer_is_static(id, qtype))
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                out.push(NodeView {
-                    static_chases,
-                    static_any: node.first_set().is_some_and(|set| set.policy.is_none()),
-                    name: node.name,
-                    apex_len: zone.apex.len(),
-                    negative_soa: &zone.negative_soa,
-                    below_cut: node.cut.is_some(),
-                    signed: zone.signed.is_some(),
-                    has_wildcard: node.wildcard.is_some(),
-                    has_cname: node.rrset(rtype::CNAME).is_some(),
-                    sets: node
-                        .each_set()
-                        .map(|set| (set.rtype, set.policy.map(|p| p.view())))
-                        .collect(),
-                });
             }
         }
         out
+    }
+
+    /// The nodes of `names` (lowercase wire) that exist, each as [`Engine::export`]
+    /// gives it: from the most specific zone holding the name.
+    pub(crate) fn export_names(&self, names: &[Box<[u8]>]) -> Vec<NodeView<'_>> {
+        names
+            .iter()
+            .filter_map(|name| {
+                let zone = self.zone_of(name)?;
+                let id = zone.names.get(name)?;
+                Some(view(zone, id, zone.node(id)?))
+            })
+            .collect()
+    }
+
+    /// The apex of the most specific zone holding `name` (lowercase wire).
+    pub(crate) fn apex_of(&self, name: &[u8]) -> Option<&[u8]> {
+        self.zone_of(name).map(|zone| &*zone.apex)
+    }
+
+    /// True when `name` (lowercase wire) exists in the most specific zone holding it.
+    pub(crate) fn has_name(&self, name: &[u8]) -> bool {
+        self.zone_of(name).is_some_and(|zone| zone.names.get(name).is_some())
+    }
+
+    fn zone_of(&self, name: &[u8]) -> Option<&ZoneData> {
+        label_starts(name).find_map(|start| self.zones.get(*self.by_apex.get(name.get(start..)?)? as usize))
+    }
+
+    /// The owners, in the zone at `apex`, of the sets whose answers read a name of
+    /// `exact`, or at or below a name of `under`: a CNAME chain's next name, or a name
+    /// whose addresses go in the additional section (MX, NS, SRV). With `every_cname`,
+    /// every CNAME owner too (a chain ending in a NODATA or NXDOMAIN carries the zone's
+    /// SOA).
+    pub(crate) fn dependents(
+        &self,
+        apex: &[u8],
+        (exact, under): (&NameSet, &NameSet),
+        every_cname: bool,
+    ) -> Vec<Box<[u8]>> {
+        let Some(zone) = self.by_apex.get(apex).and_then(|&i| self.zones.get(i as usize)) else {
+            return Vec::new();
+        };
+        let reads = |name: &[u8]| {
+            exact.contains(name) || label_starts(name).any(|start| name.get(start..).is_some_and(|s| under.contains(s)))
+        };
+        let mut out = Vec::new();
+        for (_, node) in zone.each_node() {
+            let reader = node.each_set().any(|set| {
+                let chain = set.rtype == rtype::CNAME
+                    && (every_cname || cname_target(set.records).is_some_and(|t| reads(&t.to_ascii_lowercase())));
+                chain
+                    || set
+                        .targets
+                        .iter()
+                        .any(|t| zone.node(t.node).is_some_and(|target| reads(target.name)))
+            });
+            if reader {
+                out.push(node.name.into());
+            }
+        }
+        out
+    }
+}
+
+/// A set of names (lowercase wire).
+pub(crate) type NameSet = std::collections::HashSet<Box<[u8]>>;
+
+/// Node `id` of `zone` as the fast path needs it.
+fn view<'e>(zone: &'e ZoneData, id: NodeId, node: super::NodeRef<'e>) -> NodeView<'e> {
+    let static_chases = if node.rrset(rtype::CNAME).is_some() {
+        CHASED_TYPES
+            .iter()
+            .copied()
+            .filter(|&qtype| node.rrset(qtype).is_none() && zone.answer_is_static(id, qtype))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    NodeView {
+        static_chases,
+        static_any: node.first_set().is_some_and(|set| set.policy.is_none()),
+        name: node.name,
+        apex_len: zone.apex.len(),
+        negative_soa: &zone.negative_soa,
+        below_cut: node.cut.is_some(),
+        signed: zone.signed.is_some(),
+        has_wildcard: node.wildcard.is_some(),
+        has_cname: node.rrset(rtype::CNAME).is_some(),
+        sets: node
+            .each_set()
+            .map(|set| (set.rtype, set.policy.map(|p| p.view())))
+            .collect(),
     }
 }
 

@@ -66,6 +66,20 @@ pub struct Engine {
     /// What each health bit stands for: a digest of every zone's origin, first slot and
     /// slot names. Two engines with the same layout read a bitmap alike.
     health_layout: u64,
+    /// The names a snapshot delta changed, when this engine was compiled from one: what
+    /// the XDP tables of the engine before it need patched (`crate::xdp::patch`).
+    changes: Option<std::sync::Arc<Changes>>,
+}
+
+/// The owner names whose record sets a snapshot delta changed (added, removed or
+/// replaced), and the version it applied to; nothing else differs but the SOA serial
+/// and negative TTL (the delta kept every zone, its signatures and its geo table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// The snapshot version the delta applied to.
+    pub base: u64,
+    /// Owner names (lowercase wire), each once.
+    pub names: Vec<Box<[u8]>>,
 }
 
 /// One zone, compiled.
@@ -234,6 +248,19 @@ impl<'z> NodeRef<'z> {
 }
 
 impl Engine {
+    /// This engine, noted as compiled from a delta that changed `changes`.
+    #[must_use]
+    pub fn with_changes(mut self, changes: Changes) -> Engine {
+        self.changes = Some(std::sync::Arc::new(changes));
+        self
+    }
+
+    /// What the delta this engine was compiled from changed, if it was.
+    #[must_use]
+    pub fn changes(&self) -> Option<&Changes> {
+        self.changes.as_deref()
+    }
+
     /// The snapshot version this engine serves: the one it was compiled from, or a
     /// later one a delta said has the same zones ([`Engine::relabel`]).
     #[must_use]
@@ -472,6 +499,7 @@ impl Default for Engine {
             health: arc_swap::ArcSwap::from_pointee(Vec::new()),
             compiled_at: std::time::SystemTime::now(),
             health_layout: 0,
+            changes: None,
         }
     }
 }

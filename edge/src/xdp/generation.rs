@@ -70,16 +70,19 @@ impl XdpProgram {
             packed,
             generation,
             snapshot,
+            took: _,
         } = built;
         // The bank queries do not read (the first install takes bank 1).
         let bank = 1 - old.bank;
         let mut stats = table.stats();
         let health = 1 - old.health;
-        let result = packed
-            .map_err(XdpTableError::from)
-            .and_then(|packed| self.write_generation(&table, &packed, bitmap, (health, generation, bank)));
+        let mut packed_len = (0, table.small.len(), 0);
+        let result = packed.map_err(XdpTableError::from).and_then(|packed| {
+            packed_len = (packed.records.len(), table.small.len(), packed.mask());
+            self.write_generation(&table, &packed, bitmap, (health, generation, bank))
+        });
         match result {
-            Ok((crowded, bytes)) => {
+            Ok((crowded, bytes, arrays)) => {
                 stats.crowded = crowded;
                 stats.bytes = bytes;
                 // Once every program run that read the old active word has ended, no
@@ -93,6 +96,17 @@ impl XdpProgram {
                     bank,
                     stats,
                     snapshot,
+                    tables: Some(Tables {
+                        arrays,
+                        records: packed_len.0,
+                        small: packed_len.1,
+                        large: table.large.len(),
+                        medium: table.medium.len(),
+                        mask: packed_len.2,
+                        negatives: table.negatives,
+                        garbage: 0,
+                        other_bank_shares: false,
+                    }),
                 };
                 Ok(stats)
             }
@@ -114,7 +128,7 @@ impl XdpProgram {
         packed: &pack::Packed,
         bitmap: &[u64],
         (health, generation, bank): (u32, u32, u32),
-    ) -> Result<(usize, usize), XdpTableError> {
+    ) -> Result<(usize, usize, BankArrays), XdpTableError> {
         if table.policies.len() > POLICIES_MAX as usize
             || table.large.len() > LARGE_MAX as usize
             || table.medium.len() > MEDIUM_MAX as usize
@@ -125,64 +139,40 @@ impl XdpProgram {
             });
         }
         self.write_health(health, bitmap)?;
-        // Each array is full before it is placed; the slot table goes last, so a query
-        // of this generation finds everything it points to.
-        let policies = table.policies.iter().map(|(_, v)| *v);
-        self.place(
-            POLICIES_MAP,
-            bank,
-            &filled(POLICIES_MAP, table.policies.len(), policies)?,
-        )?;
-        let large = table.large.iter().map(|(_, v)| v.large());
-        self.place(LARGE_MAP, bank, &filled(LARGE_MAP, table.large.len(), large)?)?;
-        let medium = table.medium.iter().map(|(_, v)| v.medium());
-        self.place(MEDIUM_MAP, bank, &filled(MEDIUM_MAP, table.medium.len(), medium)?)?;
-        let small = table.small.iter().map(|(_, v)| v.small());
-        self.place(SMALL_MAP, bank, &filled(SMALL_MAP, table.small.len(), small)?)?;
-        let pieces = table.pieces.iter().copied();
-        self.place(PIECES_MAP, bank, &filled(PIECES_MAP, table.pieces.len(), pieces)?)?;
-        let gaps = table.gaps.iter().copied();
-        self.place(GAPS_MAP, bank, &filled(GAPS_MAP, table.gaps.len(), gaps)?)?;
+        let client = &table.client;
         // Entry 0: the all-zero front of every name of at most 64 octets.
         let long_names = std::iter::once(LongName {
             front: [0; FRONT_WORDS],
         })
         .chain(table.long_names.iter().copied());
-        self.place(
-            LONG_NAMES_MAP,
-            bank,
-            &filled(LONG_NAMES_MAP, table.long_names.len() + 1, long_names)?,
-        )?;
-        let client = &table.client;
-        self.place(
-            CLIENT_BLOCKS_MAP,
-            bank,
-            &filled(CLIENT_BLOCKS_MAP, client.blocks.len(), client.blocks.iter().copied())?,
-        )?;
-        self.place(
-            CLASS_CHAINS_MAP,
-            bank,
-            &filled(
+        let arrays = BankArrays {
+            policies: filled(
+                POLICIES_MAP,
+                table.policies.len(),
+                table.policies.iter().map(|(_, v)| *v),
+            )?,
+            large: filled(LARGE_MAP, table.large.len(), table.large.iter().map(|(_, v)| v.large()))?,
+            medium: filled(
+                MEDIUM_MAP,
+                table.medium.len(),
+                table.medium.iter().map(|(_, v)| v.medium()),
+            )?,
+            small: filled(SMALL_MAP, table.small.len(), table.small.iter().map(|(_, v)| v.small()))?,
+            pieces: filled(PIECES_MAP, table.pieces.len(), table.pieces.iter().copied())?,
+            gaps: filled(GAPS_MAP, table.gaps.len(), table.gaps.iter().copied())?,
+            long_names: filled(LONG_NAMES_MAP, table.long_names.len() + 1, long_names)?,
+            client_blocks: filled(CLIENT_BLOCKS_MAP, client.blocks.len(), client.blocks.iter().copied())?,
+            class_chains: filled(
                 CLASS_CHAINS_MAP,
                 client.class_chains.len(),
                 client.class_chains.iter().copied(),
             )?,
-        )?;
-        self.place(
-            CLIENT_INDEX_MAP,
-            bank,
-            &filled(CLIENT_INDEX_MAP, client.index.len(), client.index.iter().copied())?,
-        )?;
-        self.place(
-            CLIENT_SETS_MAP,
-            bank,
-            &filled(CLIENT_SETS_MAP, client.sets.len(), client.sets.iter().copied())?,
-        )?;
-        let records = packed.records.iter().copied();
-        self.place(RECORDS_MAP, bank, &filled(RECORDS_MAP, packed.records.len(), records)?)?;
-        let buckets = packed.buckets.iter().copied();
-        self.place(SLOTS_MAP, bank, &filled(SLOTS_MAP, packed.buckets.len(), buckets)?)?;
-        self.set_config(CONFIG_MASK + bank, u64::from(packed.mask()))?;
+            client_index: filled(CLIENT_INDEX_MAP, client.index.len(), client.index.iter().copied())?,
+            client_sets: filled(CLIENT_SETS_MAP, client.sets.len(), client.sets.iter().copied())?,
+            records: filled(RECORDS_MAP, packed.records.len(), packed.records.iter().copied())?,
+            buckets: filled(SLOTS_MAP, packed.buckets.len(), packed.buckets.iter().copied())?,
+        };
+        self.place_bank(bank, &arrays, packed.mask())?;
         self.set_active(u64::from(generation) | u64::from(health) << 32 | u64::from(bank) << ACTIVE_BANK_SHIFT)?;
         let bytes = packed.records.len() * size_of::<AnswerValue>()
             + packed.buckets.len() * size_of::<Bucket>()
@@ -194,12 +184,32 @@ impl XdpProgram {
             + table.pieces.len() * size_of::<Piece>()
             + (table.long_names.len() + 1) * size_of::<LongName>()
             + client.bytes();
-        Ok((packed.crowded, bytes))
+        Ok((packed.crowded, bytes, arrays))
+    }
+
+    /// Places `arrays` under `bank` with the slot mask `mask`: each array is full before
+    /// it is placed, and the slot table goes last, so a query of the generation finds
+    /// everything it points to.
+    pub(super) fn place_bank(&mut self, bank: u32, arrays: &BankArrays, mask: u32) -> Result<(), XdpTableError> {
+        self.place(POLICIES_MAP, bank, &arrays.policies)?;
+        self.place(LARGE_MAP, bank, &arrays.large)?;
+        self.place(MEDIUM_MAP, bank, &arrays.medium)?;
+        self.place(SMALL_MAP, bank, &arrays.small)?;
+        self.place(PIECES_MAP, bank, &arrays.pieces)?;
+        self.place(GAPS_MAP, bank, &arrays.gaps)?;
+        self.place(LONG_NAMES_MAP, bank, &arrays.long_names)?;
+        self.place(CLIENT_BLOCKS_MAP, bank, &arrays.client_blocks)?;
+        self.place(CLASS_CHAINS_MAP, bank, &arrays.class_chains)?;
+        self.place(CLIENT_INDEX_MAP, bank, &arrays.client_index)?;
+        self.place(CLIENT_SETS_MAP, bank, &arrays.client_sets)?;
+        self.place(RECORDS_MAP, bank, &arrays.records)?;
+        self.place(SLOTS_MAP, bank, &arrays.buckets)?;
+        self.set_config(CONFIG_MASK + bank, u64::from(mask))
     }
 
     /// Puts one-element empty arrays (generation 0, which no query reads) under `bank`,
     /// so the kernel frees that bank's tables.
-    fn clear_bank(&mut self, bank: u32) -> Result<(), XdpTableError> {
+    pub(super) fn clear_bank(&mut self, bank: u32) -> Result<(), XdpTableError> {
         self.place(
             POLICIES_MAP,
             bank,
@@ -249,7 +259,7 @@ impl XdpProgram {
     }
 
     /// Makes `array` the table `name` of `bank`.
-    fn place<V: aya::Pod>(
+    pub(super) fn place<V: aya::Pod>(
         &mut self,
         name: &'static str,
         bank: u32,
@@ -273,7 +283,7 @@ impl XdpProgram {
         Ok(())
     }
 
-    fn write_health(&mut self, index: u32, bitmap: &[u64]) -> Result<(), XdpTableError> {
+    pub(super) fn write_health(&mut self, index: u32, bitmap: &[u64]) -> Result<(), XdpTableError> {
         let mut words: Box<HealthWords> = Box::new([0; HEALTH_WORDS]);
         for (word, &value) in words.iter_mut().zip(bitmap) {
             *word = value;
@@ -292,6 +302,19 @@ pub struct Built {
     packed: Result<pack::Packed, pack::PackError>,
     generation: u32,
     snapshot: u64,
+    /// How long the compile and the pack took (the install's log says them).
+    pub took: BuildTimes,
+}
+
+/// Where an install's time went (milliseconds), for the install's log line.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct BuildTimes {
+    /// Compiling the engine into entries.
+    pub compile_ms: u64,
+    /// Packing them into slot and record arrays.
+    pub pack_ms: u64,
+    /// Writing the arrays and making them active (0 until installed).
+    pub write_ms: u64,
 }
 
 impl Built {
@@ -299,13 +322,20 @@ impl Built {
     /// answer to `max_message` octets ([`XdpProgram::next_build`] gives both).
     #[must_use]
     pub fn new(engine: &Engine, (generation, max_message): (u32, usize)) -> Built {
+        let started = std::time::Instant::now();
         let table = table::compile(engine, generation, max_message);
+        let compiled = started.elapsed();
         let packed = pack::pack(&table);
         Built {
             table,
             packed,
             generation,
             snapshot: engine.version(),
+            took: BuildTimes {
+                compile_ms: compiled.as_millis() as u64,
+                pack_ms: started.elapsed().saturating_sub(compiled).as_millis() as u64,
+                write_ms: 0,
+            },
         }
     }
 }
@@ -316,7 +346,7 @@ impl Built {
 /// `synchronize_rcu()` on a multi-CPU kernel (kernel/sched/membarrier.c). Kernels with
 /// `nohz_full` refuse that command; then a pause far longer than any program run (its
 /// work is bounded: tens of microseconds at the very worst) stands in, with a warning.
-fn grace_period() {
+pub(super) fn grace_period() {
     const MEMBARRIER_CMD_GLOBAL: libc::c_long = 1;
     // SAFETY: membarrier takes two integers and touches no memory of ours.
     let rc = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0 as libc::c_long) };
@@ -332,16 +362,55 @@ fn grace_period() {
     }
 }
 
+/// One generation's arrays, kept while it is installed: a patch (`patch.rs`) copies its
+/// records, slots and small tails and places the others under the next bank as they are.
+pub(super) struct BankArrays {
+    pub(super) policies: Array<MapData, PolicyValue>,
+    pub(super) large: Array<MapData, LargeTail>,
+    pub(super) medium: Array<MapData, MediumTail>,
+    pub(super) small: Array<MapData, SmallTail>,
+    pub(super) pieces: Array<MapData, Piece>,
+    pub(super) gaps: Array<MapData, Gap>,
+    pub(super) long_names: Array<MapData, LongName>,
+    pub(super) client_blocks: Array<MapData, ClientBlock>,
+    pub(super) class_chains: Array<MapData, u32>,
+    pub(super) client_index: Array<MapData, u32>,
+    pub(super) client_sets: Array<MapData, ClientSet>,
+    pub(super) records: Array<MapData, AnswerValue>,
+    pub(super) buckets: Array<MapData, Bucket>,
+}
+
+/// What a patch needs of the installed generation besides its arrays.
+pub(super) struct Tables {
+    pub(super) arrays: BankArrays,
+    /// Records in use (record 0, the empty one, included).
+    pub(super) records: usize,
+    /// Small tails.
+    pub(super) small: usize,
+    /// Large and medium tails.
+    pub(super) large: usize,
+    pub(super) medium: usize,
+    /// The slot table's bucket mask.
+    pub(super) mask: u32,
+    /// Each zone's negative SOA entry in the small table.
+    pub(super) negatives: table::Negatives,
+    /// Records no slot points at any more (patches leave the replaced ones).
+    pub(super) garbage: usize,
+    /// The other bank holds this generation's arrays a patch does not copy (policies,
+    /// client tables, denials, long names): a patch there places only what it copies.
+    pub(super) other_bank_shares: bool,
+}
+
 /// `BPF_F_INNER_MAP` (a bank's arrays may differ in size from the object's template)
 /// and `BPF_F_MMAPABLE` (a new array is filled through a shared mapping: one copy of
 /// the values, where a `bpf()` update per element took ≈ 6 s for the 566 MB of a
 /// 1,000,000-name zone). They must equal the templates' flags (`ebpf/xdp/src/maps.rs`,
 /// `INNER`): the kernel refuses an inner map whose flags differ.
-const TABLE_FLAGS: u32 = 1 << 12 | 1 << 10;
+pub(super) const TABLE_FLAGS: u32 = 1 << 12 | 1 << 10;
 
 /// A new array for the table `name` holding `values` (`len` of them; at least one
 /// element, zeroed when there are none).
-fn filled<V: aya::Pod>(
+pub(super) fn filled<V: aya::Pod>(
     name: &'static str,
     len: usize,
     values: impl Iterator<Item = V>,
@@ -369,7 +438,7 @@ fn filled<V: aya::Pod>(
 /// The values of a new `BPF_F_MMAPABLE` array, mapped shared into this process for the
 /// loader's one write, unmapped on drop. Hand-written over `libc::mmap`: aya maps no
 /// map's values, and this is the bulk path of every table install.
-struct MappedValues<V> {
+pub(super) struct MappedValues<V> {
     base: std::ptr::NonNull<u8>,
     len: usize,
     entries: usize,
@@ -393,7 +462,7 @@ impl<V: aya::Pod> MappedValues<V> {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
                 fd.as_raw_fd(),
                 0,
             )
@@ -408,6 +477,25 @@ impl<V: aya::Pod> MappedValues<V> {
             entries,
             values: std::marker::PhantomData,
         })
+    }
+
+    /// The values of `array` (a table array, `BPF_F_MMAPABLE`), mapped for reading
+    /// and writing.
+    pub(super) fn of(array: &Array<MapData, V>) -> std::io::Result<MappedValues<V>> {
+        let map = aya::maps::IterableMap::map(array);
+        let entries = map.info().map_err(std::io::Error::other)?.max_entries() as usize;
+        MappedValues::new(map.fd().as_fd(), entries)
+    }
+
+    /// The values as a slice: the kernel's stride is the value's size for the table
+    /// values this is used for (records, buckets, small tails: multiples of 8 octets).
+    pub(super) fn values(&mut self) -> &mut [V] {
+        const { assert!(Self::STRIDE == size_of::<V>()) };
+        // SAFETY: the mapping holds `entries` values back to back (stride = size),
+        // page-aligned (so aligned for V), and lives as long as `self`; V is plain bytes
+        // (`Pod`), so any contents are a valid V; nothing else in this process aliases
+        // the mapping while the borrow lasts.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().cast::<V>(), self.entries) }
     }
 
     /// Writes `values` from element 0 on (at most the array's length of them).

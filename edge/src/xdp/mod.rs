@@ -15,6 +15,7 @@ mod generation;
 mod interface;
 pub mod listen;
 pub mod pack;
+pub mod patch;
 pub mod peer;
 pub mod table;
 pub mod watch;
@@ -38,6 +39,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+pub use generation::{BuildTimes, Built};
 use interface::driver;
 pub use table::TableStats;
 
@@ -125,6 +127,9 @@ pub enum XdpTableError {
     /// The answers do not pack into one generation's arrays.
     #[error("{0}: queries go to user space")]
     Pack(#[from] pack::PackError),
+    /// A patch could not be written (the whole generation is built instead).
+    #[error("XDP table patch: {0}")]
+    Patch(&'static str),
     /// A map operation failed.
     #[error("writing the XDP map {map} failed: {source}")]
     Map {
@@ -148,6 +153,9 @@ struct Installed {
     stats: TableStats,
     /// The snapshot version the active generation was compiled from.
     snapshot: u64,
+    /// Its arrays and what a patch needs to know of them (`None` when nothing is
+    /// installed).
+    tables: Option<generation::Tables>,
 }
 
 /// Every address of both families on `port` (`0.0.0.0` and `::`): for tests and

@@ -78,24 +78,9 @@ pub fn pack(table: &Table) -> Result<Packed, PackError> {
     let mut crowded = 0;
     for (i, (key, _)) in entries.iter().enumerate() {
         let hash = hash_of(key);
-        let bucket = &mut table[home(hash, mask) as usize];
         // The record index fits RECORD_BITS: checked against RECORDS_MAX above.
-        let record = record_of[i];
-        let free = bucket.record.iter().position(|&r| r & !CROWDED == 0);
-        let taken = bucket
-            .tag
-            .iter()
-            .zip(&bucket.record)
-            .any(|(&t, &r)| r & !CROWDED != 0 && t == tag(hash));
-        match free {
-            Some(slot) if !taken => {
-                bucket.tag[slot] = tag(hash);
-                bucket.record[slot] |= record;
-            }
-            _ => {
-                crowded += 1;
-                bucket.record[BUCKET_SLOTS - 1] |= CROWDED;
-            }
+        if !slot_in(&mut table[home(hash, mask) as usize], hash, record_of[i]) {
+            crowded += 1;
         }
     }
     // An entry whose tag another one holds in its bucket needs no eviction: its queries
@@ -113,6 +98,29 @@ pub fn pack(table: &Table) -> Result<Packed, PackError> {
         records,
         crowded,
     })
+}
+
+/// Puts `record` (below 2^`RECORD_BITS`) in a free slot of its home `bucket` under the
+/// tag of `hash`; when the bucket is full or the tag taken there, marks the bucket
+/// crowded instead and returns false.
+pub(super) fn slot_in(bucket: &mut Bucket, hash: u64, record: u32) -> bool {
+    let free = bucket.record.iter().position(|&r| r & !CROWDED == 0);
+    let taken = bucket
+        .tag
+        .iter()
+        .zip(&bucket.record)
+        .any(|(&t, &r)| r & !CROWDED != 0 && t == tag(hash));
+    match free {
+        Some(slot) if !taken => {
+            bucket.tag[slot] = tag(hash);
+            bucket.record[slot] |= record;
+            true
+        }
+        _ => {
+            bucket.record[BUCKET_SLOTS - 1] |= CROWDED;
+            false
+        }
+    }
 }
 
 /// The slot hash of a compiler key.

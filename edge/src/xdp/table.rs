@@ -42,6 +42,7 @@ use client::ClientTables;
 use nodes::node_entries;
 use plain::{label_suffixes, Limits, Under, Variant};
 use policy::{policy_value, unfit_reason, SignedSet};
+pub use tails::Negatives;
 pub use tails::Tail;
 use tails::{large_id, large_tail, relocatable, share_large_tails, split_medium_tails, Relocatable, SmallTails};
 
@@ -70,6 +71,11 @@ pub struct Table {
     pub gaps: Vec<qdns_abi::denial::Gap>,
     /// Their answers' pieces.
     pub pieces: Vec<qdns_abi::denial::Piece>,
+    /// Each zone's negative SOA entry in the small table (by apex: id and bytes).
+    pub negatives: Negatives,
+    /// For a patch: the negative SOA entries of the installed generation whose bytes
+    /// changed (to rewrite in place, with every record carrying them).
+    pub rewritten: Vec<u32>,
 }
 
 /// How many entries of each kind a table holds (for logs and `qdnsctl status`).
@@ -149,15 +155,7 @@ impl Table {
 /// The table of `engine` for `generation`.
 #[must_use]
 pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
-    let mut c = Compiler {
-        engine,
-        scratch: vec![0u8; crate::engine::MAX_MESSAGE],
-        large: Vec::new(),
-        small: SmallTails::default(),
-        generation,
-        limits: Limits { max_message },
-        denials: denial::Denials::default(),
-    };
+    let mut c = Compiler::new(engine, generation, max_message, SmallTails::default());
     let mut table = Table::default();
     let nodes: Vec<NodeView<'_>> = engine.export();
     // The zone cuts (NS below an apex: below_cut with an NS set) and each one's
@@ -204,14 +202,40 @@ pub fn compile(engine: &Engine, generation: u32, max_message: usize) -> Table {
     for node in &nodes {
         node_entries(&mut c, &mut table, node, (&referrals, &children));
     }
-    table.large = c.large;
-    table.small = c.small.tails;
-    table.gaps = c.denials.gaps;
-    table.pieces = c.denials.pieces;
     pass_collisions(&mut table.answers);
-    share_large_tails(&mut table, generation);
-    split_medium_tails(&mut table, generation);
-    table
+    c.finish(table)
+}
+
+/// The entries of `nodes` alone, for a patch of an installed generation whose small
+/// table holds `small_first` entries (new tails follow them) and whose zones' negative
+/// SOAs are `negatives`; large and medium tail ids count from 0 (the patcher moves
+/// them past the installed ones). Nothing at or below a zone cut, nothing signed: no
+/// referral or denial is made, and collisions are not looked for (the patcher finds a
+/// tag taken) — the patcher (`xdp::patch`) takes only names off any cut in unsigned
+/// zones.
+pub(crate) fn compile_nodes(
+    engine: &Engine,
+    nodes: &[NodeView<'_>],
+    (generation, max_message): (u32, usize),
+    (small_first, negatives): (u32, Negatives),
+) -> Table {
+    let mut c = Compiler::new(
+        engine,
+        generation,
+        max_message,
+        SmallTails::seeded(small_first, negatives),
+    );
+    let mut table = Table::default();
+    let (referrals, children) = (nodes::Referrals::new(), nodes::Children::new());
+    for node in nodes {
+        node_entries(&mut c, &mut table, node, (&referrals, &children));
+    }
+    c.finish(table)
+}
+
+/// The small-table entry of `bytes` (at most 128 octets).
+pub(crate) fn tails_small(bytes: &[u8]) -> qdns_abi::answer::SmallTail {
+    large_tail(bytes, &[]).small()
 }
 
 /// What each entry of one table is compiled with: the engine asked, a message buffer,
@@ -392,7 +416,34 @@ pub(super) fn pass(kind: u8) -> AnswerValue {
     }
 }
 
-impl Compiler<'_> {
+impl<'e> Compiler<'e> {
+    fn new(engine: &'e Engine, generation: u32, max_message: usize, small: SmallTails) -> Compiler<'e> {
+        Compiler {
+            engine,
+            scratch: vec![0u8; crate::engine::MAX_MESSAGE],
+            large: Vec::new(),
+            small,
+            generation,
+            limits: Limits { max_message },
+            denials: denial::Denials::default(),
+        }
+    }
+
+    /// `table` (its entries made) with the tails and denials compiled, identical large
+    /// tails shared and the medium ones moved to their table.
+    fn finish(self, mut table: Table) -> Table {
+        let generation = self.generation;
+        table.large = self.large;
+        table.small = self.small.tails;
+        table.negatives = self.small.negatives;
+        table.rewritten = self.small.rewritten;
+        table.gaps = self.denials.gaps;
+        table.pieces = self.denials.pieces;
+        share_large_tails(&mut table, generation);
+        split_medium_tails(&mut table, generation);
+        table
+    }
+
     /// `value` with `tail`: in the record up to [`TAIL_MAX`] octets, else (up to
     /// [`qdns_abi::answer::SMALL_TAIL_MAX`]) in the small table; `None` when neither
     /// holds it.
@@ -407,11 +458,11 @@ impl Compiler<'_> {
         Some(value)
     }
 
-    /// `value` with the negative SOA `tail` (owner pointer zeroed) of a node entry:
-    /// always in the small table, shared by the zone's node entries; `None` when too
-    /// long for it.
-    fn with_negative(&mut self, mut value: AnswerValue, tail: &[u8]) -> Option<AnswerValue> {
-        value.tail_id = self.small.id(self.generation, tail)?;
+    /// `value` with the negative SOA `tail` (owner pointer zeroed) of a node entry of the
+    /// zone at `apex`: always in the small table, the zone's one entry there; `None`
+    /// when too long for it.
+    fn with_negative(&mut self, mut value: AnswerValue, apex: &[u8], tail: &[u8]) -> Option<AnswerValue> {
+        value.tail_id = self.small.negative(self.generation, apex, tail)?;
         value.negative_len = u16::try_from(tail.len()).ok()?;
         value.negative_sum = fold(sum_words(tail, 0));
         Some(value)

@@ -68,7 +68,18 @@ fn watch(
             drop(xdp);
         } else {
             let next = xdp.next_build();
+            let seed = xdp.patch_seed();
             drop(xdp);
+            let patched = match (current.as_deref(), seed) {
+                (Some(old), Some(seed)) => patch(program, old, &latest, seed),
+                _ => None,
+            };
+            if let Some(installed) = patched {
+                current = Some(latest);
+                health = Some(installed);
+                std::thread::sleep(POLL);
+                continue;
+            }
             let Some(installed) = install(
                 program,
                 engine,
@@ -82,6 +93,49 @@ fn watch(
             health = Some(installed);
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Patches the tables of `old` (installed) into `latest`'s when a patch covers the
+/// change (`super::patch`): planned without the program's lock, written under it.
+/// Returns the bitmap installed with it; `None` when the whole generation must be
+/// built (the installed one is still active then).
+fn patch(
+    program: &Mutex<XdpProgram>,
+    old: &Engine,
+    latest: &Engine,
+    seed: super::patch::Seed,
+) -> Option<Arc<Vec<u64>>> {
+    let started = std::time::Instant::now();
+    let planned = match super::patch::plan(old, latest, seed) {
+        Ok(planned) => planned,
+        Err(reason) => {
+            if latest.changes().is_some() {
+                tracing::info!(reason, "XDP tables rebuilt whole, not patched");
+            }
+            return None;
+        }
+    };
+    let names = planned.names();
+    let planned_ms = started.elapsed().as_millis() as u64;
+    let mut xdp = program.lock().ok()?;
+    let bitmap = latest.health();
+    match xdp.apply_patch(planned, &bitmap) {
+        Ok(stats) => {
+            tracing::info!(
+                version = latest.version(),
+                names,
+                planned_ms,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                ?stats,
+                "XDP tables patched"
+            );
+            Some(bitmap)
+        }
+        Err(err) => {
+            tracing::warn!(%err, "XDP table patch failed; building the whole generation");
+            None
+        }
     }
 }
 
@@ -139,10 +193,15 @@ fn install(
         return None;
     };
     let bitmap = latest.health();
-    match xdp.install_built(built, &bitmap) {
+    let mut took = built.took;
+    let writing = std::time::Instant::now();
+    let result = xdp.install_built(built, &bitmap);
+    took.write_ms = writing.elapsed().as_millis() as u64;
+    match result {
         Ok(stats) => tracing::info!(
             version = latest.version(),
             ?stats,
+            ?took,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "XDP tables installed"
         ),

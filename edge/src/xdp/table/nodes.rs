@@ -287,7 +287,11 @@ impl Compiler<'_> {
         let mut tail = vec![0u8, 0];
         tail.extend_from_slice(node.negative_soa);
         // An SOA too long for the table: the node passes (flags 0).
-        let Some(mut value) = self.with_negative(pass(KIND_NODE), &tail) else {
+        let apex = node
+            .name
+            .get(node.name.len().saturating_sub(node.apex_len)..)
+            .unwrap_or_default();
+        let Some(mut value) = self.with_negative(pass(KIND_NODE), apex, &tail) else {
             return pass(KIND_NODE);
         };
         value.flags = QR_AA;

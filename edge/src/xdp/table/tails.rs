@@ -10,20 +10,40 @@ use super::{engine_answer, engine_answer_signed, Answer, Table, HEADER_LEN};
 use crate::engine::Engine;
 
 /// The small table being compiled: tails of [`qdns_abi::answer::TAIL_MAX`] + 1 to
-/// [`SMALL_TAIL_MAX`] octets, each stored once — a zone's node entries all carry one
-/// negative SOA (a serial change is one entry), and identical answers under many names
-/// one tail.
+/// [`SMALL_TAIL_MAX`] octets, each stored once — identical answers under many names
+/// share one tail — and each zone's negative SOA, which all its node entries carry: one
+/// entry of its own per zone, never shared with another zone or an answer, so a serial
+/// change is one entry rewritten in place (a table patch, `xdp::patch`, does just that).
 #[derive(Default)]
 pub(super) struct SmallTails {
-    /// The tails, by id.
+    /// The tails, by id (less [`SmallTails::first`]).
     pub(super) tails: Vec<(PolicyKey, Tail)>,
-    /// Each tail's id.
+    /// Each answer tail's id.
     index: foldhash::HashMap<Vec<u8>, u32>,
+    /// Each zone's negative SOA (by apex): its id and bytes.
+    pub(super) negatives: Negatives,
+    /// Negative SOA ids whose bytes changed from the ones [`SmallTails::seeded`] was given.
+    pub(super) rewritten: Vec<u32>,
+    /// The id of `tails[0]`: 0 for a generation; for a patch, the installed one's length.
+    first: u32,
 }
 
+/// Each zone's negative SOA entry in the small table, by apex: its id and bytes.
+pub type Negatives = std::collections::HashMap<Box<[u8]>, (u32, Vec<u8>)>;
+
 impl SmallTails {
-    /// The id of `bytes` (at most [`SMALL_TAIL_MAX`] octets), added when new; `None`
-    /// when too long or the table is full (the entry passes).
+    /// A small table that continues one of `first` entries whose zones' negative SOAs
+    /// are `negatives`: new tails get ids from `first` on.
+    pub(super) fn seeded(first: u32, negatives: Negatives) -> SmallTails {
+        SmallTails {
+            negatives,
+            first,
+            ..SmallTails::default()
+        }
+    }
+
+    /// The id of answer tail `bytes` (at most [`SMALL_TAIL_MAX`] octets), added when
+    /// new; `None` when too long or the table is full (the entry passes).
     pub(super) fn id(&mut self, generation: u32, bytes: &[u8]) -> Option<u32> {
         if bytes.len() > SMALL_TAIL_MAX {
             return None;
@@ -31,8 +51,34 @@ impl SmallTails {
         if let Some(&id) = self.index.get(bytes) {
             return Some(id);
         }
-        let id = u32::try_from(self.tails.len()).ok().filter(|&n| n < SMALL_MAX)?;
+        let id = self.push(generation, bytes)?;
         self.index.insert(bytes.to_vec(), id);
+        Some(id)
+    }
+
+    /// The id of the negative SOA `bytes` of the zone at `apex`: the zone's entry, its
+    /// bytes replaced (and the id noted in [`SmallTails::rewritten`]) when they differ.
+    pub(super) fn negative(&mut self, generation: u32, apex: &[u8], bytes: &[u8]) -> Option<u32> {
+        if bytes.len() > SMALL_TAIL_MAX {
+            return None;
+        }
+        if let Some((id, held)) = self.negatives.get_mut(apex) {
+            if held != bytes {
+                *held = bytes.to_vec();
+                self.rewritten.push(*id);
+            }
+            return Some(*id);
+        }
+        let id = self.push(generation, bytes)?;
+        self.negatives.insert(apex.into(), (id, bytes.to_vec()));
+        Some(id)
+    }
+
+    fn push(&mut self, generation: u32, bytes: &[u8]) -> Option<u32> {
+        let id = u32::try_from(self.tails.len())
+            .ok()
+            .and_then(|n| n.checked_add(self.first))
+            .filter(|&n| n < SMALL_MAX)?;
         self.tails.push((PolicyKey { generation, id }, large_tail(bytes, &[])));
         Some(id)
     }
