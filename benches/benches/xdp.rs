@@ -510,10 +510,7 @@ fn patches(program: &mut XdpProgram, mut snapshot: qdns_zone::Snapshot, mut engi
         let delta = between(&snapshot, &next, &zone_digests(&next), 0);
         let names = changed_names(&snapshot, &delta).expect("set changes");
         let delta_ms = started.elapsed().as_millis();
-        let changes = qdns_edge::engine::Changes {
-            base: snapshot.version,
-            names: names.into_iter().map(Vec::into_boxed_slice).collect(),
-        };
+        let changes = qdns_edge::engine::Changes::new(snapshot.version, names);
         let compiling = std::time::Instant::now();
         let latest = Engine::compile(&next)
             .expect("compile")

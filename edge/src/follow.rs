@@ -623,10 +623,8 @@ async fn apply_snapshot_delta(
                 matches!(change, qdns_link::delta::ZoneChange::Keep { origin } if *origin == zone.origin)
             });
         // The names it changes, for the XDP tables' patch (`crate::xdp::patch`).
-        let changes = qdns_link::delta::changed_names(&base, &delta).map(|names| crate::engine::Changes {
-            base: base.version,
-            names: names.into_iter().map(Vec::into_boxed_slice).collect(),
-        });
+        let changes = qdns_link::delta::changed_names(&base, &delta)
+            .map(|names| crate::engine::Changes::new(base.version, names));
         let snapshot = qdns_link::delta::apply(base, delta).map_err(|e| e.to_string())?;
         Ok((snapshot, same_zones, changes))
     })

@@ -66,13 +66,25 @@ fn zone_text(round: usize) -> (String, u32) {
     if round >= 7 {
         text.push_str("v6 IN AAAA 2001:db8::7\n");
     }
+    // Round 8: a wildcard appears as an empty non-terminal below an existing name, so
+    // names below that name are synthesised (NODATA) where they were NXDOMAIN.
+    text.push_str("w3 IN A 192.0.2.3\ncw IN CNAME x.w3\n");
+    if round >= 8 {
+        text.push_str("a.*.w3 IN TXT \"below a wildcard that is an empty non-terminal\"\n");
+    }
+    // A hosted child zone (child.toml) that round 9 delegates to from here: its
+    // delegation and glue make `ent2` an empty non-terminal of this zone.
+    if round >= 9 {
+        text.push_str("deep.ent2 IN NS ns1.deep.ent2\nns1.deep.ent2 IN A 192.0.2.200\n");
+    }
     for i in 0..200 {
         let _ = writeln!(text, "n{i:03} IN A 198.51.100.{}", i % 250);
     }
     let serial = match round {
         0 => 1,
         1..=4 => 2,
-        _ => 3,
+        5..=8 => 3,
+        _ => 4,
     };
     (text, serial)
 }
@@ -80,11 +92,27 @@ fn zone_text(round: usize) -> (String, u32) {
 fn write_zone(dir: &std::path::Path, round: usize) {
     let (text, serial) = zone_text(round);
     std::fs::write(dir.join("patch.example.zone"), text).unwrap();
+    // Round 10: an SOA too long for the small table (node entries then pass).
+    let mname = if round >= 10 {
+        format!("{}.{}.patch.example.", "m".repeat(60), "n".repeat(60))
+    } else {
+        "ns1.patch.example.".to_owned()
+    };
+    std::fs::write(
+        dir.join("child.toml"),
+        "[zone]\norigin = \"deep.ent2.patch.example.\"\nttl = 300\n\n[zone.soa]\n\
+         mname = \"ns1.deep.ent2.patch.example.\"\nrname = \"hostmaster.patch.example.\"\nserial = 1\n\
+         refresh = 7200\nretry = 900\nexpire = 1209600\nminimum = 60\n\n[zone.ns]\n\
+         names = [\"ns1.deep.ent2.patch.example.\"]\n\n[[rrset]]\nname = \"ns1\"\ntype = \"A\"\n\
+         values = [\"192.0.2.200\"]\n\n[[rrset]]\nname = \"www\"\ntype = \"A\"\n\
+         values = [\"192.0.2.202\"]\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.join("patch.example.toml"),
         format!(
             "[zone]\norigin = \"patch.example.\"\nttl = 300\ninclude = \"patch.example.zone\"\n\n\
-             [zone.soa]\nmname = \"ns1.patch.example.\"\nrname = \"hostmaster.patch.example.\"\n\
+             [zone.soa]\nmname = \"{mname}\"\nrname = \"hostmaster.patch.example.\"\n\
              serial = {serial}\nrefresh = 7200\nretry = 900\nexpire = 1209600\nminimum = 60\n\n\
              [zone.ns]\nnames = [\"ns1.patch.example.\"]\n"
         ),
@@ -95,7 +123,7 @@ fn write_zone(dir: &std::path::Path, round: usize) {
 /// Every name of the zone at any round, and names below them.
 fn names() -> Vec<String> {
     let mut names = BTreeSet::new();
-    for round in 0..=7 {
+    for round in 0..=LAST_ROUND {
         let (text, _) = zone_text(round);
         for line in text.lines() {
             let owner = line.split_whitespace().next().unwrap();
@@ -121,6 +149,18 @@ fn names() -> Vec<String> {
         names.insert(format!("{extra}.patch.example."));
     }
     names.into_iter().collect()
+}
+
+/// The last round of edits.
+const LAST_ROUND: usize = 10;
+
+/// Why a round's delta is left to a whole build.
+fn refused(round: usize) -> Option<&'static str> {
+    match round {
+        9 => Some("a change of a parent zone at or below a hosted zone"),
+        10 => Some("the SOA no longer fits the tables, or now does"),
+        _ => None,
+    }
 }
 
 const TYPES: &[RecordType] = &[
@@ -174,23 +214,27 @@ fn patched_tables_answer_as_the_engine_and_as_a_whole_build() {
     let mut engine = engine_of(&snapshot);
     let mut program = program_for(&engine);
     let names = names();
-    for round in 1..=7 {
+    for round in 1..=LAST_ROUND {
         write_zone(dir.path(), round);
         let next = qdns_zone::load_dir(dir.path(), snapshot.version + 1).expect("zones load");
         let delta = qdns_link::delta::between(&snapshot, &next, &qdns_link::delta::zone_digests(&next), 0);
         let names_changed = qdns_link::delta::changed_names(&snapshot, &delta).expect("a patch of set changes");
         let applied = qdns_link::delta::apply(snapshot.clone(), delta).expect("the delta applies");
         assert_eq!(applied, next);
-        let changes = Changes {
-            base: snapshot.version,
-            names: names_changed.into_iter().map(Vec::into_boxed_slice).collect(),
-        };
-        let latest = engine_of(&next).with_changes(changes);
+        let latest = engine_of(&next).with_changes(Changes::new(snapshot.version, names_changed));
         let seed = program.patch_seed().expect("installed tables");
-        let planned = patch::plan(&engine, &latest, seed).unwrap_or_else(|why| panic!("round {round}: {why}"));
-        let stats = program
-            .apply_patch(planned, &latest.health())
-            .expect("the patch writes");
+        let planned = patch::plan(&engine, &latest, seed);
+        let stats = match (planned, refused(round)) {
+            (Ok(planned), None) => program
+                .apply_patch(planned, &latest.health())
+                .expect("the patch writes"),
+            (Err(why), Some(expected)) => {
+                assert_eq!(why, expected, "round {round}");
+                program.install(&latest).expect("install")
+            }
+            (Ok(_), Some(expected)) => panic!("round {round}: patched, but should be refused: {expected}"),
+            (Err(why), None) => panic!("round {round}: {why}"),
+        };
         let mut whole = program_for(&latest);
         let (mut answered, mut asked) = (0, 0);
         for name in &names {
@@ -218,11 +262,14 @@ fn patched_tables_answer_as_the_engine_and_as_a_whole_build() {
                 }
             }
         }
-        // Most questions are answered in XDP (the rest: CNAME chains to wildcards, …).
-        assert!(
-            answered * 10 > asked * 7,
-            "round {round}: {answered} of {asked} answered in XDP"
-        );
+        // Most questions are answered in XDP (the rest: CNAME chains to wildcards, …),
+        // but for an SOA too long for the tables (round 10: the node entries pass).
+        if round < 10 {
+            assert!(
+                answered * 10 > asked * 7,
+                "round {round}: {answered} of {asked} answered in XDP"
+            );
+        }
         assert_eq!(stats.crowded, 0, "round {round}");
         snapshot = next;
         engine = latest;
@@ -244,23 +291,17 @@ fn what_a_patch_does_not_cover_is_left_to_a_whole_build() {
     let plain = engine_of(&next);
     assert!(patch::plan(&engine, &plain, program.patch_seed().unwrap()).is_err());
     // A delta over another version.
-    let stale = engine_of(&next).with_changes(Changes {
-        base: 7,
-        names: vec![b"\x03www\x05patch\x07example\x00"[..].into()],
-    });
+    let www: &[u8] = b"\x03www\x05patch\x07example\x00";
+    let stale = engine_of(&next).with_changes(Changes::new(7, vec![(www[4..].to_vec(), www.to_vec())]));
     assert!(patch::plan(&engine, &stale, program.patch_seed().unwrap()).is_err());
     // A name with a routing policy (shop.example's weighted www).
-    let policy = engine_of(&next).with_changes(Changes {
-        base: 1,
-        names: vec![b"\x03www\x04shop\x07example\x00"[..].into()],
-    });
+    let shop: &[u8] = b"\x03www\x04shop\x07example\x00";
+    let policy = engine_of(&next).with_changes(Changes::new(1, vec![(shop[4..].to_vec(), shop.to_vec())]));
     let why = patch::plan(&engine, &policy, program.patch_seed().unwrap()).err();
     assert!(why.is_some(), "a policy set is not patched");
     // A name at a zone cut (example.com's sub delegation).
-    let cut = engine_of(&next).with_changes(Changes {
-        base: 1,
-        names: vec![b"\x02ns\x03sub\x07example\x03com\x00"[..].into()],
-    });
+    let glue: &[u8] = b"\x02ns\x03sub\x07example\x03com\x00";
+    let cut = engine_of(&next).with_changes(Changes::new(1, vec![(glue[7..].to_vec(), glue.to_vec())]));
     assert_eq!(
         patch::plan(&engine, &cut, program.patch_seed().unwrap()).err(),
         Some("a name at or below a zone cut")

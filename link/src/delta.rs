@@ -435,16 +435,17 @@ pub fn apply(base: Snapshot, delta: SnapshotDelta) -> Result<Snapshot, DeltaErro
 }
 
 /// The owner names whose record sets `delta` changes in `base` — every set a patch
-/// inserts and every base set no run copies — each once; `None` when it does more than
-/// that to some zone: sends one whole, changes its signatures, DNSSEC or geo table, or
-/// adds or drops a zone. (An edge patches its XDP tables from these.)
+/// inserts and every base set no run copies — each once, with the origin of its zone;
+/// `None` when it does more than that to some zone: sends one whole, changes its
+/// signatures, DNSSEC or geo table, or adds or drops a zone. (An edge patches its XDP
+/// tables from these.)
 #[must_use]
-pub fn changed_names(base: &Snapshot, delta: &SnapshotDelta) -> Option<Vec<Vec<u8>>> {
+pub fn changed_names(base: &Snapshot, delta: &SnapshotDelta) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     if delta.base != base.version || delta.zones.len() != base.zones.len() {
         return None;
     }
     let by_origin: HashMap<&[u8], &Zone> = base.zones.iter().map(|z| (&z.origin[..], z)).collect();
-    let mut names: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let mut names: std::collections::HashSet<(&[u8], &[u8])> = std::collections::HashSet::new();
     for change in &delta.zones {
         match change {
             ZoneChange::Keep { origin } => {
@@ -457,13 +458,14 @@ pub fn changed_names(base: &Snapshot, delta: &SnapshotDelta) -> Option<Vec<Vec<u
                     return None;
                 }
                 // The negative SOA's TTL: with the SOA set it is the apex's change.
+                let origin = &before.origin[..];
                 if patch.head.negative_ttl != before.negative_ttl {
-                    names.insert(&before.origin[..]);
+                    names.insert((origin, origin));
                 }
                 let mut copied = vec![false; before.rrsets.len()];
                 for run in &patch.rrsets {
                     match run {
-                        Run::Insert(sets) => names.extend(sets.iter().map(|set| &set.name[..])),
+                        Run::Insert(sets) => names.extend(sets.iter().map(|set| (origin, &set.name[..]))),
                         Run::Copy { from, len } => {
                             let start = *from as usize;
                             let end = start.checked_add(*len as usize)?;
@@ -477,12 +479,17 @@ pub fn changed_names(base: &Snapshot, delta: &SnapshotDelta) -> Option<Vec<Vec<u
                         .iter()
                         .zip(&copied)
                         .filter(|(_, &kept)| !kept)
-                        .map(|(set, _)| &set.name[..]),
+                        .map(|(set, _)| (origin, &set.name[..])),
                 );
             }
         }
     }
-    Some(names.into_iter().map(<[u8]>::to_vec).collect())
+    Some(
+        names
+            .into_iter()
+            .map(|(origin, name)| (origin.to_vec(), name.to_vec()))
+            .collect(),
+    )
 }
 
 /// `before` with `patch` applied, checked against the patch's digest.

@@ -128,8 +128,9 @@ impl Engine {
     /// The owners, in the zone at `apex`, of the sets whose answers read a name of
     /// `exact`, or at or below a name of `under`: a CNAME chain's next name, or a name
     /// whose addresses go in the additional section (MX, NS, SRV). With `every_cname`,
-    /// every CNAME owner too (a chain ending in a NODATA or NXDOMAIN carries the zone's
-    /// SOA).
+    /// every owner of a plain CNAME set off any zone cut too (a chain ending in a NODATA
+    /// or NXDOMAIN carries the zone's SOA; a policy CNAME's or a referral's entries do
+    /// not).
     pub(crate) fn dependents(
         &self,
         apex: &[u8],
@@ -145,8 +146,9 @@ impl Engine {
         let mut out = Vec::new();
         for (_, node) in zone.each_node() {
             let reader = node.each_set().any(|set| {
+                let soa_read = every_cname && set.policy.is_none() && node.cut.is_none();
                 let chain = set.rtype == rtype::CNAME
-                    && (every_cname || cname_target(set.records).is_some_and(|t| reads(&t.to_ascii_lowercase())));
+                    && (soa_read || cname_target(set.records).is_some_and(|t| reads(&t.to_ascii_lowercase())));
                 chain
                     || set
                         .targets

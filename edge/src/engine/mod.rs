@@ -78,8 +78,27 @@ pub struct Engine {
 pub struct Changes {
     /// The snapshot version the delta applied to.
     pub base: u64,
-    /// Owner names (lowercase wire), each once.
-    pub names: Vec<Box<[u8]>>,
+    /// Owner names (lowercase wire), each once, with the origin of the zone whose sets
+    /// changed (a parent's delegation and glue are at or below a hosted child's apex).
+    pub names: Vec<ChangedName>,
+}
+
+/// A changed owner name: (the origin of the zone whose sets changed, the owner).
+pub type ChangedName = (Box<[u8]>, Box<[u8]>);
+
+impl Changes {
+    /// The changes of a delta over version `base` that changed `names` (origin, owner),
+    /// as `qdns_link::delta::changed_names` gives them.
+    #[must_use]
+    pub fn new(base: u64, names: Vec<(Vec<u8>, Vec<u8>)>) -> Changes {
+        Changes {
+            base,
+            names: names
+                .into_iter()
+                .map(|(origin, name)| (origin.into_boxed_slice(), name.into_boxed_slice()))
+                .collect(),
+        }
+    }
 }
 
 /// One zone, compiled.

@@ -103,6 +103,7 @@ impl XdpProgram {
                         large: table.large.len(),
                         medium: table.medium.len(),
                         mask: packed_len.2,
+                        entries: table.answers.len(),
                         negatives: table.negatives,
                         garbage: 0,
                         other_bank_shares: false,
@@ -392,6 +393,8 @@ pub(super) struct Tables {
     pub(super) medium: usize,
     /// The slot table's bucket mask.
     pub(super) mask: u32,
+    /// Entries (keys) the slot table was given: at most two a bucket from a build.
+    pub(super) entries: usize,
     /// Each zone's negative SOA entry in the small table.
     pub(super) negatives: table::Negatives,
     /// Records no slot points at any more (patches leave the replaced ones).

@@ -34,10 +34,10 @@ use super::{
     generation::{BankArrays, MappedValues, Tables, TABLE_FLAGS},
     map_error, pack, table, Installed, TableStats, XdpProgram, XdpTableError,
 };
-use crate::engine::{export::NameSet, Engine};
+use crate::engine::{export::NameSet, ChangedName, Engine};
 use qdns_abi::answer::{
     LargeTail, MediumTail, ACTIVE_BANK_SHIFT, LARGE_MAP, LARGE_MAX, MEDIUM_MAP, MEDIUM_MAX, PLAIN_LARGE, PLAIN_MEDIUM,
-    RECORDS_MAP, SLOTS_MAP, SMALL_MAP,
+    RECORDS_MAP, SLOTS_MAP, SMALL_MAP, SMALL_TAIL_MAX,
 };
 
 /// Most names one patch redoes: past this a full build is as quick.
@@ -184,32 +184,42 @@ pub fn plan(old: &Engine, new: &Engine, seed: Seed) -> Result<Patch, &'static st
 
 /// The names a change of `changed` reaches (see the module's comment): the changed
 /// names, their ancestors, and the readers of what changed, round after round.
-fn reached(old: &Engine, new: &Engine, changed: &[Box<[u8]>]) -> Result<HashSet<Box<[u8]>>, &'static str> {
+fn reached(old: &Engine, new: &Engine, changed: &[ChangedName]) -> Result<HashSet<Box<[u8]>>, &'static str> {
     let mut dirty: HashSet<Box<[u8]>> = HashSet::new();
     // Whose readers must be redone: names whose sets changed (`exact`), and names that
-    // appeared or vanished, or whose wildcard child changed (`under`: what is below them
-    // is found otherwise now).
+    // appeared or vanished, or whose wildcard child did or changed (`under`: what is
+    // below them is found otherwise now).
     let (mut exact, mut under): (NameSet, NameSet) = (HashSet::new(), HashSet::new());
     let mut zones: Vec<Box<[u8]>> = Vec::new();
-    for name in changed {
+    for (origin, name) in changed {
         let apex = new.apex_of(name).ok_or("a name outside every zone")?;
         if old.apex_of(name) != Some(apex) {
             return Err("a name moved between zones");
+        }
+        // A parent's delegation or glue at or below a hosted child's apex: the names it
+        // reaches are the parent's, which the child hides from the lookups here.
+        if **origin != *apex {
+            return Err("a change of a parent zone at or below a hosted zone");
         }
         if !zones.iter().any(|z| **z == *apex) {
             zones.push(apex.into());
         }
         exact.insert(name.clone());
-        for (i, suffix) in crate::wire::name::label_starts(name)
+        let suffixes: Vec<&[u8]> = crate::wire::name::label_starts(name)
             .filter_map(|start| name.get(start..))
             .take_while(|s| s.len() >= apex.len())
-            .enumerate()
-        {
-            dirty.insert(suffix.into());
+            .collect();
+        for (i, suffix) in suffixes.iter().enumerate() {
+            dirty.insert((*suffix).into());
             let appeared_or_vanished = old.has_name(suffix) != new.has_name(suffix);
-            let encloser = i == 1 && name.starts_with(b"\x01*");
-            if appeared_or_vanished || encloser {
-                under.insert(suffix.into());
+            if appeared_or_vanished {
+                under.insert((*suffix).into());
+            }
+            // A wildcard changed, or appearing or vanishing (an empty non-terminal one
+            // too): its parent synthesises otherwise now.
+            let wildcard = suffix.starts_with(b"\x01*") && (i == 0 || appeared_or_vanished);
+            if let (true, Some(parent)) = (wildcard, suffixes.get(i + 1)) {
+                under.insert((*parent).into());
             }
         }
     }
@@ -220,7 +230,14 @@ fn reached(old: &Engine, new: &Engine, changed: &[Box<[u8]>]) -> Result<HashSet<
                 .first()
                 .map(|view| view.negative_soa.to_vec())
         };
-        let soa_changed = soa(old) != soa(new);
+        let (before, after) = (soa(old), soa(new));
+        // The node entries hold the SOA only while it fits the small table (else they
+        // pass): a patch cannot move the zone's names across that line.
+        let fits = |soa: &Option<Vec<u8>>| soa.as_ref().is_some_and(|s| s.len() + 2 <= SMALL_TAIL_MAX);
+        if fits(&before) != fits(&after) {
+            return Err("the SOA no longer fits the tables, or now does");
+        }
+        let soa_changed = before != after;
         // Each round takes the readers of the last one's names; a chain is at most
         // MAX_CNAME_CHAIN long, so the rounds are too.
         for round in 0.. {
@@ -305,6 +322,13 @@ impl XdpProgram {
                 self.installed.generation == patch.seed_generation && (t.small, t.large, t.medium) == patch.firsts
             })
             .ok_or(stale("the tables changed since the patch was planned"))?;
+        // A build gives the slot table at most two entries a bucket; past three, build.
+        let entries = (tables.entries + patch.added.answers.len()).saturating_sub(patch.removed.len());
+        if entries > (tables.mask as usize + 1) * 3 {
+            return Err(XdpTableError::Patch(
+                "the slot table would hold over three entries a bucket",
+            ));
+        }
         let written = write_patch(tables, &patch)?;
         let bank = 1 - self.installed.bank;
         let health = 1 - self.installed.health;
@@ -362,6 +386,7 @@ impl XdpProgram {
                 large: old.large + patch.added.large.len(),
                 medium: old.medium + patch.added.medium.len(),
                 mask: old.mask,
+                entries,
                 negatives: patch.added.negatives,
                 garbage: old.garbage + written.retired,
                 other_bank_shares: true,
