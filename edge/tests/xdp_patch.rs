@@ -77,8 +77,12 @@ fn zone_text(round: usize) -> (String, u32) {
     if round >= 9 {
         text.push_str("deep.ent2 IN NS ns1.deep.ent2\nns1.deep.ent2 IN A 192.0.2.200\n");
     }
+    // A wildcard whose CNAME reads n001 (round 3 edits it), and a chain into what it
+    // synthesises.
+    text.push_str("*.w4 IN CNAME n001\naw IN CNAME foo.w4\n");
     for i in 0..200 {
-        let _ = writeln!(text, "n{i:03} IN A 198.51.100.{}", i % 250);
+        let last = if i == 1 && round >= 3 { 201 } else { i % 250 };
+        let _ = writeln!(text, "n{i:03} IN A 198.51.100.{last}");
     }
     let serial = match round {
         0 => 1,
@@ -174,6 +178,7 @@ const TYPES: &[RecordType] = &[
     RecordType::NS,
     RecordType::ANY,
     RecordType::CAA,
+    RecordType::DS,
 ];
 
 fn engine_of(snapshot: &Snapshot) -> Engine {
@@ -305,5 +310,18 @@ fn what_a_patch_does_not_cover_is_left_to_a_whole_build() {
     assert_eq!(
         patch::plan(&engine, &cut, program.patch_seed().unwrap()).err(),
         Some("a name at or below a zone cut")
+    );
+    // A serial bump in a zone with a delegation (example.com's sub): its DS NODATA
+    // carries the SOA in its own tail.
+    let toml = dir.path().join("example.com.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, text.replace("serial = 2026120101", "serial = 2026120102")).unwrap();
+    let bumped = qdns_zone::load_dir(dir.path(), 2).expect("zones load");
+    let delta = qdns_link::delta::between(&snapshot, &bumped, &qdns_link::delta::zone_digests(&bumped), 0);
+    let names = qdns_link::delta::changed_names(&snapshot, &delta).expect("set changes");
+    let serial = engine_of(&bumped).with_changes(Changes::new(1, names));
+    assert_eq!(
+        patch::plan(&engine, &serial, program.patch_seed().unwrap()).err(),
+        Some("the SOA of a zone with delegations changed")
     );
 }

@@ -125,9 +125,19 @@ impl Engine {
         label_starts(name).find_map(|start| self.zones.get(*self.by_apex.get(name.get(start..)?)? as usize))
     }
 
+    /// True when the zone at `apex` has a zone cut below its apex that it answers for
+    /// (one a more specific hosted zone hides is not).
+    pub(crate) fn has_cuts(&self, apex: &[u8]) -> bool {
+        let Some(zone) = self.by_apex.get(apex).and_then(|&i| self.zones.get(i as usize)) else {
+            return false;
+        };
+        zone.each_node()
+            .any(|(id, node)| node.cut == Some(id) && self.zone_of(node.name).is_some_and(|z| z.apex == zone.apex))
+    }
+
     /// The owners, in the zone at `apex`, of the sets whose answers read a name of
     /// `exact`, or at or below a name of `under`: a CNAME chain's next name, or a name
-    /// whose addresses go in the additional section (MX, NS, SRV). With `every_cname`,
+    /// whose addresses go in the additional section (NS, MX, SRV, SVCB, HTTPS). With `every_cname`,
     /// every owner of a plain CNAME set off any zone cut too (a chain ending in a NODATA
     /// or NXDOMAIN carries the zone's SOA; a policy CNAME's or a referral's entries do
     /// not).

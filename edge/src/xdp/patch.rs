@@ -238,6 +238,11 @@ fn reached(old: &Engine, new: &Engine, changed: &[ChangedName]) -> Result<HashSe
             return Err("the SOA no longer fits the tables, or now does");
         }
         let soa_changed = before != after;
+        // A zone cut's DS entry is a NODATA carrying the SOA in its own tail; cuts make
+        // a patch refuse, so a changed SOA there is a whole build.
+        if soa_changed && (old.has_cuts(apex) || new.has_cuts(apex)) {
+            return Err("the SOA of a zone with delegations changed");
+        }
         // Each round takes the readers of the last one's names; a chain is at most
         // MAX_CNAME_CHAIN long, so the rounds are too.
         for round in 0.. {
@@ -250,6 +255,11 @@ fn reached(old: &Engine, new: &Engine, changed: &[ChangedName]) -> Result<HashSe
                 .chain(new.dependents(apex, (&exact, &under), soa_changed));
             let mut grew = false;
             for name in readers {
+                // A wildcard reader answers for every name it synthesises: their
+                // readers are below its parent.
+                if let Some(parent) = name.strip_prefix(b"\x01*") {
+                    grew |= under.insert(parent.into());
+                }
                 dirty.insert(name.clone());
                 grew |= exact.insert(name);
             }
