@@ -201,10 +201,16 @@ fn a_failover_during_a_table_build_reaches_the_xdp_answers() {
     let scrape = |ns: &Netns| ns.run(move || common::scrape(metrics));
     let first = sample(&scrape(&ns), "qdns_edge_xdp_table_snapshot_version");
 
-    // One record edited: the edge takes the reload as a delta and starts building the
-    // new tables; the override comes while they are built.
+    // One record edited and a delegation added (a zone cut, which a table patch does
+    // not cover): the edge takes the reload as a delta and starts building the new
+    // tables whole; the override comes while they are built.
     let zone = loc.zones().join("big.example.zone");
-    std::fs::write(&zone, body.replacen("h7 IN A 10.0.0.7\n", "h7 IN A 192.0.2.77\n", 1)).unwrap();
+    let edited = body.replacen(
+        "h7 IN A 10.0.0.7\n",
+        "h7 IN A 192.0.2.77\nsub7 IN NS ns.example.net.\n",
+        1,
+    );
+    std::fs::write(&zone, edited).unwrap();
     let reloaded = loc.ctl_json(&["reload"])["snapshot_version"].as_u64().unwrap();
     let applied = edge.wait_for("snapshot applied");
     assert!(applied.contains("delta"), "{applied}");

@@ -66,6 +66,12 @@ fn zone_text(round: usize) -> (String, u32) {
     if round >= 7 {
         text.push_str("v6 IN AAAA 2001:db8::7\n");
     }
+    // A wildcard whose MX answer the tables relocate (made by asking for names beside
+    // it), and round 7 adds one of the names asked.
+    text.push_str("*.w5 IN MX 10 mail\n");
+    if round >= 7 {
+        text.push_str("q-x.w5 IN A 192.0.2.5\n");
+    }
     // Round 8: a wildcard appears as an empty non-terminal below an existing name, so
     // names below that name are synthesised (NODATA) where they were NXDOMAIN.
     text.push_str("w3 IN A 192.0.2.3\ncw IN CNAME x.w3\n");

@@ -214,6 +214,14 @@ fn reached(old: &Engine, new: &Engine, changed: &[ChangedName]) -> Result<HashSe
             let appeared_or_vanished = old.has_name(suffix) != new.has_name(suffix);
             if appeared_or_vanished {
                 under.insert((*suffix).into());
+                // A sibling wildcard's entries are relocated answers made by asking
+                // for names beside it (`table::plain`): redone when one comes or goes.
+                if let Some(parent) = suffixes.get(i + 1) {
+                    let wildcard: Box<[u8]> = [&b"\x01*"[..], parent].concat().into();
+                    if old.has_name(&wildcard) || new.has_name(&wildcard) {
+                        dirty.insert(wildcard);
+                    }
+                }
             }
             // A wildcard changed, or appearing or vanishing (an empty non-terminal one
             // too): its parent synthesises otherwise now.
