@@ -118,8 +118,35 @@ fn harness_smoke_run_produces_the_table() {
                 assert!(in_xdp > 1000, "the signed flood answered by the program: {row}");
             }
         }
+        assert_rate_limited_floods(&stdout);
     }
     assert!(out.path().join("results.json").is_file());
+}
+
+/// The floods with the limiter on and off: on, the program slips and drops (and
+/// nothing of the flood reaches user space); off, it does neither.
+fn assert_rate_limited_floods(stdout: &str) {
+    for (mix, server) in [
+        ("random-subdomain flood (NXDOMAIN)", "native"),
+        ("random-subdomain flood (NXDOMAIN)", "generic"),
+        ("random-subdomain flood, signed zone, DO=1", "generic"),
+    ] {
+        for rrl in ["off", "on"] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("| {mix} | {server} | {rrl} |")))
+                .unwrap_or_else(|| panic!("no RRL row for {mix} {server} {rrl}:\n{stdout}"));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let count = |from_end: usize| -> u64 { cells[cells.len() - 1 - from_end].parse().unwrap() };
+            let (answered, slipped, dropped, passed) = (count(4), count(3), count(2), count(1));
+            assert!(answered > 1000 && passed * 100 < answered, "{row}");
+            if rrl == "on" {
+                assert!(slipped > 100 && dropped > 100, "the limiter at work in XDP: {row}");
+            } else {
+                assert!(slipped == 0 && dropped == 0, "{row}");
+            }
+        }
+    }
 }
 
 /// The kxdpgun table's row for `mix` and `server`: its capacity, the queries the

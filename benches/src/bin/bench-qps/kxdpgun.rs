@@ -16,6 +16,8 @@
 //! For each server and mix the offered load steps up until more than 1 % is lost (the
 //! capacity is the reply rate of the last step at ≤ 1 % loss) or kxdpgun cannot offer the
 //! step (sent < 95 % of it: the generator's ceiling, reported as such).
+mod rrl;
+
 use std::{fmt::Write as _, path::Path, process::Command};
 
 use super::{
@@ -80,6 +82,9 @@ pub struct Step {
     pub loss: f64,
     /// Server CPU (CPU 1) nanoseconds per reply.
     pub server_ns_per_query: f64,
+    /// Server CPU nanoseconds per query sent (the same as per reply when every query is
+    /// answered; the figure for a rate-limited flood, where most are not).
+    pub server_ns_per_sent: f64,
 }
 
 /// One server with one mix.
@@ -106,6 +111,8 @@ pub struct GunResult {
     pub mixes: Vec<(&'static str, Vec<Run>)>,
     /// The fixed loads the CPU column reads.
     pub fixed: Vec<u32>,
+    /// The floods with response rate limiting off and on (`rrl.rs`).
+    pub rrl: Vec<rrl::RrlRun>,
 }
 
 impl Plan {
@@ -249,8 +256,10 @@ fn pin_napi(ns: &str, iface: &str, cpu: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// One kxdpgun run: (sent, replied) queries. Its XDP socket is refused as busy for a
-/// moment after the previous run let go of the queue: tried again a few times.
+/// One kxdpgun run: (sent, replied) queries, all from the client end's address
+/// (kxdpgun 3.2 takes a source range with `-l` but sends from its first address only,
+/// as measured on this pair). Its XDP socket is refused as busy for a moment after the
+/// previous run let go of the queue: tried again a few times.
 fn kxdpgun(pair: &Pair, queries: &Path, seconds: u32, rate: u32) -> Result<(u64, u64), String> {
     let mut last = String::new();
     for _ in 0..5 {
@@ -295,6 +304,25 @@ fn kxdpgun_once(pair: &Pair, queries: &Path, seconds: u32, rate: u32) -> Result<
     }
 }
 
+/// One offered load of `queries` for the stage's seconds: what kxdpgun sent and got
+/// back, and the server's CPU over it (its threads, `pid`, and the server end's NAPI).
+fn offer(plan: &Plan, pair: &Pair, queries: &Path, pid: Option<u32>, rate: u32) -> Result<Step, String> {
+    pin_napi(&pair.server, &pair.server_if, SERVER_CPU)?;
+    pin_napi(&pair.client, &pair.client_if, GENERATOR_CPU)?;
+    let before = server_runtime_ns(pid, &pair.server_if);
+    let (sent, replied) = kxdpgun(pair, queries, plan.gun_seconds(), rate)?;
+    let server_ns = server_runtime_ns(pid, &pair.server_if).saturating_sub(before) as f64;
+    let seconds = f64::from(plan.gun_seconds());
+    Ok(Step {
+        offered: rate,
+        sent_qps: sent as f64 / seconds,
+        replied_qps: replied as f64 / seconds,
+        loss: 1.0 - replied as f64 / (sent.max(1) as f64),
+        server_ns_per_query: server_ns / replied.max(1) as f64,
+        server_ns_per_sent: server_ns / sent.max(1) as f64,
+    })
+}
+
 fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mix: Mix) -> Result<Run, String> {
     let dir = work.join(format!("kxdpgun-{}-{:?}", mode.label(), mix));
     let place = Placement {
@@ -316,7 +344,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mi
         _ => {
             let peer = veth::peer_program(pair, mode)?;
             let signed = matches!(mix, Mix::SignedFlood).then(|| work.join("signed-snapshot.bin"));
-            let running = veth::start_server(plan, pair, work, &dir, mode, place, signed.as_deref())?;
+            let running = veth::start_server(plan, pair, work, &dir, (mode, &[]), place, signed.as_deref())?;
             drop(peer);
             (Some(running), None)
         }
@@ -328,19 +356,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mi
         ..Run::default()
     };
     for &rate in plan.gun_steps() {
-        pin_napi(&pair.server, &pair.server_if, SERVER_CPU)?;
-        pin_napi(&pair.client, &pair.client_if, GENERATOR_CPU)?;
-        let before = server_runtime_ns(pid, &pair.server_if);
-        let (sent, replied) = kxdpgun(pair, queries, plan.gun_seconds(), rate)?;
-        let server_ns = server_runtime_ns(pid, &pair.server_if).saturating_sub(before);
-        let seconds = f64::from(plan.gun_seconds());
-        let step = Step {
-            offered: rate,
-            sent_qps: sent as f64 / seconds,
-            replied_qps: replied as f64 / seconds,
-            loss: 1.0 - replied as f64 / (sent.max(1) as f64),
-            server_ns_per_query: server_ns as f64 / replied.max(1) as f64,
-        };
+        let step = offer(plan, pair, queries, pid, rate)?;
         eprintln!(
             "bench-qps: kxdpgun {} {}: offered {rate}, sent {:.0}/s, replied {:.0}/s, loss {:.2} %, {:.0} ns/query",
             mode.label(),
@@ -413,6 +429,7 @@ pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
         signed_snapshot(work, &work.join("signed-snapshot.bin"))?;
         let mixes = match std::env::var("QDNS_KXDPGUN_MIXES").ok().as_deref() {
             Some("flood") => vec![Mix::Flood, Mix::SignedFlood],
+            Some("rrl") => vec![],
             _ => vec![Mix::Plain, Mix::Resolver, Mix::Flood, Mix::SignedFlood],
         };
         for mix in mixes {
@@ -424,6 +441,7 @@ pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
             }
             result.mixes.push((mix.label(), runs));
         }
+        result.rrl = rrl::runs(plan, &pair, work, &result.fixed)?;
         Ok(result)
     })();
     unpin_self();
@@ -498,6 +516,7 @@ pub fn report(result: &GunResult) -> String {
             );
         }
     }
+    t.push_str(&rrl::report(&result.rrl, &result.fixed));
     t
 }
 

@@ -114,13 +114,14 @@ pub struct Placement {
 /// Unpinned, two workers: the dnsperf stage.
 const SHARED: Placement = Placement { cpu: None, workers: 2 };
 
-/// Starts the server for `mode` in the server namespace and waits until it answers.
+/// Starts the server for `mode` in the server namespace and waits until it answers;
+/// `edge_args` go to qdns-edge after the harness's own (knotd ignores them).
 pub fn start_server(
     plan: &Plan,
     pair: &Pair,
     work: &Path,
     dir: &Path,
-    mode: Mode,
+    (mode, edge_args): (Mode, &[&str]),
     place: Placement,
     signed: Option<&Path>,
 ) -> Result<Running, String> {
@@ -179,6 +180,7 @@ pub fn start_server(
         if mode != Mode::Off {
             cmd.args(["--xdp", &pair.server_if, "--xdp-mode", mode.label()]);
         }
+        cmd.args(edge_args);
     }
     let child = cmd
         .env("RUST_LOG", "info")
@@ -274,7 +276,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     let dir = work.join(format!("veth-xdp-{}", mode.label()));
     let peer = peer_program(pair, mode)?;
     let redirected = ethtool_counter(pair, "rx_queue_0_xdp_redirect");
-    let running = start_server(plan, pair, work, &dir, mode, SHARED, None)?;
+    let running = start_server(plan, pair, work, &dir, (mode, &[]), SHARED, None)?;
     let (closed_qps, _) = dnsperf(pair, queries, plan.seconds, None)?;
     // Step the offered load up; keep the achieved rate of the last step with no loss.
     // A step the generator cannot offer (achieved < 95 % of it) ends the search: the
@@ -318,9 +320,16 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
 /// The queries qdns's program answered, from the counters the edge logs when it
 /// detaches.
 pub fn xdp_answered_in_log(log: &Path) -> u64 {
+    xdp_counters_in_log(log, "answered_")
+}
+
+/// The sum of the program's counters whose names start with `prefix` (`answered_`,
+/// `pass_`, or one whole name such as `rrl_slipped`), from the counters the edge logs
+/// when it detaches (`("name", count)` pairs; 0 when the line is missing).
+pub fn xdp_counters_in_log(log: &Path, prefix: &str) -> u64 {
     let log = std::fs::read_to_string(log).unwrap_or_default();
     log.lines().find(|l| l.contains("detaching XDP")).map_or(0, |line| {
-        line.split("(\"answered_")
+        line.split(&format!("(\"{prefix}"))
             .skip(1)
             .filter_map(|part| part.split(", ").nth(1)?.split(')').next()?.parse::<u64>().ok())
             .sum()
