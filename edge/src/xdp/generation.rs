@@ -211,52 +211,7 @@ impl XdpProgram {
     /// Puts one-element empty arrays (generation 0, which no query reads) under `bank`,
     /// so the kernel frees that bank's tables.
     pub(super) fn clear_bank(&mut self, bank: u32) -> Result<(), XdpTableError> {
-        self.place(
-            POLICIES_MAP,
-            bank,
-            &filled::<PolicyValue>(POLICIES_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(LARGE_MAP, bank, &filled::<LargeTail>(LARGE_MAP, 0, std::iter::empty())?)?;
-        self.place(
-            MEDIUM_MAP,
-            bank,
-            &filled::<MediumTail>(MEDIUM_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(SMALL_MAP, bank, &filled::<SmallTail>(SMALL_MAP, 0, std::iter::empty())?)?;
-        self.place(GAPS_MAP, bank, &filled::<Gap>(GAPS_MAP, 0, std::iter::empty())?)?;
-        self.place(PIECES_MAP, bank, &filled::<Piece>(PIECES_MAP, 0, std::iter::empty())?)?;
-        self.place(
-            LONG_NAMES_MAP,
-            bank,
-            &filled::<LongName>(LONG_NAMES_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            CLIENT_SETS_MAP,
-            bank,
-            &filled::<ClientSet>(CLIENT_SETS_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            CLIENT_BLOCKS_MAP,
-            bank,
-            &filled::<ClientBlock>(CLIENT_BLOCKS_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            CLASS_CHAINS_MAP,
-            bank,
-            &filled::<u32>(CLASS_CHAINS_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            CLIENT_INDEX_MAP,
-            bank,
-            &filled::<u32>(CLIENT_INDEX_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            RECORDS_MAP,
-            bank,
-            &filled::<AnswerValue>(RECORDS_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(SLOTS_MAP, bank, &filled::<Bucket>(SLOTS_MAP, 0, std::iter::empty())?)?;
-        self.set_config(CONFIG_MASK + bank, 0)
+        self.place_bank(bank, &BankArrays::empty()?, 0)
     }
 
     /// Makes `array` the table `name` of `bank`.
@@ -381,6 +336,30 @@ pub(super) struct BankArrays {
     pub(super) buckets: Array<MapData, Bucket>,
 }
 
+impl BankArrays {
+    /// One-element zeroed arrays: what a bank holds when no generation is there.
+    pub(super) fn empty() -> Result<BankArrays, XdpTableError> {
+        fn empty<V: aya::Pod>(name: &'static str) -> Result<Array<MapData, V>, XdpTableError> {
+            filled(name, 0, std::iter::empty())
+        }
+        Ok(BankArrays {
+            policies: empty(POLICIES_MAP)?,
+            large: empty(LARGE_MAP)?,
+            medium: empty(MEDIUM_MAP)?,
+            small: empty(SMALL_MAP)?,
+            pieces: empty(PIECES_MAP)?,
+            gaps: empty(GAPS_MAP)?,
+            long_names: empty(LONG_NAMES_MAP)?,
+            client_blocks: empty(CLIENT_BLOCKS_MAP)?,
+            class_chains: empty(CLASS_CHAINS_MAP)?,
+            client_index: empty(CLIENT_INDEX_MAP)?,
+            client_sets: empty(CLIENT_SETS_MAP)?,
+            records: empty(RECORDS_MAP)?,
+            buckets: empty(SLOTS_MAP)?,
+        })
+    }
+}
+
 /// What a patch needs of the installed generation besides its arrays.
 pub(super) struct Tables {
     pub(super) arrays: BankArrays,
@@ -418,6 +397,17 @@ pub(super) fn filled<V: aya::Pod>(
     len: usize,
     values: impl Iterator<Item = V>,
 ) -> Result<Array<MapData, V>, XdpTableError> {
+    let (array, mut mapped) = new_array(name, len)?;
+    mapped.fill(values);
+    Ok(array)
+}
+
+/// A new zeroed array of `len` values (at least one) for the table `name`, and its
+/// values mapped for the loader's writes.
+pub(super) fn new_array<V: aya::Pod>(
+    name: &'static str,
+    len: usize,
+) -> Result<(Array<MapData, V>, MappedValues<V>), XdpTableError> {
     let entries = u32::try_from(len.max(1)).map_err(|_| XdpTableError::Map {
         map: name,
         source: Box::new(aya::maps::MapError::OutOfBounds {
@@ -427,15 +417,19 @@ pub(super) fn filled<V: aya::Pod>(
     })?;
     let array = Array::<MapData, V>::create(entries, TABLE_FLAGS).map_err(map_error(name))?;
     let fd = aya::maps::IterableMap::map(&array).fd().as_fd();
-    let mut mapped = MappedValues::<V>::new(fd, entries as usize).map_err(|source| XdpTableError::Map {
+    let mapped = MappedValues::<V>::new(fd, entries as usize).map_err(mmap_error(name))?;
+    Ok((array, mapped))
+}
+
+/// The error of mapping the values of the table `name`.
+pub(super) fn mmap_error(name: &'static str) -> impl Fn(std::io::Error) -> XdpTableError {
+    move |source| XdpTableError::Map {
         map: name,
         source: Box::new(aya::maps::MapError::SyscallError(aya::sys::SyscallError {
             call: "mmap",
             io_error: source,
         })),
-    })?;
-    mapped.fill(values);
-    Ok(array)
+    }
 }
 
 /// The values of a new `BPF_F_MMAPABLE` array, mapped shared into this process for the

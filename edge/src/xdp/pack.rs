@@ -53,18 +53,9 @@ pub fn pack(table: &Table) -> Result<Packed, PackError> {
     // slots share a record (a third of a plain name's records).
     let mut records = Vec::with_capacity(entries.len() + 1);
     records.push(empty_record());
-    // foldhash, not SipHash: hashing two million values of 256 octets was a third of
-    // the pack.
-    let mut index: foldhash::HashMap<&AnswerValue, u32> =
-        foldhash::HashMap::with_capacity_and_hasher(entries.len(), foldhash::fast::RandomState::default());
-    let mut record_of = Vec::with_capacity(entries.len());
-    for (_, value) in entries {
-        let at = *index.entry(value).or_insert_with(|| {
-            records.push(*value);
-            (records.len() - 1) as u32
-        });
-        record_of.push(at);
-    }
+    let mut dedup = RecordDedup::new(records, 0, entries.len());
+    let record_of: Vec<u32> = entries.iter().map(|(_, value)| dedup.index_of(value)).collect();
+    let records = dedup.records;
     // A quarter of the slots: two entries per eight-slot bucket on average, where an
     // overfull bucket (more than eight) holds about one entry in 10^5.
     let buckets = entries
@@ -98,6 +89,38 @@ pub fn pack(table: &Table) -> Result<Packed, PackError> {
         records,
         crowded,
     })
+}
+
+/// Records, each distinct value once, numbered from `offset` (record 0, the empty one,
+/// is never matched: a value equal to it gets an index of its own).
+pub(super) struct RecordDedup<'a> {
+    // foldhash, not SipHash: hashing two million values of 128 octets was a third of
+    // the pack.
+    index: foldhash::HashMap<&'a AnswerValue, u32>,
+    /// The records, the first at index `offset`.
+    pub(super) records: Vec<AnswerValue>,
+    offset: usize,
+}
+
+impl<'a> RecordDedup<'a> {
+    /// After `records` (numbered from `offset`), room for `capacity` distinct values.
+    pub(super) fn new(records: Vec<AnswerValue>, offset: usize, capacity: usize) -> RecordDedup<'a> {
+        RecordDedup {
+            index: foldhash::HashMap::with_capacity_and_hasher(capacity, foldhash::fast::RandomState::default()),
+            records,
+            offset,
+        }
+    }
+
+    /// The index of `value`'s record, added when it is new.
+    pub(super) fn index_of(&mut self, value: &'a AnswerValue) -> u32 {
+        let records = &mut self.records;
+        let offset = self.offset;
+        *self.index.entry(value).or_insert_with(|| {
+            records.push(*value);
+            (offset + records.len() - 1) as u32
+        })
+    }
 }
 
 /// Puts `record` (below 2^`RECORD_BITS`) in a free slot of its home `bucket` under the

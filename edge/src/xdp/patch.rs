@@ -31,8 +31,8 @@ use qdns_abi::{
 };
 
 use super::{
-    generation::{BankArrays, MappedValues, Tables, TABLE_FLAGS},
-    map_error, pack, table, Installed, TableStats, XdpProgram, XdpTableError,
+    generation::{mmap_error, new_array, BankArrays, MappedValues, Tables},
+    pack, table, Installed, TableStats, XdpProgram, XdpTableError,
 };
 use crate::engine::{export::NameSet, ChangedName, Engine};
 use qdns_abi::answer::{
@@ -297,32 +297,7 @@ impl XdpProgram {
     /// Empties the arrays of `bank` a patch copies (the kernel frees them); the others
     /// stay, shared with the active bank.
     fn clear_patched(&mut self, bank: u32) -> Result<(), XdpTableError> {
-        use qdns_abi::answer::SmallTail;
-        self.place(
-            SLOTS_MAP,
-            bank,
-            &super::generation::filled::<Bucket>(SLOTS_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            RECORDS_MAP,
-            bank,
-            &super::generation::filled::<AnswerValue>(RECORDS_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            SMALL_MAP,
-            bank,
-            &super::generation::filled::<SmallTail>(SMALL_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            LARGE_MAP,
-            bank,
-            &super::generation::filled::<LargeTail>(LARGE_MAP, 0, std::iter::empty())?,
-        )?;
-        self.place(
-            MEDIUM_MAP,
-            bank,
-            &super::generation::filled::<MediumTail>(MEDIUM_MAP, 0, std::iter::empty())?,
-        )
+        self.place_patched(bank, &BankArrays::empty()?, 0)
     }
 
     /// Writes `patch` (planned from [`XdpProgram::patch_seed`] with no install in
@@ -429,17 +404,12 @@ struct Written {
     retired: usize,
 }
 
+/// The values of `array` (the table `name`), mapped.
 fn mapped<V: aya::Pod>(
     name: &'static str,
     array: &Array<aya::maps::MapData, V>,
 ) -> Result<MappedValues<V>, XdpTableError> {
-    MappedValues::of(array).map_err(|source| XdpTableError::Map {
-        map: name,
-        source: Box::new(aya::maps::MapError::SyscallError(aya::sys::SyscallError {
-            call: "mmap",
-            io_error: source,
-        })),
-    })
+    MappedValues::of(array).map_err(mmap_error(name))
 }
 
 /// A new array of `len` values (at least one) for the table `name`, its first values
@@ -450,9 +420,7 @@ fn copy_of<V: aya::Pod>(
     copied: usize,
     len: usize,
 ) -> Result<(Array<aya::maps::MapData, V>, MappedValues<V>), XdpTableError> {
-    let entries = u32::try_from(len.max(1)).map_err(|_| XdpTableError::Patch("an array too large"))?;
-    let array = Array::<aya::maps::MapData, V>::create(entries, TABLE_FLAGS).map_err(map_error(name))?;
-    let mut to = mapped(name, &array)?;
+    let (array, mut to) = new_array(name, len)?;
     let mut source = mapped(name, from)?;
     let (Some(to_values), Some(from_values)) = (to.values().get_mut(..copied), source.values().get(..copied)) else {
         return Err(XdpTableError::Patch(
@@ -465,18 +433,14 @@ fn copy_of<V: aya::Pod>(
 
 fn write_patch(tables: &Tables, patch: &Patch) -> Result<Written, XdpTableError> {
     // Records: the installed ones, then the patch's, identical ones once (as `pack`).
-    let mut appended: Vec<AnswerValue> = Vec::new();
-    let mut record_of = Vec::with_capacity(patch.added.answers.len());
-    {
-        let mut index: foldhash::HashMap<&AnswerValue, u32> = foldhash::HashMap::default();
-        for (_, value) in &patch.added.answers {
-            let at = *index.entry(value).or_insert_with(|| {
-                appended.push(*value);
-                (tables.records + appended.len() - 1) as u32
-            });
-            record_of.push(at);
-        }
-    }
+    let mut dedup = pack::RecordDedup::new(Vec::new(), tables.records, patch.added.answers.len());
+    let record_of: Vec<u32> = patch
+        .added
+        .answers
+        .iter()
+        .map(|(_, value)| dedup.index_of(value))
+        .collect();
+    let appended = dedup.records;
     let records_len = tables.records + appended.len();
     if records_len >= RECORDS_MAX as usize {
         return Err(XdpTableError::Patch("more records than one generation holds"));
