@@ -38,7 +38,8 @@ pub struct RrlRun {
     pub slipped: u64,
     /// Answers the limiter dropped.
     pub dropped: u64,
-    /// Queries the program passed to user space.
+    /// Queries the program passed to user space (frames that are no query to this
+    /// server not counted).
     pub passed: u64,
 }
 
@@ -112,7 +113,13 @@ fn measure(
     run.answered = veth::xdp_counters_in_log(&log, "answered_");
     run.slipped = veth::xdp_counters_in_log(&log, "rrl_slipped");
     run.dropped = veth::xdp_counters_in_log(&log, "rrl_dropped");
-    run.passed = veth::xdp_counters_in_log(&log, "pass_");
+    // Every `pass_` counter but those of frames that are no query to us (ARP, IPv6
+    // neighbour discovery and the like: not IP, not UDP, another port or address).
+    let not_queries: u64 = ["pass_not_ip", "pass_not_udp", "pass_other_port", "pass_other_address"]
+        .iter()
+        .map(|name| veth::xdp_counters_in_log(&log, name))
+        .sum();
+    run.passed = veth::xdp_counters_in_log(&log, "pass_").saturating_sub(not_queries);
     Ok(run)
 }
 
