@@ -20,8 +20,10 @@
 )]
 
 mod floor;
-mod kxdpgun;
+mod sink;
 mod veth;
+mod xdp_asm;
+mod xdp_load;
 
 use std::{
     collections::BTreeMap,
@@ -49,8 +51,8 @@ const NOT_RUN: &str = "not run (--only loopback)";
 /// A stage `--only` runs alone.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Stage {
-    /// The veth pair driven by kxdpgun (root).
-    Kxdpgun,
+    /// The veth pair driven by a packet generator (root; `xdp_load.rs`).
+    Generator,
     /// The reloads under load (qdns).
     Reload,
     /// The four servers on loopback (no reloads, no veth pair).
@@ -62,6 +64,9 @@ struct Plan {
     smoke: bool,
     /// `--only STAGE`: one stage alone.
     only: Option<Stage>,
+    /// `--generator NAME`: what drives the veth pair in the generator stage (trafgen,
+    /// the default, or kxdpgun where its XDP program loads).
+    generator: xdp_load::Generator,
     /// `--edge-arg ARG` (repeatable): more arguments for every qdns-edge the harness
     /// starts on loopback (the servers' runs and the reloads; e.g. `--workers=1` after
     /// the harness's own `--workers 2`), printed with the results.
@@ -89,6 +94,7 @@ impl Plan {
     fn from_args() -> Result<Plan, String> {
         let mut smoke = false;
         let mut only = None;
+        let mut generator = xdp_load::Generator::Trafgen;
         let mut edge_args = Vec::new();
         let mut out = PathBuf::from("target/qps");
         let mut edge = PathBuf::from("target/release/qdns-edge");
@@ -97,17 +103,23 @@ impl Plan {
             match arg.as_str() {
                 "--smoke" => smoke = true,
                 "--only" => match args.next().as_deref() {
-                    Some("kxdpgun") => only = Some(Stage::Kxdpgun),
+                    // `kxdpgun`: the stage's name while kxdpgun was its only generator.
+                    Some("generator" | "kxdpgun") => only = Some(Stage::Generator),
                     Some("reload") => only = Some(Stage::Reload),
                     Some("loopback") => only = Some(Stage::Loopback),
-                    _ => return Err("--only takes: kxdpgun, reload, loopback".into()),
+                    _ => return Err("--only takes: generator (or kxdpgun), reload, loopback".into()),
                 },
+                "--generator" => {
+                    let name = args.next().unwrap_or_default();
+                    generator = xdp_load::Generator::named(&name)
+                        .ok_or_else(|| format!("--generator takes trafgen or kxdpgun, not {name:?}"))?;
+                }
                 "--out" => out = args.next().ok_or("--out needs a directory")?.into(),
                 "--edge" => edge = args.next().ok_or("--edge needs the qdns-edge binary")?.into(),
                 "--edge-arg" => edge_args.push(args.next().ok_or("--edge-arg needs an argument")?),
                 other => {
                     return Err(format!(
-                        "unknown argument {other} (use --smoke, --only kxdpgun|reload|loopback, --edge-arg ARG, --out DIR, --edge PATH)"
+                        "unknown argument {other} (use --smoke, --only generator|reload|loopback, --generator trafgen|kxdpgun, --edge-arg ARG, --out DIR, --edge PATH)"
                     ))
                 }
             }
@@ -116,6 +128,7 @@ impl Plan {
             Plan {
                 smoke,
                 only,
+                generator,
                 edge_args,
                 out,
                 edge,
@@ -129,6 +142,7 @@ impl Plan {
             Plan {
                 smoke,
                 only,
+                generator,
                 edge_args,
                 out,
                 edge,
@@ -287,8 +301,8 @@ fn qdns_zone(dir: &Path, names: usize, aaaa: bool, serial: u32) -> std::io::Resu
 }
 
 /// `count` query lines (`name type`, then ` flag` when `flag` is not empty): A/AAAA of
-/// random names, the policy names, ~5 % NXDOMAIN. dnsperf and kxdpgun read the same
-/// form; kxdpgun's flags are `E` (EDNS) and `D` (EDNS with DO=1).
+/// random names, the policy names, ~5 % NXDOMAIN. dnsperf and the generator stage read
+/// the same form; its flags (kxdpgun's) are `E` (EDNS) and `D` (EDNS with DO=1).
 fn query_text(count: usize, flag: &str) -> String {
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
@@ -804,8 +818,14 @@ fn table(
             r.error.as_ref().map_or(String::new(), |e| format!(" error: {e}"))
         );
     }
-    // Ratios qdns / best peer.
-    if let Some(q) = results.get(&Server::Qdns) {
+    // Ratios qdns / best peer: a full run's (a smoke run's loads are too small to
+    // compare servers by).
+    if plan.smoke {
+        let _ = writeln!(
+            t,
+            "\n- a smoke run: loads too small to compare servers by, so no ratios (`scripts/bench-qps` measures them)"
+        );
+    } else if let Some(q) = results.get(&Server::Qdns) {
         let peers: Vec<&ServerResult> = results
             .iter()
             .filter(|(s, r)| **s != Server::Qdns && r.error.is_none())
@@ -857,8 +877,13 @@ fn table(
             Ok((seconds, lost, sent)) => {
                 let _ = writeln!(
                     t,
-                    "- qdns reload of {rrsets} rrsets under {} qps: {seconds:.2} s, {lost} of {sent} queries lost (target < {target} s, 0 lost)",
-                    plan.loads[0] / 2
+                    "- qdns reload of {rrsets} rrsets under {} qps: {seconds:.2} s, {lost} of {sent} queries lost{}",
+                    plan.loads[0] / 2,
+                    if plan.smoke {
+                        String::new()
+                    } else {
+                        format!(" (target < {target} s, 0 lost)")
+                    }
                 );
             }
             Err(err) => {
@@ -868,14 +893,22 @@ fn table(
     }
     match veth {
         Ok(v) => {
+            // Ratios only from a full run's loads.
+            let times = |a: f64, b: f64| {
+                if plan.smoke {
+                    String::new()
+                } else {
+                    format!(" ({:.2}×)", ratio(a, b))
+                }
+            };
             let _ = writeln!(
                 t,
-                "- qdns-edge through a veth pair (dnsperf in a netns; native mode with a pass-everything XDP program on the client end): closed loop {:.0} qps XDP off, {:.0} qps generic ({:.2}×), {:.0} qps native ({:.2}×); zero-loss rate (offered steps {:?}) {:.0} qps off{}, {:.0} qps generic{}, {:.0} qps native{}; queries answered by the XDP program: {} generic, {} native",
+                "- qdns-edge through a veth pair (dnsperf in a netns; native mode with a pass-everything XDP program on the client end): closed loop {:.0} qps XDP off, {:.0} qps generic{}, {:.0} qps native{}; zero-loss rate (offered steps {:?}) {:.0} qps off{}, {:.0} qps generic{}, {:.0} qps native{}; queries answered by the XDP program: {} generic, {} native",
                 v.off.closed_qps,
                 v.generic.closed_qps,
-                ratio(v.generic.closed_qps, v.off.closed_qps),
+                times(v.generic.closed_qps, v.off.closed_qps),
                 v.native.closed_qps,
-                ratio(v.native.closed_qps, v.off.closed_qps),
+                times(v.native.closed_qps, v.off.closed_qps),
                 plan.veth_steps(),
                 v.off.zero_loss_qps,
                 bound(&v.off),
@@ -886,16 +919,33 @@ fn table(
                 v.generic.xdp_answered,
                 v.native.xdp_answered
             );
-            let _ = writeln!(
-                t,
-                "- knotd in XDP mode (AF_XDP, native) on the same pair: closed loop {:.0} qps, zero-loss {:.0} qps{}; {} queries redirected to its AF_XDP sockets. qdns native / knotd XDP: closed loop {:.2}, zero-loss {:.2} (target ≥ 1.5; both behind the same dnsperf)",
-                v.knot_xdp.closed_qps,
-                v.knot_xdp.zero_loss_qps,
-                bound(&v.knot_xdp),
-                v.knot_xdp.xdp_answered,
-                ratio(v.native.closed_qps, v.knot_xdp.closed_qps),
-                ratio(v.native.zero_loss_qps, v.knot_xdp.zero_loss_qps)
-            );
+            match &v.knot_xdp {
+                Ok(knot) => {
+                    let _ = writeln!(
+                        t,
+                        "- knotd in XDP mode (AF_XDP, native) on the same pair: closed loop {:.0} qps, zero-loss {:.0} qps{}; {} queries redirected to its AF_XDP sockets{}",
+                        knot.closed_qps,
+                        knot.zero_loss_qps,
+                        bound(knot),
+                        knot.xdp_answered,
+                        if plan.smoke {
+                            String::new()
+                        } else {
+                            format!(
+                                ". qdns native / knotd XDP: closed loop {:.2}, zero-loss {:.2} (target ≥ 1.5; both behind the same dnsperf)",
+                                ratio(v.native.closed_qps, knot.closed_qps),
+                                ratio(v.native.zero_loss_qps, knot.zero_loss_qps)
+                            )
+                        }
+                    );
+                }
+                Err(why) => {
+                    let _ = writeln!(
+                        t,
+                        "- knotd in XDP mode (AF_XDP, native) on the same pair: not available on this kernel: {why}"
+                    );
+                }
+            }
         }
         Err(err) => {
             let _ = writeln!(t, "- veth pair: {}{err}", if err == NOT_RUN { "" } else { "error: " });
@@ -970,15 +1020,15 @@ fn run(plan: &Plan) -> Result<(), String> {
     query_file(&queries).map_err(io)?;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    if plan.only == Some(Stage::Kxdpgun) {
+    if plan.only == Some(Stage::Generator) {
         if !root {
-            return Err("the kxdpgun stage needs root (network namespaces, XDP)".into());
+            return Err("the generator stage needs root (network namespaces, XDP)".into());
         }
-        let gun = kxdpgun::run(plan, &work)?;
-        let report = kxdpgun::report(&gun);
+        let gun = xdp_load::run(plan, &work)?;
+        let report = format!("{}{}", machine_line(plan), xdp_load::report(&gun));
         println!("{report}");
-        fs::write(out.join("kxdpgun.md"), &report).map_err(io)?;
-        fs::write(out.join("kxdpgun.json"), serde_json::json!(gun).to_string()).map_err(io)?;
+        fs::write(out.join("generator.md"), &report).map_err(io)?;
+        fs::write(out.join("generator.json"), serde_json::json!(gun).to_string()).map_err(io)?;
         return Ok(());
     }
     let mut results = BTreeMap::new();
@@ -1013,19 +1063,19 @@ fn run(plan: &Plan) -> Result<(), String> {
     let gun = if loopback_only {
         Err(NOT_RUN.to_owned())
     } else if root {
-        eprintln!("bench-qps: the veth pair driven by kxdpgun");
-        kxdpgun::run(plan, &work)
+        eprintln!("bench-qps: the veth pair driven by {}", plan.generator.label());
+        xdp_load::run(plan, &work)
     } else {
         Err("skipped: network namespaces need root".to_owned())
     };
     let mut report = machine_line(plan);
     report.push_str(&table(plan, &results, &reload, &veth));
     match &gun {
-        Ok(gun) => report.push_str(&kxdpgun::report(gun)),
+        Ok(gun) => report.push_str(&xdp_load::report(gun)),
         Err(err) => {
             let _ = writeln!(
                 report,
-                "- kxdpgun stage: {}{err}",
+                "- generator stage: {}{err}",
                 if *err == NOT_RUN { "" } else { "error: " }
             );
         }
@@ -1035,7 +1085,7 @@ fn run(plan: &Plan) -> Result<(), String> {
     let json = serde_json::json!({
         "servers": results.iter().map(|(s, r)| (s.name(), r)).collect::<BTreeMap<_, _>>(),
         "veth": veth.as_ref().ok(),
-        "kxdpgun": gun.as_ref().ok(),
+        "generator": gun.as_ref().ok(),
     });
     fs::write(out.join("results.json"), json.to_string()).map_err(io)?;
     let failed: Vec<&str> = results

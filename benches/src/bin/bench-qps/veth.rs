@@ -55,7 +55,7 @@ pub struct VethRun {
 }
 
 /// XDP off, generic, native.
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct VethResult {
     /// Without `--xdp`.
     pub off: VethRun,
@@ -63,8 +63,9 @@ pub struct VethResult {
     pub generic: VethRun,
     /// With `--xdp IFACE --xdp-mode native` (a pass-everything program on the peer).
     pub native: VethRun,
-    /// knotd with `xdp: listen: IFACE@PORT` (its `AF_XDP` path, native mode).
-    pub knot_xdp: VethRun,
+    /// knotd with `xdp: listen: IFACE@PORT` (its `AF_XDP` path, native mode), or why
+    /// this kernel cannot run it.
+    pub knot_xdp: Result<VethRun, String>,
 }
 
 /// How the server runs on the server end.
@@ -188,12 +189,19 @@ pub fn start_server(
         .stderr(log)
         .spawn()
         .map_err(|e| format!("{}: {e}", mode.label()))?;
-    let running = Running {
+    let mut running = Running {
         child,
         started: Duration::ZERO,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
+        if let Ok(Some(status)) = running.child.try_wait() {
+            return Err(format!(
+                "{} exited ({status}) before it answered on the veth pair; see {}/server.log",
+                mode.label(),
+                dir.display()
+            ));
+        }
         let out = Command::new("ip")
             .args(["netns", "exec", &pair.client, "dig", "+short", "+tries=1", "+time=1"])
             .arg(format!("@{SERVER}"))
@@ -217,10 +225,11 @@ pub fn start_server(
     ))
 }
 
-/// A counter of `ethtool -S` on the server end (0 when missing).
-pub fn ethtool_counter(pair: &Pair, name: &str) -> u64 {
+/// A counter of `ethtool -S` on the interface `iface` in the namespace `ns` (0 when
+/// missing).
+pub fn ethtool_counter((ns, iface): (&str, &str), name: &str) -> u64 {
     Command::new("ip")
-        .args(["netns", "exec", &pair.server, "ethtool", "-S", &pair.server_if])
+        .args(["netns", "exec", ns, "ethtool", "-S", iface])
         .output()
         .ok()
         .and_then(|out| {
@@ -275,7 +284,7 @@ fn dnsperf(pair: &Pair, queries: &Path, seconds: u32, rate: Option<u32>) -> Resu
 fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) -> Result<VethRun, String> {
     let dir = work.join(format!("veth-xdp-{}", mode.label()));
     let peer = peer_program(pair, mode)?;
-    let redirected = ethtool_counter(pair, "rx_queue_0_xdp_redirect");
+    let redirected = ethtool_counter((&pair.server, &pair.server_if), "rx_queue_0_xdp_redirect");
     let running = start_server(plan, pair, work, &dir, (mode, &[]), SHARED, None)?;
     let (closed_qps, _) = dnsperf(pair, queries, plan.seconds, None)?;
     // Step the offered load up; keep the achieved rate of the last step with no loss.
@@ -304,7 +313,7 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode) ->
     drop(peer);
     let xdp_answered = if mode == Mode::KnotXdp {
         // knotd's program redirects the queries to its AF_XDP sockets.
-        ethtool_counter(pair, "rx_queue_0_xdp_redirect").saturating_sub(redirected)
+        ethtool_counter((&pair.server, &pair.server_if), "rx_queue_0_xdp_redirect").saturating_sub(redirected)
     } else {
         xdp_answered_in_log(&dir.join("server.log"))
     };
@@ -356,6 +365,36 @@ pub fn run(plan: &Plan, work: &Path, queries: &Path) -> Result<VethResult, Strin
         off: measure(plan, &pair, work, queries, Mode::Off)?,
         generic: measure(plan, &pair, work, queries, Mode::Generic)?,
         native: measure(plan, &pair, work, queries, Mode::Native)?,
-        knot_xdp: measure(plan, &pair, work, queries, Mode::KnotXdp)?,
+        knot_xdp: match measure(plan, &pair, work, queries, Mode::KnotXdp) {
+            Ok(run) => Ok(run),
+            // A peer's mode the kernel refuses is reported, not failed.
+            Err(err) => Err(refused_by_kernel(Mode::KnotXdp, &work.join("veth-xdp-knotd-xdp/server.log")).ok_or(err)?),
+        },
     })
+}
+
+/// Why this kernel cannot run a peer's `mode`, in the kernel's and the peer's own
+/// words from its log, when that is why it did not start: knotd's XDP mode, whose
+/// program the kernel refused (Knot 3.2.6 on Linux 6.18: "program of this type cannot
+/// use helper `bpf_xdp_adjust_meta#54`"). `None` for anything else — qdns's modes
+/// above all: qdns failing to start is a failure, never "not available".
+pub fn refused_by_kernel(mode: Mode, log: &Path) -> Option<String> {
+    if mode != Mode::KnotXdp {
+        return None;
+    }
+    let log = std::fs::read_to_string(log).ok()?;
+    let lines: Vec<&str> = log.lines().map(str::trim).collect();
+    // libbpf prints the verifier's log; its last line before the count of processed
+    // instructions is the refusal.
+    let counted = lines
+        .iter()
+        .position(|l| l.starts_with("processed ") && l.contains(" insns"))?;
+    let kernel = lines[..counted].last()?;
+    let knotd = lines.iter().find(|l| l.contains("failed to initialize XDP"))?;
+    let knotd = knotd.split_once("warning: ").map_or(*knotd, |(_, said)| said);
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "this kernel".into(), |r| format!("Linux {}", r.trim()));
+    Some(format!(
+        "{release} refused knotd's XDP program: \"{kernel}\" (knotd: \"{knotd}\")"
+    ))
 }

@@ -1,8 +1,8 @@
 //! The random-subdomain floods with response rate limiting off and on (issue 31 §2):
-//! kxdpgun's queries all come from one address — the reflection attack the limiter
-//! exists for (queries spoofed from one victim's address), and all kxdpgun 3.2 can send:
-//! it takes a source range (`-l`) but sends from its first address only (measured on
-//! this pair). qdns answers in XDP native and generic mode, at the stage's fixed loads.
+//! the generator's queries all come from one address — the reflection attack the
+//! limiter exists for (queries spoofed from one victim's address). trafgen's frames are
+//! made so (one source address, many ports); kxdpgun 3.2 can send no other way: it takes
+//! a source range (`-l`) but sends from its first address only (measured on this pair). qdns answers in XDP native and generic mode, at the stage's fixed loads.
 //! What is measured is what the limiter costs the fast path and that the flood it
 //! limits never reaches user space: server CPU per query *sent* (every query is
 //! handled, answered or not), the replies (answers and slipped TC=1 answers), and the
@@ -10,7 +10,7 @@
 
 use std::{fmt::Write as _, path::Path};
 
-use super::{Mix, Step, SERVER_CPU};
+use super::{Load, Mix, Step, SERVER_CPU};
 use crate::{
     veth::{self, Mode, Pair, Placement},
     Plan,
@@ -27,6 +27,8 @@ pub struct RrlRun {
     pub mix: &'static str,
     /// `Mode::label`.
     pub server: &'static str,
+    /// `Generator::label`.
+    pub generator: &'static str,
     /// The limiter on.
     pub rrl: bool,
     /// The fixed loads.
@@ -52,11 +54,10 @@ pub fn runs(plan: &Plan, pair: &Pair, work: &Path, fixed: &[u32]) -> Result<Vec<
         (Mix::Flood, &[Mode::Native, Mode::Generic][..]),
         (Mix::SignedFlood, &[Mode::Generic][..]),
     ] {
-        let queries = work.join(format!("kxdpgun-{mix:?}.txt"));
-        super::query_file(&queries, mix).map_err(|e| e.to_string())?;
+        let load = Load::prepare(plan.generator, pair, work, mix)?;
         for &mode in modes {
             for rrl in [false, true] {
-                runs.push(measure(plan, pair, work, (&queries, mix), (mode, rrl), fixed)?);
+                runs.push(measure(plan, pair, work, (&load, mix), (mode, rrl), fixed)?);
             }
         }
     }
@@ -67,12 +68,12 @@ fn measure(
     plan: &Plan,
     pair: &Pair,
     work: &Path,
-    (queries, mix): (&Path, Mix),
+    (load, mix): (&Load, Mix),
     (mode, rrl): (Mode, bool),
     fixed: &[u32],
 ) -> Result<RrlRun, String> {
     let dir = work.join(format!(
-        "kxdpgun-rrl-{}-{mix:?}-{}",
+        "gun-rrl-{}-{mix:?}-{}",
         mode.label(),
         if rrl { "on" } else { "off" }
     ));
@@ -88,17 +89,20 @@ fn measure(
     let args: &[&str] = if rrl { &RRL_ARGS } else { &[] };
     let running = veth::start_server(plan, pair, work, &dir, (mode, args), place, signed.as_deref())?;
     drop(peer);
+    let receiver = load.receiver(pair)?;
     let pid = Some(running.child.id());
     let mut run = RrlRun {
         mix: mix.label(),
         server: mode.label(),
+        generator: load.generator.label(),
         rrl,
         ..RrlRun::default()
     };
     for &rate in fixed {
-        let step = super::offer(plan, pair, queries, pid, rate)?;
+        let step = super::offer(plan, pair, load, pid, rate)?;
         eprintln!(
-            "bench-qps: kxdpgun {} {}, RRL {}: offered {rate}, sent {:.0}/s, replied {:.0}/s, {:.0} ns/query sent",
+            "bench-qps: {} {} {}, RRL {}: offered {rate}, sent {:.0}/s, replied {:.0}/s, {:.0} ns/query sent",
+            load.generator.label(),
             mode.label(),
             mix.label(),
             if rrl { "on" } else { "off" },
@@ -108,6 +112,7 @@ fn measure(
         );
         run.steps.push(step);
     }
+    drop(receiver);
     drop(running);
     let log = dir.join("server.log");
     run.answered = veth::xdp_counters_in_log(&log, "answered_");
@@ -134,18 +139,19 @@ pub fn report(runs: &[RrlRun], fixed: &[u32]) -> String {
     let loads = |f: &dyn Fn(u32) -> String| fixed.iter().map(|&r| f(r)).collect::<Vec<_>>().join(" | ");
     let _ = writeln!(
         t,
-        "| mix | server | RRL | {} | {} | answered in XDP | slipped | dropped | passed |",
+        "| mix | server | generator | RRL | {} | {} | answered in XDP | slipped | dropped | passed |",
         loads(&|r| format!("replies/s @ {r}")),
         loads(&|r| format!("server ns/query @ {r}"))
     );
-    let _ = writeln!(t, "|{}", "---|".repeat(7 + 2 * fixed.len()));
+    let _ = writeln!(t, "|{}", "---|".repeat(8 + 2 * fixed.len()));
     for run in runs {
         let step = |rate: u32| run.steps.iter().find(|s| s.offered == rate);
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             run.mix,
             run.server,
+            run.generator,
             if run.rrl { "on" } else { "off" },
             loads(&|r| step(r).map_or("–".into(), |s| format!("{:.0}", s.replied_qps))),
             loads(&|r| step(r).map_or("–".into(), |s| format!("{:.0}", s.server_ns_per_sent))),

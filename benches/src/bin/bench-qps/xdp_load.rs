@@ -1,35 +1,47 @@
-//! The veth pair driven by kxdpgun (Knot's `AF_XDP` generator) instead of dnsperf, so
-//! the server is measured rather than the generator: qdns XDP native, qdns XDP generic,
-//! qdns user space, knotd UDP and knotd XDP (`AF_XDP`), each with the bench's plain query
-//! mix and with the real-resolver mix (every query DO=1, as BIND and Unbound send).
+//! The veth pair driven by a packet generator instead of dnsperf, so the server is
+//! measured rather than the generator: qdns XDP native, qdns XDP generic, qdns user
+//! space, knotd UDP and knotd XDP (`AF_XDP`), and the driver's floor (`floor.rs`), each
+//! with the bench's plain query mix, the real-resolver mix (every query DO=1, as BIND
+//! and Unbound send) and the random-subdomain floods.
+//!
+//! The generator is netsniff-ng's trafgen (`trafgen.rs`; a `PF_PACKET` TX ring, the
+//! offered load held by a token bucket, replies counted by the kernel on the client end
+//! by `sink.rs`), which depends on none of the servers it measures; Knot's kxdpgun
+//! (`kxdpgun.rs`) where its XDP program loads and `--generator kxdpgun` asks for it.
+//! Every row names its generator. A peer that cannot run on this kernel (knotd's XDP
+//! mode on Linux 6.18: its program is refused) is reported with the kernel's words, not
+//! failed; the floor is then the XDP rows' reference.
 //!
 //! Placement on the two CPUs: the generator, this harness and the client end's NAPI
 //! (threaded) on CPU 0; the server — its process, and the server end's NAPI, threaded
 //! and pinned — on CPU 1. Server CPU per answered query is the run time of the server's
-//! threads plus the server end's NAPI thread (`/proc/TID/schedstat`) over the answers
-//! kxdpgun received: it takes in the kernel's receive and transmit work for the
-//! answers, which the process's own CPU time would miss (XDP runs in the NAPI thread,
-//! not in qdns-edge), and nothing else that ran on the CPU. kxdpgun attaches its own
-//! XDP program to the client end, which is also what lets native mode's `XDP_TX` answers
-//! be delivered (see docs/OPERATIONS.md).
+//! threads plus the server end's NAPI thread (`/proc/TID/schedstat`) over the replies
+//! counted: it takes in the kernel's receive and transmit work for the answers, which
+//! the process's own CPU time would miss (XDP runs in the NAPI thread, not in
+//! qdns-edge), and nothing else that ran on the CPU. The native program on the client
+//! end (the sink, or kxdpgun's own) is also what lets native mode's `XDP_TX` answers be
+//! delivered (see docs/OPERATIONS.md).
 //!
 //! For each server and mix the offered load steps up until more than 1 % is lost (the
-//! capacity is the reply rate of the last step at ≤ 1 % loss) or kxdpgun cannot offer the
-//! step (sent < 95 % of it: the generator's ceiling, reported as such).
+//! capacity is the reply rate of the last step at ≤ 1 % loss) or the generator cannot
+//! offer the step (sent < 95 % of it: the generator's ceiling, reported as such).
+mod kxdpgun;
 mod rrl;
+mod trafgen;
 
-use std::{fmt::Write as _, path::Path, process::Command};
+use std::{fmt::Write as _, path::Path, path::PathBuf, process::Command};
 
 use super::{
     floor::Floor,
-    veth::{self, Mode, Pair, Placement, PORT, SERVER},
+    sink::Sink,
+    veth::{self, Mode, Pair, Placement, PORT},
     Plan,
 };
 
 /// The CPU the generator and the harness use.
-const GENERATOR_CPU: usize = 0;
+pub const GENERATOR_CPU: usize = 0;
 /// The CPU the server and its NAPI thread use.
-const SERVER_CPU: usize = 1;
+pub const SERVER_CPU: usize = 1;
 /// The servers, in report order: the driver's floor first (what the others divide by).
 const MODES: [Mode; 7] = [
     Mode::FloorNative,
@@ -74,7 +86,7 @@ impl Mix {
 pub struct Step {
     /// Offered queries per second.
     pub offered: u32,
-    /// What kxdpgun sent, per second.
+    /// What the generator sent, per second (over its own account of the seconds it sent).
     pub sent_qps: f64,
     /// Replies received, per second.
     pub replied_qps: f64,
@@ -85,6 +97,12 @@ pub struct Step {
     /// Server CPU nanoseconds per query sent (the same as per reply when every query is
     /// answered; the figure for a rate-limited flood, where most are not).
     pub server_ns_per_sent: f64,
+    /// Share of the server's CPU busy while the load ran (`/proc/stat`: everything on
+    /// CPU 1, the server's threads, its NAPI thread and any softirq work there).
+    pub server_cpu_busy: f64,
+    /// Frames the generator tried to send per second (trafgen: what the bucket dropped
+    /// over the rate included).
+    pub attempted_qps: f64,
 }
 
 /// One server with one mix.
@@ -92,21 +110,36 @@ pub struct Step {
 pub struct Run {
     /// `Mode::label`.
     pub server: &'static str,
+    /// `Generator::label`.
+    pub generator: &'static str,
     /// The steps, in order.
     pub steps: Vec<Step>,
     /// Reply rate of the highest step with ≤ 1 % loss.
     pub capacity_qps: f64,
-    /// The last step could not be offered by kxdpgun: the capacity is at least the figure.
+    /// The last step could not be offered by the generator: the capacity is at least the figure.
     pub generator_ceiling: bool,
+    /// The last step could not be offered because the server's CPU was full (≥ 90 %
+    /// busy while it ran):
+    /// veth pushes back on the sender when the receiving end's ring is full (Linux
+    /// 6.18), so a saturated server shows as a sender held back, not as loss. The
+    /// capacity is the server's.
+    pub server_saturated: bool,
     /// Every step passed: the capacity is at least the figure.
     pub all_steps_passed: bool,
     /// Queries qdns's program answered (0 for the others).
     pub xdp_answered: u64,
+    /// The server cannot run on this kernel: why, in the kernel's and the server's words
+    /// (a peer's mode only; nothing of qdns is ever reported so).
+    pub unavailable: Option<String>,
 }
 
 /// The whole stage.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct GunResult {
+    /// `Generator::label`.
+    pub generator: &'static str,
+    /// A smoke run: loads too small for ratios, which are not printed.
+    pub smoke: bool,
     /// `(mix, runs in MODES order)`.
     pub mixes: Vec<(&'static str, Vec<Run>)>,
     /// The fixed loads the CPU column reads.
@@ -116,7 +149,7 @@ pub struct GunResult {
 }
 
 impl Plan {
-    /// Offered loads for kxdpgun.
+    /// Offered loads for the generator.
     fn gun_steps(&self) -> &'static [u32] {
         if self.smoke {
             &[5_000, 20_000]
@@ -125,7 +158,7 @@ impl Plan {
         }
     }
 
-    /// Seconds per kxdpgun step.
+    /// Seconds per generator step.
     fn gun_seconds(&self) -> u32 {
         if self.smoke {
             1
@@ -135,16 +168,89 @@ impl Plan {
     }
 }
 
-/// kxdpgun's input: the dnsperf mix, with `D` on every line for the resolver mix; for
-/// the flood, distinct missing names.
-fn query_file(path: &Path, mix: Mix) -> std::io::Result<()> {
-    let text = match mix {
+/// The generator's input (`name TYPE [flag]` lines, as kxdpgun reads and
+/// `trafgen.rs` turns into frames): the dnsperf mix, with `D` on every line for the
+/// resolver mix; for the flood, distinct missing names.
+fn query_text(mix: Mix) -> String {
+    match mix {
         Mix::Plain => super::query_text(20_000, ""),
         Mix::Resolver => super::query_text(20_000, "D"),
         Mix::Flood => flood_text(20_000, ""),
         Mix::SignedFlood => flood_text(20_000, " D"),
-    };
-    std::fs::write(path, text)
+    }
+}
+
+/// What sends the queries (`--generator`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Generator {
+    /// netsniff-ng's trafgen with a token bucket (`trafgen.rs`): the default.
+    Trafgen,
+    /// Knot's kxdpgun (`kxdpgun.rs`), where its XDP program loads.
+    Kxdpgun,
+}
+
+impl Generator {
+    /// The name in `--generator` and in every row.
+    pub fn label(self) -> &'static str {
+        match self {
+            Generator::Trafgen => "trafgen",
+            Generator::Kxdpgun => "kxdpgun",
+        }
+    }
+
+    /// The generator named `name`.
+    pub fn named(name: &str) -> Option<Generator> {
+        [Generator::Trafgen, Generator::Kxdpgun]
+            .into_iter()
+            .find(|g| g.label() == name)
+    }
+}
+
+/// One mix made ready for the plan's generator.
+struct Load {
+    generator: Generator,
+    /// The query lines (kxdpgun's input).
+    queries: PathBuf,
+    /// trafgen's frames.
+    templates: Option<trafgen::Templates>,
+}
+
+impl Load {
+    fn prepare(generator: Generator, pair: &Pair, work: &Path, mix: Mix) -> Result<Load, String> {
+        let text = query_text(mix);
+        let queries = work.join(format!("gun-{mix:?}.txt"));
+        std::fs::write(&queries, &text).map_err(|e| format!("{}: {e}", queries.display()))?;
+        let templates = match generator {
+            Generator::Trafgen => Some(trafgen::Templates::write(
+                pair,
+                &text,
+                &work.join(format!("trafgen-{mix:?}.cfg")),
+            )?),
+            Generator::Kxdpgun => None,
+        };
+        Ok(Load {
+            generator,
+            queries,
+            templates,
+        })
+    }
+
+    /// What counts the replies on the client end while a server runs: the sink for
+    /// trafgen (kxdpgun attaches its own program).
+    fn receiver(&self, pair: &Pair) -> Result<Option<Sink>, String> {
+        match self.generator {
+            Generator::Trafgen => Sink::attach(&pair.client, &pair.client_if, PORT).map(Some),
+            Generator::Kxdpgun => Ok(None),
+        }
+    }
+
+    /// Offers `rate` queries a second for `seconds`.
+    fn send(&self, pair: &Pair, seconds: u32, rate: u32) -> Result<trafgen::Traffic, String> {
+        match &self.templates {
+            Some(templates) => templates.send(pair, seconds, rate),
+            None => kxdpgun::send(pair, &self.queries, seconds, rate),
+        }
+    }
 }
 
 /// `count` distinct names under the bench zone that do not exist (`rI-HEX`), type A,
@@ -230,7 +336,7 @@ fn unpin_self() {
 /// Threaded NAPI on `iface` in `ns`, its kthread pinned to `cpu`. The kthread is made
 /// again when the device's NAPI is (an XDP program attached or removed), so this runs
 /// before every step.
-fn pin_napi(ns: &str, iface: &str, cpu: usize) -> Result<(), String> {
+fn pin_napi(ns: &str, iface: &str, cpu: usize, realtime: bool) -> Result<(), String> {
     let set = Command::new("ip")
         .args(["netns", "exec", ns, "sh", "-c"])
         .arg(format!("echo 1 > /sys/class/net/{iface}/threaded"))
@@ -246,6 +352,12 @@ fn pin_napi(ns: &str, iface: &str, cpu: usize) -> Result<(), String> {
             .stdout(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
+        let ok = ok
+            && (!realtime
+                || Command::new("chrt")
+                    .args(["-f", "-p", "10", &pid])
+                    .status()
+                    .is_ok_and(|s| s.success()));
         if ok {
             pinned += 1;
         }
@@ -256,63 +368,21 @@ fn pin_napi(ns: &str, iface: &str, cpu: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// One kxdpgun run: (sent, replied) queries, all from the client end's address
-/// (kxdpgun 3.2 takes a source range with `-l` but sends from its first address only,
-/// as measured on this pair). Its XDP socket is refused as busy for a moment after the
-/// previous run let go of the queue: tried again a few times.
-fn kxdpgun(pair: &Pair, queries: &Path, seconds: u32, rate: u32) -> Result<(u64, u64), String> {
-    let mut last = String::new();
-    for _ in 0..5 {
-        match kxdpgun_once(pair, queries, seconds, rate) {
-            Err(err) if err.contains("busy") => {
-                last = err;
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-            other => return other,
-        }
-    }
-    Err(last)
-}
-
-fn kxdpgun_once(pair: &Pair, queries: &Path, seconds: u32, rate: u32) -> Result<(u64, u64), String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &pair.client, "kxdpgun"])
-        .args(["-t", &seconds.to_string(), "-Q", &rate.to_string()])
-        .args(["-F", &GENERATOR_CPU.to_string(), "-p", &PORT.to_string(), "-i"])
-        .arg(queries)
-        .arg(SERVER)
-        .output()
-        .map_err(|e| format!("kxdpgun: {e}"))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let field = |label: &str| -> Option<u64> {
-        text.lines()
-            .find(|l| l.trim_start().starts_with(label))?
-            .split(':')
-            .nth(1)?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    };
-    match (field("total queries"), field("total replies")) {
-        (Some(sent), Some(replied)) if out.status.success() => Ok((sent, replied)),
-        _ => Err(format!("kxdpgun failed: {}", text.trim())),
-    }
-}
-
-/// One offered load of `queries` for the stage's seconds: what kxdpgun sent and got
+/// One offered load of `load` for the stage's seconds: what the generator sent and got
 /// back, and the server's CPU over it (its threads, `pid`, and the server end's NAPI).
-fn offer(plan: &Plan, pair: &Pair, queries: &Path, pid: Option<u32>, rate: u32) -> Result<Step, String> {
-    pin_napi(&pair.server, &pair.server_if, SERVER_CPU)?;
-    pin_napi(&pair.client, &pair.client_if, GENERATOR_CPU)?;
+fn offer(plan: &Plan, pair: &Pair, load: &Load, pid: Option<u32>, rate: u32) -> Result<Step, String> {
+    pin_napi(&pair.server, &pair.server_if, SERVER_CPU, false)?;
+    // trafgen spins on the generator's CPU (its fast path never sleeps; the bucket
+    // drops what is over the rate): the client end's NAPI thread, which takes the
+    // replies off the ring the server answers into, runs before it (SCHED_FIFO), or
+    // the server's answers are refused at a full ring (seen: 7 % of the floor's at
+    // 100k as `xdp_tx_errors` on the server end).
+    let realtime = load.generator == Generator::Trafgen;
+    pin_napi(&pair.client, &pair.client_if, GENERATOR_CPU, realtime)?;
     let before = server_runtime_ns(pid, &pair.server_if);
-    let (sent, replied) = kxdpgun(pair, queries, plan.gun_seconds(), rate)?;
+    let sent_all = load.send(pair, plan.gun_seconds(), rate)?;
     let server_ns = server_runtime_ns(pid, &pair.server_if).saturating_sub(before) as f64;
-    let seconds = f64::from(plan.gun_seconds());
+    let (replied, sent, seconds) = (sent_all.replied, sent_all.sent, sent_all.seconds);
     Ok(Step {
         offered: rate,
         sent_qps: sent as f64 / seconds,
@@ -320,14 +390,22 @@ fn offer(plan: &Plan, pair: &Pair, queries: &Path, pid: Option<u32>, rate: u32) 
         loss: 1.0 - replied as f64 / (sent.max(1) as f64),
         server_ns_per_query: server_ns / replied.max(1) as f64,
         server_ns_per_sent: server_ns / sent.max(1) as f64,
+        server_cpu_busy: sent_all.server_cpu_busy.unwrap_or(0.0),
+        attempted_qps: sent_all.attempted.unwrap_or(0) as f64 / seconds,
     })
 }
 
-fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mix: Mix) -> Result<Run, String> {
-    let dir = work.join(format!("kxdpgun-{}-{:?}", mode.label(), mix));
+fn measure(plan: &Plan, pair: &Pair, work: &Path, load: &Load, mode: Mode, mix: Mix) -> Result<Run, String> {
+    let dir = work.join(format!("gun-{}-{:?}", mode.label(), mix));
     let place = Placement {
         cpu: Some(SERVER_CPU),
         workers: 1,
+    };
+    let mut run = Run {
+        server: mode.label(),
+        generator: load.generator.label(),
+        all_steps_passed: true,
+        ..Run::default()
     };
     // kxdpgun leaves its program on the client end, and it takes DNS responses for a
     // socket that is gone: off before the readiness probe (dig). That probe needs, in
@@ -344,40 +422,54 @@ fn measure(plan: &Plan, pair: &Pair, work: &Path, queries: &Path, mode: Mode, mi
         _ => {
             let peer = veth::peer_program(pair, mode)?;
             let signed = matches!(mix, Mix::SignedFlood).then(|| work.join("signed-snapshot.bin"));
-            let running = veth::start_server(plan, pair, work, &dir, (mode, &[]), place, signed.as_deref())?;
+            let started = veth::start_server(plan, pair, work, &dir, (mode, &[]), place, signed.as_deref());
             drop(peer);
-            (Some(running), None)
+            match started {
+                Ok(running) => (Some(running), None),
+                Err(err) => {
+                    // A peer's mode the kernel refuses is reported, not failed.
+                    run.unavailable = veth::refused_by_kernel(mode, &dir.join("server.log"));
+                    if run.unavailable.is_some() {
+                        run.all_steps_passed = false;
+                        return Ok(run);
+                    }
+                    return Err(err);
+                }
+            }
         }
     };
+    let receiver = load.receiver(pair)?;
     let pid = running.as_ref().map(|r| r.child.id());
-    let mut run = Run {
-        server: mode.label(),
-        all_steps_passed: true,
-        ..Run::default()
-    };
     for &rate in plan.gun_steps() {
-        let step = offer(plan, pair, queries, pid, rate)?;
+        let step = offer(plan, pair, load, pid, rate)?;
         eprintln!(
-            "bench-qps: kxdpgun {} {}: offered {rate}, sent {:.0}/s, replied {:.0}/s, loss {:.2} %, {:.0} ns/query",
+            "bench-qps: {} {} {}: offered {rate}, tried {:.0}/s, sent {:.0}/s, replied {:.0}/s, loss {:.2} %, {:.0} ns/query, server CPU {:.0} % busy",
+            load.generator.label(),
             mode.label(),
             mix.label(),
+            step.attempted_qps,
             step.sent_qps,
             step.replied_qps,
             step.loss * 100.0,
-            step.server_ns_per_query
+            step.server_ns_per_query,
+            step.server_cpu_busy * 100.0
         );
         let lossy = step.loss > 0.01;
-        let ceiling = step.sent_qps < 0.95 * f64::from(rate);
+        let held_back = step.sent_qps < 0.95 * f64::from(rate);
+        let saturated = held_back && step.server_cpu_busy >= 0.9;
+        let ceiling = held_back && !saturated;
         if !lossy {
             run.capacity_qps = step.replied_qps;
         }
         run.steps.push(step);
-        if lossy || ceiling {
+        if lossy || held_back {
             run.all_steps_passed = false;
             run.generator_ceiling = ceiling && !lossy;
+            run.server_saturated = saturated && !lossy;
             break;
         }
     }
+    drop(receiver);
     drop(running);
     drop(floor);
     if matches!(mode, Mode::Native | Mode::Generic) {
@@ -403,7 +495,7 @@ fn signed_snapshot(work: &Path, path: &Path) -> Result<(), String> {
     qdns_link::protocol::persist(path, &snapshot).map_err(|e| e.to_string())
 }
 
-/// The kxdpgun stage.
+/// The stage.
 pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
     let pair = veth::pair();
     // Each end's receive work in its own NAPI thread: NAPI needs GRO (or an XDP program)
@@ -420,44 +512,66 @@ pub fn run(plan: &Plan, work: &Path) -> Result<GunResult, String> {
             return Err(format!("ethtool -K {iface} gro on tso off failed"));
         }
     }
+    let _buffers = match plan.generator {
+        Generator::Trafgen => Some(trafgen::SocketBuffers::raise()?),
+        Generator::Kxdpgun => None,
+    };
     pin_self(GENERATOR_CPU)?;
     let result = (|| {
         let mut result = GunResult {
+            generator: plan.generator.label(),
+            smoke: plan.smoke,
             fixed: plan.gun_steps().get(1..4).unwrap_or(plan.gun_steps()).to_vec(),
             ..GunResult::default()
         };
         signed_snapshot(work, &work.join("signed-snapshot.bin"))?;
-        let mixes = match std::env::var("QDNS_KXDPGUN_MIXES").ok().as_deref() {
+        let chosen = std::env::var("QDNS_GENERATOR_MIXES")
+            .or_else(|_| std::env::var("QDNS_KXDPGUN_MIXES"))
+            .ok();
+        let mixes = match chosen.as_deref() {
             Some("flood") => vec![Mix::Flood, Mix::SignedFlood],
+            Some("plain") => vec![Mix::Plain],
             Some("rrl") => vec![],
             _ => vec![Mix::Plain, Mix::Resolver, Mix::Flood, Mix::SignedFlood],
         };
+        // A peer's mode the kernel refused once is not started again in this run.
+        let mut refused: Option<Run> = None;
         for mix in mixes {
-            let queries = work.join(format!("kxdpgun-{mix:?}.txt"));
-            query_file(&queries, mix).map_err(|e| e.to_string())?;
+            let load = Load::prepare(plan.generator, &pair, work, mix)?;
             let mut runs = Vec::new();
             for mode in MODES {
-                runs.push(measure(plan, &pair, work, &queries, mode, mix)?);
+                let run = match &refused {
+                    Some(run) if run.server == mode.label() => run.clone(),
+                    _ => measure(plan, &pair, work, &load, mode, mix)?,
+                };
+                if run.unavailable.is_some() {
+                    refused = Some(run.clone());
+                }
+                runs.push(run);
             }
             result.mixes.push((mix.label(), runs));
         }
-        result.rrl = rrl::runs(plan, &pair, work, &result.fixed)?;
+        if chosen.as_deref() != Some("plain") {
+            result.rrl = rrl::runs(plan, &pair, work, &result.fixed)?;
+        }
         Ok(result)
     })();
     unpin_self();
     result
 }
 
-/// The Markdown lines of the stage.
+/// The Markdown lines of the stage. A smoke run's loads are too small to compare
+/// servers by: its table has every row, and no ratio.
 pub fn report(result: &GunResult) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "\nkxdpgun on the veth pair (server and its NAPI thread on CPU 1, generator on CPU 0; server CPU = run time of the server's threads and its NAPI thread per reply):\n"
+        "\nThe veth pair driven by {} (server and its NAPI thread on CPU 1, generator on CPU 0; server CPU = run time of the server's threads and its NAPI thread per reply):\n",
+        result.generator
     );
     let _ = writeln!(
         t,
-        "| mix | server | capacity qps (≤ 1 % loss) | {} | answered in XDP |",
+        "| mix | server | generator | capacity qps (≤ 1 % loss) | {} | answered in XDP |",
         result
             .fixed
             .iter()
@@ -465,7 +579,7 @@ pub fn report(result: &GunResult) -> String {
             .collect::<Vec<_>>()
             .join(" | ")
     );
-    let _ = writeln!(t, "|{}", "---|".repeat(4 + result.fixed.len()));
+    let _ = writeln!(t, "|{}", "---|".repeat(5 + result.fixed.len()));
     for (mix, runs) in &result.mixes {
         for run in runs {
             let ns: Vec<String> = result
@@ -478,43 +592,70 @@ pub fn report(result: &GunResult) -> String {
                         .map_or("–".into(), |s| format!("{:.0}", s.server_ns_per_query))
                 })
                 .collect();
-            let note = if run.generator_ceiling {
-                " (kxdpgun's ceiling: at least)"
-            } else if run.all_steps_passed {
-                " (every step passed: at least)"
-            } else {
-                ""
+            let capacity = match &run.unavailable {
+                Some(why) => format!("not available on this kernel: {why}"),
+                None if run.generator_ceiling => {
+                    format!("{:.0} ({}'s ceiling: at least)", run.capacity_qps, run.generator)
+                }
+                None if run.server_saturated => format!(
+                    "{:.0} (server CPU {:.0} % busy, the pair held the sender back)",
+                    run.capacity_qps,
+                    run.steps.last().map_or(0.0, |s| s.server_cpu_busy * 100.0)
+                ),
+                None if run.all_steps_passed => format!("{:.0} (every step passed: at least)", run.capacity_qps),
+                None if run.capacity_qps == 0.0 => run.steps.first().map_or("–".into(), |s| {
+                    format!("under {} ({:.1} % lost at the first step)", s.offered, s.loss * 100.0)
+                }),
+                None => format!("{:.0}", run.capacity_qps),
             };
             let _ = writeln!(
                 t,
-                "| {mix} | {} | {:.0}{note} | {} | {} |",
+                "| {mix} | {} | {} | {capacity} | {} | {} |",
                 run.server,
-                run.capacity_qps,
+                run.generator,
                 ns.join(" | "),
                 run.xdp_answered
             );
         }
+        if result.smoke {
+            continue;
+        }
         let find = |label: &str| runs.iter().find(|r| r.server == label);
         floor_ratios(&mut t, mix, runs, &result.fixed);
-        if let (Some(native), Some(knot)) = (find("native"), find("knotd-xdp")) {
-            let ratios: Vec<String> = cpu_at(native, &result.fixed)
-                .iter()
-                .zip(cpu_at(knot, &result.fixed))
-                .map(|(q, k)| format!("{:.2}", super::ratio(*q, k)))
-                .collect();
-            let _ = writeln!(
-                t,
-                "\n- {mix}: qdns native / knotd XDP — server CPU per query {} at {:?} qps (target ≤ 0.25); capacity {:.2}× (target ≥ 3){}\n",
-                ratios.join(", "),
-                result.fixed,
-                super::ratio(native.capacity_qps, knot.capacity_qps),
-                if native.generator_ceiling || native.all_steps_passed {
-                    " — qdns's figure is kxdpgun's ceiling, so the ratio is a floor"
-                } else {
-                    ""
-                }
-            );
+        match (find("native"), find("knotd-xdp")) {
+            (Some(_), Some(knot)) if knot.unavailable.is_some() => {
+                let _ = writeln!(
+                    t,
+                    "\n- {mix}: knotd's XDP mode is not available on this kernel; the driver's floor (above, same generator, same run) is the XDP rows' reference\n"
+                );
+            }
+            (Some(native), Some(knot)) => {
+                let ratios: Vec<String> = cpu_at(native, &result.fixed)
+                    .iter()
+                    .zip(cpu_at(knot, &result.fixed))
+                    .map(|(q, k)| format!("{:.2}", super::ratio(*q, k)))
+                    .collect();
+                let _ = writeln!(
+                    t,
+                    "\n- {mix}: qdns native / knotd XDP — server CPU per query {} at {:?} qps (target ≤ 0.25); capacity {:.2}× (target ≥ 3){}\n",
+                    ratios.join(", "),
+                    result.fixed,
+                    super::ratio(native.capacity_qps, knot.capacity_qps),
+                    if native.generator_ceiling || native.all_steps_passed {
+                        format!(" — qdns's figure is {}'s ceiling, so the ratio is a floor", native.generator)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            _ => {}
         }
+    }
+    if result.smoke {
+        let _ = writeln!(
+            t,
+            "\n- a smoke run: loads too small to compare servers by, so no ratios (`scripts/bench-qps --only generator` measures them)"
+        );
     }
     t.push_str(&rrl::report(&result.rrl, &result.fixed));
     t
@@ -541,6 +682,9 @@ fn floor_ratios(t: &mut String, mix: &str, runs: &[Run], fixed: &[u32]) {
         let (Some(run), Some(floor)) = (find(server), find(floor)) else {
             continue;
         };
+        if run.unavailable.is_some() {
+            continue;
+        }
         let ratios: Vec<String> = cpu_at(run, fixed)
             .iter()
             .zip(cpu_at(floor, fixed))
@@ -553,9 +697,12 @@ fn floor_ratios(t: &mut String, mix: &str, runs: &[Run], fixed: &[u32]) {
             ratios.join(", "),
             super::ratio(run.capacity_qps, floor.capacity_qps),
             if floor.generator_ceiling || floor.all_steps_passed {
-                " (the floor's capacity is kxdpgun's ceiling: the ratio is a ceiling)"
+                format!(
+                    " (the floor's capacity is {}'s ceiling: the ratio is a ceiling)",
+                    floor.generator
+                )
             } else {
-                ""
+                String::new()
             }
         );
     }
