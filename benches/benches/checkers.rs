@@ -145,12 +145,11 @@ fn main() {
     }
     std::fs::write(d.join("zones/chk.toml"), zone).expect("zone");
     let key = "c2VjcmV0LWtleS1mb3ItdGhlLWJlbmNobWFyay0wMDE=";
-    std::fs::write(
-        d.join("keys.toml"),
+    qdns_testkit::write_secret(
+        &d.join("keys.toml"),
         format!("[[checker]]\nid = \"bench\"\nregion = \"local\"\nkey = \"{key}\"\n"),
-    )
-    .expect("keys");
-    std::fs::write(d.join("bench.key"), key).expect("key");
+    );
+    qdns_testkit::write_secret(&d.join("bench.key"), key);
     let listen = free_port();
     let location = Kill(
         Command::new(bin.join("qdns-control"))

@@ -90,14 +90,14 @@ impl Signed {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReportError {
-    /// The `--checker-keys` file cannot be read.
-    #[error("{}: {source}", .path.display())]
+    /// The `--checker-keys` file cannot be read, or is not private (it names itself).
+    #[error("{source}")]
     KeysRead {
         /// The file.
         path: std::path::PathBuf,
         /// The cause.
         #[source]
-        source: std::io::Error,
+        source: qdns_link::secret::SecretFileError,
     },
     /// The `--checker-keys` file is not valid TOML of `[[checker]]` tables.
     #[error("{}: {}", .path.display(), .source.message())]
@@ -236,7 +236,7 @@ pub fn decode_key(text: &str) -> Result<Vec<u8>, ReportError> {
 impl Keys {
     /// Reads a `--checker-keys` file: `[[checker]]` tables with `id`, `region`, `key`.
     pub fn load(path: &std::path::Path) -> Result<Keys, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReportError::KeysRead {
+        let text = qdns_link::secret::read_to_string(path).map_err(|source| ReportError::KeysRead {
             path: path.to_path_buf(),
             source,
         })?;

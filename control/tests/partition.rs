@@ -145,10 +145,10 @@ impl World {
                     "[[checker]]\nid = \"{id}\"\nregion = \"r{r}\"\nkey = \"{}\"",
                     key(&id)
                 );
-                std::fs::write(dir.path().join(format!("{id}.key")), key(&id)).unwrap();
+                qdns_testkit::write_secret(&dir.path().join(format!("{id}.key")), key(&id));
             }
         }
-        std::fs::write(dir.path().join("keys.toml"), keys).unwrap();
+        qdns_testkit::write_secret(&dir.path().join("keys.toml"), keys);
         std::fs::write(dir.path().join("index.html"), "ok\n").unwrap();
 
         // The network: the target's address on the target namespace's loopback, reached

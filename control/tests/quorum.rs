@@ -82,9 +82,9 @@ impl World {
                 "[[checker]]\nid = \"c{i}\"\nregion = \"r{i}\"\nkey = \"{}\"",
                 b64(&key(i))
             );
-            std::fs::write(dir.path().join(format!("c{i}.key")), b64(&key(i))).unwrap();
+            qdns_testkit::write_secret(&dir.path().join(format!("c{i}.key")), b64(&key(i)));
         }
-        std::fs::write(dir.path().join("keys.toml"), keys).unwrap();
+        qdns_testkit::write_secret(&dir.path().join("keys.toml"), keys);
         World { dir }
     }
 

@@ -91,7 +91,7 @@ fn start_control(location: &mut Location, transfer: SocketAddr, form: &str) {
     } else {
         format!("{SECRET}\n")
     };
-    std::fs::write(&key_file, text).unwrap();
+    qdns_testkit::write_secret(&key_file, text);
     let metrics = format!("127.0.0.1:{}", free_port());
     std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
     location.start_control_with(&[

@@ -23,6 +23,7 @@ pub mod delta;
 pub mod liveness;
 pub mod pki;
 pub mod protocol;
+pub mod secret;
 pub mod tls;
 
 /// The flag that accepts a `tcp://` link beyond loopback (SPEC §10), named in the
@@ -99,6 +100,9 @@ pub enum LinkError {
     /// A name that cannot go in a certificate.
     #[error("{0}")]
     Name(String),
+    /// A private key file that is not private (or could not be read).
+    #[error("{0}")]
+    Secret(#[from] secret::SecretFileError),
     /// Refusing to overwrite a CA key.
     #[error("{0} exists: refusing to replace a CA key (remove it yourself to start a new CA)")]
     Exists(String),

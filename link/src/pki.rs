@@ -188,7 +188,7 @@ pub fn issue(dir: &Path, name: &str, role: Role, also: &[String], days: u32) -> 
 fn ca_issuer(dir: &Path) -> Result<Issuer<'static, KeyPair>, LinkError> {
     let ca_key_path = dir.join(CA_KEY);
     let ca_cert_path = dir.join(CA_CERT);
-    let ca_key_pem = std::fs::read_to_string(&ca_key_path).map_err(io(&ca_key_path))?;
+    let ca_key_pem = crate::secret::read_to_string(&ca_key_path)?;
     let ca_cert_pem = std::fs::read_to_string(&ca_cert_path).map_err(io(&ca_cert_path))?;
     let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| LinkError::Pem {
         path: ca_key_path.display().to_string(),

@@ -64,10 +64,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, LinkError> {
 }
 
 fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, LinkError> {
-    let bytes = std::fs::read(path).map_err(|source| LinkError::Io {
-        path: shown(path),
-        source,
-    })?;
+    let bytes = crate::secret::read(path)?;
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| LinkError::Pem {
         path: shown(path),
         reason: format!("no private key: {e}"),

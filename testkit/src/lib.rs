@@ -82,6 +82,18 @@ impl Rng {
     }
 }
 
+/// Writes a secret file (a TSIG secret, checker keys) as an operator must: mode 0600.
+/// The daemons refuse secret files others may read (`qdns_link::secret`).
+///
+/// # Panics
+/// When the file cannot be written.
+pub fn write_secret(path: &std::path::Path, contents: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, contents).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 /// True when the tests run as root (network namespaces, XDP, dpkg need it).
 #[must_use]
 pub fn is_root() -> bool {

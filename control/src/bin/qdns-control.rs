@@ -73,12 +73,13 @@ fn main() -> ExitCode {
         tls_ca,
     }) = role
     {
-        let key = match std::fs::read_to_string(&key_file)
+        // The secret file names itself in its errors (and the fix, when it is not private).
+        let key = match qdns_link::secret::read_to_string(&key_file)
             .map_err(|e| e.to_string())
-            .and_then(|t| report::decode_key(&t).map_err(|e| e.to_string()))
+            .and_then(|t| report::decode_key(&t).map_err(|e| format!("{}: {e}", key_file.display())))
         {
             Ok(key) => key,
-            Err(err) => return fatal(&format!("{}: {err}", key_file.display())),
+            Err(err) => return fatal(&err),
         };
         let config = CheckerConfig {
             id,

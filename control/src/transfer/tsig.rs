@@ -156,13 +156,8 @@ impl Key {
     /// Reads `spec`'s secret file: the base64 secret alone, `tsig-keygen`'s
     /// `key "NAME" { algorithm ALG; secret "BASE64"; };` or `keymgr -t`'s `ALG:NAME:BASE64`.
     pub fn load(spec: &KeySpec) -> Result<Key, String> {
-        let text = std::fs::read_to_string(&spec.secret_file).map_err(|e| {
-            format!(
-                "tsig key {}: cannot read {}: {e}",
-                spec.name,
-                spec.secret_file.display()
-            )
-        })?;
+        let text =
+            qdns_link::secret::read_to_string(&spec.secret_file).map_err(|e| format!("tsig key {}: {e}", spec.name))?;
         let encoded = secret_text(&text);
         let secret =
             base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded.trim()).map_err(|e| {
