@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::{
-    encoding::text::encode,
+    encoding::{text::encode, EncodeLabelValue, LabelValueEncoder},
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
@@ -15,7 +15,34 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{handler::Ctx, state::State};
 
-type Labels = Vec<(String, String)>;
+type Labels = Vec<(String, Value)>;
+
+/// A label value, escaped as the text format wants (`\\`, `\"` and a line feed as
+/// `\n`; prometheus-client writes values as they are): edge names come from hellos, and
+/// zone, set, member and check names from primaries and catalogs — none may end a label
+/// early or start a line of its own.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Value(String);
+
+impl EncodeLabelValue for Value {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One label.
+fn label(key: &str, value: impl Into<String>) -> (String, Value) {
+    (key.to_owned(), Value(value.into()))
+}
 
 fn family() -> Family<Labels, Gauge> {
     Family::default()
@@ -75,15 +102,13 @@ fn register_checks(r: &mut Registry, state: &State) {
     for (key, probe) in state.probed_checks() {
         if let Some(slot) = state.slot(&key) {
             let healthy = i64::from(slot_healthy(&state.snapshot.bitmap, slot));
-            checks
-                .get_or_create(&vec![("check".to_owned(), key.clone())])
-                .set(healthy);
+            checks.get_or_create(&vec![label("check", key.clone())]).set(healthy);
         }
         for o in state.fresh_observations(&key, probe.interval) {
             let labels = vec![
-                ("check".to_owned(), key.clone()),
-                ("checker".to_owned(), o.checker.clone()),
-                ("region".to_owned(), o.region.clone()),
+                label("check", key.clone()),
+                label("checker", o.checker.clone()),
+                label("region", o.region.clone()),
             ];
             observed.get_or_create(&labels).set(i64::from(o.healthy));
             let region = by_region.entry((key.clone(), o.region.clone())).or_default();
@@ -103,7 +128,7 @@ fn register_checks(r: &mut Registry, state: &State) {
     );
     let (region_healthy, region_reports) = (family(), family());
     for ((check, region), (healthy, reports)) in by_region {
-        let labels = vec![("check".to_owned(), check), ("region".to_owned(), region)];
+        let labels = vec![label("check", check), label("region", region)];
         region_healthy.get_or_create(&labels).set(healthy);
         region_reports.get_or_create(&labels).set(reports);
     }
@@ -120,10 +145,7 @@ fn register_checks(r: &mut Registry, state: &State) {
     let reachable = family();
     for (id, region) in state.reachable_checkers() {
         reachable
-            .get_or_create(&vec![
-                ("checker".to_owned(), id.clone()),
-                ("region".to_owned(), region.clone()),
-            ])
+            .get_or_create(&vec![label("checker", id.clone()), label("region", region.clone())])
             .set(1);
     }
     r.register("checker_reachable", "Checkers with fresh reports", reachable);
@@ -136,7 +158,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
         for set in zone.rrsets.iter().filter(|s| s.policy.is_some()) {
             let failing = crate::state::fails_open(zone, set, &state.snapshot.bitmap);
             fail_open
-                .get_or_create(&vec![("rrset".to_owned(), crate::state::set_label(set))])
+                .get_or_create(&vec![label("rrset", crate::state::set_label(set))])
                 .set(i64::from(failing));
         }
     }
@@ -149,7 +171,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
     for edge in state.edges.connected() {
         let version = edge.snapshot.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
         edges
-            .get_or_create(&vec![("edge".to_owned(), edge.name.clone())])
+            .get_or_create(&vec![label("edge", edge.name.clone())])
             .set(version);
     }
     r.register(
@@ -170,8 +192,8 @@ fn register_round_trips(r: &mut Registry, state: &State) {
                 if let Some(trip) = state.member_round_trip(zone, member) {
                     round_trips
                         .get_or_create(&vec![
-                            ("rrset".to_owned(), crate::state::set_label(set)),
-                            ("member".to_owned(), member.id.clone()),
+                            label("rrset", crate::state::set_label(set)),
+                            label("member", member.id.clone()),
                         ])
                         .set(trip.smoothed.as_secs_f64());
                 }
@@ -193,10 +215,7 @@ fn register_loads(r: &mut Registry, state: &State) {
     for set in &state.shedding.sets {
         let target = crate::shedding::Shedding::target(set, &state.loads, now);
         for (i, id) in set.ids.iter().enumerate() {
-            let labels = vec![
-                ("rrset".to_owned(), set.label.clone()),
-                ("member".to_owned(), id.clone()),
-            ];
+            let labels = vec![label("rrset", set.label.clone()), label("member", id.clone())];
             if let Some(milli) = target.get(i).and_then(|(_, f)| *f) {
                 loads.get_or_create(&labels).set(f64::from(milli) / 1000.0);
             }
@@ -243,26 +262,26 @@ fn register_counters(r: &mut Registry, state: &State) {
     );
     let reloads = Family::<Labels, Counter<u64, AtomicU64>>::default();
     reloads
-        .get_or_create(&vec![("result".to_owned(), "ok".to_owned())])
+        .get_or_create(&vec![label("result", "ok".to_owned())])
         .inc_by(state.counters.reloads_ok);
     reloads
-        .get_or_create(&vec![("result".to_owned(), "rejected".to_owned())])
+        .get_or_create(&vec![label("result", "rejected".to_owned())])
         .inc_by(state.counters.reloads_rejected);
     r.register("reloads", "Zone reloads by result", reloads);
     let reports = Family::<Labels, Counter<u64, AtomicU64>>::default();
     reports
-        .get_or_create(&vec![("result".to_owned(), "accepted".to_owned())])
+        .get_or_create(&vec![label("result", "accepted".to_owned())])
         .inc_by(state.reports.accepted());
     for (reason, n) in state.reports.rejected() {
         reports
-            .get_or_create(&vec![("result".to_owned(), reason.to_owned())])
+            .get_or_create(&vec![label("result", reason.to_owned())])
             .inc_by(n);
     }
     r.register("checker_reports", "Remote checker reports by result", reports);
     let refused = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (reason, n) in state.edges.refused() {
         refused
-            .get_or_create(&vec![("reason".to_owned(), reason.to_owned())])
+            .get_or_create(&vec![label("reason", reason.to_owned())])
             .inc_by(n);
     }
     r.register(
@@ -282,7 +301,7 @@ fn register_transfers(r: &mut Registry, transfers: &crate::transfer::Transfers) 
     let outcomes = Family::<Labels, Counter<u64, AtomicU64>>::default();
     for (outcome, n) in transfers.stats.counts() {
         outcomes
-            .get_or_create(&vec![("outcome".to_owned(), outcome.label().to_owned())])
+            .get_or_create(&vec![label("outcome", outcome.label().to_owned())])
             .inc_by(n);
     }
     r.register(
@@ -293,7 +312,7 @@ fn register_transfers(r: &mut Registry, transfers: &crate::transfer::Transfers) 
     let serials = family();
     for zone in transfers.served() {
         serials
-            .get_or_create(&vec![("zone".to_owned(), qdns_zone::name::to_text(&zone.origin))])
+            .get_or_create(&vec![label("zone", qdns_zone::name::to_text(&zone.origin))])
             .set(i64::from(zone.serial));
     }
     r.register(
