@@ -90,17 +90,18 @@ pub enum CookieError {
     /// The kernel gave no random octets.
     #[error("no random octets for a cookie secret")]
     Random,
-    /// A secret in the file is not 32 ASCII characters.
-    #[error("a cookie secret is 32 hex digits, not {text:?}")]
+    /// A secret in the file is not 32 ASCII characters. The text is not repeated: it
+    /// is (nearly) the secret, and errors reach logs.
+    #[error("a cookie secret is 32 hex digits; this one has {length} octets")]
     HexLength {
-        /// The text found.
-        text: String,
+        /// Its length in octets.
+        length: usize,
     },
-    /// A secret in the file has a character that is not a hex digit.
-    #[error("{text:?}: {source}")]
+    /// A secret in the file has a character that is not a hex digit (not repeated either).
+    #[error("a cookie secret is 32 hex digits; digits {} and {} are not", .at + 1, .at + 2)]
     Hex {
-        /// The text found.
-        text: String,
+        /// Where the pair of digits starts (from 0).
+        at: usize,
         /// The cause.
         #[source]
         source: std::num::ParseIntError,
@@ -249,14 +250,12 @@ fn to_hex(octets: &[u8; 16]) -> String {
 
 fn from_hex(text: &str) -> Result<[u8; 16], CookieError> {
     if text.len() != 32 || !text.is_ascii() {
-        return Err(CookieError::HexLength { text: text.to_owned() });
+        return Err(CookieError::HexLength { length: text.len() });
     }
     let mut out = [0u8; 16];
     for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|source| CookieError::Hex {
-            text: text.to_owned(),
-            source,
-        })?;
+        *o =
+            u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|source| CookieError::Hex { at: 2 * i, source })?;
     }
     Ok(out)
 }
@@ -264,6 +263,19 @@ fn from_hex(text: &str) -> Result<[u8; 16], CookieError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A damaged secret is refused without its text in the error (errors reach logs).
+    #[test]
+    fn errors_never_repeat_the_secret() {
+        let almost = "0123456789abcdef0123456789abcdeZ";
+        let err = from_hex(almost).unwrap_err().to_string();
+        assert!(err.contains("digits 31 and 32"), "{err}");
+        assert!(!err.contains("0123456789abcdef"), "{err}");
+        let short = "0123456789abcdef0123456789abcde";
+        let err = from_hex(short).unwrap_err().to_string();
+        assert!(err.contains("31 octets") && !err.contains("0123456789abcdef"), "{err}");
+        assert!(from_hex("0123456789abcdef0123456789abcdef").is_ok());
+    }
 
     #[test]
     fn secrets_are_made_once_kept_and_rotated() {

@@ -835,3 +835,31 @@ fn a_change_on_the_primary_reaches_the_xdp_answer() {
         .unwrap_or(0);
     assert!(plain >= 5, "the XDP program gave the answers: {detach}");
 }
+
+/// A secondary that refuses the NOTIFY (Knot answers an unsigned NOTAUTH when its ACL
+/// lacks the key) is named in control's log with what it answered, not as "an answer
+/// without a valid TSIG" (issue 53 §8). The secondary here is a socket that answers
+/// every NOTIFY so.
+#[test]
+fn a_secondary_refusing_the_notify_is_logged_with_its_answer() {
+    let secondary = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    secondary.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let addr = secondary.local_addr().unwrap();
+    let (location, _) = control(&[("refusing.example.toml", zone_file("refusing.example.", &[addr], ""))]);
+    let mut buf = [0u8; 4096];
+    let (len, from) = secondary.recv_from(&mut buf).expect("a NOTIFY from control");
+    let request = &buf[..len];
+    assert_eq!(request[2] & 0x78, 4 << 3, "opcode NOTIFY");
+    // The header (same id, QR, opcode NOTIFY, NOTAUTH), the question echoed, no TSIG.
+    let question_end = 12 + request[12..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
+    let mut answer = vec![request[0], request[1], 0x80 | (4 << 3), 9, 0, 1, 0, 0, 0, 0, 0, 0];
+    answer.extend_from_slice(&request[12..question_end]);
+    secondary.send_to(&answer, from).unwrap();
+    let said = location
+        .control
+        .as_ref()
+        .unwrap()
+        .wait_for("the secondary's NOTIFY answer does not verify");
+    assert!(said.contains("NOTAUTH") && said.contains("unsigned"), "{said}");
+    assert!(said.contains(&addr.to_string()), "{said}");
+}

@@ -107,11 +107,50 @@ async fn acked(
                 .as_ref()
                 .is_some_and(|(t, at)| tsig::verify_chained(key, mac, &[], answer, *at, t, true));
             if !verified {
-                tracing::warn!(%target, "a NOTIFY answer without a valid TSIG; ignored");
+                // Say what the secondary answered: an unsigned NOTAUTH is what Knot sends
+                // when its ACL lacks our key (not something on the path).
+                tracing::warn!(
+                    %target,
+                    answered = rcode_name(rcode),
+                    tsig = tsig_state(response.tsig.as_ref().map(|(t, _)| t)),
+                    "the secondary's NOTIFY answer does not verify with key {}; ignored (an unsigned NOTAUTH or a BADKEY/BADSIG: the secondary lacks this key or holds another secret)",
+                    key.name
+                );
                 continue;
             }
         }
+        if rcode != wire::rcode::NOERROR {
+            tracing::warn!(%target, answered = rcode_name(rcode), "the secondary refused the NOTIFY");
+        }
         return rcode == wire::rcode::NOERROR;
+    }
+}
+
+/// An RCODE's name (its number where it has none here).
+fn rcode_name(rcode: u8) -> String {
+    match rcode {
+        wire::rcode::NOERROR => "NOERROR".into(),
+        wire::rcode::FORMERR => "FORMERR".into(),
+        2 => "SERVFAIL".into(),
+        3 => "NXDOMAIN".into(),
+        wire::rcode::NOTIMP => "NOTIMP".into(),
+        wire::rcode::REFUSED => "REFUSED".into(),
+        wire::rcode::NOTAUTH => "NOTAUTH".into(),
+        other => format!("RCODE {other}"),
+    }
+}
+
+/// What the answer's TSIG said: none, or its error (RFC 8945: 16 BADSIG, 17 BADKEY,
+/// 18 BADTIME, 22 BADTRUNC).
+fn tsig_state(tsig: Option<&tsig::Tsig>) -> &'static str {
+    match tsig.map(|t| t.error) {
+        None => "unsigned",
+        Some(0) => "signed, not verifying",
+        Some(16) => "BADSIG",
+        Some(17) => "BADKEY",
+        Some(18) => "BADTIME",
+        Some(22) => "BADTRUNC",
+        Some(_) => "another TSIG error",
     }
 }
 
