@@ -504,6 +504,8 @@ struct FakePrimary {
     addr: SocketAddr,
     serving: std::sync::Arc<std::sync::Mutex<Serving>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Connections accepted (each refresh is one or two: the SOA check, the transfer).
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 const BAD: &[u8] = b"\x03bad\x07example\x00";
@@ -546,19 +548,26 @@ impl FakePrimary {
         let addr = listener.local_addr().unwrap();
         let serving = std::sync::Arc::new(std::sync::Mutex::new(serving));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (state, done) = (serving.clone(), stop.clone());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (state, done, count) = (serving.clone(), stop.clone(), accepted.clone());
         std::thread::spawn(move || {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 let Ok((mut stream, _)) = listener.accept() else {
                     std::thread::sleep(Duration::from_millis(20));
                     continue;
                 };
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 stream.set_nonblocking(false).unwrap();
                 stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
                 Self::serve(&mut stream, *state.lock().unwrap());
             }
         });
-        FakePrimary { addr, serving, stop }
+        FakePrimary {
+            addr,
+            serving,
+            stop,
+            accepted,
+        }
     }
 
     fn serve(stream: &mut std::net::TcpStream, now: Serving) {
@@ -862,4 +871,51 @@ fn a_secondary_refusing_the_notify_is_logged_with_its_answer() {
         .wait_for("the secondary's NOTIFY answer does not verify");
     assert!(said.contains("NOTAUTH") && said.contains("unsigned"), "{said}");
     assert!(said.contains(&addr.to_string()), "{said}");
+}
+
+/// NOTIFYs from the primary's address (spoofable when unsigned) refresh at once, but
+/// a flood of them costs one refresh per floor (2 s), not one each (issue 53 §8).
+#[test]
+fn a_notify_flood_costs_one_refresh_per_floor() {
+    let primary = FakePrimary::start(Serving {
+        serial: 1,
+        records: 3,
+        cut: false,
+    });
+    let mut location = Location::prepared();
+    std::fs::write(
+        location.zones().join("bad.example.toml"),
+        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
+    )
+    .unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    location.start_control_with(&["--no-embedded-checker", "--transfer-listen", &transfer.to_string()]);
+    let accepted = || primary.accepted.load(std::sync::atomic::Ordering::Relaxed);
+    within(Duration::from_secs(10), "the first copy", || accepted() >= 1);
+    // Past the floor of that first refresh.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = accepted();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let started = Instant::now();
+    for i in 0..30u16 {
+        let mut m = i.to_be_bytes().to_vec();
+        m.extend_from_slice(&[0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        m.extend_from_slice(BAD);
+        m.extend_from_slice(&[0, 6, 0, 1]);
+        socket.send_to(&m, transfer).unwrap();
+        let mut buf = [0u8; 512];
+        socket.recv_from(&mut buf).expect("each NOTIFY answered");
+        assert_eq!(buf[3] & 0xf, 0, "accepted: it comes from the primary's address");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 30 NOTIFYs over about 1.5 s, then up to 3 s from the first: a refresh at once and
+    // one at the floor, the rest folded into them.
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(started.elapsed()));
+    let refreshes = accepted() - before;
+    assert!(
+        (1..=2).contains(&refreshes),
+        "{refreshes} refreshes for 30 NOTIFYs in {:?}",
+        started.elapsed()
+    );
 }

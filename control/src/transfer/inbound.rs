@@ -146,10 +146,17 @@ struct Timers {
     due: Instant,
     /// The last refresh that reached the primary (or the copy's load at start).
     last_ok: Instant,
+    /// When the last refresh began (none yet): a NOTIFY refreshes no sooner than
+    /// [`NOTIFY_FLOOR`] after it.
+    last_attempt: Option<Instant>,
     refresh: Duration,
     retry: Duration,
     expire: Duration,
 }
+
+/// The least time between refreshes a NOTIFY can cause (issue 53 §8): Knot's
+/// `refresh-min-interval` default.
+const NOTIFY_FLOOR: Duration = Duration::from_secs(2);
 
 /// Keeps the zones taken from a primary current until `shutdown`.
 pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
@@ -173,9 +180,19 @@ pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
                 *entry = start_timers(&copy, now);
                 continue;
             }
-            if entry.due > now && !notified.contains(origin) {
-                continue;
+            if entry.due > now {
+                if !notified.contains(origin) {
+                    continue;
+                }
+                // A NOTIFY from the primary's address (spoofable, when unsigned) refreshes
+                // at once, but no sooner than the floor after the last refresh: a flood of
+                // them costs one refresh per floor, the rest folded into it.
+                if let Some(floor) = entry.last_attempt.map(|at| at + NOTIFY_FLOOR).filter(|&f| f > now) {
+                    entry.due = entry.due.min(floor);
+                    continue;
+                }
             }
+            entry.last_attempt = Some(now);
             let keys = &ctx.transfers.keys;
             let key = primary.tsig.as_deref().and_then(|name| keys.named(name));
             let outcome = refresh(&ctx, origin, primary, key, (entry.serial, &mut entry.base), &copy).await;
@@ -262,6 +279,7 @@ fn start_timers(copy: &Path, now: Instant) -> Timers {
         serial: None,
         due: now,
         last_ok: now,
+        last_attempt: None,
         // No copy yet: try again soon (the copy's SOA sets these once there is one).
         refresh: Duration::from_secs(3600),
         retry: Duration::from_secs(30),
