@@ -299,7 +299,8 @@ fn a_signed_zone_transfers_with_signatures_that_verify() {
 }
 
 /// Requests without the key, with an unknown key, with a wrong secret, from outside
-/// `transfer_allow`, and malformed: refused and counted; the zone still transfers.
+/// `transfer_allow`, for a zone not served, and malformed: refused and counted; the
+/// zone still transfers.
 #[test]
 fn bad_requests_are_refused_and_counted() {
     let allow_one = zone_file("one.example.", &[], "")
@@ -320,6 +321,10 @@ fn bad_requests_are_refused_and_counted() {
     // From 127.0.0.1, outside transfer_allow.
     let refused = |out: String| assert!(out.contains("REFUSED"), "{out}");
     refused(axfr(&["-y", &good]));
+    // A zone not served is refused as a served one is to a peer outside its ACL: the
+    // answers do not list the zones served.
+    let not_served = kdig(&[at.as_str(), "-p", port.as_str(), "AXFR", "nothere.example."]);
+    refused(not_served);
     // Without a key.
     refused(axfr(&["-b", "127.0.0.2"]));
     // A key control does not know, and the right name with another secret.

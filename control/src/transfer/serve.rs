@@ -232,8 +232,10 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
         let (answer, outcome) = refuse(request, rcode::NOTIMP, Outcome::RefusedOther);
         return Some((signed(answer), outcome));
     }
+    // A zone not served is refused as one served but not to this peer is: NOTAUTH here
+    // would tell anyone which zones are served (issue 53 §8).
     let Some(zone) = transfers.zone(&request.qname) else {
-        let (answer, outcome) = refuse(request, rcode::NOTAUTH, Outcome::RefusedOther);
+        let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedOther);
         return Some((signed(answer), outcome));
     };
     let wanted = zone.settings.tsig.as_deref();
