@@ -924,3 +924,44 @@ fn a_notify_flood_costs_one_refresh_per_floor() {
         started.elapsed()
     );
 }
+
+/// One host cannot hold every transfer place (issue 53 §1): 64 idle connections from
+/// 127.0.0.2 (allowed) and 64 from 127.0.0.9 (outside every ACL, which gets places of
+/// its own) leave a secondary at 127.0.0.3 its transfer — it got no answer while one
+/// host could take all 64 places for 10 s each.
+#[test]
+fn idle_connections_from_one_host_leave_a_secondary_its_transfer() {
+    let zone = zone_file("one.example.", &[], "").replace(
+        "transfer_allow = [\"127.0.0.0/8\"]",
+        "transfer_allow = [\"127.0.0.2\", \"127.0.0.3\"]",
+    );
+    let (location, primary) = control(&[("one.example.toml", zone)]);
+    let mut idle = Vec::new();
+    for source in [2, 9] {
+        for _ in 0..64 {
+            if let Some(stream) = qdns_testkit::connect_from(std::net::Ipv4Addr::new(127, 0, 0, source), primary) {
+                idle.push(stream);
+            }
+        }
+    }
+    assert!(idle.len() >= 64, "the kernel took the connections: {}", idle.len());
+    let started = Instant::now();
+    let out = kdig(&[
+        &format!("@{}", primary.ip()),
+        "-p",
+        &primary.port().to_string(),
+        "-b",
+        "127.0.0.3",
+        "-y",
+        &key_arg(),
+        "+retry=0",
+        "+time=3",
+        "AXFR",
+        "one.example.",
+    ]);
+    assert!(out.contains("192.0.2.1") && out.contains("kept"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    // The outsiders were refused places of their own; the crowd evicted its own.
+    assert!(transfers(&location, "dropped") > 0);
+    drop(idle);
+}

@@ -102,6 +102,16 @@ impl Primaries {
             .cloned()
     }
 
+    /// True when `peer` is the primary of a zone taken from one.
+    #[must_use]
+    pub fn is_primary(&self, peer: IpAddr) -> bool {
+        self.zones
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .any(|primary| same_host(primary.addr.ip(), peer))
+    }
+
     /// Marks `origin` notified and wakes the follower.
     pub fn notified(&self, origin: &[u8]) {
         self.notified
@@ -116,6 +126,12 @@ impl Primaries {
     }
 }
 
+/// True when `peer` is `primary`'s address (an IPv4 primary seen as an IPv4-mapped
+/// IPv6 peer included).
+fn same_host(primary: IpAddr, peer: IpAddr) -> bool {
+    primary == peer || matches!((primary, peer), (IpAddr::V4(a), IpAddr::V6(b)) if b.to_ipv4_mapped() == Some(a))
+}
+
 /// The answer to a NOTIFY for `origin` from `peer` (signed by `key`, if it was): true
 /// when it comes from the zone's primary with the zone's key.
 #[must_use]
@@ -123,8 +139,7 @@ pub fn accept_notify(transfers: &Transfers, origin: &[u8], peer: IpAddr, key: Op
     let Some(primary) = transfers.inbound.primary_of(origin) else {
         return false;
     };
-    let from_primary = primary.addr.ip() == peer
-        || matches!((primary.addr.ip(), peer), (IpAddr::V4(a), IpAddr::V6(b)) if b.to_ipv4_mapped() == Some(a));
+    let from_primary = same_host(primary.addr.ip(), peer);
     let signed_right = primary.tsig.as_deref() == key.map(|k| k.name.as_str()) || primary.tsig.is_none();
     if from_primary && signed_right {
         transfers.inbound.notified(origin);

@@ -259,6 +259,15 @@ impl Transfers {
             .cloned()
     }
 
+    /// True when `peer` may ask for anything here: a served zone's `transfer_allow`
+    /// takes it, or it is the primary of a zone taken from one (its NOTIFYs). Checked
+    /// before a TCP connection holds a place.
+    #[must_use]
+    pub fn may_ask(&self, peer: std::net::IpAddr) -> bool {
+        let served = self.zones.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        served.values().any(|zone| zone.settings.allows(peer)) || self.inbound.is_primary(peer)
+    }
+
     /// Every served zone.
     #[must_use]
     pub fn served(&self) -> Vec<Arc<Served>> {

@@ -2,13 +2,20 @@
 //! (and IXFR's "ask over TCP" SOA) over UDP and TCP, each checked against the zone's
 //! `transfer_allow` and `transfer_tsig`.
 //!
-//! Bounded before anything is authenticated: at most [`MAX_CONNECTIONS`] connections
-//! (more are closed at once, counted), each request read within [`READ_TIMEOUT`] (a
-//! TCP message is at most 65,535 octets by its length field), at most
-//! [`REQUESTS_PER_CONNECTION`] requests a connection; a whole zone goes out one
-//! message at a time, each written within [`WRITE_TIMEOUT`].
+//! Bounded before anything is authenticated: a TCP connection from an address no
+//! served zone's `transfer_allow` takes (nor a primary's) never holds one of the
+//! places of those it does: it gets one of [`OUTSIDERS`] places of its own, one
+//! request read within [`OUTSIDER_READ_TIMEOUT`], its refusal, and is closed. The
+//! others share [`MAX_CONNECTIONS`] places, at most [`PER_SOURCE`] from one address
+//! (`qdns_listen`'s pool: a connection waiting for a request is evictable, the oldest
+//! such making room for a new one; one answering is not), each request read within
+//! [`READ_TIMEOUT`] (a TCP message is at most 65,535 octets by its length field),
+//! at most [`REQUESTS_PER_CONNECTION`] requests a connection; a whole zone goes out one
+//! message at a time, each written within [`WRITE_TIMEOUT`], the whole answer within
+//! [`ANSWER_DEADLINE`].
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
+use qdns_listen::pool::{Limits, Pool, Ticket};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream, UdpSocket},
@@ -24,6 +31,16 @@ use super::{
 
 /// Most transfer connections at once.
 pub const MAX_CONNECTIONS: usize = 64;
+/// Most transfer connections at once from one address (an IPv6 /64).
+pub const PER_SOURCE: usize = 8;
+/// Connections at once from addresses no zone allows (they get their refusal), two
+/// from one address.
+pub const OUTSIDERS: usize = 8;
+/// Time for such a connection's one request.
+pub const OUTSIDER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time to write one whole answer (a zone of a million records goes out in well under
+/// a minute on loopback; a peer reading slower than this holds a place no longer).
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(300);
 /// Time to read one request.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time to write one message of an answer.
@@ -317,7 +334,14 @@ fn ixfr(zone: &Served, theirs: u32, tcp: bool) -> (Vec<Part>, Outcome) {
 
 /// Serves TCP transfers until `shutdown`.
 pub async fn accept_tcp(listener: TcpListener, transfers: Arc<Transfers>, shutdown: CancellationToken) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let allowed = Pool::new(Limits {
+        total: MAX_CONNECTIONS,
+        per_source: PER_SOURCE,
+    });
+    let outsiders = Pool::new(Limits {
+        total: OUTSIDERS,
+        per_source: 2,
+    });
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -327,63 +351,135 @@ pub async fn accept_tcp(listener: TcpListener, transfers: Arc<Transfers>, shutdo
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+        // The ACL before a place: an address nothing here answers never takes one of
+        // the places of those it does.
+        let budget = if transfers.may_ask(peer.ip()) {
+            Budget {
+                pool: &allowed,
+                requests: REQUESTS_PER_CONNECTION,
+                read_timeout: READ_TIMEOUT,
+            }
+        } else {
+            Budget {
+                pool: &outsiders,
+                requests: 1,
+                read_timeout: OUTSIDER_READ_TIMEOUT,
+            }
+        };
+        let Ok(ticket) = budget.pool.admit(peer.ip()) else {
             transfers.stats.count(Outcome::Dropped);
             continue;
         };
+        let (requests, read_timeout) = (budget.requests, budget.read_timeout);
         let transfers = Arc::clone(&transfers);
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                () = connection(stream, peer.ip(), &transfers) => {}
-            }
-            drop(permit);
+            let mut ticket = ticket;
+            let from = Peer {
+                transfers: &transfers,
+                address: peer.ip(),
+                requests,
+                read_timeout,
+            };
+            from.connection(stream, &mut ticket, &shutdown).await;
         });
     }
 }
 
-async fn connection(mut stream: TcpStream, peer: IpAddr, transfers: &Transfers) {
-    for _ in 0..REQUESTS_PER_CONNECTION {
-        let mut len = [0u8; 2];
-        match tokio::time::timeout(READ_TIMEOUT, stream.read_exact(&mut len)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
+/// Which places a connection takes, and what it may ask.
+struct Budget<'a> {
+    pool: &'a Pool,
+    requests: usize,
+    read_timeout: Duration,
+}
+
+/// One TCP connection's peer and allowance.
+struct Peer<'a> {
+    transfers: &'a Transfers,
+    address: IpAddr,
+    requests: usize,
+    read_timeout: Duration,
+}
+
+impl Peer<'_> {
+    async fn connection(&self, mut stream: TcpStream, ticket: &mut Ticket, shutdown: &CancellationToken) {
+        let transfers = self.transfers;
+        for _ in 0..self.requests {
+            // Waiting for a request: evictable (the oldest such makes room for a newcomer).
+            ticket.set_evictable(true);
+            let Some(message) = (tokio::select! {
+                () = shutdown.cancelled() => None,
+                () = ticket.evicted() => {
+                    transfers.stats.count(Outcome::Dropped);
+                    None
+                }
+                read = read_request(&mut stream, transfers, self.read_timeout) => read,
+            }) else {
+                return;
+            };
+            ticket.set_evictable(false);
+            let Some((answer, outcome)) = respond(transfers, self.address, &message, true, crate::state::now()) else {
+                transfers.stats.count(Outcome::Malformed);
+                return;
+            };
+            transfers.stats.count(outcome);
+            let written = tokio::select! {
+                () = shutdown.cancelled() => return,
+                written = tokio::time::timeout(ANSWER_DEADLINE, write_answer(&mut stream, answer)) => written,
+            };
+            if !matches!(written, Ok(true)) {
                 transfers.stats.count(Outcome::Dropped);
                 return;
             }
-        }
-        let mut message = vec![0u8; usize::from(u16::from_be_bytes(len))];
-        if !matches!(
-            tokio::time::timeout(READ_TIMEOUT, stream.read_exact(&mut message)).await,
-            Ok(Ok(_))
-        ) {
-            transfers.stats.count(Outcome::Dropped);
-            return;
-        }
-        let Some((mut answer, outcome)) = respond(transfers, peer, &message, true, crate::state::now()) else {
-            transfers.stats.count(Outcome::Malformed);
-            return;
-        };
-        transfers.stats.count(outcome);
-        while let Some(out) = answer.next_message() {
-            let Ok(len) = u16::try_from(out.len()) else { return };
-            let mut framed = Vec::with_capacity(out.len() + 2);
-            framed.extend_from_slice(&len.to_be_bytes());
-            framed.extend_from_slice(&out);
-            if !matches!(
-                tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&framed)).await,
-                Ok(Ok(()))
-            ) {
-                transfers.stats.count(Outcome::Dropped);
+            if outcome == Outcome::Malformed {
                 return;
             }
-        }
-        if outcome == Outcome::Malformed {
-            return;
         }
     }
+}
+
+/// One length-prefixed request, each part within `timeout`; `None` (counted) when it
+/// does not come.
+async fn read_request(stream: &mut TcpStream, transfers: &Transfers, timeout: Duration) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    match tokio::time::timeout(timeout, stream.read_exact(&mut len)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) => return None,
+        Err(_) => {
+            transfers.stats.count(Outcome::Dropped);
+            return None;
+        }
+    }
+    let mut message = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    if matches!(
+        tokio::time::timeout(timeout, stream.read_exact(&mut message)).await,
+        Ok(Ok(_))
+    ) {
+        Some(message)
+    } else {
+        transfers.stats.count(Outcome::Dropped);
+        None
+    }
+}
+
+/// Writes `answer` message by message, each within [`WRITE_TIMEOUT`]; false when the
+/// peer stops reading.
+async fn write_answer(stream: &mut TcpStream, mut answer: Answer) -> bool {
+    while let Some(out) = answer.next_message() {
+        let Ok(len) = u16::try_from(out.len()) else {
+            return false;
+        };
+        let mut framed = Vec::with_capacity(out.len() + 2);
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(&out);
+        if !matches!(
+            tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&framed)).await,
+            Ok(Ok(()))
+        ) {
+            return false;
+        }
+    }
+    true
 }
 
 /// Serves SOA queries (and IXFR's SOA) over UDP until `shutdown`.
