@@ -119,7 +119,7 @@ pub(crate) async fn accept_edges_tcp(
             let (state, feeds) = (Arc::clone(&ctx.state), ctx.feeds());
             let Some(tls) = tls else {
                 let (r, w) = stream.into_split();
-                edges::serve_edge(r, w, edges::Peer::Unchecked, ticket, state, feeds, shutdown).await;
+                edges::serve_edge(r, w, edges::Peer::Plaintext, ticket, state, feeds, shutdown).await;
                 return;
             };
             let handshake = tokio::select! {

@@ -36,8 +36,13 @@ pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 /// What the transport proved about the peer.
 #[derive(Debug, Clone)]
 pub enum Peer {
-    /// A Unix socket (file permissions) or plain `tcp://`: whatever it names itself.
+    /// A Unix socket (file permissions): whatever it names itself.
     Unchecked,
+    /// Plain `tcp://` (`--insecure-plaintext-link`): whatever it names itself, and
+    /// anyone who can connect could be it, so it gets no cookie secret — with the
+    /// location's secret a spoofer's queries would pass the rate limiter. Edges on such
+    /// a link answer cookies with secrets of their own (valid at that edge only).
+    Plaintext,
     /// A tls:// edge whose certificate the handshake verified: its hello must name
     /// what the certificate names, and the link ends when the revocation list (read
     /// through the socket's TLS files) revokes it.
@@ -326,7 +331,7 @@ pub async fn serve_edge<R, W>(
     let keepalive = keepalive_of(extension.as_ref());
     let keepalive_frame = protocol::encode(&protocol::ToEdge::Keepalive).unwrap_or_default();
     // The cookie secrets, to an edge that takes them: now, and at each rotation.
-    let takes_cookies = extension.as_ref().is_some_and(|e| e.cookies);
+    let takes_cookies = extension.as_ref().is_some_and(|e| e.cookies) && !matches!(peer, Peer::Plaintext);
     let mut cookies = feeds.cookies;
     let first_cookies = takes_cookies.then(|| cookie_frame(&mut cookies));
     let opening = [

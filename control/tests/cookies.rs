@@ -27,6 +27,11 @@ fn secrets(location: &Location) -> ([u8; 16], Option<[u8; 16]>, Option<[u8; 16]>
 /// Asks `www.example.com A` with a COOKIE option of `cookie` (client, then any server
 /// cookie) and returns the response's cookie (24 octets).
 fn ask_with(location: &Location, cookie: &[u8]) -> Vec<u8> {
+    ask_at(location.dns.unwrap(), cookie)
+}
+
+/// [`ask_with`] at the edge listening on `dns`.
+fn ask_at(dns: std::net::SocketAddr, cookie: &[u8]) -> Vec<u8> {
     let mut msg = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
     msg.extend(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
     msg.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
@@ -38,7 +43,7 @@ fn ask_with(location: &Location, cookie: &[u8]) -> Vec<u8> {
     socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let mut buf = [0u8; 2048];
     for _ in 0..3 {
-        socket.send_to(&msg, location.dns.unwrap()).unwrap();
+        socket.send_to(&msg, dns).unwrap();
         if let Ok((len, _)) = socket.recv_from(&mut buf) {
             let at = buf[..len]
                 .windows(4)
@@ -118,4 +123,44 @@ fn age_secret(path: &Path) {
     let made = json["made_at"].as_u64().unwrap();
     json["made_at"] = (made - 2 * 86_400).into();
     std::fs::write(path, serde_json::to_vec(&json).unwrap()).unwrap();
+}
+
+/// Over a plain `tcp://` link anyone who connects could be an edge, so control sends no
+/// cookie secret there (issue 53 §7): with the location's secret a spoofer's queries
+/// would pass the rate limiter. The edge answers cookies under a secret of its own.
+#[test]
+fn no_cookie_secret_goes_over_a_plaintext_link() {
+    let location = Location::prepared();
+    let dir = location.dir.path();
+    let port = qdns_testkit::fixtures::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+    cmd.arg("--zones")
+        .arg(location.zones())
+        .arg("--socket")
+        .arg(location.socket());
+    cmd.arg("--state-dir")
+        .arg(dir.join("control-state"))
+        .arg("--no-embedded-checker");
+    cmd.arg("--edge-socket").arg(format!("tcp://127.0.0.1:{port}"));
+    let control = common::Proc::spawn("control", cmd);
+    control.wait_for("control socket ready");
+    let mut cmd = std::process::Command::new(common::edge_bin());
+    cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--control"])
+        .arg(format!("tcp://127.0.0.1:{port}"))
+        .arg("--state-dir")
+        .arg(dir.join("edge-state"));
+    let (edge, dns) = common::spawn_edge(cmd);
+    edge.seen("snapshot applied");
+    // Secrets would follow the snapshot at once (a Unix edge logs them within
+    // milliseconds); give them time to come.
+    std::thread::sleep(Duration::from_secs(2));
+    let (secret, _, staged) = secrets(&location);
+    let given = ask_at(dns, b"cookie-1");
+    assert!(
+        !made_under(&given, secret) && !staged.is_some_and(|next| made_under(&given, next)),
+        "a cookie under the location's secret, over tcp://"
+    );
+    assert!(!edge.history_has("cookie secrets from control"));
+    // Valid at that edge: sent back as it came.
+    assert_eq!(ask_at(dns, &given), given);
 }
