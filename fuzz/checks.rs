@@ -107,6 +107,8 @@ fn keys() -> &'static Keys {
             format!("[[checker]]\nid = \"c1\"\nregion = \"eu\"\nkey = \"{key}\"\n"),
         )
         .expect("checker keys");
+        // A secret file must be private to be read (qdns_link::secret).
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
         Keys::load(&path).expect("checker keys load")
     })
 }

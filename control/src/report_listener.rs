@@ -249,11 +249,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.toml");
         let key = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [7u8; 32]);
-        std::fs::write(
+        qdns_testkit::write_secret(
             &path,
             format!("[[checker]]\nid = \"c1\"\nregion = \"eu\"\nkey = \"{key}\"\n"),
-        )
-        .unwrap();
+        );
         report::Keys::load(&path).unwrap()
     }
 

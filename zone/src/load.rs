@@ -129,7 +129,21 @@ pub fn load_dir_with(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<
     first_pending(snapshot, pending)
 }
 
-fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Snapshot, Vec<Pending>), ZoneError> {
+/// True when `origin` is at or below a zone of `zones` or `pending` (strictly below:
+/// equal origins are handled as a member the operator's file takes over).
+fn below_operator_zone(origin: &[u8], zones: &[Zone], pending: &[Pending]) -> bool {
+    zones
+        .iter()
+        .any(|z| z.origin != origin && name::is_at_or_below(origin, &z.origin))
+        || pending.iter().any(|p| {
+            master::parse_name_wire(&p.origin, b"\0")
+                .is_ok_and(|apex| apex != origin && name::is_at_or_below(origin, &apex))
+        })
+}
+
+/// The zone files to load: the operator's in `dir` (sorted), then the catalog
+/// members' under the secondary directory (sorted); and how many are the operator's.
+fn zone_files(dir: &Path, ctx: &LoadContext<'_>) -> Result<(Vec<PathBuf>, usize), ZoneError> {
     let io = |source| ZoneError::Io {
         path: dir.to_path_buf(),
         source,
@@ -158,10 +172,21 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
         more.sort();
         files.extend(more);
     }
+    Ok((files, operator_files))
+}
+
+fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Snapshot, Vec<Pending>), ZoneError> {
+    let (files, operator_files) = zone_files(dir, ctx)?;
     let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
     let mut pending: Vec<Pending> = Vec::new();
+    // How many of `zones` and `pending` came from operator files (they come first):
+    // counted when the first member file is reached.
+    let (mut operator_zones, mut operator_pending) = (usize::MAX, usize::MAX);
     for (i, path) in files.iter().enumerate() {
         let member = i >= operator_files;
+        if member && operator_zones == usize::MAX {
+            (operator_zones, operator_pending) = (zones.len(), pending.len());
+        }
         let zone = match load_zone_file_with(path, ctx) {
             Ok(zone) => zone,
             Err(ZoneError::NotTransferred {
@@ -171,6 +196,18 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
                 tsig,
                 catalog,
             }) => {
+                // A member below an operator's zone is not even fetched (see below).
+                let below = member
+                    && master::parse_name_wire(&origin, b"\0").is_ok_and(|wire| {
+                        below_operator_zone(
+                            &wire,
+                            &zones[..operator_zones.min(zones.len())],
+                            &pending[..operator_pending.min(pending.len())],
+                        )
+                    });
+                if below {
+                    continue;
+                }
                 if !(member && pending.iter().any(|p| p.origin == origin)) {
                     pending.push(Pending {
                         path,
@@ -188,6 +225,18 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
         // A catalog member whose zone an operator's file defines: the file's (it adds
         // health on top of the same primary's records).
         if member && (zones.iter().any(|z| z.origin == zone.origin) || pending.iter().any(|p| p.origin == text)) {
+            continue;
+        }
+        // A catalog member below a zone an operator's file defines would answer in its
+        // place for its names (a primary's catalog listing `login.example.com` under
+        // the operator's `example.com`): never taken (issue 53 §5).
+        if member
+            && below_operator_zone(
+                &zone.origin,
+                &zones[..operator_zones.min(zones.len())],
+                &pending[..operator_pending.min(pending.len())],
+            )
+        {
             continue;
         }
         if let Some(other) = zones.iter().find(|z| z.origin == zone.origin) {

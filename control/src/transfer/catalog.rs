@@ -81,6 +81,9 @@ pub struct Sync {
     pub added: Vec<Vec<u8>>,
     /// Members no longer listed.
     pub removed: Vec<Vec<u8>>,
+    /// Members another catalog already holds (its file is left as it is: the first
+    /// catalog to list a zone keeps it, issue 53 §5).
+    pub taken: Vec<Vec<u8>>,
 }
 
 impl Sync {
@@ -138,7 +141,15 @@ pub fn sync_files(dir: &Path, catalog: &[u8], zone: &Primary, members: &[Vec<u8>
     for member in members {
         let name = format!("{}toml", qdns_zone::name::to_text(member));
         let text = file_text(catalog, member, zone);
-        if std::fs::read_to_string(dir.join(&name)).ok().as_deref() != Some(text.as_str()) {
+        let held = std::fs::read_to_string(dir.join(&name)).ok();
+        if held
+            .as_deref()
+            .is_some_and(|held| held.lines().next() != Some(mark.as_str()))
+        {
+            sync.taken.push(member.clone());
+            continue;
+        }
+        if held.as_deref() != Some(text.as_str()) {
             crate::persist::write_private(dir, &name, text.as_bytes())?;
             sync.added.push(member.clone());
         }
@@ -208,6 +219,17 @@ mod tests {
         );
         let other = sync_files(dir.path(), b"\x05other\x00", &zone, &[]).unwrap();
         assert!(!other.any(), "another catalog's members are left alone");
+        // Another catalog listing m1 as well does not take it over.
+        let before = std::fs::read_to_string(dir.path().join("m1.toml")).unwrap();
+        let rival = Primary {
+            addr: "192.0.2.66:53".parse().unwrap(),
+            tsig: None,
+            catalog: true,
+        };
+        let grab = sync_files(dir.path(), b"\x05other\x00", &rival, std::slice::from_ref(&m1)).unwrap();
+        assert_eq!(grab.taken, vec![m1.clone()]);
+        assert!(grab.added.is_empty());
+        assert_eq!(std::fs::read_to_string(dir.path().join("m1.toml")).unwrap(), before);
         let second = sync_files(dir.path(), b"\x03cat\x00", &zone, &[m2]).unwrap();
         assert_eq!(second.removed, vec![m1]);
         assert!(!dir.path().join("m1.toml").exists());

@@ -466,6 +466,13 @@ async fn catalog_members(
         .map_err(|e| fail(format!("cannot write {}: {e}", copy.display())))?;
     let changed = catalog::sync_files(&dir.join(qdns_zone::CATALOG_MEMBERS_DIR), origin, zone, &members)
         .map_err(|e| fail(format!("cannot write the member zone files: {e}")))?;
+    for member in &changed.taken {
+        tracing::warn!(
+            catalog = %qdns_zone::name::to_text(origin),
+            member = %qdns_zone::name::to_text(member),
+            "this member is another catalog's (the first to list it keeps it); left out"
+        );
+    }
     if changed.any() {
         for gone in &changed.removed {
             let _ = std::fs::remove_file(dir.join(qdns_zone::secondary_copy_name(gone)));
