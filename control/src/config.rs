@@ -148,6 +148,12 @@ pub struct Settings {
         value_parser = within(65_536u64, 1 << 32)
     )]
     pub transfer_in_max_bytes: u64,
+    /// Most seconds one refresh from a primary (its SOA check and transfer) may take: a
+    /// primary that drips its messages (each within the read timeout) is cut off, the
+    /// failure counted and the copy served kept, so it cannot hold the other zones'
+    /// refreshes, NOTIFYs and expiry.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = within(1u64, 3600))]
+    pub transfer_in_deadline: u64,
     /// TOML file with any of the settings above.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

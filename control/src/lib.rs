@@ -298,7 +298,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         checker,
         shutdown: shutdown.clone(),
         transfers: Arc::new(
-            transfer::Transfers::new(tsig_keys).with_in_max_bytes(config.settings.transfer_in_max_bytes),
+            transfer::Transfers::new(tsig_keys)
+                .with_in_max_bytes(config.settings.transfer_in_max_bytes)
+                .with_in_deadline(std::time::Duration::from_secs(config.settings.transfer_in_deadline)),
         ),
     };
     ctx.transfers.set_pending(pending);

@@ -496,11 +496,15 @@ fn knot_and_bind_primaries_feed_control_and_its_edges() {
 
 /// What the hand-made primary serves: its serial, how many TXT records (`tN`, value
 /// `vSERIAL-N`), and whether it cuts the AXFR short.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Serving {
     serial: u32,
     records: usize,
     cut: bool,
+    /// Milliseconds between the messages of a transfer.
+    drip_ms: u64,
+    /// After the first message of a transfer, empty messages, one a second.
+    empty: bool,
 }
 
 /// A primary written here, to send what no real server sends: an AXFR cut short, one
@@ -613,11 +617,22 @@ impl FakePrimary {
                     messages.push(response(&query, &[soa(now.serial)], false));
                 }
             }
-            for m in messages {
+            if now.empty && qtype != 6 {
+                // The first message, then empty ones, one a second, while it reads.
+                messages.truncate(1);
+                for _ in 0..30 {
+                    messages.push(response(&query, &[], false));
+                }
+            }
+            for (n, m) in messages.iter().enumerate() {
                 let mut framed = (m.len() as u16).to_be_bytes().to_vec();
-                framed.extend_from_slice(&m);
+                framed.extend_from_slice(m);
                 if stream.write_all(&framed).is_err() {
                     return;
+                }
+                if qtype != 6 && n + 1 < messages.len() {
+                    let pause = if now.empty { 1000 } else { now.drip_ms };
+                    std::thread::sleep(Duration::from_millis(pause));
                 }
             }
             if now.cut && qtype != 6 {
@@ -645,6 +660,7 @@ fn a_cut_or_oversized_transfer_in_leaves_the_copy_served() {
         serial: 1,
         records: 3,
         cut: false,
+        ..Serving::default()
     });
     let mut location = Location::prepared();
     std::fs::write(
@@ -685,11 +701,13 @@ fn a_cut_or_oversized_transfer_in_leaves_the_copy_served() {
             serial: 2,
             records: 3,
             cut: true,
+            ..Serving::default()
         },
         Serving {
             serial: 3,
             records: 3000,
             cut: false,
+            ..Serving::default()
         },
     ]
     .into_iter()
@@ -706,6 +724,7 @@ fn a_cut_or_oversized_transfer_in_leaves_the_copy_served() {
         serial: 4,
         records: 3,
         cut: false,
+        ..Serving::default()
     });
     notify();
     within(Duration::from_secs(5), "the next good copy", || {
@@ -886,6 +905,7 @@ fn a_notify_flood_costs_one_refresh_per_floor() {
         serial: 1,
         records: 3,
         cut: false,
+        ..Serving::default()
     });
     let mut location = Location::prepared();
     std::fs::write(
@@ -964,4 +984,82 @@ fn idle_connections_from_one_host_leave_a_secondary_its_transfer() {
     // The outsiders were refused places of their own; the crowd evicted its own.
     assert!(transfers(&location, "dropped") > 0);
     drop(idle);
+}
+
+/// A primary that sends empty messages, or drips its messages (each within the read
+/// timeout), is cut off — the first at once, the second at `--transfer-in-deadline` —
+/// counted (`in_failed`), the copy served kept (issue 53 §3): it held the refresh of
+/// every zone for as long as it liked.
+#[test]
+fn a_primary_that_drips_or_sends_empty_messages_is_cut_off() {
+    let primary = FakePrimary::start(Serving {
+        serial: 1,
+        records: 3,
+        ..Serving::default()
+    });
+    let mut location = Location::prepared();
+    std::fs::write(
+        location.zones().join("bad.example.toml"),
+        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
+    )
+    .unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
+    location.start_control_with(&[
+        "--no-embedded-checker",
+        "--transfer-listen",
+        &transfer.to_string(),
+        "--transfer-in-deadline",
+        "3",
+        "--metrics",
+        &metrics,
+    ]);
+    within(Duration::from_secs(10), "the first copy", || {
+        transfers(&location, "in_transferred") == 1
+    });
+    let notify = || {
+        let mut m = vec![0x55, 0x55, 0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(BAD);
+        m.extend_from_slice(&[0, 6, 0, 1]);
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        socket.send_to(&m, transfer).unwrap();
+        let mut buf = [0u8; 512];
+        socket.recv_from(&mut buf).unwrap();
+    };
+    primary.set(Serving {
+        serial: 2,
+        records: 3,
+        empty: true,
+        ..Serving::default()
+    });
+    notify();
+    within(Duration::from_secs(5), "the empty message refused", || {
+        transfers(&location, "in_failed") == 1
+    });
+    assert!(location
+        .control
+        .as_ref()
+        .unwrap()
+        .history_has("an empty message from the primary"));
+    // 2,000 records in 11 messages, one a second: past the 3 s deadline.
+    primary.set(Serving {
+        serial: 3,
+        records: 2000,
+        drip_ms: 1000,
+        ..Serving::default()
+    });
+    let started = Instant::now();
+    notify();
+    within(Duration::from_secs(8), "the dripping transfer cut off", || {
+        transfers(&location, "in_failed") == 2
+    });
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(location.control.as_ref().unwrap().history_has("--transfer-in-deadline"));
+    assert_eq!(
+        transfers(&location, "in_transferred"),
+        1,
+        "the first copy is the one served"
+    );
 }

@@ -46,6 +46,8 @@ pub const MAX_RECORDS: usize = 20_000_000;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Shortest wait between refreshes of a zone, whatever its SOA says.
 const MIN_REFRESH: Duration = Duration::from_secs(5);
+/// Longest refresh unless `--transfer-in-deadline` says otherwise.
+pub const DEADLINE: Duration = Duration::from_secs(300);
 
 /// A zone taken from a primary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,7 +212,21 @@ pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
             entry.last_attempt = Some(now);
             let keys = &ctx.transfers.keys;
             let key = primary.tsig.as_deref().and_then(|name| keys.named(name));
-            let outcome = refresh(&ctx, origin, primary, key, (entry.serial, &mut entry.base), &copy).await;
+            let deadline = match ctx.transfers.in_deadline {
+                Duration::ZERO => DEADLINE,
+                set => set,
+            };
+            let outcome = tokio::time::timeout(
+                deadline,
+                refresh(&ctx, origin, primary, key, (entry.serial, &mut entry.base), &copy),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failed::Transfer(format!(
+                    "the refresh took over {}s (--transfer-in-deadline); cut off",
+                    deadline.as_secs()
+                )))
+            });
             entry.due = Instant::now() + if outcome.is_ok() { entry.refresh } else { entry.retry };
             match outcome {
                 Ok(Refreshed::Current) => {
@@ -568,6 +584,11 @@ async fn exchange(
             }
         }
         first = false;
+        // A message that adds nothing makes no progress: a primary sending such (each
+        // within the read timeout) would hold the refresh as long as it liked.
+        if response.answers.is_empty() {
+            return Err("an empty message from the primary".to_owned());
+        }
         records.extend(response.answers);
         if records.len() > MAX_RECORDS {
             return Err(format!("the transfer is over {MAX_RECORDS} records"));
@@ -579,7 +600,14 @@ async fn exchange(
                         .last()
                         .is_some_and(|r| r.rtype == rtype::SOA && r.owner == origin)
             }
-            rtype::IXFR => ixfr::parse(origin, &records)?.is_some(),
+            // An IXFR can only end at the apex SOA: read it whole only then, not after
+            // every message (that made a long transfer quadratic).
+            rtype::IXFR => {
+                records
+                    .last()
+                    .is_some_and(|r| r.rtype == rtype::SOA && r.owner == origin)
+                    && ixfr::parse(origin, &records)?.is_some()
+            }
             _ => true,
         };
         if !complete {

@@ -230,6 +230,8 @@ pub struct Transfers {
     pub inbound: inbound::Primaries,
     /// Most octets one transfer in may carry (`--transfer-in-max-bytes`; 0: the default).
     pub in_max_bytes: u64,
+    /// Longest refresh from a primary (`--transfer-in-deadline`; zero: the default).
+    pub in_deadline: std::time::Duration,
 }
 
 impl Transfers {
@@ -240,6 +242,13 @@ impl Transfers {
             keys,
             ..Transfers::default()
         }
+    }
+
+    /// With `--transfer-in-deadline`.
+    #[must_use]
+    pub fn with_in_deadline(mut self, deadline: std::time::Duration) -> Transfers {
+        self.in_deadline = deadline;
+        self
     }
 
     /// With `--transfer-in-max-bytes`.
