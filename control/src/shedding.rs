@@ -14,6 +14,14 @@
 //! as deltas). A member shed to weight 0 is a zero-weight member: it answers again when
 //! every positive-weight member is unhealthy, and when all are shed the set answers
 //! every healthy one alike — shedding never takes a set below the fail-open rules.
+//!
+//! Damped (issue 53 §4), so that a target whose figure flaps cannot make a snapshot
+//! version every [`MIN_INTERVAL_SECS`] (each one a serial bump and NOTIFY for
+//! secondaries): a member's weight moves by a single tenth only to reach all or
+//! nothing (hysteresis: a figure wobbling across a tenth's edge moves nothing), and
+//! a weight that rises — load falling — rises no sooner than [`RESTORE_AFTER_SECS`]
+//! after that member's last move. Shedding stays prompt: a weight falls as soon as
+//! the set may move.
 use std::collections::BTreeMap;
 
 use qdns_zone::{
@@ -24,6 +32,9 @@ use qdns_zone::{
 
 /// Least time between two snapshot versions made for load.
 pub const MIN_INTERVAL_SECS: u64 = 10;
+
+/// Least time between a member's last move and a rise of its weight.
+pub const RESTORE_AFTER_SECS: u64 = 60;
 
 /// Fresh for this many probe intervals (as checker reports are).
 const FRESH_INTERVALS: u64 = 3;
@@ -119,6 +130,8 @@ pub struct ShedSet {
     pub gauges: Vec<Option<Gauge>>,
     /// The tenths each member keeps in the snapshot now.
     pub kept: Vec<u32>,
+    /// Monotonic second of each member's last move (none yet).
+    pub moved_at: Vec<Option<u64>>,
 }
 
 impl ShedSet {
@@ -190,6 +203,7 @@ impl Shedding {
                     ids: policy.members.iter().map(|m| m.id.clone()).collect(),
                     configured: policy.members.iter().map(|m| m.weight).collect(),
                     kept: vec![10; gauges.len()],
+                    moved_at: vec![None; gauges.len()],
                     gauges,
                 };
                 for (member, weight) in policy.members.iter_mut().zip(shed.weights(&shed.kept)) {
@@ -201,16 +215,20 @@ impl Shedding {
         Shedding { sets, last: None }
     }
 
-    /// The tenths each member of `set` should keep under `loads` at `now`, with the
-    /// figure it reads.
+    /// The tenths each member of `set` should keep under `loads` at `now`, damped (the
+    /// module's notes), with the figure it reads.
     #[must_use]
     pub fn target(set: &ShedSet, loads: &Loads, now: u64) -> Vec<(u32, Option<u32>)> {
         set.gauges
             .iter()
-            .map(|g| {
+            .enumerate()
+            .map(|(i, g)| {
                 let Some(g) = g else { return (10, None) };
                 let figure = loads.figure(&g.check, g.interval, now);
-                (figure.map_or(10, |f| g.gauge.keep_tenths(f)), figure)
+                let wanted = figure.map_or(10, |f| g.gauge.keep_tenths(f));
+                let kept = set.kept.get(i).copied().unwrap_or(10);
+                let moved_at = set.moved_at.get(i).copied().flatten();
+                (damped(kept, wanted, moved_at, now), figure)
             })
             .collect()
     }
@@ -273,6 +291,11 @@ impl Shedding {
                     ));
                 }
             }
+            for (i, at) in set.moved_at.iter_mut().enumerate() {
+                if set.kept.get(i) != kept.get(i) {
+                    *at = Some(now);
+                }
+            }
             set.kept = kept;
             moved.push(Moved {
                 label: set.label.clone(),
@@ -290,6 +313,23 @@ impl Shedding {
     pub fn set(&self, name: &[u8], rtype: u16) -> Option<&ShedSet> {
         self.sets.iter().find(|s| s.name == name && s.rtype == rtype)
     }
+}
+
+/// What a member keeping `kept` tenths keeps when its figure asks for `wanted`, its
+/// last move at `moved_at`, at `now`.
+fn damped(kept: u32, wanted: u32, moved_at: Option<u64>, now: u64) -> u32 {
+    if wanted == kept {
+        return kept;
+    }
+    // One tenth, not to an end: a wobble across a tenth's edge.
+    if wanted.abs_diff(kept) < 2 && wanted != 0 && wanted != 10 {
+        return kept;
+    }
+    // Rising again: not within a minute of the last move.
+    if wanted > kept && moved_at.is_some_and(|at| now.saturating_sub(at) < RESTORE_AFTER_SECS) {
+        return kept;
+    }
+    wanted
 }
 
 /// A figure in thousandths for people: `0.85`.
@@ -377,9 +417,44 @@ mod tests {
         assert!(shedding.apply(&mut snapshot, &loads, 1009).is_empty());
         assert_eq!(shedding.apply(&mut snapshot, &loads, 1010).len(), 1);
         assert_eq!(weights(&snapshot), [0, 20]);
-        // The figure goes stale (3 intervals + 5 s): the whole weight is back.
-        assert_eq!(shedding.apply(&mut snapshot, &loads, 1041).len(), 1);
+        // The figure goes stale (3 intervals + 5 s): the whole weight comes back, a
+        // minute after the member's last move (a rise is never hurried).
+        assert!(shedding.apply(&mut snapshot, &loads, 1041).is_empty());
+        assert_eq!(shedding.apply(&mut snapshot, &loads, 1070).len(), 1);
         assert_eq!(weights(&snapshot), [30, 20]);
+    }
+
+    /// A target whose figure flaps between idle and overloaded every 10 s for 10
+    /// minutes moves the weights at most twice a minute (it moved them at every chance,
+    /// 60 times, before), and a figure wobbling across a tenth's edge moves nothing.
+    #[test]
+    fn a_flapping_figure_is_damped() {
+        let mut snapshot = snapshot();
+        let mut shedding = Shedding::install(&mut snapshot);
+        let mut loads = Loads::default();
+        let mut versions = 0;
+        for step in 0..60u64 {
+            let now = 1000 + 10 * step;
+            loads.add("z./a", "c1", if step % 2 == 0 { 950 } else { 100 }, now);
+            if !shedding.apply(&mut snapshot, &loads, now).is_empty() {
+                versions += 1;
+            }
+        }
+        assert!(versions <= 21, "{versions} versions in 10 minutes");
+        assert!(versions >= 10, "it still sheds and restores: {versions}");
+        // 0.71 and 0.73 keep 5 and 4 tenths: after the first move, none.
+        let mut snapshot = self::snapshot();
+        let mut shedding = Shedding::install(&mut snapshot);
+        let mut loads = Loads::default();
+        let mut versions = 0;
+        for step in 0..30u64 {
+            let now = 5000 + 10 * step;
+            loads.add("z./a", "c1", if step % 2 == 0 { 710 } else { 730 }, now);
+            if !shedding.apply(&mut snapshot, &loads, now).is_empty() {
+                versions += 1;
+            }
+        }
+        assert_eq!(versions, 1, "one move into the band, none for the wobble");
     }
 
     #[test]
@@ -393,6 +468,16 @@ mod tests {
         back.restore(saved, 20, 5000);
         assert_eq!(back.figure("z./web", 10, 5000), Some(900));
         assert_eq!(back.figure("z./web", 10, 5006), None, "fresh for 35 s of age only");
+    }
+
+    #[test]
+    fn tenths_at_the_edges_used_above() {
+        let gauge = |milli| {
+            let snapshot = snapshot();
+            let shedding = Shedding::install(&mut snapshot.clone());
+            shedding.sets[0].gauges[0].as_ref().unwrap().gauge.keep_tenths(milli)
+        };
+        assert_eq!([gauge(710), gauge(730), gauge(950), gauge(100)], [5, 4, 0, 10]);
     }
 
     #[test]
