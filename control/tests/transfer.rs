@@ -652,6 +652,46 @@ impl Drop for FakePrimary {
     }
 }
 
+/// Control taking `bad.example.` from `primary`, with `extra` arguments, transfers on
+/// a free port and metrics served (for [`transfers`]); returns it and the transfer
+/// address.
+fn following(primary: &FakePrimary, extra: &[&str]) -> (Location, SocketAddr) {
+    let mut location = Location::prepared();
+    std::fs::write(
+        location.zones().join("bad.example.toml"),
+        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
+    )
+    .unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
+    let transfer_arg = transfer.to_string();
+    let mut args = vec![
+        "--no-embedded-checker",
+        "--transfer-listen",
+        &transfer_arg,
+        "--metrics",
+        &metrics,
+    ];
+    args.extend_from_slice(extra);
+    location.start_control_with(&args);
+    (location, transfer)
+}
+
+/// A NOTIFY for `bad.example.` from 127.0.0.1 (the fake primary's address) to control's
+/// transfer listener at `transfer`; the RCODE of its answer.
+fn notify_bad(transfer: SocketAddr) -> u8 {
+    let mut m = vec![0x55, 0x55, 0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    m.extend_from_slice(BAD);
+    m.extend_from_slice(&[0, 6, 0, 1]);
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket.send_to(&m, transfer).unwrap();
+    let mut buf = [0u8; 512];
+    socket.recv_from(&mut buf).expect("the NOTIFY answered");
+    buf[3] & 0xf
+}
+
 /// An AXFR cut short and one over `--transfer-in-max-bytes` are refused and counted
 /// (`in_failed`); the copy served stays, and the next good transfer is taken.
 #[test]
@@ -662,39 +702,18 @@ fn a_cut_or_oversized_transfer_in_leaves_the_copy_served() {
         cut: false,
         ..Serving::default()
     });
-    let mut location = Location::prepared();
-    std::fs::write(
-        location.zones().join("bad.example.toml"),
-        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
-    )
-    .unwrap();
-    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let metrics = format!("127.0.0.1:{}", free_port());
-    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
-    location.start_control_with(&[
-        "--no-embedded-checker",
-        "--transfer-listen",
-        &transfer.to_string(),
-        "--transfer-in-max-bytes",
-        "65536",
-        "--metrics",
-        &metrics,
-    ]);
+    let (mut location, transfer) = following(&primary, &["--transfer-in-max-bytes", "65536"]);
     location.start_edge();
     let name = "t1.00001.bad.example.";
     within(Duration::from_secs(10), "the first copy", || {
         txt(&location, name).contains("v1-1")
     });
     let notify = || {
-        let mut m = vec![0x55, 0x55, 0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-        m.extend_from_slice(BAD);
-        m.extend_from_slice(&[0, 6, 0, 1]);
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        socket.send_to(&m, transfer).unwrap();
-        let mut buf = [0u8; 512];
-        let (_, _) = socket.recv_from(&mut buf).unwrap();
-        assert_eq!(buf[3] & 0xf, 0, "the NOTIFY from the primary's address is accepted");
+        assert_eq!(
+            notify_bad(transfer),
+            0,
+            "the NOTIFY from the primary's address is accepted"
+        );
     };
     for (n, bad) in [
         Serving {
@@ -907,31 +926,15 @@ fn a_notify_flood_costs_one_refresh_per_floor() {
         cut: false,
         ..Serving::default()
     });
-    let mut location = Location::prepared();
-    std::fs::write(
-        location.zones().join("bad.example.toml"),
-        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
-    )
-    .unwrap();
-    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    location.start_control_with(&["--no-embedded-checker", "--transfer-listen", &transfer.to_string()]);
+    let (_location, transfer) = following(&primary, &[]);
     let accepted = || primary.accepted.load(std::sync::atomic::Ordering::Relaxed);
     within(Duration::from_secs(10), "the first copy", || accepted() >= 1);
     // Past the floor of that first refresh.
     std::thread::sleep(Duration::from_secs(3));
     let before = accepted();
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let started = Instant::now();
-    for i in 0..30u16 {
-        let mut m = i.to_be_bytes().to_vec();
-        m.extend_from_slice(&[0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
-        m.extend_from_slice(BAD);
-        m.extend_from_slice(&[0, 6, 0, 1]);
-        socket.send_to(&m, transfer).unwrap();
-        let mut buf = [0u8; 512];
-        socket.recv_from(&mut buf).expect("each NOTIFY answered");
-        assert_eq!(buf[3] & 0xf, 0, "accepted: it comes from the primary's address");
+    for _ in 0..30 {
+        assert_eq!(notify_bad(transfer), 0, "accepted: it comes from the primary's address");
         std::thread::sleep(Duration::from_millis(50));
     }
     // 30 NOTIFYs over about 1.5 s, then up to 3 s from the first: a refresh at once and
@@ -997,37 +1000,11 @@ fn a_primary_that_drips_or_sends_empty_messages_is_cut_off() {
         records: 3,
         ..Serving::default()
     });
-    let mut location = Location::prepared();
-    std::fs::write(
-        location.zones().join("bad.example.toml"),
-        format!("[zone]\norigin = \"bad.example.\"\nprimary = \"{}\"\n", primary.addr),
-    )
-    .unwrap();
-    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let metrics = format!("127.0.0.1:{}", free_port());
-    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
-    location.start_control_with(&[
-        "--no-embedded-checker",
-        "--transfer-listen",
-        &transfer.to_string(),
-        "--transfer-in-deadline",
-        "3",
-        "--metrics",
-        &metrics,
-    ]);
+    let (location, transfer) = following(&primary, &["--transfer-in-deadline", "3"]);
     within(Duration::from_secs(10), "the first copy", || {
         transfers(&location, "in_transferred") == 1
     });
-    let notify = || {
-        let mut m = vec![0x55, 0x55, 0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-        m.extend_from_slice(BAD);
-        m.extend_from_slice(&[0, 6, 0, 1]);
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        socket.send_to(&m, transfer).unwrap();
-        let mut buf = [0u8; 512];
-        socket.recv_from(&mut buf).unwrap();
-    };
+    let notify = || notify_bad(transfer);
     primary.set(Serving {
         serial: 2,
         records: 3,
