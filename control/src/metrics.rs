@@ -334,6 +334,15 @@ pub async fn serve(listener: TcpListener, ctx: Ctx, shutdown: CancellationToken)
                     "/metrics" => Page::metrics(render_with(&*ctx.state.lock().await, Some(&ctx.transfers))),
                     "/" | "/status" => {
                         let (name, rtype, client) = (get.param("name"), get.param("type"), get.param("client"));
+                        // How each client is routed is the operator's to see: answered to
+                        // this host only (issue 53 §8).
+                        if client.as_deref().is_some_and(|c| !c.is_empty()) && !get.from_loopback() {
+                            return Page::text(
+                                403,
+                                "explain for a client is answered to this host only: open the page from \
+                                 127.0.0.1 (an SSH tunnel), or run qdnsctl explain NAME TYPE --client ADDR\n",
+                            );
+                        }
                         let query = name.as_deref().map(|name| crate::status_page::ExplainQuery {
                             name,
                             rtype: rtype.as_deref().unwrap_or("A"),

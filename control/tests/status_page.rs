@@ -208,3 +208,62 @@ fn the_status_page_in_chromium_shows_a_check_flip_after_an_override() {
     eprintln!("screenshot: {}", shot.display());
     drop(target);
 }
+
+/// Explain for a client (`&client=`) says how that client is routed: answered to this
+/// host only (issue 53 §8). Control in a network namespace serves its page on the
+/// veth address; asked from the other end of the pair (10.76.0.2) it refuses with 403,
+/// asked from its own loopback it answers; the page without `client` answers both.
+#[test]
+fn explain_for_a_client_is_answered_to_this_host_only() {
+    qdns_testkit::require_root("network namespaces");
+    let pair = qdns_testkit::netns::Pair::on_net('s', "76");
+    let location = Location::prepared();
+    let d = location.dir.path();
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        &pair.server,
+        env!("CARGO_BIN_EXE_qdns-control"),
+        "--zones",
+    ])
+    .arg(location.zones())
+    .arg("--socket")
+    .arg(location.socket())
+    .arg("--state-dir")
+    .arg(d.join("control-state"))
+    .arg("--edge-socket")
+    .arg(location.edge_socket())
+    .args(["--no-embedded-checker", "--metrics", "0.0.0.0:9154"]);
+    let control = common::Proc::spawn("control", cmd);
+    control.wait_for("control socket ready");
+    let status = |ns: &str, host: &str, query: &str| -> String {
+        let url = format!("http://{host}:9154/status?name=www.example.com.&type=A{query}");
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "curl",
+                "-s",
+                "-m",
+                "5",
+                "-w",
+                "\n%{http_code}",
+                &url,
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !status(&pair.client, "10.76.0.1", "").ends_with("200") {
+        assert!(Instant::now() < deadline, "the page never answered over the pair");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let far = status(&pair.client, "10.76.0.1", "&client=198.51.100.7");
+    assert!(far.ends_with("403") && far.contains("this host only"), "{far}");
+    let near = status(&pair.server, "127.0.0.1", "&client=198.51.100.7");
+    assert!(near.ends_with("200") && near.contains("id=\"explained\""), "{near}");
+    drop(control);
+}

@@ -35,6 +35,16 @@ pub struct Get {
     pub path: String,
     /// The query string after `?`, if any (not decoded).
     pub query: Option<String>,
+    /// Who asks (a page may answer some things to this host only).
+    pub peer: std::net::IpAddr,
+}
+
+impl Get {
+    /// True when the request comes from this host's loopback (an IPv4-mapped one too).
+    #[must_use]
+    pub fn from_loopback(&self) -> bool {
+        self.peer.to_canonical().is_loopback()
+    }
 }
 
 impl Get {
@@ -175,6 +185,7 @@ where
                         route(Get {
                             path: request.uri().path().to_owned(),
                             query: request.uri().query().map(str::to_owned),
+                            peer: peer.ip(),
                         })
                         .await
                     } else {
@@ -211,6 +222,7 @@ mod tests {
         let get = Get {
             path: "/status".into(),
             query: Some("name=www.example.com.&type=A&q=a+b%2Fc&bad=%zz&last=%4".into()),
+            peer: std::net::Ipv4Addr::LOCALHOST.into(),
         };
         assert_eq!(get.param("name").as_deref(), Some("www.example.com."));
         assert_eq!(get.param("type").as_deref(), Some("A"));
@@ -221,7 +233,8 @@ mod tests {
         assert_eq!(
             Get {
                 path: "/".into(),
-                query: None
+                query: None,
+                peer: std::net::Ipv4Addr::LOCALHOST.into(),
             }
             .param("name"),
             None
