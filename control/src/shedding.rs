@@ -424,36 +424,31 @@ mod tests {
         assert_eq!(weights(&snapshot), [30, 20]);
     }
 
+    /// The snapshot versions made for load when member `a`'s figure is `figure(step)`
+    /// (thousandths) at each of `steps` steps 10 s apart.
+    fn versions_for(steps: u64, figure: impl Fn(u64) -> u32) -> usize {
+        let mut snapshot = snapshot();
+        let mut shedding = Shedding::install(&mut snapshot);
+        let mut loads = Loads::default();
+        (0..steps)
+            .filter(|&step| {
+                let now = 1000 + 10 * step;
+                loads.add("z./a", "c1", figure(step), now);
+                !shedding.apply(&mut snapshot, &loads, now).is_empty()
+            })
+            .count()
+    }
+
     /// A target whose figure flaps between idle and overloaded every 10 s for 10
     /// minutes moves the weights at most twice a minute (it moved them at every chance,
     /// 60 times, before), and a figure wobbling across a tenth's edge moves nothing.
     #[test]
     fn a_flapping_figure_is_damped() {
-        let mut snapshot = snapshot();
-        let mut shedding = Shedding::install(&mut snapshot);
-        let mut loads = Loads::default();
-        let mut versions = 0;
-        for step in 0..60u64 {
-            let now = 1000 + 10 * step;
-            loads.add("z./a", "c1", if step % 2 == 0 { 950 } else { 100 }, now);
-            if !shedding.apply(&mut snapshot, &loads, now).is_empty() {
-                versions += 1;
-            }
-        }
+        let versions = versions_for(60, |step| if step % 2 == 0 { 950 } else { 100 });
         assert!(versions <= 21, "{versions} versions in 10 minutes");
         assert!(versions >= 10, "it still sheds and restores: {versions}");
         // 0.71 and 0.73 keep 5 and 4 tenths: after the first move, none.
-        let mut snapshot = self::snapshot();
-        let mut shedding = Shedding::install(&mut snapshot);
-        let mut loads = Loads::default();
-        let mut versions = 0;
-        for step in 0..30u64 {
-            let now = 5000 + 10 * step;
-            loads.add("z./a", "c1", if step % 2 == 0 { 710 } else { 730 }, now);
-            if !shedding.apply(&mut snapshot, &loads, now).is_empty() {
-                versions += 1;
-            }
-        }
+        let versions = versions_for(30, |step| if step % 2 == 0 { 710 } else { 730 });
         assert_eq!(versions, 1, "one move into the band, none for the wobble");
     }
 

@@ -235,23 +235,15 @@ fn a_silent_path_to_control_is_noticed_by_both_ends_of_a_quiet_link() {
     let pair = qdns_testkit::netns::Pair::new('k');
     let loc = Location::prepared();
     let d = loc.dir.path();
-    let mut cmd = Command::new("ip");
-    cmd.args([
-        "netns",
-        "exec",
+    let _control = loc.start_control_in(
         &pair.server,
-        env!("CARGO_BIN_EXE_qdns-control"),
-        "--zones",
-    ])
-    .arg(loc.zones())
-    .arg("--socket")
-    .arg(loc.socket())
-    .arg("--state-dir")
-    .arg(d.join("control-state"))
-    .args(["--edge-socket", "tcp://10.77.0.1:5400", "--no-embedded-checker"])
-    .arg("--insecure-plaintext-link");
-    let control = common::Proc::spawn("control", cmd);
-    control.wait_for("control socket ready");
+        &[
+            "--edge-socket",
+            "tcp://10.77.0.1:5400",
+            "--no-embedded-checker",
+            "--insecure-plaintext-link",
+        ],
+    );
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &pair.client])
         .arg(common::edge_bin())

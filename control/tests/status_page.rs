@@ -218,25 +218,17 @@ fn explain_for_a_client_is_answered_to_this_host_only() {
     qdns_testkit::require_root("network namespaces");
     let pair = qdns_testkit::netns::Pair::on_net('s', "76");
     let location = Location::prepared();
-    let d = location.dir.path();
-    let mut cmd = Command::new("ip");
-    cmd.args([
-        "netns",
-        "exec",
+    let edge_socket = location.edge_socket().display().to_string();
+    let control = location.start_control_in(
         &pair.server,
-        env!("CARGO_BIN_EXE_qdns-control"),
-        "--zones",
-    ])
-    .arg(location.zones())
-    .arg("--socket")
-    .arg(location.socket())
-    .arg("--state-dir")
-    .arg(d.join("control-state"))
-    .arg("--edge-socket")
-    .arg(location.edge_socket())
-    .args(["--no-embedded-checker", "--metrics", "0.0.0.0:9154"]);
-    let control = common::Proc::spawn("control", cmd);
-    control.wait_for("control socket ready");
+        &[
+            "--edge-socket",
+            &edge_socket,
+            "--no-embedded-checker",
+            "--metrics",
+            "0.0.0.0:9154",
+        ],
+    );
     let status = |ns: &str, host: &str, query: &str| -> String {
         let url = format!("http://{host}:9154/status?name=www.example.com.&type=A{query}");
         let out = Command::new("ip")

@@ -148,6 +148,23 @@ impl Location {
         self.control = Some(proc);
     }
 
+    /// Starts control inside the network namespace `netns` (`ip netns exec`) with this
+    /// location's zones, socket and state and `extra` arguments; waits until its socket
+    /// is ready and returns it (not kept in `self.control`).
+    pub fn start_control_in(&self, netns: &str, extra: &[&str]) -> Proc {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", netns, env!("CARGO_BIN_EXE_qdns-control"), "--zones"])
+            .arg(self.zones())
+            .arg("--socket")
+            .arg(self.socket())
+            .arg("--state-dir")
+            .arg(self.dir.path().join("control-state"))
+            .args(extra);
+        let proc = Proc::spawn("control", cmd);
+        proc.wait_for("control socket ready");
+        proc
+    }
+
     /// Starts the edge (on a new port unless one was used before); waits until it listens.
     pub fn start_edge(&mut self) {
         self.start_edge_with(&[], &[]);
