@@ -20,7 +20,7 @@ use qdns_control::{
     report_listener,
 };
 use qdns_edge::{Engine, Transport};
-use qdns_link::protocol::{ToControl, ToEdge};
+use qdns_link::protocol::ToEdge;
 
 /// The checker key the report target knows (`c1`, region `eu`).
 pub const CHECKER_KEY: [u8; 32] = [7; 32];
@@ -163,7 +163,7 @@ pub fn report_frames(data: &[u8]) {
 /// from control (a snapshot is compiled and served, a health delta applied to a
 /// bitmap) and what control decodes from an edge.
 pub fn link_frame(data: &[u8]) {
-    match qdns_link::protocol::decode::<ToEdge>(data) {
+    match qdns_link::protocol::decode_to_edge(data).map(|(_, message)| message) {
         Ok(ToEdge::Snapshot { snapshot, .. }) => serve(&snapshot),
         Ok(ToEdge::Health(delta) | ToEdge::HealthSince { delta, .. }) => {
             let mut bitmap = vec![0u64; 4];
@@ -194,11 +194,12 @@ pub fn link_frame(data: &[u8]) {
         }
         Ok(ToEdge::Keepalive) | Err(_) => {}
     }
-    // An edge's first frame (the message, then the hello's extension): the message reads
-    // as any frame does, whatever follows it.
-    let message = qdns_link::protocol::decode::<ToControl>(data).ok();
-    let hello = qdns_link::protocol::decode_hello(data).ok();
-    assert_eq!(hello.map(|(m, _)| m), message);
+    // An edge's first frame (the message, then the hello's extension): a body that reads
+    // as a message alone reads so as a first frame too, without an extension.
+    if let Ok(message) = qdns_link::protocol::decode_to_control(data) {
+        let hello = qdns_link::protocol::decode_hello(data).ok();
+        assert_eq!(hello, Some((message, None)));
+    }
 }
 
 /// The example zones as a snapshot of version 1, unsigned.

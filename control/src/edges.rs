@@ -56,14 +56,20 @@ pub enum Peer {
 pub const REVOCATION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reads one message of at most [`MAX_FROM_EDGE`] octets (the buffer grows only with
-/// octets that arrive); `None` on a close, an oversized length or an undecodable body.
+/// octets that arrive), in the schema its frame says; `None` on a close, an oversized
+/// length or an undecodable body.
 async fn read_message<R: AsyncRead + Unpin>(reader: &mut R) -> Option<ToControl> {
-    read_hello(reader).await.map(|(msg, _)| msg)
+    protocol::decode_to_control(&read_body(reader).await?).ok()
 }
 
-/// [`read_message`], with the hello's extension when the message is a hello that has
-/// one.
+/// The edge's first message, with the hello's extension when the message is a hello
+/// that has one.
 async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, Option<protocol::HelloExtension>)> {
+    protocol::decode_hello(&read_body(reader).await?).ok()
+}
+
+/// One frame's body of at most [`MAX_FROM_EDGE`] octets.
+async fn read_body<R: AsyncRead + Unpin>(reader: &mut R) -> Option<Vec<u8>> {
     let mut prefix = [0u8; 4];
     reader.read_exact(&mut prefix).await.ok()?;
     let len = protocol::frame_len(prefix).ok()?;
@@ -73,9 +79,21 @@ async fn read_hello<R: AsyncRead + Unpin>(reader: &mut R) -> Option<(ToControl, 
     }
     let mut body = Vec::new();
     match (&mut *reader).take(len as u64).read_to_end(&mut body).await {
-        Ok(n) if n == len => protocol::decode_hello(&body).ok(),
+        Ok(n) if n == len => Some(body),
         _ => None,
     }
+}
+
+/// The link schema an edge's frames go in, by its hello: the newest it reads (this
+/// control's, when the edge is newer), or the one before numbering for an edge that
+/// names none — during an upgrade an older edge gets what a control of its schema sent.
+fn schema_of(extension: Option<&protocol::HelloExtension>) -> u16 {
+    extension
+        .map(|e| e.schema)
+        .filter(|&schema| schema > qdns_link::schema::UNNUMBERED)
+        .map_or(qdns_link::schema::UNNUMBERED, |schema| {
+            schema.min(qdns_link::schema::SCHEMA)
+        })
 }
 
 /// A connection's timers: the revocation check, and the keepalive ticks (every
@@ -113,10 +131,18 @@ fn millis_since(origin: std::time::Instant) -> u64 {
 /// reconnects and gets a full snapshot) instead of holding its task and frame.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Writes and flushes `frame` within [`WRITE_TIMEOUT`]; false when that fails.
-async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, frame: &[u8]) -> bool {
+/// Writes and flushes `frame` (made in this control's schema) within [`WRITE_TIMEOUT`],
+/// as an edge that reads `schema` reads it; false when that fails.
+async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, schema: u16, frame: &[u8]) -> bool {
+    let Ok(frame) = protocol::in_schema(frame, schema) else {
+        tracing::warn!(
+            schema,
+            "a frame this control made does not go in the edge's link schema: closing"
+        );
+        return false;
+    };
     let written = tokio::time::timeout(WRITE_TIMEOUT, async {
-        writer.write_all(frame).await?;
+        writer.write_all(&frame).await?;
         writer.flush().await
     })
     .await;
@@ -142,6 +168,8 @@ pub async fn count_refusal(state: &Mutex<State>, reason: &'static str) {
 struct Opening {
     frame: Frame,
     sent: (u64, u64),
+    /// The link schema the edge's frames go in ([`schema_of`]).
+    schema: u16,
 }
 
 /// Registers connection `id` as edge `edge` and returns the snapshot frame to send
@@ -187,7 +215,14 @@ fn enlist(
         None => state.edges.snapshot_frame(&state.snapshot, state.seq),
     };
     match opening {
-        Ok(frame) => Some((Opening { frame, sent }, rx)),
+        Ok(frame) => Some((
+            Opening {
+                frame,
+                sent,
+                schema: schema_of(extension),
+            },
+            rx,
+        )),
         Err(err) => {
             tracing::error!(%err, "cannot encode the snapshot");
             state.edges.disconnect(id);
@@ -325,22 +360,21 @@ pub async fn serve_edge<R, W>(
     );
     let Some((opening, mut rx)) = enlisted else { return };
     let (mut sent, takes_deltas) = (opening.sent, extension.as_ref().is_some_and(|e| e.deltas));
-    // Keepalives, when the edge asked for them: one now (the edge learns this control
-    // speaks them), then every interval; an edge silent for KEEPALIVE_MISSES intervals
-    // is dropped.
+    // Keepalives, when asked for: one now (the edge learns this control speaks them),
+    // then every interval; an edge silent for KEEPALIVE_MISSES intervals is dropped.
     let keepalive = keepalive_of(extension.as_ref());
     let keepalive_frame = protocol::encode(&protocol::ToEdge::Keepalive).unwrap_or_default();
     // The cookie secrets, to an edge that takes them: now, and at each rotation.
     let takes_cookies = extension.as_ref().is_some_and(|e| e.cookies) && !matches!(peer, Peer::Plaintext);
     let mut cookies = feeds.cookies;
     let first_cookies = takes_cookies.then(|| cookie_frame(&mut cookies));
-    let opening = [
+    let first_frames = [
         Some(&opening.frame[..]),
         keepalive.map(|_| &keepalive_frame[..]),
         first_cookies.as_deref(),
     ];
-    for frame in opening.into_iter().flatten() {
-        if !write_frame(&mut writer, frame).await {
+    for frame in first_frames.into_iter().flatten() {
+        if !write_frame(&mut writer, opening.schema, frame).await {
             state.lock().await.edges.disconnect(id);
             return;
         }
@@ -379,7 +413,7 @@ pub async fn serve_edge<R, W>(
                 continue;
             }
             changed = cookies.changed(), if takes_cookies => {
-                if changed.is_err() || !write_frame(&mut writer, &cookie_frame(&mut cookies)).await {
+                if changed.is_err() || !write_frame(&mut writer, opening.schema, &cookie_frame(&mut cookies)).await {
                     break;
                 }
                 continue;
@@ -388,7 +422,7 @@ pub async fn serve_edge<R, W>(
                 // Sent once the state answers: a control whose state is stuck goes
                 // silent, and its edges notice.
                 drop(state.lock().await);
-                if !write_frame(&mut writer, &keepalive_frame).await {
+                if !write_frame(&mut writer, opening.schema, &keepalive_frame).await {
                     break;
                 }
                 continue;
@@ -414,7 +448,7 @@ pub async fn serve_edge<R, W>(
             // Fell behind: close; the edge reconnects and gets a full snapshot.
             Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => break,
         };
-        if !write_frame(&mut writer, &frame).await {
+        if !write_frame(&mut writer, opening.schema, &frame).await {
             break;
         }
     }
@@ -609,7 +643,7 @@ mod tests {
     }
 
     fn decoded(frame: &[u8]) -> ToEdge {
-        protocol::decode_to_edge(&frame[4..]).unwrap()
+        protocol::decode_to_edge(&frame[4..]).unwrap().1
     }
 
     #[test]

@@ -265,8 +265,10 @@ impl Keys {
 
 /// What a report carries after its [`Report`] (issue 30): fields a location that
 /// predates them skips (postcard decoding ignores what follows a value), and that a
-/// location reading a report without them does not require. Later versions append
-/// their fields after these.
+/// location reading a report without them does not require. Versions 1 and 2 appended
+/// their fields in order (frozen: locations of that time read them so); from version 3
+/// later fields follow the [`Loads`] as TLV entries (`qdns_link::tlv`, ids in
+/// [`entry`]), and a location skips the ids it does not know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Extension {
     /// [`EXTENSION_VERSION`] of the checker that wrote it.
@@ -283,7 +285,11 @@ struct Loads {
 }
 
 /// The [`Extension`] this build writes.
-const EXTENSION_VERSION: u16 = 2;
+const EXTENSION_VERSION: u16 = 3;
+
+/// The ids of the report extension's TLV entries (version 3 on): none yet; the next
+/// field a report carries is entry 1.
+pub mod entry {}
 
 /// Signs `report` with `key`: the body is the report, then its extension (the
 /// probes' timings) and, from version 2, their load figures.
@@ -298,6 +304,7 @@ pub fn sign(report: &Report, key: &[u8]) -> Result<Signed, ReportError> {
         loads: report.observations.iter().map(|o| o.load_milli).collect(),
     };
     body.extend(postcard::to_stdvec(&loads).map_err(ReportError::Encode)?);
+    body.extend(qdns_link::tlv::Writer::default().finish());
     seal(&report.checker, body, key)
 }
 
@@ -317,7 +324,12 @@ fn decode(body: &[u8]) -> Result<Report, Reject> {
     if extension.version < 2 || rest.is_empty() {
         return Ok(report);
     }
-    let (loads, _later): (Loads, &[u8]) = postcard::take_from_bytes(rest).map_err(|_| Reject::Malformed)?;
+    let (loads, later): (Loads, &[u8]) = postcard::take_from_bytes(rest).map_err(|_| Reject::Malformed)?;
+    // Version 3 on: TLV entries, none of which this build reads yet (a later checker's
+    // are skipped), all of which must be well formed.
+    if extension.version >= 3 {
+        qdns_link::tlv::Entries::read(later).map_err(|_| Reject::Malformed)?;
+    }
     if loads.loads.len() != report.observations.len() {
         return Err(Reject::Malformed);
     }
@@ -510,6 +522,27 @@ mod tests {
             verify(&lying, &keys(), "fra", &mut HashMap::new(), 1000),
             Err(Reject::Malformed)
         );
+    }
+
+    #[test]
+    fn entries_of_a_later_checker_are_skipped_and_malformed_ones_refused() {
+        let sent = report(31, 1000);
+        let with_entries = |entries: &[u8]| {
+            let mut body = sign(&sent, &[7u8; 32]).unwrap().body;
+            body.extend_from_slice(entries);
+            verify(
+                &seal("c1", body, &[7u8; 32]).unwrap(),
+                &keys(),
+                "fra",
+                &mut HashMap::new(),
+                1000,
+            )
+        };
+        let mut later = qdns_link::tlv::Writer::default();
+        later.put(40, &"a field from a later checker").unwrap();
+        assert_eq!(with_entries(&later.finish()), Ok(sent.clone()));
+        // An entry that runs past the end of the report.
+        assert_eq!(with_entries(&[0, 40, 0, 0, 0, 9, 1]), Err(Reject::Malformed));
     }
 
     #[test]

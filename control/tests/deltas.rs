@@ -10,6 +10,7 @@ use std::{fmt::Write as _, fs, time::Duration};
 
 use common::{scrape, Location};
 use hickory_proto::rr::RecordType;
+use qdns_link::schema::{SCHEMA, UNNUMBERED};
 use qdns_testkit::{
     fixtures::{free_port, sample},
     link_client::{LinkClient, Received},
@@ -143,6 +144,9 @@ fn edges_from_before_deltas_get_whole_snapshots_and_the_others_the_same_zones_as
             "serving nothing: the snapshot whole"
         );
     }
+    // Each in the newest link schema it reads: the older two in frames without a number.
+    let schemas = [v2.schema, bare.schema, new.schema];
+    assert_eq!(schemas, [UNNUMBERED, UNNUMBERED, SCHEMA]);
     // A light edge that already serves the zones: a delta keeping them all.
     let served = new.snapshot.clone();
     let mut resumed = LinkClient::connect(

@@ -309,6 +309,9 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     let mut report = tokio::time::interval(XDP_REPORT_EVERY);
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut link: Option<Link> = None;
+    // The schema control's frames come in: this edge answers in it (a control from
+    // before numbering reads frames without a number).
+    let mut schema = qdns_link::schema::UNNUMBERED;
     // A snapshot swapped in and not yet persisted (it is, right after its ack).
     let mut unsaved: Option<Snapshot> = None;
     // A control that accepts and then stalls is given up on (and retried with backoff):
@@ -320,7 +323,10 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
             // A frame that arrived while a snapshot compiled counts before the silence.
             biased;
             msg = incoming.recv() => match msg {
-                Some(Ok(msg)) => msg,
+                Some(Ok((number, msg))) => {
+                    schema = number;
+                    msg
+                }
                 Some(Err(err)) => return Err(err),
                 None => return Ok(()),
             },
@@ -333,12 +339,12 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                 ));
             }
             _ = keepalives.tick(), if keepalive_on => {
-                send(&mut writer, &ToControl::Keepalive).await?;
+                send(&mut writer, schema, &ToControl::Keepalive).await?;
                 continue;
             }
             _ = report.tick(), if xdp.is_some() => {
                 if let Some(report) = xdp.and_then(xdp_report) {
-                    send(&mut writer, &ToControl::Xdp(report)).await?;
+                    send(&mut writer, schema, &ToControl::Xdp(report)).await?;
                 }
                 continue;
             }
@@ -376,7 +382,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
             }
         };
         readiness.linked();
-        acknowledge(&mut writer, applied, unsaved.take(), served, follower).await?;
+        acknowledge(&mut writer, schema, applied, unsaved.take(), served, follower).await?;
     }
 }
 
@@ -386,6 +392,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
 /// not be sent.
 async fn acknowledge<W: AsyncWrite + Unpin>(
     writer: &mut W,
+    schema: u16,
     applied: (u64, u64),
     unsaved: Option<Snapshot>,
     served: &mut ServedZones,
@@ -393,6 +400,7 @@ async fn acknowledge<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let acked = send(
         writer,
+        schema,
         &ToControl::Applied {
             snapshot: applied.0,
             seq: applied.1,
@@ -459,6 +467,7 @@ async fn send_hello<W: AsyncWrite + Unpin>(
             cookies: follower.options.cookies.is_some(),
             deltas: true,
             zones,
+            schema: qdns_link::schema::SCHEMA,
         },
     )
     .map_err(std::io::Error::other)?;
@@ -698,7 +707,7 @@ async fn persist_snapshot(snapshot: Snapshot, state_dir: &Path, stats: &Arc<Link
 /// Reads frames until the connection ends (`None` to the receiver) or fails.
 async fn read_frames<R: AsyncRead + Unpin>(
     mut reader: R,
-    frames: tokio::sync::mpsc::Sender<std::io::Result<ToEdge>>,
+    frames: tokio::sync::mpsc::Sender<std::io::Result<(u16, ToEdge)>>,
     max_frame: usize,
     stats: Arc<LinkStats>,
 ) {
@@ -716,14 +725,14 @@ async fn read_frames<R: AsyncRead + Unpin>(
     }
 }
 
-/// A frame's body: the buffer grows only with octets that arrive (a snapshot may be
-/// large, but a peer announcing one and sending nothing costs nothing).
+/// A frame's schema and message: the buffer grows only with octets that arrive (a
+/// snapshot may be large, but a peer announcing one and sending nothing costs nothing).
 async fn read_body<R: AsyncRead + Unpin>(
     reader: &mut R,
     prefix: [u8; 4],
     max_frame: usize,
     stats: &LinkStats,
-) -> std::io::Result<ToEdge> {
+) -> std::io::Result<(u16, ToEdge)> {
     let len = protocol::frame_len_within(prefix, max_frame)
         .map_err(|e| std::io::Error::other(format!("{e} (--max-snapshot-frame): raise it for snapshots this large")))?;
     let mut body = Vec::new();
@@ -788,8 +797,9 @@ pub fn apply_words(bitmap: &mut [u64], words: &[(u32, u64)]) -> bool {
     true
 }
 
-async fn send<W: AsyncWrite + Unpin>(writer: &mut W, msg: &ToControl) -> std::io::Result<()> {
-    let frame = protocol::encode(msg).map_err(std::io::Error::other)?;
+/// Writes `msg` in `schema` (its form has not changed since numbering).
+async fn send<W: AsyncWrite + Unpin>(writer: &mut W, schema: u16, msg: &ToControl) -> std::io::Result<()> {
+    let frame = protocol::encode_in(schema, msg).map_err(std::io::Error::other)?;
     writer.write_all(&frame).await?;
     writer.flush().await
 }

@@ -15,6 +15,8 @@
 //! - [`pki`]: the CA behind `qdnsctl pki init` and `qdnsctl pki issue`.
 //! - [`protocol`]: the messages on the link, their framing, and the snapshot file an
 //!   edge keeps.
+//! - [`schema`]: link schema numbers, and the frozen forms of earlier schemas.
+//! - [`tlv`]: the type–length–value entries of the hello and report extensions.
 //! - [`delta`]: a new snapshot version as changes to one an edge serves.
 //! - [`liveness`]: TCP keepalive and an unacknowledged-data bound, so a dead path is
 //!   noticed by both ends of a quiet link.
@@ -23,8 +25,10 @@ pub mod delta;
 pub mod liveness;
 pub mod pki;
 pub mod protocol;
+pub mod schema;
 pub mod secret;
 pub mod tls;
+pub mod tlv;
 
 /// The flag that accepts a `tcp://` link beyond loopback (SPEC §10), named in the
 /// refusal so the operator knows what accepting it takes.

@@ -1,18 +1,32 @@
-//! The control ↔ edge protocol: the messages, their framing, the forms of earlier
-//! versions still read, and the persisted snapshot file. Shared by both daemons so they
-//! cannot drift apart.
+//! The control ↔ edge protocol: the messages, their framing and the persisted snapshot
+//! file. Shared by both daemons so they cannot drift apart; the forms of earlier
+//! schemas are in [`crate::schema`].
 //!
 //! On every (re)connect control sends the snapshot — whole, or to an edge that takes
 //! deltas as a [`ToEdge::Delta`] from the zones its hello says it serves; after that,
 //! health changes go as [`HealthDelta`]s (the changed bitmap words, numbered by `seq`
 //! within a snapshot version) and new versions as deltas (`crate::delta`). An edge that
 //! sees a gap (or another snapshot version) drops the connection and gets the snapshot
-//! again on reconnect. Frames are a 4-octet big-endian length and a postcard body.
+//! again on reconnect.
+//!
+//! A frame is a 4-octet big-endian length, then the body: [`NUMBERED`], the link schema
+//! number (u16, big-endian) and the message (postcard). Frames without the number are
+//! schema [`schema::UNNUMBERED`] (a peer from before numbering), and the hello is always
+//! written so: every control reads it. Control writes [`schema::SCHEMA`] and links only
+//! edges whose hello says they read it; an edge writes in the schema its control's
+//! frames come in. Upgrade edges first.
 use std::{fs, io, path::Path};
 
 use serde::{Deserialize, Serialize};
 
 use qdns_zone::Snapshot;
+
+use crate::schema;
+
+/// First octet of a numbered frame's body. A body without a number starts with its
+/// message's variant index (postcard: a varint below 128 for every message kind), so
+/// the two cannot be confused.
+pub const NUMBERED: u8 = 0xFF;
 
 /// Largest frame accepted (a snapshot of millions of records fits; a corrupt length
 /// prefix cannot make a reader allocate more).
@@ -99,8 +113,9 @@ pub enum ToControl {
 
 /// What an edge appends to its hello's frame, after the [`ToControl::Hello`]: a control
 /// that predates it ignores it (it decodes the hello and stops), a newer one reads it.
-/// Each version appends its fields after the last one's, so a control reads the fields
-/// of the versions it knows and skips the rest.
+/// Versions 1–3 appended their fields in order (frozen: a control of that time reads
+/// them so); from version 4 the fields follow as TLV entries ([`crate::tlv`], ids in
+/// [`hello_entry`]), so a field is added by giving it the next id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HelloExtension {
     /// The extension's version ([`HELLO_EXTENSION_VERSION`]).
@@ -116,20 +131,34 @@ pub struct HelloExtension {
     /// The zones of the snapshot the edge serves, each with its
     /// [`crate::delta::zone_digest`]: control keeps those it still has. (Version 3.)
     pub zones: Vec<(Vec<u8>, u64)>,
+    /// The newest link schema the edge reads ([`schema::SCHEMA`] of its build; 0 from
+    /// an edge before numbering, which reads [`schema::UNNUMBERED`] only). (TLV
+    /// [`hello_entry::SCHEMA`].)
+    pub schema: u16,
+}
+
+/// The ids of the hello extension's TLV entries (version 4 on).
+pub mod hello_entry {
+    /// [`super::HelloExtension::schema`] (u16).
+    pub const SCHEMA: u16 = 1;
 }
 
 /// The hello extension's version this build writes.
-pub const HELLO_EXTENSION_VERSION: u16 = 3;
+pub const HELLO_EXTENSION_VERSION: u16 = 4;
 
 /// Intervals without a frame after which a peer that asked for keepalives is dropped.
 pub const KEEPALIVE_MISSES: u32 = 3;
 
-/// The hello frame: [`ToControl::Hello`], then `extension`.
+/// The hello frame: [`ToControl::Hello`] without a schema number (every control reads
+/// it), then `extension`.
 pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension) -> Result<Vec<u8>, ProtocolError> {
-    let mut frame = encode(&ToControl::Hello {
-        edge: edge.to_owned(),
-        serving,
-    })?;
+    let mut frame = encode_in(
+        schema::UNNUMBERED,
+        &ToControl::Hello {
+            edge: edge.to_owned(),
+            serving,
+        },
+    )?;
     frame = postcard::to_extend(&(extension.version, extension.keepalive_secs), frame)?;
     if extension.version >= 2 {
         frame = postcard::to_extend(&extension.cookies, frame)?;
@@ -137,13 +166,22 @@ pub fn encode_hello(edge: &str, serving: Option<u64>, extension: &HelloExtension
     if extension.version >= 3 {
         frame = postcard::to_extend(&(extension.deltas, &extension.zones), frame)?;
     }
+    if extension.version >= 4 {
+        let mut entries = crate::tlv::Writer::default();
+        entries
+            .put(hello_entry::SCHEMA, &extension.schema)
+            .map_err(|e| ProtocolError::Corrupt(e.to_string()))?;
+        frame.extend(entries.finish());
+    }
     with_length(frame)
 }
 
 /// Decodes an edge's first frame: the message, and the hello's extension when the
-/// edge sent one (an older edge's hello has none; a later one's extra fields are
-/// skipped).
+/// edge sent one (an older edge's hello has none; entries this build does not know are
+/// skipped, malformed ones drop the extension).
 pub fn decode_hello(body: &[u8]) -> Result<(ToControl, Option<HelloExtension>), ProtocolError> {
+    // Written without a number; one numbered all the same is read too.
+    let (_, body) = numbered(body)?;
     let (msg, rest): (ToControl, &[u8]) = postcard::take_from_bytes(body)?;
     let extension = match (&msg, rest) {
         (ToControl::Hello { .. }, [_, ..]) => read_extension(rest),
@@ -160,10 +198,16 @@ fn read_extension(rest: &[u8]) -> Option<HelloExtension> {
     } else {
         (false, rest)
     };
-    let (deltas, zones) = if version >= 3 {
-        postcard::take_from_bytes::<(bool, Vec<(Vec<u8>, u64)>)>(rest).ok()?.0
+    let ((deltas, zones), rest) = if version >= 3 {
+        postcard::take_from_bytes::<(bool, Vec<(Vec<u8>, u64)>)>(rest).ok()?
     } else {
-        (false, Vec::new())
+        ((false, Vec::new()), rest)
+    };
+    let schema = if version >= 4 {
+        let entries = crate::tlv::Entries::read(rest).ok()?;
+        entries.get::<u16>(hello_entry::SCHEMA).ok()?.unwrap_or(0)
+    } else {
+        0
     };
     Some(HelloExtension {
         version,
@@ -171,6 +215,7 @@ fn read_extension(rest: &[u8]) -> Option<HelloExtension> {
         cookies,
         deltas,
         zones,
+        schema,
     })
 }
 
@@ -203,14 +248,80 @@ pub enum ProtocolError {
     /// The body does not decode.
     #[error("undecodable frame: {0}")]
     Decode(#[from] postcard::Error),
+    /// The body decodes with octets left over.
+    #[error("undecodable frame: {octets} octets after the message")]
+    Trailing {
+        /// Octets left.
+        octets: usize,
+    },
+    /// Written in a link schema this build does not read.
+    #[error("link schema {schema}: this build reads {}..={}", schema::OLDEST, schema::SCHEMA)]
+    Schema {
+        /// The schema the body says it is written in.
+        schema: u16,
+    },
     /// The persisted file is damaged.
     #[error("{0}")]
     Corrupt(String),
 }
 
-/// Encodes `msg` as one frame (length prefix included).
+/// Encodes `msg` as one frame of [`schema::SCHEMA`] (length prefix and number included).
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtocolError> {
-    with_length(postcard::to_extend(msg, vec![0u8; 4])?)
+    encode_in(schema::SCHEMA, msg)
+}
+
+/// Encodes `msg` as a frame of `schema`: numbered, or without a number for a peer from
+/// before numbering. Only for messages whose form is the same in `schema` and now (an
+/// edge answering an older control: [`ToControl`] has not changed since numbering).
+pub fn encode_in<T: Serialize>(schema: u16, msg: &T) -> Result<Vec<u8>, ProtocolError> {
+    with_length(postcard::to_extend(msg, frame_head(schema))?)
+}
+
+/// A frame of `schema` holding `message` (its octets, encoded in that schema).
+pub(crate) fn frame_of(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolError> {
+    let mut frame = frame_head(schema);
+    frame.extend_from_slice(message);
+    with_length(frame)
+}
+
+/// A frame's first octets before its message: room for the length, and the number
+/// unless `schema` is from before numbering.
+fn frame_head(schema: u16) -> Vec<u8> {
+    let mut head = vec![0u8; 4];
+    if schema > schema::UNNUMBERED {
+        head.push(NUMBERED);
+        head.extend_from_slice(&schema.to_be_bytes());
+    }
+    head
+}
+
+/// `frame` (written by [`encode`], in [`schema::SCHEMA`]) as an edge that reads schemas
+/// up to `schema` reads it: the same octets for a current edge, else the message in the
+/// newest schema that edge reads ([`schema::rewrite`]).
+///
+/// # Errors
+/// When `frame` is not a frame of this build, or `schema` is one it does not write.
+pub fn in_schema(frame: &[u8], schema: u16) -> Result<std::borrow::Cow<'_, [u8]>, ProtocolError> {
+    let schema = schema::check(schema.min(schema::SCHEMA))?;
+    let body = frame.get(4..).ok_or(ProtocolError::Trailing { octets: frame.len() })?;
+    match numbered(body)? {
+        (number, _) if number == schema => Ok(std::borrow::Cow::Borrowed(frame)),
+        (schema::SCHEMA, message) => Ok(std::borrow::Cow::Owned(schema::rewrite(schema, message)?)),
+        (number, _) => Err(ProtocolError::Schema { schema: number }),
+    }
+}
+
+/// A frame body's schema and message: the number and what follows it, or
+/// [`schema::UNNUMBERED`] and the whole body.
+///
+/// # Errors
+/// A number cut short, or one this build does not read.
+pub fn numbered(body: &[u8]) -> Result<(u16, &[u8]), ProtocolError> {
+    match body {
+        [NUMBERED, hi, lo, message @ ..] => Ok((schema::check(u16::from_be_bytes([*hi, *lo]))?, message)),
+        [NUMBERED, ..] => Err(ProtocolError::Schema { schema: 0 }),
+        _ => Ok((schema::UNNUMBERED, body)),
+    }
 }
 
 /// `frame` (4 octets, then the body) with the body's length written into the 4.
@@ -223,9 +334,9 @@ fn with_length(mut frame: Vec<u8>) -> Result<Vec<u8>, ProtocolError> {
     Ok(frame)
 }
 
-/// Encodes `ToEdge::Snapshot { snapshot, seq }` without the copy of the snapshot an
-/// owned `ToEdge` would need: the same octets (postcard writes an enum as its variant
-/// index, and `Snapshot` is variant 0 of both).
+/// Encodes `ToEdge::Snapshot { snapshot, seq }` (in [`schema::SCHEMA`]) without the
+/// copy of the snapshot an owned `ToEdge` would need: the same octets (postcard writes
+/// an enum as its variant index, and `Snapshot` is variant 0 of both).
 pub fn encode_snapshot(snapshot: &Snapshot, seq: u64) -> Result<Vec<u8>, ProtocolError> {
     #[derive(Serialize)]
     enum Borrowed<'a> {
@@ -249,12 +360,20 @@ pub fn frame_len_within(prefix: [u8; 4], max: usize) -> Result<usize, ProtocolEr
     Ok(len)
 }
 
-/// Decodes a frame body.
-pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ProtocolError> {
-    Ok(postcard::from_bytes(body)?)
+/// Decodes a frame body of [`schema::SCHEMA`] (or of any schema whose form of `T` is
+/// today's), numbered or not.
+pub fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ProtocolError> {
+    let (_, message) = numbered(body)?;
+    schema::whole(message)
 }
 
-const MAGIC: &[u8; 8] = b"QDNSSNP1";
+/// A persisted file's first octets, then its schema (u16, big-endian), the body's
+/// length (u64) and CRC-32 (u32), then the body.
+const MAGIC: &[u8; 8] = b"QDNSSNP2";
+
+/// The first octets of a file from before numbering (schema [`schema::UNNUMBERED`]),
+/// then the length and CRC-32 as now.
+const MAGIC_UNNUMBERED: &[u8; 8] = b"QDNSSNP1";
 
 /// Health of a persisted snapshot, saved apart so a delta does not rewrite the zones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,8 +401,9 @@ pub struct PersistedZones {
 /// the body, so a crash mid-write leaves the previous file.
 pub fn persist<T: Serialize>(path: &Path, value: &T) -> Result<(), ProtocolError> {
     let body = postcard::to_stdvec(value)?;
-    let mut file = Vec::with_capacity(body.len() + 20);
+    let mut file = Vec::with_capacity(body.len() + 22);
     file.extend_from_slice(MAGIC);
+    file.extend_from_slice(&schema::SCHEMA.to_be_bytes());
     file.extend_from_slice(&(body.len() as u64).to_be_bytes());
     file.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
     file.extend_from_slice(&body);
@@ -324,556 +444,68 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-/// Reads a value written by [`persist`]; `Ok(None)` when there is no file.
+/// Reads a value written by [`persist`] (in a schema whose form of `T` is today's);
+/// `Ok(None)` when there is no file.
 pub fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ProtocolError> {
-    let Some(body) = load_body(path)? else {
+    let Some((_, body)) = load_body(path)? else {
         return Ok(None);
     };
-    postcard::from_bytes(&body)
+    schema::whole(&body)
         .map(Some)
         .map_err(|e| ProtocolError::Corrupt(format!("{}: undecodable: {e}", path.display())))
 }
 
-/// Reads a [`Snapshot`] written by [`persist`] — by this version, by one before
-/// client-aware sets (policies without [`qdns_zone::Policy::client`]) or by one before
-/// DNSSEC (zones without [`qdns_zone::Zone::dnssec`]): an upgraded edge serves the snapshot
-/// its predecessor persisted.
+/// Reads a [`Snapshot`] written by [`persist`], in its schema: an upgraded edge serves
+/// the snapshot its predecessor persisted.
 pub fn load_snapshot(path: &Path) -> Result<Option<Snapshot>, ProtocolError> {
-    let Some(body) = load_body(path)? else {
+    let Some((number, body)) = load_body(path)? else {
         return Ok(None);
     };
-    whole(&body)
-        .or_else(|e| {
-            whole::<legacy::SnapshotV3>(&body)
-                .map(Snapshot::from)
-                .or_else(|_| whole::<legacy::SnapshotV2>(&body).map(Snapshot::from))
-                .or_else(|_| whole::<legacy::SnapshotV1>(&body).map(Snapshot::from))
-                .map_err(|_| e)
-        })
+    schema::snapshot(number, &body)
         .map(Some)
         .map_err(|e| ProtocolError::Corrupt(format!("{}: undecodable: {e}", path.display())))
 }
 
-/// Decodes a control → edge frame body, from this version's control or from an older
-/// one (see [`load_snapshot`]; upgrade edges first: they read every form).
-pub fn decode_to_edge(body: &[u8]) -> Result<ToEdge, ProtocolError> {
-    whole(body)
-        .or_else(|e| {
-            whole::<legacy::ToEdgeV3>(body)
-                .map(ToEdge::from)
-                .or_else(|_| whole::<legacy::ToEdgeV2>(body).map(ToEdge::from))
-                .or_else(|_| whole::<legacy::ToEdgeV1>(body).map(ToEdge::from))
-                .map_err(|_| e)
-        })
-        .map_err(ProtocolError::from)
+/// Decodes a control → edge frame body in its schema (upgrade edges first: they read
+/// the schemas before theirs); the schema is what the edge answers in.
+pub fn decode_to_edge(body: &[u8]) -> Result<(u16, ToEdge), ProtocolError> {
+    let (number, message) = numbered(body)?;
+    Ok((number, schema::to_edge(number, message)?))
 }
 
-/// `body` decoded as a `T` that spans it exactly: an older form read as a newer one
-/// (or the reverse) fails rather than leaving octets over.
-fn whole<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, postcard::Error> {
-    match postcard::take_from_bytes(body)? {
-        (value, []) => Ok(value),
-        _ => Err(postcard::Error::DeserializeBadEncoding),
-    }
+/// Decodes an edge → control frame body in its schema.
+pub fn decode_to_control(body: &[u8]) -> Result<ToControl, ProtocolError> {
+    let (number, message) = numbered(body)?;
+    schema::to_control(number, message)
 }
 
-/// The body of a file written by [`persist`], checked; `Ok(None)` when there is none.
-fn load_body(path: &Path) -> Result<Option<Vec<u8>>, ProtocolError> {
+/// The schema and body of a file written by [`persist`], checked; `Ok(None)` when
+/// there is none.
+fn load_body(path: &Path) -> Result<Option<(u16, Vec<u8>)>, ProtocolError> {
     let data = match fs::read(path) {
         Ok(data) => data,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let corrupt = |why: &str| ProtocolError::Corrupt(format!("{}: {why}", path.display()));
-    if data.len() < 20 || &data[..8] != MAGIC {
-        return Err(corrupt("not a qdns snapshot file (bad magic or too short)"));
+    let (number, rest) = match data.split_at_checked(8) {
+        Some((magic, rest)) if magic == MAGIC_UNNUMBERED => (schema::UNNUMBERED, rest),
+        Some((magic, [hi, lo, rest @ ..])) if magic == MAGIC => (u16::from_be_bytes([*hi, *lo]), rest),
+        _ => return Err(corrupt("not a qdns snapshot file (bad magic or too short)")),
+    };
+    let number = schema::check(number).map_err(|e| corrupt(&e.to_string()))?;
+    let (Some(len), Some(crc), Some(body)) = (rest.get(..8), rest.get(8..12), rest.get(12..)) else {
+        return Err(corrupt("short header"));
+    };
+    let len = u64::from_be_bytes(len.try_into().map_err(|_| corrupt("short header"))?) as usize;
+    let crc = u32::from_be_bytes(crc.try_into().map_err(|_| corrupt("short header"))?);
+    if body.len() != len {
+        return Err(corrupt("truncated"));
     }
-    let len = u64::from_be_bytes(data[8..16].try_into().map_err(|_| corrupt("short header"))?) as usize;
-    let crc = u32::from_be_bytes(data[16..20].try_into().map_err(|_| corrupt("short header"))?);
-    let body = data
-        .get(20..)
-        .filter(|b| b.len() == len)
-        .ok_or_else(|| corrupt("truncated"))?;
     if crc32fast::hash(body) != crc {
         return Err(corrupt("checksum mismatch"));
     }
-    Ok(Some(body.to_vec()))
-}
-
-/// The wire forms of earlier versions, read for upgrades only: V3 before load shedding
-/// (probes without `load`), V2 also before client-aware sets (policies without
-/// `client`), V1 also before DNSSEC (zones without `dnssec`).
-mod legacy {
-    use serde::Deserialize;
-
-    use qdns_zone::{
-        snapshot::{Probe, ProbeKind},
-        Member, Policy, PolicyKind, RecordSet, Slot, SlotRule, Snapshot, Zone,
-    };
-
-    #[derive(Deserialize)]
-    pub(super) struct ProbeV3 {
-        kind: ProbeKind,
-        ip: std::net::IpAddr,
-        port: u16,
-        path: String,
-        host: String,
-        interval: u32,
-        failure_threshold: u32,
-        search_string: Option<String>,
-        tls_verify: bool,
-    }
-
-    /// [`SlotRule`] with [`ProbeV3`]: the same variants in the same order.
-    #[derive(Deserialize)]
-    pub(super) enum SlotRuleV3 {
-        Check {
-            probe: Option<ProbeV3>,
-            inverted: bool,
-            disabled: bool,
-        },
-        Calculated {
-            children: Vec<u32>,
-            threshold: u32,
-        },
-        AliasTarget {
-            members: Vec<u32>,
-        },
-        Az {
-            rrset: Vec<u8>,
-            rtype: u16,
-            az: String,
-            index: u32,
-            targets: Vec<(u32, u32, u32)>,
-            groups: u32,
-            cross_zone: bool,
-        },
-        Latency {
-            rrset: Vec<u8>,
-            rtype: u16,
-            member: u32,
-            health: Vec<u32>,
-        },
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct SlotV3 {
-        name: String,
-        rule: SlotRuleV3,
-    }
-
-    impl From<SlotV3> for Slot {
-        fn from(old: SlotV3) -> Slot {
-            let rule = match old.rule {
-                SlotRuleV3::Check {
-                    probe,
-                    inverted,
-                    disabled,
-                } => SlotRule::Check {
-                    probe: probe.map(|p| Probe {
-                        kind: p.kind,
-                        ip: p.ip,
-                        port: p.port,
-                        path: p.path,
-                        host: p.host,
-                        interval: p.interval,
-                        failure_threshold: p.failure_threshold,
-                        search_string: p.search_string,
-                        tls_verify: p.tls_verify,
-                        load: None,
-                    }),
-                    inverted,
-                    disabled,
-                },
-                SlotRuleV3::Calculated { children, threshold } => SlotRule::Calculated { children, threshold },
-                SlotRuleV3::AliasTarget { members } => SlotRule::AliasTarget { members },
-                SlotRuleV3::Az {
-                    rrset,
-                    rtype,
-                    az,
-                    index,
-                    targets,
-                    groups,
-                    cross_zone,
-                } => SlotRule::Az {
-                    rrset,
-                    rtype,
-                    az,
-                    index,
-                    targets,
-                    groups,
-                    cross_zone,
-                },
-                SlotRuleV3::Latency {
-                    rrset,
-                    rtype,
-                    member,
-                    health,
-                } => SlotRule::Latency {
-                    rrset,
-                    rtype,
-                    member,
-                    health,
-                },
-            };
-            Slot { name: old.name, rule }
-        }
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct ZoneV3 {
-        origin: Vec<u8>,
-        source: String,
-        serial: u32,
-        negative_ttl: u32,
-        rrsets: Vec<RecordSet>,
-        slot_base: u32,
-        slots: Vec<SlotV3>,
-        dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
-        geo: Option<Box<qdns_zone::client::GeoTable>>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct SnapshotV3 {
-        version: u64,
-        zones: Vec<ZoneV3>,
-        bitmap: Vec<u64>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) enum ToEdgeV3 {
-        Snapshot { snapshot: Box<SnapshotV3>, seq: u64 },
-        Health(super::HealthDelta),
-    }
-
-    impl From<SnapshotV3> for Snapshot {
-        fn from(old: SnapshotV3) -> Snapshot {
-            Snapshot {
-                version: old.version,
-                zones: old
-                    .zones
-                    .into_iter()
-                    .map(|z| Zone {
-                        origin: z.origin,
-                        source: z.source,
-                        serial: z.serial,
-                        negative_ttl: z.negative_ttl,
-                        rrsets: z.rrsets,
-                        slot_base: z.slot_base,
-                        slots: z.slots.into_iter().map(Slot::from).collect(),
-                        dnssec: z.dnssec,
-                        geo: z.geo,
-                        transfer: None,
-                    })
-                    .collect(),
-                bitmap: old.bitmap,
-            }
-        }
-    }
-
-    impl From<ToEdgeV3> for super::ToEdge {
-        fn from(old: ToEdgeV3) -> super::ToEdge {
-            match old {
-                ToEdgeV3::Snapshot { snapshot, seq } => super::ToEdge::Snapshot {
-                    snapshot: Box::new(Snapshot::from(*snapshot)),
-                    seq,
-                },
-                ToEdgeV3::Health(delta) => super::ToEdge::Health(delta),
-            }
-        }
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct PolicyV2 {
-        kind: PolicyKind,
-        members: Vec<Member>,
-        fail_open_below_permille: u32,
-        degraded_ttl: Option<u32>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct RecordSetV2 {
-        name: Vec<u8>,
-        rtype: u16,
-        ttl: u32,
-        rdata: Vec<Vec<u8>>,
-        policy: Option<Box<PolicyV2>>,
-    }
-
-    impl From<RecordSetV2> for RecordSet {
-        fn from(old: RecordSetV2) -> RecordSet {
-            RecordSet {
-                name: old.name,
-                rtype: old.rtype,
-                ttl: old.ttl,
-                rdata: old.rdata,
-                policy: old.policy.map(|p| {
-                    Box::new(Policy {
-                        kind: p.kind,
-                        members: p.members,
-                        fail_open_below_permille: p.fail_open_below_permille,
-                        degraded_ttl: p.degraded_ttl,
-                        client: None,
-                    })
-                }),
-            }
-        }
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct ZoneV2 {
-        origin: Vec<u8>,
-        source: String,
-        serial: u32,
-        negative_ttl: u32,
-        rrsets: Vec<RecordSetV2>,
-        slot_base: u32,
-        slots: Vec<SlotV3>,
-        dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct SnapshotV2 {
-        version: u64,
-        zones: Vec<ZoneV2>,
-        bitmap: Vec<u64>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) enum ToEdgeV2 {
-        Snapshot { snapshot: Box<SnapshotV2>, seq: u64 },
-        Health(super::HealthDelta),
-    }
-
-    impl From<SnapshotV2> for Snapshot {
-        fn from(old: SnapshotV2) -> Snapshot {
-            Snapshot {
-                version: old.version,
-                zones: old
-                    .zones
-                    .into_iter()
-                    .map(|z| Zone {
-                        origin: z.origin,
-                        source: z.source,
-                        serial: z.serial,
-                        negative_ttl: z.negative_ttl,
-                        rrsets: z.rrsets.into_iter().map(RecordSet::from).collect(),
-                        slot_base: z.slot_base,
-                        slots: z.slots.into_iter().map(Slot::from).collect(),
-                        dnssec: z.dnssec,
-                        geo: None,
-                        transfer: None,
-                    })
-                    .collect(),
-                bitmap: old.bitmap,
-            }
-        }
-    }
-
-    impl From<ToEdgeV2> for super::ToEdge {
-        fn from(old: ToEdgeV2) -> super::ToEdge {
-            match old {
-                ToEdgeV2::Snapshot { snapshot, seq } => super::ToEdge::Snapshot {
-                    snapshot: Box::new(Snapshot::from(*snapshot)),
-                    seq,
-                },
-                ToEdgeV2::Health(delta) => super::ToEdge::Health(delta),
-            }
-        }
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct ZoneV1 {
-        origin: Vec<u8>,
-        source: String,
-        serial: u32,
-        negative_ttl: u32,
-        rrsets: Vec<RecordSetV2>,
-        slot_base: u32,
-        slots: Vec<SlotV3>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) struct SnapshotV1 {
-        version: u64,
-        zones: Vec<ZoneV1>,
-        bitmap: Vec<u64>,
-    }
-
-    #[derive(Deserialize)]
-    pub(super) enum ToEdgeV1 {
-        Snapshot { snapshot: Box<SnapshotV1>, seq: u64 },
-        Health(super::HealthDelta),
-    }
-
-    impl From<SnapshotV1> for Snapshot {
-        fn from(old: SnapshotV1) -> Snapshot {
-            Snapshot::from(SnapshotV2::from(old))
-        }
-    }
-
-    impl From<SnapshotV1> for SnapshotV2 {
-        fn from(old: SnapshotV1) -> SnapshotV2 {
-            SnapshotV2 {
-                version: old.version,
-                zones: old
-                    .zones
-                    .into_iter()
-                    .map(|z| ZoneV2 {
-                        origin: z.origin,
-                        source: z.source,
-                        serial: z.serial,
-                        negative_ttl: z.negative_ttl,
-                        rrsets: z.rrsets,
-                        slot_base: z.slot_base,
-                        slots: z.slots,
-                        dnssec: None,
-                    })
-                    .collect(),
-                bitmap: old.bitmap,
-            }
-        }
-    }
-
-    impl From<ToEdgeV1> for super::ToEdge {
-        fn from(old: ToEdgeV1) -> super::ToEdge {
-            super::ToEdge::from(match old {
-                ToEdgeV1::Snapshot { snapshot, seq } => ToEdgeV2::Snapshot {
-                    snapshot: Box::new(SnapshotV2::from(*snapshot)),
-                    seq,
-                },
-                ToEdgeV1::Health(delta) => ToEdgeV2::Health(delta),
-            })
-        }
-    }
-
-    #[cfg(test)]
-    pub(super) mod write {
-        //! The old forms, written as the versions before them wrote them.
-        use serde::Serialize;
-
-        use qdns_zone::{snapshot::ProbeKind, Member, PolicyKind, RecordSet};
-
-        #[derive(Serialize)]
-        pub struct ProbeV3 {
-            pub kind: ProbeKind,
-            pub ip: std::net::IpAddr,
-            pub port: u16,
-            pub path: String,
-            pub host: String,
-            pub interval: u32,
-            pub failure_threshold: u32,
-            pub search_string: Option<String>,
-            pub tls_verify: bool,
-        }
-
-        /// The first variant of `SlotRule` as V3 wrote it.
-        #[derive(Serialize)]
-        pub enum SlotRuleV3 {
-            Check {
-                probe: Option<ProbeV3>,
-                inverted: bool,
-                disabled: bool,
-            },
-        }
-
-        #[derive(Serialize)]
-        pub struct SlotV3 {
-            pub name: String,
-            pub rule: SlotRuleV3,
-        }
-
-        #[derive(Serialize)]
-        pub struct ZoneV3 {
-            pub origin: Vec<u8>,
-            pub source: String,
-            pub serial: u32,
-            pub negative_ttl: u32,
-            pub rrsets: Vec<RecordSet>,
-            pub slot_base: u32,
-            pub slots: Vec<SlotV3>,
-            pub dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
-            pub geo: Option<Box<qdns_zone::client::GeoTable>>,
-        }
-
-        #[derive(Serialize)]
-        pub struct SnapshotV3 {
-            pub version: u64,
-            pub zones: Vec<ZoneV3>,
-            pub bitmap: Vec<u64>,
-        }
-
-        /// The same variant index as `ToEdge::Snapshot`.
-        #[derive(Serialize)]
-        pub enum ToEdgeV3 {
-            Snapshot { snapshot: Box<SnapshotV3>, seq: u64 },
-        }
-
-        #[derive(Serialize)]
-        pub struct PolicyV2 {
-            pub kind: PolicyKind,
-            pub members: Vec<Member>,
-            pub fail_open_below_permille: u32,
-            pub degraded_ttl: Option<u32>,
-        }
-
-        #[derive(Serialize)]
-        pub struct RecordSetV2 {
-            pub name: Vec<u8>,
-            pub rtype: u16,
-            pub ttl: u32,
-            pub rdata: Vec<Vec<u8>>,
-            pub policy: Option<Box<PolicyV2>>,
-        }
-
-        #[derive(Serialize)]
-        pub struct ZoneV2 {
-            pub origin: Vec<u8>,
-            pub source: String,
-            pub serial: u32,
-            pub negative_ttl: u32,
-            pub rrsets: Vec<RecordSetV2>,
-            pub slot_base: u32,
-            pub slots: Vec<SlotV3>,
-            pub dnssec: Option<Box<qdns_zone::dnssec::Signatures>>,
-        }
-
-        #[derive(Serialize)]
-        pub struct SnapshotV2 {
-            pub version: u64,
-            pub zones: Vec<ZoneV2>,
-            pub bitmap: Vec<u64>,
-        }
-
-        #[derive(Serialize)]
-        pub struct ZoneV1 {
-            pub origin: Vec<u8>,
-            pub source: String,
-            pub serial: u32,
-            pub negative_ttl: u32,
-            pub rrsets: Vec<RecordSetV2>,
-            pub slot_base: u32,
-            pub slots: Vec<SlotV3>,
-        }
-
-        #[derive(Serialize)]
-        pub struct SnapshotV1 {
-            pub version: u64,
-            pub zones: Vec<ZoneV1>,
-            pub bitmap: Vec<u64>,
-        }
-
-        #[derive(Serialize)]
-        pub enum ToEdgeV1 {
-            Snapshot { snapshot: Box<SnapshotV1>, seq: u64 },
-        }
-
-        /// The same variant index as `ToEdge::Snapshot`.
-        #[derive(Serialize)]
-        pub enum ToEdgeV2 {
-            Snapshot { snapshot: Box<SnapshotV2>, seq: u64 },
-        }
-    }
+    Ok(Some((number, body.to_vec())))
 }
 
 #[cfg(test)]
@@ -891,7 +523,7 @@ mod tests {
         assert_eq!(encode_snapshot(&snapshot, 3).unwrap(), owned);
         assert!(matches!(
             decode_to_edge(&owned[4..]).unwrap(),
-            ToEdge::Snapshot { seq: 3, .. }
+            (schema::SCHEMA, ToEdge::Snapshot { seq: 3, .. })
         ));
     }
 
@@ -904,13 +536,52 @@ mod tests {
     }
 
     #[test]
+    fn frames_carry_their_schema_and_unnumbered_ones_are_the_oldest() {
+        let number = schema::SCHEMA.to_be_bytes();
+        // Length, the mark, the number, then the variant index: kinds keep their indices.
+        assert_eq!(
+            encode(&ToEdge::Keepalive).unwrap(),
+            [0, 0, 0, 4, NUMBERED, number[0], number[1], 2]
+        );
+        assert_eq!(
+            encode(&ToControl::Keepalive).unwrap(),
+            [0, 0, 0, 4, NUMBERED, number[0], number[1], 3]
+        );
+        // For a control from before numbering: the message alone.
+        let applied = ToControl::Applied { snapshot: 7, seq: 1 };
+        let bare = encode_in(schema::UNNUMBERED, &applied).unwrap();
+        assert_eq!(bare, [0, 0, 0, 3, 1, 7, 1]);
+        assert_eq!(decode_to_control(&bare[4..]).unwrap(), applied);
+        assert_eq!(decode_to_control(&encode(&applied).unwrap()[4..]).unwrap(), applied);
+        assert_eq!(decode_to_edge(&[2]).unwrap(), (schema::UNNUMBERED, ToEdge::Keepalive));
+        // A number this build does not read, or one cut short, is refused as such.
+        let newer = (schema::SCHEMA + 1).to_be_bytes();
+        let err = decode_to_edge(&[NUMBERED, newer[0], newer[1], 2]).unwrap_err();
+        assert!(matches!(err, ProtocolError::Schema { .. }), "{err}");
+        assert!(err.to_string().contains("this build reads"), "{err}");
+        assert!(decode_to_edge(&[NUMBERED, 0, 3, 2]).is_err());
+        assert!(matches!(
+            decode_to_edge(&[NUMBERED, 0]),
+            Err(ProtocolError::Schema { schema: 0 })
+        ));
+        // Octets after a message make the frame undecodable.
+        let mut long = encode(&ToEdge::Keepalive).unwrap()[4..].to_vec();
+        long.push(0);
+        assert!(matches!(
+            decode_to_edge(&long),
+            Err(ProtocolError::Trailing { octets: 1 })
+        ));
+    }
+
+    #[test]
     fn a_hello_carries_its_extension_and_older_readers_skip_it() {
         let extension = HelloExtension {
-            version: 1,
+            version: HELLO_EXTENSION_VERSION,
             keepalive_secs: 5,
-            cookies: false,
-            deltas: false,
-            zones: Vec::new(),
+            cookies: true,
+            deltas: true,
+            zones: vec![(b"\x07example\x00".to_vec(), 42)],
+            schema: schema::SCHEMA,
         };
         let frame = encode_hello("e1", Some(9), &extension).unwrap();
         assert_eq!(frame_len(frame[..4].try_into().unwrap()).unwrap(), frame.len() - 4);
@@ -918,98 +589,89 @@ mod tests {
             edge: "e1".into(),
             serving: Some(9),
         };
-        assert_eq!(decode_hello(&frame[4..]).unwrap(), (hello.clone(), Some(extension)));
+        // The hello is never numbered: a control of any schema reads it.
+        assert_eq!(frame[4], 0);
+        assert_eq!(
+            decode_hello(&frame[4..]).unwrap(),
+            (hello.clone(), Some(extension.clone()))
+        );
         // A control that predates the extension reads the hello alone.
-        assert_eq!(decode::<ToControl>(&frame[4..]).unwrap(), hello);
+        assert_eq!(postcard::take_from_bytes::<ToControl>(&frame[4..]).unwrap().0, hello);
+        // One before TLV entries reads versions 1-3's fields and stops.
+        let mut rest = postcard::take_from_bytes::<ToControl>(&frame[4..]).unwrap().1;
+        let (v1, after): ((u16, u16), _) = postcard::take_from_bytes(rest).unwrap();
+        assert_eq!(v1, (4, 5));
+        rest = postcard::take_from_bytes::<(bool, (bool, Vec<(Vec<u8>, u64)>))>(after)
+            .unwrap()
+            .1;
+        assert_eq!(
+            crate::tlv::Entries::read(rest)
+                .unwrap()
+                .get::<u16>(hello_entry::SCHEMA)
+                .unwrap(),
+            Some(schema::SCHEMA)
+        );
         // An edge that predates it sends the hello alone.
-        let bare = encode(&hello).unwrap();
-        assert_eq!(decode_hello(&bare[4..]).unwrap(), (hello, None));
-        // The keepalives are new variants at the end: the old ones keep their indices.
-        assert_eq!(encode(&ToEdge::Keepalive).unwrap(), [0, 0, 0, 1, 2]);
-        assert_eq!(encode(&ToControl::Keepalive).unwrap(), [0, 0, 0, 1, 3]);
-        // And the cookie secrets after them.
-        let cookies = encode(&ToEdge::Cookies {
-            current: [1; 16],
-            previous: None,
-            next: None,
-        })
-        .unwrap();
-        assert_eq!(cookies[4], 3);
-        // And deltas after them.
-        let delta = encode(&ToEdge::Delta(Box::new(crate::delta::SnapshotDelta {
-            base: 1,
-            version: 2,
-            seq: 0,
-            bitmap: Vec::new(),
-            zones: Vec::new(),
-        })))
-        .unwrap();
-        assert_eq!(delta[4], 4);
-        assert!(matches!(decode_to_edge(&delta[4..]).unwrap(), ToEdge::Delta(_)));
-        let folded = encode(&ToEdge::HealthSince {
-            since: 2,
-            delta: HealthDelta {
-                snapshot: 7,
-                seq: 9,
-                words: vec![(0, 1)],
-            },
-        })
-        .unwrap();
-        assert_eq!(folded[4], 5);
+        let bare = encode_in(schema::UNNUMBERED, &hello).unwrap();
+        assert_eq!(decode_hello(&bare[4..]).unwrap(), (hello.clone(), None));
+        // Entries from a later edge are skipped; a malformed list drops the extension.
+        let mut later = frame[4..].to_vec();
+        let mut entries = crate::tlv::Writer::default();
+        entries.put(77, &"later").unwrap();
+        later.extend(entries.finish());
+        assert_eq!(decode_hello(&later).unwrap().1, Some(extension));
+        later.push(1);
+        assert_eq!(decode_hello(&later).unwrap().1, None);
     }
 
     #[test]
     fn each_hello_extension_version_reads_what_it_knows() {
-        let hello = ToControl::Hello {
-            edge: "e2".into(),
-            serving: None,
-        };
-        let v3 = HelloExtension {
-            version: 3,
+        let v4 = HelloExtension {
+            version: 4,
             keepalive_secs: 7,
             cookies: true,
             deltas: true,
             zones: vec![(b"\x07example\x00".to_vec(), 42)],
+            schema: 9,
         };
-        let frame = encode_hello("e2", None, &v3).unwrap();
-        assert_eq!(decode_hello(&frame[4..]).unwrap(), (hello.clone(), Some(v3.clone())));
-        // A version 2 extension (an edge before deltas): no deltas, no zones.
+        let read = |extension: &HelloExtension| {
+            let frame = encode_hello("e2", None, extension).unwrap();
+            decode_hello(&frame[4..]).unwrap().1.unwrap()
+        };
+        assert_eq!(read(&v4), v4);
+        // Version 3 (an edge before numbering): no schema.
+        let v3 = HelloExtension {
+            version: 3,
+            ..v4.clone()
+        };
+        assert_eq!(
+            read(&v3),
+            HelloExtension {
+                schema: 0,
+                ..v3.clone()
+            }
+        );
+        // Version 2 (an edge before deltas): no deltas, no zones.
         let v2 = HelloExtension {
             version: 2,
-            ..v3.clone()
+            ..v4.clone()
         };
-        let frame = encode_hello("e2", None, &v2).unwrap();
-        assert_eq!(
-            decode_hello(&frame[4..]).unwrap().1,
-            Some(HelloExtension {
-                deltas: false,
-                zones: Vec::new(),
-                ..v2
-            })
-        );
-        // A version 1 extension (an edge before cookies): no cookies.
-        let v1 = HelloExtension {
-            version: 1,
-            keepalive_secs: 7,
-            cookies: true,
-            deltas: true,
+        let expected = HelloExtension {
+            deltas: false,
             zones: Vec::new(),
+            schema: 0,
+            ..v2.clone()
         };
-        let frame = encode_hello("e2", None, &v1).unwrap();
+        assert_eq!(read(&v2), expected);
+        // Version 1 (an edge before cookies): no cookies.
+        let v1 = HelloExtension { version: 1, ..v4 };
         assert_eq!(
-            decode_hello(&frame[4..]).unwrap().1,
-            Some(HelloExtension {
+            read(&v1),
+            HelloExtension {
                 cookies: false,
-                deltas: false,
-                ..v1
-            })
-        );
-        // A later version's extra fields are skipped.
-        let mut later = encode(&hello).unwrap()[4..].to_vec();
-        later = postcard::to_extend(&(4u16, 7u16, true, (true, &v3.zones), 99u32), later).unwrap();
-        assert_eq!(
-            decode_hello(&later).unwrap().1,
-            Some(HelloExtension { version: 4, ..v3 })
+                version: 1,
+                ..expected
+            }
         );
     }
 
@@ -1024,184 +686,13 @@ mod tests {
         let len = frame_len(frame[..4].try_into().unwrap()).unwrap();
         assert_eq!(len, frame.len() - 4);
         assert_eq!(decode::<ToEdge>(&frame[4..]).unwrap(), msg);
+        assert_eq!(decode_to_edge(&frame[4..]).unwrap(), (schema::SCHEMA, msg));
         assert!(frame_len(u32::MAX.to_be_bytes()).is_err());
         assert_eq!(frame_len_within(1024u32.to_be_bytes(), 1024).unwrap(), 1024);
         assert_eq!(
             frame_len_within(1025u32.to_be_bytes(), 1024).unwrap_err().to_string(),
             "frame of 1025 octets is over the limit of 1024"
         );
-    }
-
-    #[test]
-    fn snapshots_and_frames_from_before_dnssec_still_read() {
-        use super::legacy::write::{RecordSetV2, SnapshotV1, ToEdgeV1, ZoneV1};
-        let old = SnapshotV1 {
-            version: 9,
-            zones: vec![ZoneV1 {
-                origin: b"\x07example\x00".to_vec(),
-                source: "example.toml".into(),
-                serial: 3,
-                negative_ttl: 60,
-                rrsets: vec![RecordSetV2 {
-                    name: b"\x07example\x00".to_vec(),
-                    rtype: 1,
-                    ttl: 60,
-                    rdata: vec![vec![192, 0, 2, 1]],
-                    policy: None,
-                }],
-                slot_base: 0,
-                slots: Vec::new(),
-            }],
-            bitmap: vec![1],
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("snapshot.bin");
-        persist(&path, &old).unwrap();
-        // The generic reader refuses it; the snapshot reader converts it.
-        assert!(load::<Snapshot>(&path).is_err());
-        let read = load_snapshot(&path).unwrap().unwrap();
-        assert_eq!((read.version, read.zones.len(), read.bitmap.clone()), (9, 1, vec![1]));
-        assert!(read.zones[0].dnssec.is_none());
-        assert_eq!(read.zones[0].rrsets[0].rdata, vec![vec![192, 0, 2, 1]]);
-        let frame = encode(&ToEdgeV1::Snapshot {
-            snapshot: Box::new(old),
-            seq: 4,
-        })
-        .unwrap();
-        match decode_to_edge(&frame[4..]).unwrap() {
-            ToEdge::Snapshot { snapshot, seq } => assert_eq!((snapshot.version, seq), (9, 4)),
-            other => panic!("{other:?}"),
-        }
-        // This version's own forms read as they are.
-        persist(&path, &read).unwrap();
-        assert_eq!(load_snapshot(&path).unwrap(), Some(read));
-    }
-
-    #[test]
-    fn snapshots_and_frames_from_before_client_aware_sets_still_read() {
-        use super::legacy::write::{PolicyV2, RecordSetV2, SnapshotV2, ToEdgeV2, ZoneV2};
-        let member = |id: &str, rdata: u8| qdns_zone::Member {
-            id: id.into(),
-            weight: 1,
-            slot: qdns_abi::health::ALWAYS_HEALTHY,
-            check: None,
-            answer: qdns_zone::Answer::Values(vec![vec![192, 0, 2, rdata]]),
-        };
-        let old = || SnapshotV2 {
-            version: 11,
-            zones: vec![ZoneV2 {
-                origin: b"\x07example\x00".to_vec(),
-                source: "example.toml".into(),
-                serial: 3,
-                negative_ttl: 60,
-                rrsets: vec![RecordSetV2 {
-                    name: b"\x03www\x07example\x00".to_vec(),
-                    rtype: 1,
-                    ttl: 60,
-                    rdata: Vec::new(),
-                    policy: Some(Box::new(PolicyV2 {
-                        kind: qdns_zone::PolicyKind::Weighted,
-                        members: vec![member("a", 1), member("b", 2)],
-                        fail_open_below_permille: 250,
-                        degraded_ttl: Some(5),
-                    })),
-                }],
-                slot_base: 0,
-                slots: Vec::new(),
-                dnssec: None,
-            }],
-            bitmap: vec![1],
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("snapshot.bin");
-        persist(&path, &old()).unwrap();
-        let read = load_snapshot(&path).unwrap().unwrap();
-        let policy = read.zones[0].rrsets[0].policy.as_deref().unwrap();
-        assert_eq!(policy.members, vec![member("a", 1), member("b", 2)]);
-        assert_eq!(
-            (
-                policy.fail_open_below_permille,
-                policy.degraded_ttl,
-                policy.client.is_none()
-            ),
-            (250, Some(5), true)
-        );
-        let frame = encode(&ToEdgeV2::Snapshot {
-            snapshot: Box::new(old()),
-            seq: 5,
-        })
-        .unwrap();
-        match decode_to_edge(&frame[4..]).unwrap() {
-            ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 5)),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn snapshots_and_frames_from_before_load_shedding_still_read() {
-        use super::legacy::write::{ProbeV3, SlotRuleV3, SlotV3, SnapshotV3, ToEdgeV3, ZoneV3};
-        let old = || SnapshotV3 {
-            version: 12,
-            zones: vec![ZoneV3 {
-                origin: b"\x07example\x00".to_vec(),
-                source: "example.toml".into(),
-                serial: 3,
-                negative_ttl: 60,
-                rrsets: Vec::new(),
-                slot_base: 0,
-                slots: vec![SlotV3 {
-                    name: "web".into(),
-                    rule: SlotRuleV3::Check {
-                        probe: Some(ProbeV3 {
-                            kind: qdns_zone::snapshot::ProbeKind::Http,
-                            ip: "192.0.2.1".parse().unwrap(),
-                            port: 8080,
-                            path: "/up".into(),
-                            host: "web".into(),
-                            interval: 10,
-                            failure_threshold: 2,
-                            search_string: Some("ok".into()),
-                            tls_verify: false,
-                        }),
-                        inverted: true,
-                        disabled: false,
-                    },
-                }],
-                dnssec: None,
-                geo: None,
-            }],
-            bitmap: vec![1],
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("snapshot.bin");
-        persist(&path, &old()).unwrap();
-        let read = load_snapshot(&path).unwrap().unwrap();
-        let qdns_zone::SlotRule::Check {
-            probe: Some(probe),
-            inverted: true,
-            disabled: false,
-        } = &read.zones[0].slots[0].rule
-        else {
-            panic!("{:?}", read.zones[0].slots[0].rule)
-        };
-        assert_eq!(
-            (
-                probe.port,
-                probe.path.as_str(),
-                probe.search_string.as_deref(),
-                probe.load.is_none()
-            ),
-            (8080, "/up", Some("ok"), true)
-        );
-        let frame = encode(&ToEdgeV3::Snapshot {
-            snapshot: Box::new(old()),
-            seq: 6,
-        })
-        .unwrap();
-        match decode_to_edge(&frame[4..]).unwrap() {
-            ToEdge::Snapshot { snapshot, seq } => assert_eq!((*snapshot, seq), (read, 6)),
-            other => panic!("{other:?}"),
-        }
     }
 
     #[test]
@@ -1224,5 +715,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a qdns snapshot"));
+        // A file of a schema this build does not read says so.
+        persist(&path, &snapshot()).unwrap();
+        let mut data = fs::read(&path).unwrap();
+        data[8..10].copy_from_slice(&(schema::SCHEMA + 1).to_be_bytes());
+        fs::write(&path, &data).unwrap();
+        let err = load_snapshot(&path).unwrap_err().to_string();
+        assert!(err.contains(&format!("link schema {}", schema::SCHEMA + 1)), "{err}");
     }
 }

@@ -51,6 +51,8 @@ pub struct LinkClient {
     pub seq: u64,
     /// Frames that folded several health deltas into one.
     pub folded: u64,
+    /// The link schema of the last frame read.
+    pub schema: u16,
 }
 
 /// Files and names for a light edge on a `tls://` link.
@@ -91,6 +93,7 @@ impl LinkClient {
             version: serving.map(|s| s.version),
             seq: 0,
             folded: 0,
+            schema: 0,
         };
         client.hello(name, extension);
         client
@@ -128,6 +131,7 @@ impl LinkClient {
             version: serving,
             seq: 0,
             folded: 0,
+            schema: 0,
         };
         client.hello(edge.name, Some(extension));
         client
@@ -138,21 +142,26 @@ impl LinkClient {
         let version = self.version;
         let hello = match extension {
             Some(extension) => protocol::encode_hello(name, version, &extension).expect("a hello"),
-            None => protocol::encode(&ToControl::Hello {
-                edge: name.to_owned(),
-                serving: version,
-            })
+            None => protocol::encode_in(
+                qdns_link::schema::UNNUMBERED,
+                &ToControl::Hello {
+                    edge: name.to_owned(),
+                    serving: version,
+                },
+            )
             .expect("a hello"),
         };
         self.stream.write_all(&hello).expect("the hello sent");
         self.stream.flush().expect("the hello sent");
     }
 
-    /// A version 3 extension (deltas) naming the zones of `serving` and their digests.
+    /// This build's extension (deltas, the current link schema) naming the zones of
+    /// `serving` and their digests.
     #[must_use]
     pub fn takes_deltas(serving: Option<&Snapshot>) -> HelloExtension {
         HelloExtension {
-            version: 3,
+            version: protocol::HELLO_EXTENSION_VERSION,
+            schema: qdns_link::schema::SCHEMA,
             keepalive_secs: 0,
             cookies: false,
             deltas: true,
@@ -184,7 +193,9 @@ impl LinkClient {
         let mut body = vec![0u8; len];
         self.stream.read_exact(&mut body).ok()?;
         self.received += len as u64 + 4;
-        let (received, ack) = match protocol::decode_to_edge(&body).expect("a frame that decodes") {
+        let (schema, message) = protocol::decode_to_edge(&body).expect("a frame that decodes");
+        self.schema = schema;
+        let (received, ack) = match message {
             ToEdge::Snapshot { snapshot, seq } => {
                 let ack = (snapshot.version, seq);
                 self.snapshot = self.keeps.then_some(*snapshot);
@@ -213,7 +224,7 @@ impl LinkClient {
         if let Some((snapshot, seq)) = ack {
             self.version = Some(snapshot);
             self.seq = seq;
-            let frame = protocol::encode(&ToControl::Applied { snapshot, seq }).expect("an ack");
+            let frame = protocol::encode_in(schema, &ToControl::Applied { snapshot, seq }).expect("an ack");
             self.stream.write_all(&frame).ok()?;
             self.stream.flush().ok()?;
         }
