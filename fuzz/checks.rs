@@ -75,11 +75,7 @@ pub fn zone_toml(data: &[u8]) {
     if let Ok(zone) = qdns_zone::parse_zone_text(&scratch().join("fuzz.toml"), text) {
         let zones = vec![zone];
         let bitmap = qdns_zone::evaluate::all_checks_healthy(&zones);
-        serve(&qdns_zone::Snapshot {
-            version: 1,
-            zones,
-            bitmap,
-        });
+        serve(&qdns_zone::Snapshot::new(1, zones, bitmap));
     }
 }
 

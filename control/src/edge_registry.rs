@@ -165,11 +165,7 @@ mod tests {
     #[test]
     fn the_snapshot_frame_is_encoded_once_per_version_and_delta() {
         let mut registry = EdgeRegistry::default();
-        let snapshot = qdns_zone::Snapshot {
-            version: 7,
-            zones: Vec::new(),
-            bitmap: vec![u64::MAX],
-        };
+        let snapshot = qdns_zone::Snapshot::new(7, Vec::new(), vec![u64::MAX]);
         let first = registry.snapshot_frame(&snapshot, 0).unwrap();
         let again = registry.snapshot_frame(&snapshot, 0).unwrap();
         assert!(Arc::ptr_eq(&first, &again), "the same octets, not a second encoding");

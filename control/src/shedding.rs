@@ -385,11 +385,7 @@ mod tests {
             qdns_testkit::fixtures::zone_head("z.")
         );
         let zone = qdns_zone::parse_zone_text(std::path::Path::new("z.toml"), &text).unwrap();
-        Snapshot {
-            version: 1,
-            zones: vec![zone],
-            bitmap: Vec::new(),
-        }
+        Snapshot::new(1, vec![zone], Vec::new())
     }
 
     fn weights(snapshot: &Snapshot) -> Vec<u32> {

@@ -105,11 +105,7 @@ mod tests {
     use super::*;
 
     fn engine(version: u64) -> Engine {
-        let snapshot = qdns_zone::Snapshot {
-            version,
-            zones: Vec::new(),
-            bitmap: Vec::new(),
-        };
+        let snapshot = qdns_zone::Snapshot::new(version, Vec::new(), Vec::new());
         Engine::compile(&snapshot).expect("an empty snapshot compiles")
     }
 

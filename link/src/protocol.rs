@@ -528,11 +528,7 @@ mod tests {
     }
 
     fn snapshot() -> Snapshot {
-        Snapshot {
-            version: 7,
-            zones: Vec::new(),
-            bitmap: vec![0b101],
-        }
+        Snapshot::new(7, Vec::new(), vec![0b101])
     }
 
     #[test]

@@ -260,7 +260,7 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
         base += zone.slots.len() as u32;
     }
     let bitmap = crate::evaluate::all_checks_healthy(&zones);
-    Ok((Snapshot { version, zones, bitmap }, pending))
+    Ok((Snapshot::new(version, zones, bitmap), pending))
 }
 
 /// Loads and validates one zone file.

@@ -16,6 +16,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Snapshot `version` of `zones` with health `bitmap` (the fields a later schema
+    /// adds take their defaults, so a new one changes no caller).
+    #[must_use]
+    pub fn new(version: u64, zones: Vec<Zone>, bitmap: Vec<u64>) -> Snapshot {
+        Snapshot { version, zones, bitmap }
+    }
+
     /// Total health slots over all zones.
     #[must_use]
     pub fn slot_count(&self) -> u32 {

@@ -63,11 +63,7 @@ fn zone(origin: &str, names: usize, signed: bool) -> Zone {
 }
 
 fn snapshot(version: u64, zones: Vec<Zone>) -> Snapshot {
-    Snapshot {
-        version,
-        zones,
-        bitmap: vec![u64::MAX],
-    }
+    Snapshot::new(version, zones, vec![u64::MAX])
 }
 
 /// The delta from `old` to `new`, through its encoding, applied to `old`: must be `new`.
