@@ -27,6 +27,8 @@ pub struct SnapshotDelta {
     pub seq: u64,
     /// The new version's health bitmap, whole (a bit a slot: small beside any zone).
     pub bitmap: Vec<u64>,
+    /// The new version's [`Snapshot::intent_revision`].
+    pub intent_revision: u64,
     /// The new version's zones, in its order.
     pub zones: Vec<ZoneChange>,
 }
@@ -181,6 +183,7 @@ pub fn between(old: &Snapshot, new: &Snapshot, digests: &[u64], seq: u64) -> Sna
         version: new.version,
         seq,
         bitmap: new.bitmap.clone(),
+        intent_revision: new.intent_revision,
         zones,
     }
 }
@@ -236,6 +239,7 @@ pub fn resume(
         version: current.version,
         seq,
         bitmap: current.bitmap.clone(),
+        intent_revision: current.intent_revision,
         zones,
     })
 }
@@ -431,6 +435,7 @@ pub fn apply(base: Snapshot, delta: SnapshotDelta) -> Result<Snapshot, DeltaErro
         version: delta.version,
         zones,
         bitmap: delta.bitmap,
+        intent_revision: delta.intent_revision,
     })
 }
 

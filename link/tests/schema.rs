@@ -117,13 +117,20 @@ fn every_schema_this_build_reads_decodes_its_golden_files() {
     const { assert!(schema::OLDEST <= schema::UNNUMBERED && schema::UNNUMBERED < schema::SCHEMA) };
     for number in schema::OLDEST..=schema::SCHEMA {
         let snapshot = protocol::load_snapshot(&golden(number, "snapshot")).unwrap().unwrap();
-        assert_eq!(snapshot, fixture::snapshot(), "schema {number}: the snapshot file");
+        let expected = fixture::as_read_in(number, fixture::to_edge().swap_remove(0));
+        let ToEdge::Snapshot { snapshot: expected, .. } = expected else {
+            unreachable!("the fixture's first message is a snapshot")
+        };
+        assert_eq!(snapshot, *expected, "schema {number}: the snapshot file");
         let to_edge = read(number, "to-edge");
         let decoded: Vec<(u16, ToEdge)> = bodies(&to_edge)
             .into_iter()
             .map(|body| protocol::decode_to_edge(body).unwrap())
             .collect();
-        let expected: Vec<(u16, ToEdge)> = fixture::to_edge().into_iter().map(|m| (number, m)).collect();
+        let expected: Vec<(u16, ToEdge)> = fixture::to_edge()
+            .into_iter()
+            .map(|m| (number, fixture::as_read_in(number, m)))
+            .collect();
         assert_eq!(decoded, expected, "schema {number}: control's frames");
         let to_control = read(number, "to-control");
         for (body, expected) in bodies(&to_control).into_iter().zip(fixture::to_control()) {

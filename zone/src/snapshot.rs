@@ -13,6 +13,8 @@ pub struct Snapshot {
     pub zones: Vec<Zone>,
     /// Health of every slot of every zone (bit set = healthy), `slot_count` bits.
     pub bitmap: Vec<u64>,
+    /// The deployment intent's etcd revision it was made from (0: not from an intent).
+    pub intent_revision: u64,
 }
 
 impl Snapshot {
@@ -20,7 +22,12 @@ impl Snapshot {
     /// adds take their defaults, so a new one changes no caller).
     #[must_use]
     pub fn new(version: u64, zones: Vec<Zone>, bitmap: Vec<u64>) -> Snapshot {
-        Snapshot { version, zones, bitmap }
+        Snapshot {
+            version,
+            zones,
+            bitmap,
+            intent_revision: 0,
+        }
     }
 
     /// Total health slots over all zones.

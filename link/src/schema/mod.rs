@@ -18,14 +18,17 @@
 //! |---|---|
 //! | 4 | The last form without a number: frames and files written before numbering (`QDNSSNP1` files) are read as 4. Releases before it (no DNSSEC, no client sets, no load figures) are not read: upgrade through the release that writes 4. |
 //! | 5 | Frames and files carry their schema number; the hello's extension (version 4) says which schemas the edge reads, in TLV entries ([`crate::tlv`]). Bodies as 4. |
+//! | 6 | The snapshot and its delta carry the deployment intent's revision (`v5.rs`). |
 use serde::Deserialize;
 
 use qdns_zone::Snapshot;
 
 use crate::protocol::{ProtocolError, ToControl, ToEdge};
 
+mod v5;
+
 /// The schema this build writes.
-pub const SCHEMA: u16 = 5;
+pub const SCHEMA: u16 = 6;
 
 /// The oldest schema this build reads.
 pub const OLDEST: u16 = 4;
@@ -47,16 +50,16 @@ pub fn check(schema: u16) -> Result<u16, ProtocolError> {
 
 /// A control → edge body of schema `schema`.
 pub(crate) fn to_edge(schema: u16, body: &[u8]) -> Result<ToEdge, ProtocolError> {
-    // 4 and 5 differ in framing only.
-    check(schema)?;
-    whole(body)
+    match check(schema)? {
+        SCHEMA => whole(body),
+        _ => v5::to_edge(body),
+    }
 }
 
 /// A control → edge message of [`SCHEMA`] (its body, after the number) as a frame of
 /// `schema`, for an edge that reads no newer one.
 pub(crate) fn rewrite(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolError> {
-    // 4 and 5 differ in framing only: the message as it is, numbered or not.
-    crate::protocol::frame_of(check(schema)?, message)
+    v5::rewrite(check(schema)?, message)
 }
 
 /// An edge → control body of schema `schema`.
@@ -67,8 +70,10 @@ pub(crate) fn to_control(schema: u16, body: &[u8]) -> Result<ToControl, Protocol
 
 /// A persisted snapshot's body of schema `schema`.
 pub(crate) fn snapshot(schema: u16, body: &[u8]) -> Result<Snapshot, ProtocolError> {
-    check(schema)?;
-    whole(body)
+    match check(schema)? {
+        SCHEMA => whole(body),
+        _ => v5::snapshot(body),
+    }
 }
 
 /// `body` decoded as a `T` that spans it exactly.

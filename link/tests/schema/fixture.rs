@@ -29,10 +29,11 @@ pub fn base() -> Snapshot {
     snapshot
 }
 
-/// Version 7: one zone signed, one set changed.
+/// Version 7 of intent revision 1234: one zone signed, one set changed.
 pub fn snapshot() -> Snapshot {
     let mut snapshot = qdns_zone::load_dir(&zones(), 7).expect("the fixture zones load");
     snapshot.bitmap = bitmap(&snapshot);
+    snapshot.intent_revision = 1234;
     let zone = &mut snapshot.zones[0];
     zone.dnssec = Some(Box::new(Signatures {
         algorithm: Algorithm::Ed25519,
@@ -49,6 +50,16 @@ pub fn snapshot() -> Snapshot {
     let set = zone.rrsets.iter_mut().find(|s| s.rtype == 1).expect("an A set");
     set.ttl += 1;
     snapshot
+}
+
+/// `message` as read in `schema`: without what that schema did not carry.
+pub fn as_read_in(schema: u16, mut message: ToEdge) -> ToEdge {
+    match &mut message {
+        ToEdge::Snapshot { snapshot, .. } if schema < 6 => snapshot.intent_revision = 0,
+        ToEdge::Delta(delta) if schema < 6 => delta.intent_revision = 0,
+        _ => {}
+    }
+    message
 }
 
 /// Every control → edge message kind, in variant order.
