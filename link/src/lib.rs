@@ -13,8 +13,8 @@
 //!
 //! - [`tls`]: server and client configurations from PEM files, reloaded when they change.
 //! - [`pki`]: the CA behind `qdnsctl pki init` and `qdnsctl pki issue`.
-//! - [`protocol`]: the messages on the link, their framing, and the snapshot file an
-//!   edge keeps.
+//! - [`message`]: the messages on the link, and why one could not be read.
+//! - [`protocol`]: their framing, the hello, and the snapshot file an edge keeps.
 //! - [`schema`]: link schema numbers, and the frozen forms of earlier schemas.
 //! - [`tlv`]: the type–length–value entries of the hello and report extensions.
 //! - [`delta`]: a new snapshot version as changes to one an edge serves.
@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 pub mod delta;
 pub mod liveness;
+pub mod message;
 pub mod pki;
 pub mod protocol;
 pub mod schema;

@@ -21,95 +21,13 @@ use serde::{Deserialize, Serialize};
 
 use qdns_zone::Snapshot;
 
+pub use crate::message::{HealthDelta, ProtocolError, ToControl, ToEdge, XdpReport, MAX_FRAME};
 use crate::schema;
 
 /// First octet of a numbered frame's body. A body without a number starts with its
 /// message's variant index (postcard: a varint below 128 for every message kind), so
 /// the two cannot be confused.
 pub const NUMBERED: u8 = 0xFF;
-
-/// Largest frame accepted (a snapshot of millions of records fits; a corrupt length
-/// prefix cannot make a reader allocate more).
-pub const MAX_FRAME: usize = 1 << 30;
-
-/// Control → edge.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum ToEdge {
-    /// A whole snapshot (zones and current health), replacing everything; `seq` is the
-    /// last delta already folded into its bitmap (the next delta is `seq + 1`).
-    Snapshot {
-        /// The snapshot.
-        snapshot: Box<Snapshot>,
-        /// Deltas already included.
-        seq: u64,
-    },
-    /// Changed health words of the current snapshot.
-    Health(HealthDelta),
-    /// Control is alive (its state answers): sent every keepalive interval to an edge
-    /// whose hello asked for it ([`HelloExtension::keepalive_secs`]), never to others.
-    Keepalive,
-    /// The location's DNS cookie secrets (RFC 7873, RFC 9018): new server cookies are
-    /// made with `current`, those made with `previous` are still accepted. Sent after
-    /// the snapshot and at each rotation to an edge whose hello said it takes them
-    /// ([`HelloExtension::cookies`]), never to others.
-    Cookies {
-        /// The secret new cookies are made with.
-        current: [u8; 16],
-        /// The one before the last rotation, still accepted.
-        previous: Option<[u8; 16]>,
-        /// The one the next rotation makes current, accepted already (RFC 9018 §5).
-        next: Option<[u8; 16]>,
-    },
-    /// A new snapshot version as changes to the one the edge serves (its hello said it
-    /// takes them, [`HelloExtension::deltas`]): after a reload, or on connecting to an
-    /// edge that already serves some of the zones.
-    Delta(Box<crate::delta::SnapshotDelta>),
-    /// Health deltas `since + 1 ..= delta.seq` folded into one (each changed word's
-    /// latest value): what control sends an edge that takes deltas when several are
-    /// queued for it, so a storm of health changes costs a slow link one frame, not one
-    /// per change.
-    HealthSince {
-        /// The last delta the edge must already hold.
-        since: u64,
-        /// The words, and the last delta folded in.
-        delta: HealthDelta,
-    },
-}
-
-/// A health update: bitmap words that changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HealthDelta {
-    /// The snapshot version it applies to.
-    pub snapshot: u64,
-    /// 1 for the first delta after a snapshot, then +1 each.
-    pub seq: u64,
-    /// (word index, new value).
-    pub words: Vec<(u32, u64)>,
-}
-
-/// Edge → control.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ToControl {
-    /// First message of a connection.
-    Hello {
-        /// The edge's name (host name or `--edge-id`).
-        edge: String,
-        /// The snapshot version it serves now, if any.
-        serving: Option<u64>,
-    },
-    /// The edge applied this snapshot version and delta.
-    Applied {
-        /// Snapshot version.
-        snapshot: u64,
-        /// Last delta applied (0 = the snapshot itself).
-        seq: u64,
-    },
-    /// The edge's XDP fast path, every few seconds while it has one.
-    Xdp(XdpReport),
-    /// The edge is alive: sent every keepalive interval once control has sent its own
-    /// first [`ToEdge::Keepalive`] (a control that predates it never reads one).
-    Keepalive,
-}
 
 /// What an edge appends to its hello's frame, after the [`ToControl::Hello`]: a control
 /// that predates it ignores it (it decodes the hello and stops), a newer one reads it.
@@ -219,52 +137,6 @@ fn read_extension(rest: &[u8]) -> Option<HelloExtension> {
     })
 }
 
-/// What an edge's XDP program did so far.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct XdpReport {
-    /// Interfaces the program is attached to.
-    pub interfaces: Vec<String>,
-    /// Active table generation (0: none, everything goes to user space).
-    pub generation: u32,
-    /// Counter totals by label (`seen`, `answered_*`, `pass_*`).
-    pub counters: Vec<(String, u64)>,
-}
-
-/// Why a frame or file could not be read.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProtocolError {
-    /// I/O failed.
-    #[error("{0}")]
-    Io(#[from] io::Error),
-    /// The length prefix is above the limit (at most [`MAX_FRAME`]).
-    #[error("frame of {len} octets is over the limit of {max}")]
-    TooLarge {
-        /// The announced length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// The body does not decode.
-    #[error("undecodable frame: {0}")]
-    Decode(#[from] postcard::Error),
-    /// The body decodes with octets left over.
-    #[error("undecodable frame: {octets} octets after the message")]
-    Trailing {
-        /// Octets left.
-        octets: usize,
-    },
-    /// Written in a link schema this build does not read.
-    #[error("link schema {schema}: this build reads {}..={}", schema::OLDEST, schema::SCHEMA)]
-    Schema {
-        /// The schema the body says it is written in.
-        schema: u16,
-    },
-    /// The persisted file is damaged.
-    #[error("{0}")]
-    Corrupt(String),
-}
-
 /// Encodes `msg` as one frame of [`schema::SCHEMA`] (length prefix and number included).
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtocolError> {
     encode_in(schema::SCHEMA, msg)
@@ -278,7 +150,7 @@ pub fn encode_in<T: Serialize>(schema: u16, msg: &T) -> Result<Vec<u8>, Protocol
 }
 
 /// A frame of `schema` holding `message` (its octets, encoded in that schema).
-pub(crate) fn frame_of(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolError> {
+fn frame_of(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolError> {
     let mut frame = frame_head(schema);
     frame.extend_from_slice(message);
     with_length(frame)
@@ -306,8 +178,14 @@ pub fn in_schema(frame: &[u8], schema: u16) -> Result<std::borrow::Cow<'_, [u8]>
     let body = frame.get(4..).ok_or(ProtocolError::Trailing { octets: frame.len() })?;
     match numbered(body)? {
         (number, _) if number == schema => Ok(std::borrow::Cow::Borrowed(frame)),
-        (schema::SCHEMA, message) => Ok(std::borrow::Cow::Owned(schema::rewrite(schema, message)?)),
-        (number, _) => Err(ProtocolError::Schema { schema: number }),
+        (schema::SCHEMA, message) => {
+            let rewritten = schema::rewrite(schema, message)?;
+            Ok(std::borrow::Cow::Owned(frame_of(
+                schema,
+                rewritten.as_deref().unwrap_or(message),
+            )?))
+        }
+        (number, _) => Err(schema::refused(number)),
     }
 }
 
@@ -319,7 +197,7 @@ pub fn in_schema(frame: &[u8], schema: u16) -> Result<std::borrow::Cow<'_, [u8]>
 pub fn numbered(body: &[u8]) -> Result<(u16, &[u8]), ProtocolError> {
     match body {
         [NUMBERED, hi, lo, message @ ..] => Ok((schema::check(u16::from_be_bytes([*hi, *lo]))?, message)),
-        [NUMBERED, ..] => Err(ProtocolError::Schema { schema: 0 }),
+        [NUMBERED, ..] => Err(schema::refused(0)),
         _ => Ok((schema::UNNUMBERED, body)),
     }
 }
@@ -558,7 +436,7 @@ mod tests {
         assert!(decode_to_edge(&[NUMBERED, 0, 3, 2]).is_err());
         assert!(matches!(
             decode_to_edge(&[NUMBERED, 0]),
-            Err(ProtocolError::Schema { schema: 0 })
+            Err(ProtocolError::Schema { schema: 0, .. })
         ));
         // Octets after a message make the frame undecodable.
         let mut long = encode(&ToEdge::Keepalive).unwrap()[4..].to_vec();

@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use qdns_zone::Snapshot;
 
-use crate::protocol::{ProtocolError, ToControl, ToEdge};
+use crate::message::{ProtocolError, ToControl, ToEdge};
 
 mod v5;
 
@@ -44,7 +44,17 @@ pub fn check(schema: u16) -> Result<u16, ProtocolError> {
     if (OLDEST..=SCHEMA).contains(&schema) {
         Ok(schema)
     } else {
-        Err(ProtocolError::Schema { schema })
+        Err(refused(schema))
+    }
+}
+
+/// The refusal of a body written in `schema`.
+#[must_use]
+pub fn refused(schema: u16) -> ProtocolError {
+    ProtocolError::Schema {
+        schema,
+        oldest: OLDEST,
+        newest: SCHEMA,
     }
 }
 
@@ -56,10 +66,13 @@ pub(crate) fn to_edge(schema: u16, body: &[u8]) -> Result<ToEdge, ProtocolError>
     }
 }
 
-/// A control → edge message of [`SCHEMA`] (its body, after the number) as a frame of
-/// `schema`, for an edge that reads no newer one.
-pub(crate) fn rewrite(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolError> {
-    v5::rewrite(check(schema)?, message)
+/// A control → edge message of [`SCHEMA`] (its body, after the number) in the form of
+/// `schema`, for an edge that reads no newer one; `None` when that form is today's.
+pub(crate) fn rewrite(schema: u16, message: &[u8]) -> Result<Option<Vec<u8>>, ProtocolError> {
+    match check(schema)? {
+        SCHEMA => Ok(None),
+        _ => v5::rewrite(message),
+    }
 }
 
 /// An edge → control body of schema `schema`.

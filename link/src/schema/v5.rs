@@ -9,7 +9,7 @@ use qdns_zone::{Snapshot as Now, Zone};
 use super::whole;
 use crate::{
     delta::{SnapshotDelta as DeltaNow, ZoneChange},
-    protocol::{encode_in, frame_of, ProtocolError, ToEdge},
+    message::{ProtocolError, ToEdge},
 };
 
 /// Schema 5's `Snapshot`: version, zones, bitmap (postcard writes a struct's fields in
@@ -50,19 +50,18 @@ pub(super) fn to_edge(message: &[u8]) -> Result<ToEdge, ProtocolError> {
     })
 }
 
-/// A message of today's schema as a frame of `schema` (4 or 5): kinds 0 and 4 in
-/// their old form (the kind as one octet, then the fields), the others as they are.
-pub(super) fn rewrite(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolError> {
-    match message.first() {
-        Some(0 | 4) => {}
-        _ => return frame_of(schema, message),
+/// A message of today's schema in schema 5's form (4's is the same): kinds 0 and 4 as
+/// they were (the kind as one octet, then the fields), `None` for the others.
+pub(super) fn rewrite(message: &[u8]) -> Result<Option<Vec<u8>>, ProtocolError> {
+    if !matches!(message.first(), Some(0 | 4)) {
+        return Ok(None);
     }
-    match whole(message)? {
+    Ok(match whole(message)? {
         ToEdge::Snapshot { snapshot, seq } => {
             let Now {
                 version, zones, bitmap, ..
             } = *snapshot;
-            encode_in(schema, &(0u8, (version, zones, bitmap), seq))
+            Some(postcard::to_stdvec(&(0u8, (version, zones, bitmap), seq))?)
         }
         ToEdge::Delta(delta) => {
             let DeltaNow {
@@ -73,8 +72,8 @@ pub(super) fn rewrite(schema: u16, message: &[u8]) -> Result<Vec<u8>, ProtocolEr
                 zones,
                 ..
             } = *delta;
-            encode_in(schema, &(4u8, (base, version, seq, bitmap, zones)))
+            Some(postcard::to_stdvec(&(4u8, (base, version, seq, bitmap, zones)))?)
         }
-        _ => frame_of(schema, message),
-    }
+        _ => None,
+    })
 }
