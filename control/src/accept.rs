@@ -14,7 +14,7 @@ use crate::{
     api::{ApiError, ErrorCode, Request, Response, MAX_REQUEST},
     edges,
     handler::{handle_all, Ctx},
-    report, report_listener, state,
+    report, report_listener,
 };
 
 /// A control-socket connection with no complete request for this long is closed, so
@@ -264,7 +264,7 @@ pub(crate) async fn accept_reports(
                     // short interval's freshness (3 × 5 s + 5 s): its timestamps move
                     // into this location's clock by the report's own `sent_at`, so
                     // whether a report is fresh does not depend on the checker's clock.
-                    let now = state::now();
+                    let now = crate::clock::now();
                     let offset =
                         i64::try_from(now).unwrap_or(i64::MAX) - i64::try_from(report.sent_at).unwrap_or(i64::MAX);
                     for mut observation in report.observations {

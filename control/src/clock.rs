@@ -7,7 +7,8 @@
 //! - **Wall** ([`now`]): what is shown to people (events, `since`, the time
 //!   of an observation), what is persisted (an override's end survives a restart as a
 //!   wall time, the only one a new process can read back), and the freshness window of
-//!   signed reports (replay protection across restarts needs a clock both ends share).
+//!   signed reports (replay protection across restarts needs a clock both ends share),
+//!   and snapshot versions ([`next_version`]: they keep growing across restarts).
 use std::{
     sync::OnceLock,
     time::{Instant, SystemTime, UNIX_EPOCH},
@@ -27,4 +28,14 @@ pub fn monotonic() -> u64 {
 #[must_use]
 pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A snapshot version above `previous`: milliseconds since the epoch, so versions keep
+/// growing across control restarts.
+#[must_use]
+pub fn next_version(previous: u64) -> u64 {
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    millis.max(previous + 1)
 }

@@ -184,7 +184,7 @@ pub async fn rotate(dir: std::path::PathBuf, every: u64, ctx: crate::handler::Ct
             () = shutdown.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        let now = crate::state::now();
+        let now = crate::clock::now();
         let held = *secrets.borrow();
         if now < held.made_at.saturating_add(every) {
             continue;

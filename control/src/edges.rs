@@ -13,10 +13,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    edge_registry::EdgeInfo,
-    state::{now, State},
-};
+use crate::{clock::now, edge_registry::EdgeInfo, state::State};
 
 pub use crate::edge_registry::{Frame, HealthUpdate, SnapshotUpdate, Update};
 

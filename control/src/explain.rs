@@ -5,7 +5,8 @@ use crate::{
     api::{
         ApiError, Candidate, Distribution, ExplainDetail, Explanation, MemberAnswer, PolicyExplanation, SetShift, Share,
     },
-    state::{fails_open, set_label, Ends as _, State},
+    operator::Ends as _,
+    state::{fails_open, State},
 };
 use qdns_abi::{
     health::{slot_healthy, ALWAYS_HEALTHY},
@@ -263,7 +264,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
             None,
         ),
     };
-    let label = set_label(set);
+    let label = set.label();
     let shifts: Vec<SetShift> = state
         .operator
         .shifts

@@ -11,11 +11,12 @@ use crate::{
         ApiError, CheckHealth, CheckerId, CheckerStatus, ErrorCode, ExternalSet, OverrideCleared, OverrideSet,
         Reloaded, Reply, Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
     },
+    clock::now,
     duration::parse_expiry,
     edge_registry::{HealthUpdate, SnapshotUpdate, Update},
     explain::{explain, owner_wire, why},
-    persist,
-    state::{now, Ends as _, External, Override, Shift, State},
+    operator::{Ends as _, External, Override, Shift},
+    state::State,
 };
 
 /// What the handler works with.
@@ -110,7 +111,9 @@ impl Ctx {
     }
 
     fn save(&self, state: &mut State) -> Result<(), ApiError> {
-        persist::save_operator(&self.state_dir, state).map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
+        state
+            .save_operator(&self.state_dir)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
     }
 }
 
@@ -173,7 +176,7 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
 /// Operator changes made in memory and not yet persisted.
 struct Changes {
     /// The operator state before the first of them.
-    before: crate::state::OperatorState,
+    before: crate::operator::OperatorState,
     /// Each change's place among the responses, its reply and its timeline entry.
     made: Vec<(usize, Made)>,
 }
@@ -621,7 +624,7 @@ pub(crate) async fn refresh_signatures(
     why: &str,
 ) -> Result<(), RefreshError> {
     let from = base.version;
-    let version = next_version(from);
+    let version = crate::clock::next_version(from);
     let store = ctx.key_store();
     let signed = tokio::task::spawn_blocking(move || {
         // Copy, then let go of the shared snapshot at once: a health change while this
@@ -650,7 +653,7 @@ pub(crate) async fn refresh_signatures(
 /// Signs the current snapshot's signed zones again (new keys, or signatures near
 /// expiry) and pushes it as a new snapshot version; health is kept.
 pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiError> {
-    let version = next_version(state.snapshot.version);
+    let version = crate::clock::next_version(state.snapshot.version);
     let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.snapshot, version).map_err(|err| {
         state.event("dnssec", format!("re-signing failed: {err}"));
         ApiError::new(ErrorCode::Internal, err.to_string())
@@ -672,7 +675,7 @@ fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapsho
 }
 
 fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
-    let version = next_version(state.snapshot.version);
+    let version = crate::clock::next_version(state.snapshot.version);
     let secondary_dir = ctx.state_dir.join(crate::transfer::SECONDARY_DIR);
     let (mut snapshot, pending) = qdns_zone::load_dir_pending(
         &state.zones_dir,
@@ -725,14 +728,4 @@ fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
         snapshot_version: version,
         zones,
     })
-}
-
-/// A snapshot version above `previous`: milliseconds since the epoch, so versions keep
-/// growing across control restarts.
-#[must_use]
-pub fn next_version(previous: u64) -> u64 {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    millis.max(previous + 1)
 }

@@ -34,6 +34,7 @@ pub mod handler;
 pub mod latency;
 pub mod metrics;
 pub mod observations;
+pub mod operator;
 pub mod persist;
 pub mod quorum;
 pub mod remote;
@@ -57,10 +58,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    handler::{next_version, Ctx},
-    state::State,
-};
+use crate::{clock::next_version, handler::Ctx, state::State};
 
 pub use accept::{MAX_CONTROL_CONNECTIONS, MAX_EDGE_CONNECTIONS, MAX_EDGE_CONNECTIONS_PER_SOURCE};
 
@@ -259,7 +257,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.region.clone_from(&config.settings.region);
     state.latency.set_hold(config.settings.latency_hold);
     state.expire();
-    if let Some(saved) = persist::load_steering(&config.state_dir, state::now()) {
+    if let Some(saved) = persist::load_steering(&config.state_dir, crate::clock::now()) {
         tracing::info!(
             round_trips = saved.round_trips.len(),
             choices = saved.choices.len(),
@@ -274,7 +272,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     }
     state.event("reload", format!("started with snapshot {}", state.snapshot.version));
     let (updates, _) = broadcast::channel(1024);
-    let cookies = cookies::load_or_make(&config.state_dir, state::now())?;
+    let cookies = cookies::load_or_make(&config.state_dir, crate::clock::now())?;
     let cookies = Arc::new(tokio::sync::watch::Sender::new(cookies));
     let (observations, observed) = tokio::sync::mpsc::channel(4096);
     let checker = if config.settings.no_embedded_checker {

@@ -158,7 +158,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
         for set in zone.rrsets.iter().filter(|s| s.policy.is_some()) {
             let failing = crate::state::fails_open(zone, set, &state.snapshot.bitmap);
             fail_open
-                .get_or_create(&vec![label("rrset", crate::state::set_label(set))])
+                .get_or_create(&vec![label("rrset", set.label())])
                 .set(i64::from(failing));
         }
     }
@@ -191,10 +191,7 @@ fn register_round_trips(r: &mut Registry, state: &State) {
             for member in &policy.members {
                 if let Some(trip) = state.member_round_trip(zone, member) {
                     round_trips
-                        .get_or_create(&vec![
-                            label("rrset", crate::state::set_label(set)),
-                            label("member", member.id.clone()),
-                        ])
+                        .get_or_create(&vec![label("rrset", set.label()), label("member", member.id.clone())])
                         .set(trip.smoothed.as_secs_f64());
                 }
             }

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::state::{OperatorState, State};
+use crate::operator::OperatorState;
 
 const FILE: &str = "operator.json";
 const STEERING: &str = "steering.json";
@@ -104,35 +104,6 @@ pub fn load(dir: &Path) -> Result<OperatorState, PersistError> {
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(OperatorState::default()),
         Err(source) => Err(PersistError::Read { path, source }),
-    }
-}
-
-/// Saves `state`'s operator state to `dir`, keeping count: a failure is counted
-/// (`qdns_control_persist_failures_total`), kept for `status` until a save succeeds,
-/// logged and put in the timeline (once per episode). The caller decides whether the
-/// change stands (see `handler::handle`).
-pub fn save_operator(dir: &Path, state: &mut State) -> Result<(), PersistError> {
-    match save(dir, &state.operator.for_disk()) {
-        Ok(()) => {
-            if state.persist_error.take().is_some() {
-                state.event("persist", format!("operator state saved to {} again", dir.display()));
-            }
-            Ok(())
-        }
-        Err(source) => {
-            let err = PersistError::Save {
-                dir: dir.to_path_buf(),
-                source,
-            };
-            let message = err.to_string();
-            state.counters.persist_failures += 1;
-            tracing::error!("{message}");
-            if state.persist_error.is_none() {
-                state.event("persist", message.clone());
-            }
-            state.persist_error = Some(message);
-            Err(err)
-        }
     }
 }
 

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     checker::{Checker, CheckerError, Identity, Observation},
+    clock::now,
     report::{sign, Report},
-    state::now,
 };
 
 /// Observations kept per location while it is unreachable.
@@ -140,7 +140,10 @@ fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapsh
             secondary_dir: None,
         },
     )?;
-    Ok(crate::state::State::new(dir.to_path_buf(), snapshot, crate::state::OperatorState::default()).probed_checks())
+    Ok(
+        crate::state::State::new(dir.to_path_buf(), snapshot, crate::operator::OperatorState::default())
+            .probed_checks(),
+    )
 }
 
 async fn send_loop(

@@ -155,7 +155,7 @@ pub async fn serve<F, Fut>(
                         Ok(mut seqs) => {
                             octets = (4 + 1 + signed.checker.len() + MAC_LEN + signed.body.len()) as u64;
                             let verdict =
-                                report::verify(&signed, &keys, &location, &mut seqs.last, crate::state::now());
+                                report::verify(&signed, &keys, &location, &mut seqs.last, crate::clock::now());
                             if verdict.is_ok() {
                                 if let Err(err) = seqs.save() {
                                     static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();

@@ -17,167 +17,16 @@ use qdns_zone::{
     evaluate::{evaluate, global, Inputs},
     name, PolicyKind, RecordSet, SlotRule, Snapshot, Zone,
 };
-use serde::{Deserialize, Serialize};
 
-use crate::{edge_registry::EdgeRegistry, observations::Observations, timeline::Timeline};
+use crate::{
+    clock::now,
+    edge_registry::EdgeRegistry,
+    observations::Observations,
+    operator::{Ends, OperatorState},
+    timeline::Timeline,
+};
 
 pub use crate::timeline::MAX_EVENTS;
-
-pub use crate::clock::now;
-
-/// A forced status with an expiry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Override {
-    /// The forced status.
-    pub healthy: bool,
-    /// Unix seconds when it ends (persisted and shown; see [`Override::ends_in`]).
-    pub expires: u64,
-    /// Unix seconds when it was set.
-    pub set_at: u64,
-    /// When it ends on this process's monotonic clock.
-    #[serde(skip)]
-    deadline: Option<u64>,
-}
-
-/// What an operator sets for a while (an override, a shift): its end is persisted as a
-/// wall time and, in this process, armed as a monotonic deadline. While the process
-/// runs the monotonic clock decides, so stepping the wall clock neither ends nor
-/// prolongs it ([`crate::clock`]); the wall time is what a restarted process reads back.
-pub trait Ends {
-    /// Unix seconds when it ends, as persisted.
-    fn expires(&self) -> u64;
-    /// When it ends on this process's monotonic clock, once armed.
-    fn deadline(&self) -> Option<u64>;
-
-    /// Seconds until it ends (0: ended).
-    fn ends_in(&self) -> u64 {
-        match self.deadline() {
-            Some(deadline) => deadline.saturating_sub(crate::clock::monotonic()),
-            None => self.expires().saturating_sub(now()),
-        }
-    }
-
-    /// Still in force.
-    fn in_force(&self) -> bool {
-        self.ends_in() > 0
-    }
-}
-
-impl Ends for Override {
-    fn expires(&self) -> u64 {
-        self.expires
-    }
-    fn deadline(&self) -> Option<u64> {
-        self.deadline
-    }
-}
-
-impl Ends for Shift {
-    fn expires(&self) -> u64 {
-        self.expires
-    }
-    fn deadline(&self) -> Option<u64> {
-        self.deadline
-    }
-}
-
-impl Override {
-    /// Forced `healthy` from now for `secs` seconds.
-    #[must_use]
-    pub fn new(healthy: bool, secs: u64) -> Override {
-        let t = now();
-        Override {
-            healthy,
-            expires: t.saturating_add(secs),
-            set_at: t,
-            deadline: Some(crate::clock::monotonic().saturating_add(secs)),
-        }
-    }
-}
-
-/// The status an operator gave an `external` check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct External {
-    /// The status.
-    pub healthy: bool,
-    /// Unix seconds when it was set.
-    pub set_at: u64,
-}
-
-/// A zonal shift: the AZ is treated as unhealthy for the record set until `expires`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shift {
-    /// Unix seconds when it ends (persisted and shown; see [`Shift::ends_in`]).
-    pub expires: u64,
-    /// Unix seconds when it started.
-    pub started: u64,
-    /// Free text.
-    pub comment: Option<String>,
-    /// When it ends on this process's monotonic clock.
-    #[serde(skip)]
-    deadline: Option<u64>,
-}
-
-impl Shift {
-    /// A shift from now for `secs` seconds.
-    #[must_use]
-    pub fn new(secs: u64, comment: Option<String>) -> Shift {
-        let mut shift = Shift {
-            expires: 0,
-            started: now(),
-            comment,
-            deadline: None,
-        };
-        shift.end_in(secs);
-        shift
-    }
-
-    /// Makes it end `secs` seconds from now.
-    pub fn end_in(&mut self, secs: u64) {
-        self.expires = now().saturating_add(secs);
-        self.deadline = Some(crate::clock::monotonic().saturating_add(secs));
-    }
-}
-
-/// What operators set; persisted across restarts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OperatorState {
-    /// Check key (`zone/id`) → override.
-    pub overrides: BTreeMap<String, Override>,
-    /// Check key → external status.
-    pub externals: BTreeMap<String, External>,
-    /// `rrset name` → AZ → shift.
-    pub shifts: BTreeMap<String, BTreeMap<String, Shift>>,
-}
-
-impl OperatorState {
-    /// Arms the monotonic deadlines of state read back from disk: each override and
-    /// shift ends as far from now as its persisted wall time says.
-    pub fn arm(&mut self) {
-        let (wall, mono) = (now(), crate::clock::monotonic());
-        for o in self.overrides.values_mut() {
-            o.deadline = Some(mono.saturating_add(o.expires.saturating_sub(wall)));
-        }
-        for shift in self.shifts.values_mut().flat_map(BTreeMap::values_mut) {
-            shift.deadline = Some(mono.saturating_add(shift.expires.saturating_sub(wall)));
-        }
-    }
-
-    /// The state as it is to be persisted: every end re-expressed on today's wall clock
-    /// (a wall-clock step since it was set does not move it when read back).
-    #[must_use]
-    pub fn for_disk(&self) -> OperatorState {
-        let mut out = self.clone();
-        let wall = now();
-        for o in out.overrides.values_mut() {
-            o.expires = wall.saturating_add(o.ends_in());
-        }
-        for shift in out.shifts.values_mut().flat_map(BTreeMap::values_mut) {
-            shift.expires = wall.saturating_add(shift.ends_in());
-        }
-        out
-    }
-}
 
 pub use crate::timeline::Event;
 
@@ -279,17 +128,36 @@ pub struct State {
     latency_at: Vec<(usize, usize)>,
 }
 
-/// A name for a record set: `www.shop.example. A`.
-#[must_use]
-pub fn set_label(set: &RecordSet) -> String {
-    format!(
-        "{} {}",
-        name::to_text(&set.name),
-        qdns_zone::master::type_name(set.rtype)
-    )
-}
-
 impl State {
+    /// Saves `state`'s operator state to `dir`, keeping count: a failure is counted
+    /// (`qdns_control_persist_failures_total`), kept for `status` until a save succeeds,
+    /// logged and put in the timeline (once per episode). The caller decides whether the
+    /// change stands (see `handler::handle`).
+    pub fn save_operator(&mut self, dir: &std::path::Path) -> Result<(), crate::persist::PersistError> {
+        match crate::persist::save(dir, &self.operator.for_disk()) {
+            Ok(()) => {
+                if self.persist_error.take().is_some() {
+                    self.event("persist", format!("operator state saved to {} again", dir.display()));
+                }
+                Ok(())
+            }
+            Err(source) => {
+                let err = crate::persist::PersistError::Save {
+                    dir: dir.to_path_buf(),
+                    source,
+                };
+                let message = err.to_string();
+                self.counters.persist_failures += 1;
+                tracing::error!("{message}");
+                if self.persist_error.is_none() {
+                    self.event("persist", message.clone());
+                }
+                self.persist_error = Some(message);
+                Err(err)
+            }
+        }
+    }
+
     /// State for a freshly loaded `snapshot`.
     #[must_use]
     pub fn new(zones_dir: PathBuf, mut snapshot: Snapshot, operator: OperatorState) -> State {
@@ -582,7 +450,7 @@ impl State {
         if moved.is_empty() {
             return false;
         }
-        let version = crate::handler::next_version(self.snapshot.version);
+        let version = crate::clock::next_version(self.snapshot.version);
         Arc::make_mut(&mut self.snapshot).version = version;
         self.seq = 0;
         for set in moved {
@@ -628,7 +496,7 @@ impl State {
             };
             out.push(LatencySet {
                 key: (set.name.clone(), set.rtype),
-                label: set_label(set),
+                label: set.label(),
                 ids: policy.members.iter().map(|m| m.id.clone()).collect(),
                 health: policy
                     .members
@@ -835,7 +703,7 @@ impl State {
         for zone in &self.snapshot.zones {
             for set in &zone.rrsets {
                 if fails_open(zone, set, &self.snapshot.bitmap) {
-                    now_failing.insert(set_label(set));
+                    now_failing.insert(set.label());
                 }
             }
         }
@@ -911,6 +779,7 @@ pub fn fails_open(zone: &Zone, set: &RecordSet, bitmap: &[u64]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::{Override, Shift};
 
     #[test]
     fn ends_follow_the_monotonic_clock_and_are_persisted_on_the_wall_clock() {

@@ -9,9 +9,11 @@ use std::fmt::Write as _;
 
 use crate::{
     api::{Candidate, Distribution, ExplainDetail, Explanation, MemberAnswer, StatusReport},
+    clock::now,
     explain::explain,
     handler::{health, shift_list, status},
-    state::{now, Ends as _, State},
+    operator::Ends as _,
+    state::State,
 };
 
 /// Events shown, newest first.

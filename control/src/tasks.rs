@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     checker, dnssec,
     handler::{self, Ctx},
-    persist, state,
+    persist,
 };
 
 /// Feeds checker observations into the state, in batches, and pushes health changes.
@@ -25,7 +25,7 @@ pub(crate) async fn apply_observations(
         let Some(first) = first else { return };
         let mut state = ctx.state.lock().await;
         // The embedded checker's observations are made on this host's wall clock.
-        let now = state::now();
+        let now = crate::clock::now();
         let age = now.saturating_sub(first.at);
         state.observe(first, age);
         while let Ok(more) = observed.try_recv() {
@@ -72,7 +72,7 @@ pub(crate) async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
         if std::mem::take(&mut state.operator_dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted
             // and retried at the next change (a restart re-expires it anyway).
-            let _ = persist::save_operator(&ctx.state_dir, &mut state);
+            let _ = state.save_operator(&ctx.state_dir);
         }
         drop(state);
         if let Some(steering) = steering {

@@ -161,7 +161,7 @@ fn transfer_request_corpus() {
         (com, 1),
     ] {
         let mut signed = transfer_query(name, qtype);
-        let now = qdns_control::state::now();
+        let now = qdns_control::clock::now();
         tsig::sign(&mut signed, &key, tsig::Chain::Request, now, 0);
         for mode in 0u8..4 {
             seeds.push([&[mode][..], &transfer_query(name, qtype)].concat());

@@ -534,7 +534,7 @@ async fn exchange(
 ) -> Result<Vec<wire::Rr>, String> {
     let id = super::notify::rand_id();
     let mut query = wire::query(id, origin, qtype, soa);
-    let mut prior = key.map(|k| tsig::sign(&mut query, k, Chain::Request, crate::state::now(), 0));
+    let mut prior = key.map(|k| tsig::sign(&mut query, k, Chain::Request, crate::clock::now(), 0));
     let mut framed = (query.len() as u16).to_be_bytes().to_vec();
     framed.extend_from_slice(&query);
     stream

@@ -62,7 +62,7 @@ async fn notify_one(transfers: &Transfers, served: &Served, target: SocketAddr) 
         let mut message = wire::notify(id, &served.origin, served.soa.first().map_or(&[][..], Vec::as_slice));
         let mac = key
             .as_ref()
-            .map(|k| tsig::sign(&mut message, k, Chain::Request, crate::state::now(), 0));
+            .map(|k| tsig::sign(&mut message, k, Chain::Request, crate::clock::now(), 0));
         transfers.stats.count(Outcome::NotifySent);
         if socket.send_to(&message, target).await.is_ok()
             && acked(&socket, target, id, wait, key.as_ref().zip(mac.as_deref())).await

@@ -418,7 +418,7 @@ impl Peer<'_> {
                 return;
             };
             ticket.set_evictable(false);
-            let Some((answer, outcome)) = respond(transfers, self.address, &message, true, crate::state::now()) else {
+            let Some((answer, outcome)) = respond(transfers, self.address, &message, true, crate::clock::now()) else {
                 transfers.stats.count(Outcome::Malformed);
                 return;
             };
@@ -492,7 +492,7 @@ pub async fn serve_udp(socket: UdpSocket, transfers: Arc<Transfers>, shutdown: C
         };
         let Ok((len, peer)) = received else { continue };
         let Some(message) = buf.get(..len) else { continue };
-        let Some((mut answer, outcome)) = respond(&transfers, peer.ip(), message, false, crate::state::now()) else {
+        let Some((mut answer, outcome)) = respond(&transfers, peer.ip(), message, false, crate::clock::now()) else {
             transfers.stats.count(Outcome::Malformed);
             continue;
         };
