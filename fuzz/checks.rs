@@ -233,8 +233,8 @@ pub fn control_request(data: &[u8]) {
 
 /// The control handler the `control_request` target drives: the example zones, signed,
 /// with operator state kept in the scratch directory; no checker, no edges.
-fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::handler::Ctx) {
-    static CTX: OnceLock<(tokio::runtime::Runtime, qdns_control::handler::Ctx)> = OnceLock::new();
+fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::ctx::Ctx) {
+    static CTX: OnceLock<(tokio::runtime::Runtime, qdns_control::ctx::Ctx)> = OnceLock::new();
     CTX.get_or_init(|| {
         let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
         let state_dir = scratch().join("control-state");
@@ -249,7 +249,7 @@ fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::handler
             .enable_time()
             .build()
             .expect("runtime");
-        let ctx = qdns_control::handler::Ctx {
+        let ctx = qdns_control::ctx::Ctx {
             checker: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
             state: std::sync::Arc::new(tokio::sync::Mutex::new(state)),

@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api::{ApiError, ErrorCode, Request, Response, MAX_REQUEST},
+    ctx::Ctx,
     edges,
-    handler::{handle_all, Ctx},
+    handler::handle_all,
     report, report_listener,
 };
 

@@ -175,8 +175,13 @@ fn random() -> Result<[u8; 16], CookieError> {
 
 /// Rotates the secrets every `every` seconds (counted from when the current one was
 /// made, across restarts), saving each before the edges get it.
-pub async fn rotate(dir: std::path::PathBuf, every: u64, ctx: crate::handler::Ctx, shutdown: CancellationToken) {
-    let secrets = &ctx.cookies;
+pub async fn rotate(
+    dir: std::path::PathBuf,
+    every: u64,
+    secrets: std::sync::Arc<tokio::sync::watch::Sender<Secrets>>,
+    state: std::sync::Arc<tokio::sync::Mutex<crate::state::State>>,
+    shutdown: CancellationToken,
+) {
     let mut ticks = tokio::time::interval(CHECK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -202,10 +207,7 @@ pub async fn rotate(dir: std::path::PathBuf, every: u64, ctx: crate::handler::Ct
         }
         secrets.send_replace(next);
         tracing::info!("cookie secret rotated; the previous one is still accepted until the next rotation");
-        ctx.state
-            .lock()
-            .await
-            .event("cookies", "cookie secret rotated".to_owned());
+        state.lock().await.event("cookies", "cookie secret rotated".to_owned());
     }
 }
 

@@ -1,121 +1,20 @@
 //! Carrying out control-socket requests against the state; every change is persisted,
 //! re-evaluated, and pushed to the edges before the response is sent.
-use std::{path::PathBuf, sync::Arc};
-
-use qdns_link::protocol::ToEdge;
 use qdns_zone::{name, PolicyKind};
-use tokio::sync::{broadcast, Mutex};
 
 use crate::{
     api::{
-        ApiError, CheckHealth, CheckerId, CheckerStatus, ErrorCode, ExternalSet, OverrideCleared, OverrideSet,
-        Reloaded, Reply, Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
+        ApiError, CheckHealth, CheckerId, CheckerStatus, ErrorCode, ExternalSet, OverrideCleared, OverrideSet, Reply,
+        Request, Response, ShiftEntry, StatusReport, ZoneDump, ZoneStatus,
     },
     clock::now,
+    ctx::Ctx,
     duration::parse_expiry,
-    edge_registry::{HealthUpdate, SnapshotUpdate, Update},
     explain::{explain, owner_wire, why},
     operator::{Ends as _, External, Override, Shift},
+    reload::{reload, resign},
     state::State,
 };
-
-/// What the handler works with.
-#[derive(Clone)]
-pub struct Ctx {
-    /// The embedded checker, when it runs.
-    pub checker: Option<Arc<std::sync::Mutex<crate::checker::Checker>>>,
-    /// Root shutdown token (checker tasks hang off it).
-    pub shutdown: tokio_util::sync::CancellationToken,
-    /// The state.
-    pub state: Arc<Mutex<State>>,
-    /// What goes to the edges.
-    pub updates: broadcast::Sender<Update>,
-    /// The location's cookie secrets (sent to each edge that takes them, again at each
-    /// rotation).
-    pub cookies: Arc<tokio::sync::watch::Sender<crate::cookies::Secrets>>,
-    /// Where operator state is saved.
-    pub state_dir: PathBuf,
-    /// How long signatures last, and when they are made again.
-    pub lifetimes: crate::dnssec::Lifetimes,
-    /// Zone transfer out: the served zones, the TSIG keys, the counters.
-    pub transfers: Arc<crate::transfer::Transfers>,
-}
-
-impl Ctx {
-    /// What a new edge connection is fed.
-    #[must_use]
-    pub fn feeds(&self) -> crate::edges::Feeds {
-        crate::edges::Feeds {
-            updates: self.updates.clone(),
-            cookies: self.cookies.subscribe(),
-        }
-    }
-
-    /// Recomputes health and pushes a delta if anything changed.
-    pub fn push_health(&self, state: &mut State) {
-        if let Some(delta) = state.recompute() {
-            let (version, seq, words) = (delta.snapshot, delta.seq, Arc::new(delta.words.clone()));
-            match qdns_link::protocol::encode(&ToEdge::Health(delta)) {
-                Ok(frame) => {
-                    let frame = Arc::new(frame);
-                    let _ = self.updates.send(Update::Health(HealthUpdate {
-                        version,
-                        seq,
-                        frame,
-                        words,
-                    }));
-                }
-                Err(err) => tracing::error!(%err, "cannot encode a health delta"),
-            }
-        }
-        let before = Arc::clone(&state.snapshot);
-        if state.shed_load() {
-            self.push_snapshot(state, &before);
-        }
-    }
-
-    /// Pushes the state's snapshot, which replaced `before`: the changes from `before`
-    /// (per zone, per record set) to every edge that takes deltas and serves it, the
-    /// whole snapshot to the others.
-    pub fn push_snapshot(&self, state: &mut State, before: &qdns_zone::Snapshot) {
-        state.edges.retire_frame(state.snapshot.version);
-        let digests = state.edges.zone_digests(&state.snapshot);
-        let delta = qdns_link::delta::between(before, &state.snapshot, &digests, state.seq);
-        let delta = match qdns_link::protocol::encode(&ToEdge::Delta(Box::new(delta))) {
-            Ok(frame) => Some(Arc::new(frame)),
-            Err(err) => {
-                tracing::error!(%err, "cannot encode a snapshot delta; edges get the whole snapshot");
-                None
-            }
-        };
-        let _ = self.updates.send(Update::Snapshot(SnapshotUpdate {
-            base: before.version,
-            version: state.snapshot.version,
-            seq: state.seq,
-            delta,
-        }));
-    }
-
-    /// Points the embedded checker at the snapshot's probed checks.
-    pub fn update_checker(&self, state: &State) {
-        if let Some(checker) = &self.checker {
-            if let Ok(mut checker) = checker.lock() {
-                checker.set_checks(state.probed_checks(), &self.shutdown);
-            }
-        }
-    }
-
-    /// The zone keys under the state dir.
-    pub(crate) fn key_store(&self) -> crate::dnssec::KeyStore {
-        crate::dnssec::KeyStore::new(&self.state_dir, self.lifetimes)
-    }
-
-    fn save(&self, state: &mut State) -> Result<(), ApiError> {
-        state
-            .save_operator(&self.state_dir)
-            .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))
-    }
-}
 
 /// Handles one request from `peer` (who sent it, for the timeline).
 pub async fn handle(ctx: &Ctx, request: Request, peer: Option<&str>) -> Response {
@@ -600,132 +499,4 @@ fn zone_of<'s>(state: &'s State, zone: &str) -> Result<&'s qdns_zone::Zone, ApiE
         .iter()
         .find(|z| z.origin == origin)
         .ok_or_else(|| ApiError::not_found(format!("no zone {zone}")))
-}
-
-/// Why a snapshot was not signed again in the background.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RefreshError {
-    /// Signing failed.
-    #[error("{0}")]
-    Sign(#[from] crate::dnssec::DnssecError),
-    /// The signing task panicked or was cancelled.
-    #[error("the signing task ended early: {0}")]
-    Task(#[from] tokio::task::JoinError),
-}
-
-/// Signs `base`, the current snapshot when called, again as a new version — without
-/// the state lock and off the async workers: a 1,000,000-set zone takes ~27 s of both
-/// cores, and health decisions, API calls and edge pushes go on meanwhile. The result
-/// is installed and pushed only if the snapshot is still `base` (a reload or a rollover
-/// step in the meantime signed its own). A failure is in the timeline.
-pub(crate) async fn refresh_signatures(
-    ctx: &Ctx,
-    base: Arc<qdns_zone::Snapshot>,
-    why: &str,
-) -> Result<(), RefreshError> {
-    let from = base.version;
-    let version = crate::clock::next_version(from);
-    let store = ctx.key_store();
-    let signed = tokio::task::spawn_blocking(move || {
-        // Copy, then let go of the shared snapshot at once: a health change while this
-        // signs updates the state's own without copying it under the lock.
-        let copy = (*base).clone();
-        drop(base);
-        crate::dnssec::sign_again(&store, copy, version)
-    })
-    .await
-    .map_err(RefreshError::from)
-    .and_then(|r| r.map_err(RefreshError::from));
-    let mut state = ctx.state.lock().await;
-    let snapshot = match signed {
-        Ok(snapshot) => snapshot,
-        Err(err) => {
-            state.event("dnssec", format!("re-signing failed: {err}"));
-            return Err(err);
-        }
-    };
-    if state.snapshot.version == from {
-        install_signed(ctx, &mut state, snapshot, why);
-    }
-    Ok(())
-}
-
-/// Signs the current snapshot's signed zones again (new keys, or signatures near
-/// expiry) and pushes it as a new snapshot version; health is kept.
-pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiError> {
-    let version = crate::clock::next_version(state.snapshot.version);
-    let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.snapshot, version).map_err(|err| {
-        state.event("dnssec", format!("re-signing failed: {err}"));
-        ApiError::new(ErrorCode::Internal, err.to_string())
-    })?;
-    install_signed(ctx, state, snapshot, why);
-    Ok(())
-}
-
-/// Installs `snapshot`, the current one signed again, and pushes it to the edges. Its
-/// health is the state's now (health may have moved while it was signed).
-fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapshot, why: &str) {
-    let version = snapshot.version;
-    snapshot.bitmap.clone_from(&state.snapshot.bitmap);
-    // Same zones and slots: replacing recomputes the same health from what is observed.
-    let before = Arc::clone(&state.snapshot);
-    state.replace_snapshot(snapshot);
-    ctx.push_snapshot(state, &before);
-    state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
-}
-
-fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
-    let version = crate::clock::next_version(state.snapshot.version);
-    let secondary_dir = ctx.state_dir.join(crate::transfer::SECONDARY_DIR);
-    let (mut snapshot, pending) = qdns_zone::load_dir_pending(
-        &state.zones_dir,
-        version,
-        qdns_zone::Sources {
-            geoip_db: state.geoip_db.as_deref(),
-            location: Some(&state.location),
-            secondary_dir: Some(&secondary_dir),
-        },
-    )
-    .map_err(|e| {
-        let message = e.to_string();
-        state.event("reload", format!("reload rejected: {message}"));
-        ApiError::new(ErrorCode::InvalidZone, message)
-    })?;
-    crate::transfer::check_keys(&snapshot, &pending, &ctx.transfers.keys).map_err(|message| {
-        state.event("reload", format!("reload rejected: {message}"));
-        ApiError::new(ErrorCode::InvalidZone, message)
-    })?;
-    crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now()).map_err(|err| {
-        state.event("reload", format!("reload rejected: {err}"));
-        ApiError::new(ErrorCode::InvalidZone, err.to_string())
-    })?;
-    if state.deny_special_use_targets {
-        crate::special_use::check(&snapshot).map_err(|err| {
-            state.event("reload", format!("reload rejected: {err}"));
-            ApiError::new(ErrorCode::InvalidZone, err.to_string())
-        })?;
-    }
-    ctx.transfers.set_pending(pending);
-    let before = Arc::clone(&state.snapshot);
-    state.install_loaded(snapshot);
-    ctx.update_checker(state);
-    ctx.push_snapshot(state, &before);
-    let zones: Vec<String> = state
-        .snapshot
-        .zones
-        .iter()
-        .map(|z| format!("{} serial {}", name::to_text(&z.origin), z.serial))
-        .collect();
-    state.event(
-        "reload",
-        format!("reloaded {} zones as snapshot {version}", zones.len()),
-    );
-    // The old zone set goes with the last reference here (edges' connections hold the
-    // current one); its pages go back to the system.
-    drop(before);
-    qdns_listen::memory::release_freed();
-    Ok(Reloaded {
-        snapshot_version: version,
-        zones,
-    })
 }

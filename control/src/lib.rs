@@ -25,6 +25,7 @@ pub mod checker;
 pub mod clock;
 pub mod config;
 pub mod cookies;
+pub mod ctx;
 pub mod dnssec;
 pub mod duration;
 pub mod edge_registry;
@@ -37,6 +38,8 @@ pub mod observations;
 pub mod operator;
 pub mod persist;
 pub mod quorum;
+mod reload;
+pub mod reloads;
 pub mod remote;
 pub mod report;
 pub mod report_listener;
@@ -58,7 +61,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{clock::next_version, handler::Ctx, state::State};
+use crate::{clock::next_version, ctx::Ctx, state::State};
 
 pub use accept::{MAX_CONTROL_CONNECTIONS, MAX_EDGE_CONNECTIONS, MAX_EDGE_CONNECTIONS_PER_SOURCE};
 
@@ -205,7 +208,12 @@ async fn serve_transfers(
     let udp = tokio::net::UdpSocket::bind(local).await.map_err(bind)?;
     tracing::info!(transfer_listen = %local, "serving zone transfers");
     tasks.spawn(transfer::follow(
-        ctx.clone(),
+        transfer::Sources {
+            updates: ctx.updates.clone(),
+            state: Arc::clone(&ctx.state),
+            state_dir: ctx.state_dir.clone(),
+            store: ctx.key_store(),
+        },
         Arc::clone(&ctx.transfers),
         shutdown.clone(),
     ));
@@ -350,7 +358,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tasks.spawn(cookies::rotate(
         config.state_dir.clone(),
         config.settings.cookie_rotation,
-        ctx.clone(),
+        Arc::clone(&ctx.cookies),
+        Arc::clone(&ctx.state),
         shutdown.clone(),
     ));
     tasks.spawn(tasks::apply_observations(observed, ctx.clone(), shutdown.clone()));
@@ -380,7 +389,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     }
     serve_transfers(&config, &ctx, &mut tasks, &shutdown).await?;
     // Zones with `primary`: taken on timers, and on NOTIFY when the listener runs.
-    tasks.spawn(transfer::inbound::follow(ctx.clone(), shutdown.clone()));
+    let (reloads, asks) = reloads::Reloads::new();
+    tasks.spawn(reload::serve(ctx.clone(), asks, shutdown.clone()));
+    let inbound = transfer::inbound::Inbound {
+        state: Arc::clone(&ctx.state),
+        state_dir: ctx.state_dir.clone(),
+        transfers: Arc::clone(&ctx.transfers),
+        reloads,
+    };
+    tasks.spawn(transfer::inbound::follow(inbound, shutdown.clone()));
     // Every listener bound, the zones compiled and edges served: ready for systemd, and
     // for whoever waits for this line (the metrics and report listeners are up too).
     tracing::info!(socket = %config.socket.display(), "control socket ready");

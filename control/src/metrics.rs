@@ -13,7 +13,7 @@ use qdns_listen::metrics::{Get, Page};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::{handler::Ctx, state::State};
+use crate::{ctx::Ctx, state::State};
 
 type Labels = Vec<(String, Value)>;
 

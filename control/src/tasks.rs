@@ -5,11 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    checker, dnssec,
-    handler::{self, Ctx},
-    persist,
-};
+use crate::{checker, ctx::Ctx, dnssec, persist};
 
 /// Feeds checker observations into the state, in batches, and pushes health changes.
 pub(crate) async fn apply_observations(
@@ -43,7 +39,7 @@ pub(crate) async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
     let mut steering_saved = Instant::now();
     // The re-signing under way: its own task, so expiries and checker freshness keep
     // their one-second beat while a large zone is signed.
-    let mut refreshing: Option<tokio::task::JoinHandle<Result<(), handler::RefreshError>>> = None;
+    let mut refreshing: Option<tokio::task::JoinHandle<Result<(), crate::reload::RefreshError>>> = None;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -93,7 +89,7 @@ pub(crate) async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
             // Signatures near their end: sign again, without the lock.
             let ctx = ctx.clone();
             refreshing = Some(tokio::spawn(async move {
-                handler::refresh_signatures(&ctx, base, "signatures due for refresh").await
+                crate::reload::refresh_signatures(&ctx, base, "signatures due for refresh").await
             }));
         }
     }

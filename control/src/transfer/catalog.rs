@@ -7,7 +7,7 @@
 //! read; member properties (`group`, `coo`) are not used.
 use std::{fmt::Write as _, io, path::Path};
 
-use super::{inbound::Primary, wire};
+use super::{primary::Primary, wire};
 
 /// Most members one catalog may list.
 pub const MAX_MEMBERS: usize = 100_000;

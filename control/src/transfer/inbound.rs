@@ -18,7 +18,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     net::{IpAddr, SocketAddr},
-    path::Path,
+    path::{Path, PathBuf},
     sync::{Mutex, PoisonError},
     time::{Duration, Instant},
 };
@@ -29,14 +29,27 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{catalog, ixfr};
+use super::{catalog, ixfr, primary::Primary};
 use super::{
     serial_after,
     tsig::{self, Chain, Key},
     wire::{self, rcode, rtype},
     Outcome, Transfers,
 };
-use crate::handler::Ctx;
+
+/// What following primaries works with: the state (for the zones that name a
+/// primary), where copies are kept, the transfer settings and counters, and the reload
+/// service a new copy is loaded through.
+pub struct Inbound {
+    /// The state.
+    pub state: std::sync::Arc<tokio::sync::Mutex<crate::state::State>>,
+    /// The state directory (copies go under [`super::SECONDARY_DIR`]).
+    pub state_dir: PathBuf,
+    /// The transfer settings, keys and counters.
+    pub transfers: std::sync::Arc<super::Transfers>,
+    /// Loads the zone directory again.
+    pub reloads: crate::reloads::Reloads,
+}
 
 /// Most octets one transfer in may carry, unless `--transfer-in-max-bytes` says.
 pub const MAX_BYTES: usize = 512 << 20;
@@ -48,17 +61,6 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 const MIN_REFRESH: Duration = Duration::from_secs(5);
 /// Longest refresh unless `--transfer-in-deadline` says otherwise.
 pub const DEADLINE: Duration = Duration::from_secs(300);
-
-/// A zone taken from a primary.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Primary {
-    /// The primary.
-    pub addr: SocketAddr,
-    /// The key requests are signed with.
-    pub tsig: Option<String>,
-    /// A catalog zone (RFC 9432): its members are taken, it is not served.
-    pub catalog: bool,
-}
 
 /// The zones taken from a primary, and the NOTIFYs received for them.
 #[derive(Debug, Default)]
@@ -176,7 +178,7 @@ struct Timers {
 const NOTIFY_FLOOR: Duration = Duration::from_secs(2);
 
 /// Keeps the zones taken from a primary current until `shutdown`.
-pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
+pub async fn follow(ctx: Inbound, shutdown: CancellationToken) {
     let dir = ctx.state_dir.join(super::SECONDARY_DIR);
     if let Err(err) = std::fs::create_dir_all(&dir) {
         tracing::error!(%err, dir = %dir.display(), "cannot make the directory for zones taken from a primary");
@@ -265,7 +267,7 @@ pub async fn follow(ctx: Ctx, shutdown: CancellationToken) {
 }
 
 /// Every zone with `primary`: those loaded and those waiting for their first copy.
-async fn primaries(ctx: &Ctx) -> BTreeMap<Vec<u8>, Primary> {
+async fn primaries(ctx: &Inbound) -> BTreeMap<Vec<u8>, Primary> {
     let mut out = BTreeMap::new();
     for zone in &ctx.state.lock().await.snapshot.zones {
         if let Some(t) = zone.transfer.as_deref() {
@@ -346,12 +348,12 @@ fn copy_soa(copy: &Path) -> Option<Vec<u8>> {
         .collect()
 }
 
-async fn expire(ctx: &Ctx, origin: &[u8], copy: &Path) {
+async fn expire(ctx: &Inbound, origin: &[u8], copy: &Path) {
     let zone = qdns_zone::name::to_text(origin);
     tracing::warn!(%zone, "no refresh from the primary within the SOA expire: the zone is no longer served");
     ctx.transfers.stats.count(Outcome::InExpired);
     let _ = std::fs::remove_file(copy);
-    let _ = crate::handler::handle(ctx, crate::api::Request::Reload {}, Some("transfer-in (expired)")).await;
+    let _ = ctx.reloads.reload("transfer-in (expired)").await;
 }
 
 enum Refreshed {
@@ -369,7 +371,7 @@ enum Failed {
 /// One refresh: SOA, then AXFR when the serial moved (or there is no copy), then the
 /// copy written and loaded.
 async fn refresh(
-    ctx: &Ctx,
+    ctx: &Inbound,
     origin: &[u8],
     zone: &Primary,
     key: Option<&Key>,
@@ -467,7 +469,7 @@ fn serial_of(soa: &[u8]) -> u32 {
 /// primary and key the catalog's) under the members directory, removes those of
 /// members no longer listed (and their copies), and reloads when the set changed.
 async fn catalog_members(
-    ctx: &Ctx,
+    ctx: &Inbound,
     origin: &[u8],
     zone: &Primary,
     records: &[wire::Rr],
@@ -493,26 +495,21 @@ async fn catalog_members(
         for gone in &changed.removed {
             let _ = std::fs::remove_file(dir.join(qdns_zone::secondary_copy_name(gone)));
         }
-        let response = crate::handler::handle(ctx, crate::api::Request::Reload {}, Some("catalog")).await;
-        if !response.ok {
-            return Err(Failed::Rejected(response.error.unwrap_or_default()));
-        }
+        ctx.reloads.reload("catalog").await.map_err(Failed::Rejected)?;
     }
     Ok(())
 }
 
 /// Writes `text` as the copy and reloads; a copy that does not load is put back.
-async fn install(ctx: &Ctx, copy: &Path, text: &str) -> Result<(), Failed> {
+async fn install(ctx: &Inbound, copy: &Path, text: &str) -> Result<(), Failed> {
     let dir = copy.parent().unwrap_or_else(|| Path::new("."));
     let name = copy.file_name().and_then(|n| n.to_str()).unwrap_or("zone");
     let before = std::fs::read(copy).ok();
     crate::persist::write_private(dir, name, text.as_bytes())
         .map_err(|e| Failed::Transfer(format!("cannot write {}: {e}", copy.display())))?;
-    let response = crate::handler::handle(ctx, crate::api::Request::Reload {}, Some("transfer-in")).await;
-    if response.ok {
+    let Err(why) = ctx.reloads.reload("transfer-in").await else {
         return Ok(());
-    }
-    let why = response.error.unwrap_or_default();
+    };
     let restored = match before {
         Some(old) => crate::persist::write_private(dir, name, &old),
         None => std::fs::remove_file(copy),

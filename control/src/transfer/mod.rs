@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod inbound;
 pub mod ixfr;
 pub mod notify;
+pub mod primary;
 pub mod serve;
 pub mod tsig;
 pub mod view;
@@ -35,8 +36,6 @@ use std::{
 };
 
 use qdns_zone::{snapshot::Transfer, Snapshot, Zone};
-
-use crate::handler::Ctx;
 
 /// Most changes kept per zone for IXFR.
 pub const JOURNAL_CHANGES: usize = 64;
@@ -373,24 +372,43 @@ struct Follower {
     made: HashMap<Vec<u8>, view::MadeSignatures>,
 }
 
+/// What keeping the served zones current reads: the updates sent to the edges, the
+/// state's snapshot, where serials are kept and the zone keys.
+pub struct Sources {
+    /// The updates sent to the edges (each may move a serial).
+    pub updates: tokio::sync::broadcast::Sender<crate::edge_registry::Update>,
+    /// The state, for its snapshot.
+    pub state: Arc<tokio::sync::Mutex<crate::state::State>>,
+    /// Where the serials served are kept.
+    pub state_dir: PathBuf,
+    /// The zone keys.
+    pub store: crate::dnssec::KeyStore,
+}
+
 /// Keeps the served zones current: rebuilds them at start and after every update sent
 /// to the edges (coalesced over 100 ms), then notifies the secondaries of each zone
 /// whose serial moved.
-pub async fn follow(ctx: Ctx, transfers: Arc<Transfers>, shutdown: tokio_util::sync::CancellationToken) {
-    let mut updates = ctx.updates.subscribe();
-    let saved: Serials = std::fs::read(ctx.state_dir.join(SERIALS_FILE))
+pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio_util::sync::CancellationToken) {
+    let Sources {
+        updates,
+        state,
+        state_dir,
+        store,
+    } = sources;
+    let mut updates = updates.subscribe();
+    let saved: Serials = std::fs::read(state_dir.join(SERIALS_FILE))
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
     let mut follower = Some(Follower {
         transfers,
-        state_dir: ctx.state_dir.clone(),
-        store: ctx.key_store(),
+        state_dir,
+        store,
         saved,
         made: HashMap::new(),
     });
     loop {
-        let snapshot = Arc::clone(&ctx.state.lock().await.snapshot);
+        let snapshot = Arc::clone(&state.lock().await.snapshot);
         let Some(mut current) = follower.take() else { return };
         let rebuilt = tokio::task::spawn_blocking(move || {
             let moved = current.rebuild(&snapshot);
