@@ -260,7 +260,7 @@ pub(crate) async fn accept_reports(
             let mut state = ctx.state.lock().await;
             match verdict {
                 Ok(report) => {
-                    state.reports.accept(octets);
+                    state.log.reports.accept(octets);
                     // A checker's clock may be off by up to MAX_SKEW_SECS, more than a
                     // short interval's freshness (3 × 5 s + 5 s): its timestamps move
                     // into this location's clock by the report's own `sent_at`, so
@@ -281,7 +281,7 @@ pub(crate) async fn accept_reports(
                 }
                 Err(reject) => {
                     static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
-                    state.reports.reject(reject.label());
+                    state.log.reports.reject(reject.label());
                     if LOG.allow() {
                         tracing::warn!(%peer, reason = reject.label(), "checker report dropped");
                     }

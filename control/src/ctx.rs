@@ -60,7 +60,7 @@ impl Ctx {
                 Err(err) => tracing::error!(%err, "cannot encode a health delta"),
             }
         }
-        let before = Arc::clone(&state.snapshot);
+        let before = Arc::clone(&state.served.snapshot);
         if state.shed_load() {
             self.push_snapshot(state, &before);
         }
@@ -70,9 +70,9 @@ impl Ctx {
     /// (per zone, per record set) to every edge that takes deltas and serves it, the
     /// whole snapshot to the others.
     pub fn push_snapshot(&self, state: &mut State, before: &qdns_zone::Snapshot) {
-        state.edges.retire_frame(state.snapshot.version);
-        let digests = state.edges.zone_digests(&state.snapshot);
-        let delta = qdns_link::delta::between(before, &state.snapshot, &digests, state.seq);
+        state.served.edges.retire_frame(state.served.snapshot.version);
+        let digests = state.served.edges.zone_digests(&state.served.snapshot);
+        let delta = qdns_link::delta::between(before, &state.served.snapshot, &digests, state.served.seq);
         let delta = match qdns_link::protocol::encode(&ToEdge::Delta(Box::new(delta))) {
             Ok(frame) => Some(Arc::new(frame)),
             Err(err) => {
@@ -82,8 +82,8 @@ impl Ctx {
         };
         let _ = self.updates.send(Update::Snapshot(SnapshotUpdate {
             base: before.version,
-            version: state.snapshot.version,
-            seq: state.seq,
+            version: state.served.snapshot.version,
+            seq: state.served.seq,
             delta,
         }));
     }

@@ -157,7 +157,7 @@ async fn refuse(state: &Mutex<State>, reason: &'static str, detail: &str) {
 
 /// Counts an edge connection refused for `reason` (`qdns_edge_links_refused_total`).
 pub async fn count_refusal(state: &Mutex<State>, reason: &'static str) {
-    state.lock().await.edges.refuse(reason);
+    state.lock().await.served.edges.refuse(reason);
 }
 
 /// What a connection sends first: the snapshot (whole, or as a delta from what the edge
@@ -183,8 +183,8 @@ fn enlist(
     updates: &broadcast::Sender<Update>,
 ) -> Option<(Opening, broadcast::Receiver<Update>)> {
     static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();
-    if state.edges.named(&edge) >= MAX_PER_EDGE {
-        state.edges.refuse("per_edge");
+    if state.served.edges.named(&edge) >= MAX_PER_EDGE {
+        state.served.edges.refuse("per_edge");
         if LOG.allow() {
             tracing::warn!(%edge, "edge connection refused: it already has {MAX_PER_EDGE}");
         }
@@ -196,7 +196,7 @@ fn enlist(
         None => "serving nothing yet".to_owned(),
     };
     state.event("edge", format!("edge {edge} connected ({serving_text})"));
-    state.edges.connect(
+    state.served.edges.connect(
         id,
         EdgeInfo {
             name: edge,
@@ -206,10 +206,13 @@ fn enlist(
             xdp: None,
         },
     );
-    let sent = (state.snapshot.version, state.seq);
+    let sent = (state.served.snapshot.version, state.served.seq);
     let opening = match resumed(state, serving, extension) {
         Some(frame) => Ok(frame),
-        None => state.edges.snapshot_frame(&state.snapshot, state.seq),
+        None => state
+            .served
+            .edges
+            .snapshot_frame(&state.served.snapshot, state.served.seq),
     };
     match opening {
         Ok(frame) => Some((
@@ -222,7 +225,7 @@ fn enlist(
         )),
         Err(err) => {
             tracing::error!(%err, "cannot encode the snapshot");
-            state.edges.disconnect(id);
+            state.served.edges.disconnect(id);
             None
         }
     }
@@ -235,9 +238,15 @@ fn enlist(
 fn resumed(state: &mut State, serving: Option<u64>, extension: Option<&protocol::HelloExtension>) -> Option<Frame> {
     let extension = extension.filter(|e| e.deltas && !e.zones.is_empty())?;
     let serving = serving?;
-    let digests = state.edges.zone_digests(&state.snapshot);
+    let digests = state.served.edges.zone_digests(&state.served.snapshot);
     // None: most of it goes whole anyway; the full frame, encoded once for every edge.
-    let delta = qdns_link::delta::resume(serving, &extension.zones, &state.snapshot, &digests, state.seq)?;
+    let delta = qdns_link::delta::resume(
+        serving,
+        &extension.zones,
+        &state.served.snapshot,
+        &digests,
+        state.served.seq,
+    )?;
     protocol::encode(&protocol::ToEdge::Delta(Box::new(delta)))
         .ok()
         .map(Arc::new)
@@ -300,6 +309,7 @@ async fn revoked(peer: &Peer, state: &Mutex<State>, id: u64) -> bool {
     }
     let mut guard = state.lock().await;
     let name = guard
+        .served
         .edges
         .get_mut(id)
         .map(|info| info.name.clone())
@@ -372,7 +382,7 @@ pub async fn serve_edge<R, W>(
     ];
     for frame in first_frames.into_iter().flatten() {
         if !write_frame(&mut writer, opening.schema, frame).await {
-            state.lock().await.edges.disconnect(id);
+            state.lock().await.served.edges.disconnect(id);
             return;
         }
     }
@@ -457,7 +467,7 @@ pub async fn serve_edge<R, W>(
 /// event.
 async fn unlist(state: &Mutex<State>, id: u64, silent: Option<std::time::Duration>) {
     let mut guard = state.lock().await;
-    if let Some(info) = guard.edges.disconnect(id) {
+    if let Some(info) = guard.served.edges.disconnect(id) {
         match silent {
             Some(quiet) => {
                 tracing::warn!(edge = %info.name, "edge silent for {quiet:?}: link dropped");
@@ -558,9 +568,13 @@ async fn snapshot_frame(
     }
     let mut guard = state.lock().await;
     let state = &mut *guard;
-    match state.edges.snapshot_frame(&state.snapshot, state.seq) {
+    match state
+        .served
+        .edges
+        .snapshot_frame(&state.served.snapshot, state.served.seq)
+    {
         Ok(frame) => {
-            *sent = (state.snapshot.version, state.seq);
+            *sent = (state.served.snapshot.version, state.served.seq);
             Some(Next::Snapshot(frame))
         }
         Err(err) => {
@@ -595,7 +609,7 @@ async fn read_acks<R: AsyncRead + Unpin>(
         };
         let msg = msg?;
         let mut guard = state.lock().await;
-        let info = guard.edges.get_mut(id)?;
+        let info = guard.served.edges.get_mut(id)?;
         match msg {
             // Said once, before the snapshot.
             ToControl::Hello { .. } => return None,

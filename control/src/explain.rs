@@ -26,11 +26,11 @@ pub fn why(state: &State, slot: u32) -> String {
     if slot == ALWAYS_HEALTHY {
         return "no health check: always healthy".to_owned();
     }
-    let bitmap = &state.snapshot.bitmap;
+    let bitmap = &state.served.snapshot.bitmap;
     let Some(key) = state.slot_key(slot) else {
         return "unknown slot".to_owned();
     };
-    if let Some(o) = state.operator.overrides.get(key).filter(|o| o.in_force()) {
+    if let Some(o) = state.operator.set.overrides.get(key).filter(|o| o.in_force()) {
         return format!(
             "override: forced {} for another {}s",
             if o.healthy { "healthy" } else { "unhealthy" },
@@ -49,7 +49,7 @@ pub fn why(state: &State, slot: u32) -> String {
             if *disabled {
                 return "disabled: always healthy".to_owned();
             }
-            let base = match (probe, state.operator.externals.get(key)) {
+            let base = match (probe, state.operator.set.externals.get(key)) {
                 (None, Some(e)) => format!(
                     "external status set {} at {}",
                     if e.healthy { "healthy" } else { "unhealthy" },
@@ -130,7 +130,7 @@ pub fn why(state: &State, slot: u32) -> String {
 /// choice.
 fn why_latency(state: &State, slot: u32, own: Option<u32>) -> String {
     let own = own.map_or_else(|| "unknown".to_owned(), |h| why(state, h));
-    let chosen = if slot_healthy(&state.snapshot.bitmap, slot) {
+    let chosen = if slot_healthy(&state.served.snapshot.bitmap, slot) {
         "the latency choice: this location answers with it"
     } else {
         "not the latency choice"
@@ -144,7 +144,7 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
     // A probe result that disagrees with its checker's status is held by the threshold:
     // say so, rather than leave "healthy … last: connection refused" to be puzzled over.
     let threshold = p.failure_threshold;
-    let last = match state.observations.newest(key) {
+    let last = match state.observed.observations.newest(key) {
         Some(o) if !o.success && o.healthy => format!(
             "; the last probe failed ({}, from {} ({})) but {} still reports healthy until {threshold} \
              failures in a row (failure_threshold)",
@@ -165,7 +165,7 @@ fn why_probed(state: &State, key: &str, p: &qdns_zone::snapshot::Probe) -> Strin
     } else {
         format!(
             "{target}: {} of {} reachable checkers report healthy; healthy iff share > {}{last}",
-            a.healthy_reports, a.reachable, state.quorum
+            a.healthy_reports, a.reachable, state.settings.quorum
         )
     }
 }
@@ -182,8 +182,9 @@ fn candidates(
     let rtype = set.rtype;
     let values = |rdata: &[Vec<u8>]| -> Vec<String> { rdata.iter().map(|r| rdata_text(rtype, r)).collect() };
     // A set that sheds load carries configured weight × tenths kept.
-    let shed = state.shedding.set(&set.name, set.rtype);
-    let loads = shed.map(|shed| crate::shedding::Shedding::target(shed, &state.loads, crate::clock::monotonic()));
+    let shed = state.observed.shedding.set(&set.name, set.rtype);
+    let loads =
+        shed.map(|shed| crate::shedding::Shedding::target(shed, &state.observed.loads, crate::clock::monotonic()));
     policy
         .members
         .iter()
@@ -234,7 +235,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
             name::to_text(&wire)
         ))
     })?;
-    let bitmap = &state.snapshot.bitmap;
+    let bitmap = &state.served.snapshot.bitmap;
     let values = |rdata: &[Vec<u8>]| -> Vec<String> { rdata.iter().map(|r| rdata_text(set.rtype, r)).collect() };
     let Some(policy) = &set.policy else {
         return Ok(Explanation {
@@ -267,6 +268,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
     let label = set.label();
     let shifts: Vec<SetShift> = state
         .operator
+        .set
         .shifts
         .get(&name::to_text(&set.name))
         .map(|azs| {
@@ -311,7 +313,7 @@ fn latency_note(state: &State, set: &qdns_zone::RecordSet) -> Option<String> {
     let healthy: Vec<bool> = latency
         .health
         .iter()
-        .map(|&s| slot_healthy(&state.snapshot.bitmap, s))
+        .map(|&s| slot_healthy(&state.served.snapshot.bitmap, s))
         .collect();
     let members = crate::latency::Members {
         healthy: &healthy,
@@ -325,7 +327,7 @@ fn latency_note(state: &State, set: &qdns_zone::RecordSet) -> Option<String> {
             None => format!("{id} (not measured)"),
         }
     };
-    let Some(chosen) = state.latency.choose(&key, &members) else {
+    let Some(chosen) = state.observed.latency.choose(&key, &members) else {
         return Some("no member is healthy: the first answers (fail-open)".to_owned());
     };
     let mut note = format!("answered by {}", name(chosen));
@@ -334,10 +336,10 @@ fn latency_note(state: &State, set: &qdns_zone::RecordSet) -> Option<String> {
             note,
             "; another member takes over when faster by {} (the larger of 5 ms and 20 %) for {} s",
             ms(crate::latency::margin(rtt)),
-            state.latency.hold()
+            state.observed.latency.hold()
         );
     }
-    if let Some((challenger, since)) = state.latency.challenger(&key) {
+    if let Some((challenger, since)) = state.observed.latency.challenger(&key) {
         let _ = write!(
             note,
             "; {} has been faster by that for {} s",
@@ -447,7 +449,7 @@ pub fn owner_wire(owner: &str) -> Result<Vec<u8>, String> {
 /// The zone and set with this owner and type.
 #[must_use]
 pub fn find_set<'s>(state: &'s State, owner: &[u8], rtype: u16) -> Option<(&'s Zone, &'s RecordSet)> {
-    state.snapshot.zones.iter().find_map(|zone| {
+    state.served.snapshot.zones.iter().find_map(|zone| {
         zone.rrsets
             .iter()
             .find(|s| s.name == owner && s.rtype == rtype)

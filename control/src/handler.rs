@@ -43,7 +43,7 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
             }
         };
         let mut state = ctx.state.lock().await;
-        state.actor = peer.map(str::to_owned);
+        state.log.actor = peer.map(str::to_owned);
         if is_change(&request) {
             let mut batch = Changes::new(&state);
             batch.make(&mut state, request, &mut responses);
@@ -57,14 +57,14 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
             }
             batch.commit(ctx, &mut state, &mut responses);
         } else {
-            let before = state.operator.clone();
+            let before = state.operator.set.clone();
             let result = run(ctx, &mut state, request);
-            if result.is_err() && state.operator != before {
-                state.operator = before;
+            if result.is_err() && state.operator.set != before {
+                state.operator.set = before;
             }
             responses.push(Some(Response::from_result(result)));
         }
-        state.actor = None;
+        state.log.actor = None;
     }
     responses
         .into_iter()
@@ -97,7 +97,7 @@ enum Answer {
 impl Changes {
     fn new(state: &State) -> Changes {
         Changes {
-            before: state.operator.clone(),
+            before: state.operator.set.clone(),
             made: Vec::new(),
         }
     }
@@ -123,7 +123,7 @@ impl Changes {
             return;
         }
         if let Err(err) = ctx.save(state) {
-            state.operator = self.before;
+            state.operator.set = self.before;
             for (at, _) in self.made {
                 responses[at] = Some(Response::error(&err));
             }
@@ -202,7 +202,7 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
         Request::ShiftList {} => Ok(Reply::Shifts(shift_list(state))),
         Request::Events { limit } => {
             let limit = limit.unwrap_or(100);
-            Ok(Reply::Events(state.events.last(limit).cloned().collect()))
+            Ok(Reply::Events(state.log.events.last(limit).cloned().collect()))
         }
         Request::OverrideSet { .. }
         | Request::OverrideClear { .. }
@@ -230,6 +230,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             let expiry = expiry(&expires)?;
             state
                 .operator
+                .set
                 .overrides
                 .insert(key.clone(), Override::new(healthy, expiry.as_secs()));
             let event = format!(
@@ -245,7 +246,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
         }
         Request::OverrideClear { check } => {
             let key = state.check_key(&check)?;
-            if state.operator.overrides.remove(&key).is_none() {
+            if state.operator.set.overrides.remove(&key).is_none() {
                 return Err(ApiError::conflict(format!("{key} has no override")));
             }
             let event = format!("override of {key} cleared");
@@ -265,6 +266,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             }
             state
                 .operator
+                .set
                 .externals
                 .insert(key.clone(), External { healthy, set_at: now() });
             let event = format!("{key} set {}", if healthy { "healthy" } else { "unhealthy" });
@@ -288,6 +290,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             }
             state
                 .operator
+                .set
                 .shifts
                 .entry(rrset.clone())
                 .or_default()
@@ -300,6 +303,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             let expiry = expiry(&expires)?;
             let shift = state
                 .operator
+                .set
                 .shifts
                 .get_mut(&rrset)
                 .and_then(|azs| azs.get_mut(&az))
@@ -310,11 +314,16 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
         }
         Request::ShiftCancel { rrset, az } => {
             let rrset = zonal_set(state, &rrset, &az)?;
-            let removed = state.operator.shifts.get_mut(&rrset).and_then(|azs| azs.remove(&az));
+            let removed = state
+                .operator
+                .set
+                .shifts
+                .get_mut(&rrset)
+                .and_then(|azs| azs.remove(&az));
             if removed.is_none() {
                 return Err(ApiError::conflict(format!("{rrset} has no shift away from {az}")));
             }
-            state.operator.shifts.retain(|_, azs| !azs.is_empty());
+            state.operator.set.shifts.retain(|_, azs| !azs.is_empty());
             let event = format!("shift of {rrset} away from {az} cancelled");
             (Answer::Shifts, ("shift", event))
         }
@@ -332,7 +341,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
 fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, ApiError> {
     let wire = owner_wire(rrset).map_err(ApiError::bad_argument)?;
     let mut found = false;
-    for zone in &state.snapshot.zones {
+    for zone in &state.served.snapshot.zones {
         for set in zone.rrsets.iter().filter(|s| s.name == wire) {
             if let Some(policy) = set.policy.as_ref().filter(|p| p.kind == PolicyKind::Zonal) {
                 if policy.members.iter().any(|m| m.id == az) {
@@ -357,7 +366,7 @@ fn zonal_set(state: &State, rrset: &str, az: &str) -> Result<String, ApiError> {
 
 pub(crate) fn shift_list(state: &State) -> Vec<ShiftEntry> {
     let mut out = Vec::new();
-    for (rrset, azs) in &state.operator.shifts {
+    for (rrset, azs) in &state.operator.set.shifts {
         let failing_open = state
             .failing_open()
             .iter()
@@ -381,7 +390,7 @@ pub(crate) fn shift_list(state: &State) -> Vec<ShiftEntry> {
 
 /// Each zone's transfer serial and primary, and the zones waiting for a primary.
 fn add_transfers(report: &mut StatusReport, state: &State, transfers: &crate::transfer::Transfers) {
-    for (zone, status) in state.snapshot.zones.iter().zip(report.zones.iter_mut()) {
+    for (zone, status) in state.served.snapshot.zones.iter().zip(report.zones.iter_mut()) {
         let Some(settings) = zone.transfer.as_deref() else {
             continue;
         };
@@ -395,6 +404,7 @@ fn add_transfers(report: &mut StatusReport, state: &State, transfers: &crate::tr
 
 pub(crate) fn status(state: &State) -> StatusReport {
     let zones = state
+        .served
         .snapshot
         .zones
         .iter()
@@ -414,8 +424,8 @@ pub(crate) fn status(state: &State) -> StatusReport {
         })
         .collect();
     StatusReport {
-        snapshot_version: state.snapshot.version,
-        health_seq: state.seq,
+        snapshot_version: state.served.snapshot.version,
+        health_seq: state.served.seq,
         zones,
         fail_open: state.failing_open().iter().cloned().collect(),
         checkers: CheckerStatus {
@@ -428,24 +438,26 @@ pub(crate) fn status(state: &State) -> StatusReport {
                     region: region.clone(),
                 })
                 .collect(),
-            quorum: state.quorum,
-            reports_accepted: state.reports.accepted(),
-            report_bytes: state.reports.bytes(),
+            quorum: state.settings.quorum,
+            reports_accepted: state.log.reports.accepted(),
+            report_bytes: state.log.reports.bytes(),
             reports_rejected: state
+                .log
                 .reports
                 .rejected()
                 .map(|(reason, n)| (reason.to_owned(), n))
                 .collect(),
         },
-        overrides: state.operator.overrides.len(),
+        overrides: state.operator.set.overrides.len(),
         shifts: state
             .operator
+            .set
             .shifts
             .values()
             .map(std::collections::BTreeMap::len)
             .sum::<usize>(),
-        edges: state.edges.connected().cloned().collect(),
-        persist_error: state.persist_error.clone(),
+        edges: state.served.edges.connected().cloned().collect(),
+        persist_error: state.operator.save_error.clone(),
         waiting_for_primary: Vec::new(),
     }
 }
@@ -475,10 +487,10 @@ pub(crate) fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHeal
             Some(CheckHealth {
                 check: key.clone(),
                 kind,
-                healthy: qdns_abi::health::slot_healthy(&state.snapshot.bitmap, slot),
+                healthy: qdns_abi::health::slot_healthy(&state.served.snapshot.bitmap, slot),
                 why: why(state, slot),
                 since: state.changed_at(slot),
-                observations: state.observations.latest(key).cloned().collect(),
+                observations: state.observed.observations.latest(key).cloned().collect(),
                 reachable: state.probe_interval(key).map_or_else(Vec::new, |interval| {
                     state
                         .fresh_observations(key, interval)
@@ -494,6 +506,7 @@ pub(crate) fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHeal
 fn zone_of<'s>(state: &'s State, zone: &str) -> Result<&'s qdns_zone::Zone, ApiError> {
     let origin = owner_wire(zone).map_err(ApiError::bad_argument)?;
     state
+        .served
         .snapshot
         .zones
         .iter()

@@ -186,6 +186,7 @@ async fn serve_transfers(
         .state
         .lock()
         .await
+        .served
         .snapshot
         .zones
         .iter()
@@ -258,12 +259,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         None => None,
     };
     let mut state = State::new(config.zones.clone(), snapshot, operator);
-    state.quorum = config.settings.quorum;
-    state.deny_special_use_targets = config.settings.deny_special_use_targets;
-    state.geoip_db.clone_from(&config.settings.geoip_db);
-    state.location.clone_from(&config.location);
-    state.region.clone_from(&config.settings.region);
-    state.latency.set_hold(config.settings.latency_hold);
+    state.settings.quorum = config.settings.quorum;
+    state.settings.deny_special_use_targets = config.settings.deny_special_use_targets;
+    state.settings.geoip_db.clone_from(&config.settings.geoip_db);
+    state.settings.site.location.clone_from(&config.location);
+    state.settings.site.region.clone_from(&config.settings.region);
+    state.observed.latency.set_hold(config.settings.latency_hold);
     state.expire();
     if let Some(saved) = persist::load_steering(&config.state_dir, crate::clock::now()) {
         tracing::info!(
@@ -275,10 +276,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         state.restore_steering(saved);
     }
     let _ = state.recompute();
-    for zone in &state.snapshot.zones {
+    for zone in &state.served.snapshot.zones {
         tracing::info!(zone = %qdns_zone::name::to_text(&zone.origin), serial = zone.serial, "zone loaded");
     }
-    state.event("reload", format!("started with snapshot {}", state.snapshot.version));
+    state.event(
+        "reload",
+        format!("started with snapshot {}", state.served.snapshot.version),
+    );
     let (updates, _) = broadcast::channel(1024);
     let cookies = cookies::load_or_make(&config.state_dir, crate::clock::now())?;
     let cookies = Arc::new(tokio::sync::watch::Sender::new(cookies));
@@ -401,7 +405,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     // Every listener bound, the zones compiled and edges served: ready for systemd, and
     // for whoever waits for this line (the metrics and report listeners are up too).
     tracing::info!(socket = %config.socket.display(), "control socket ready");
-    let version = ctx.state.lock().await.snapshot.version;
+    let version = ctx.state.lock().await.served.snapshot.version;
     qdns_listen::notify::ready(&format!("location ready, snapshot {version}"));
     shutdown.cancelled().await;
     tasks.shutdown().await;

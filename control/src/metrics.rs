@@ -70,13 +70,13 @@ pub fn render(state: &State) -> String {
 #[must_use]
 pub fn render_with(state: &State, transfers: Option<&crate::transfer::Transfers>) -> String {
     let mut r = Registry::with_prefix("qdns");
-    let version = i64::try_from(state.snapshot.version).unwrap_or(i64::MAX);
+    let version = i64::try_from(state.served.snapshot.version).unwrap_or(i64::MAX);
     r.register(
         "snapshot_version",
         "Version of the snapshot control serves",
         gauge(version),
     );
-    let seq = i64::try_from(state.seq).unwrap_or(i64::MAX);
+    let seq = i64::try_from(state.served.seq).unwrap_or(i64::MAX);
     r.register("health_seq", "Health deltas sent for the current snapshot", gauge(seq));
     register_checks(&mut r, state);
     register_sets_and_edges(&mut r, state);
@@ -101,7 +101,7 @@ fn register_checks(r: &mut Registry, state: &State) {
     let mut by_region: std::collections::BTreeMap<(String, String), (i64, i64)> = std::collections::BTreeMap::new();
     for (key, probe) in state.probed_checks() {
         if let Some(slot) = state.slot(&key) {
-            let healthy = i64::from(slot_healthy(&state.snapshot.bitmap, slot));
+            let healthy = i64::from(slot_healthy(&state.served.snapshot.bitmap, slot));
             checks.get_or_create(&vec![label("check", key.clone())]).set(healthy);
         }
         for o in state.fresh_observations(&key, probe.interval) {
@@ -154,9 +154,9 @@ fn register_checks(r: &mut Registry, state: &State) {
 /// Fail-open state per policy set, and what each edge acknowledged.
 fn register_sets_and_edges(r: &mut Registry, state: &State) {
     let fail_open = family();
-    for zone in &state.snapshot.zones {
+    for zone in &state.served.snapshot.zones {
         for set in zone.rrsets.iter().filter(|s| s.policy.is_some()) {
-            let failing = crate::state::fails_open(zone, set, &state.snapshot.bitmap);
+            let failing = crate::state::fails_open(zone, set, &state.served.snapshot.bitmap);
             fail_open
                 .get_or_create(&vec![label("rrset", set.label())])
                 .set(i64::from(failing));
@@ -168,7 +168,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
         fail_open,
     );
     let edges = family();
-    for edge in state.edges.connected() {
+    for edge in state.served.edges.connected() {
         let version = edge.snapshot.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
         edges
             .get_or_create(&vec![label("edge", edge.name.clone())])
@@ -185,7 +185,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
 /// (members with a probed check, once measured).
 fn register_round_trips(r: &mut Registry, state: &State) {
     let round_trips = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-    for zone in &state.snapshot.zones {
+    for zone in &state.served.snapshot.zones {
         for set in &zone.rrsets {
             let Some(policy) = &set.policy else { continue };
             for member in &policy.members {
@@ -209,8 +209,8 @@ fn register_loads(r: &mut Registry, state: &State) {
     let loads = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let weights = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     let now = crate::clock::monotonic();
-    for set in &state.shedding.sets {
-        let target = crate::shedding::Shedding::target(set, &state.loads, now);
+    for set in &state.observed.shedding.sets {
+        let target = crate::shedding::Shedding::target(set, &state.observed.loads, now);
         for (i, id) in set.ids.iter().enumerate() {
             let labels = vec![label("rrset", set.label.clone()), label("member", id.clone())];
             if let Some(milli) = target.get(i).and_then(|(_, f)| *f) {
@@ -240,43 +240,43 @@ fn register_counters(r: &mut Registry, state: &State) {
     r.register(
         "health_transitions",
         "Health slot transitions",
-        counter(state.counters.health_transitions),
+        counter(state.log.counters.health_transitions),
     );
     r.register(
         "fail_open_entered",
         "Record sets entering fail-open",
-        counter(state.counters.fail_open_entered),
+        counter(state.log.counters.fail_open_entered),
     );
     r.register(
         "fail_open_left",
         "Record sets leaving fail-open",
-        counter(state.counters.fail_open_left),
+        counter(state.log.counters.fail_open_left),
     );
     r.register(
         "control_persist_failures",
         "Saves of the operator state (overrides, externals, shifts) that failed",
-        counter(state.counters.persist_failures),
+        counter(state.log.counters.persist_failures),
     );
     let reloads = Family::<Labels, Counter<u64, AtomicU64>>::default();
     reloads
         .get_or_create(&vec![label("result", "ok".to_owned())])
-        .inc_by(state.counters.reloads_ok);
+        .inc_by(state.log.counters.reloads_ok);
     reloads
         .get_or_create(&vec![label("result", "rejected".to_owned())])
-        .inc_by(state.counters.reloads_rejected);
+        .inc_by(state.log.counters.reloads_rejected);
     r.register("reloads", "Zone reloads by result", reloads);
     let reports = Family::<Labels, Counter<u64, AtomicU64>>::default();
     reports
         .get_or_create(&vec![label("result", "accepted".to_owned())])
-        .inc_by(state.reports.accepted());
-    for (reason, n) in state.reports.rejected() {
+        .inc_by(state.log.reports.accepted());
+    for (reason, n) in state.log.reports.rejected() {
         reports
             .get_or_create(&vec![label("result", reason.to_owned())])
             .inc_by(n);
     }
     r.register("checker_reports", "Remote checker reports by result", reports);
     let refused = Family::<Labels, Counter<u64, AtomicU64>>::default();
-    for (reason, n) in state.edges.refused() {
+    for (reason, n) in state.served.edges.refused() {
         refused
             .get_or_create(&vec![label("reason", reason.to_owned())])
             .inc_by(n);
@@ -289,7 +289,7 @@ fn register_counters(r: &mut Registry, state: &State) {
     r.register(
         "checker_report_bytes",
         "Octets of accepted checker reports",
-        counter(state.reports.bytes()),
+        counter(state.log.reports.bytes()),
     );
 }
 

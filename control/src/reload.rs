@@ -53,7 +53,7 @@ pub(crate) async fn refresh_signatures(
             return Err(err);
         }
     };
-    if state.snapshot.version == from {
+    if state.served.snapshot.version == from {
         install_signed(ctx, &mut state, snapshot, why);
     }
     Ok(())
@@ -62,8 +62,8 @@ pub(crate) async fn refresh_signatures(
 /// Signs the current snapshot's signed zones again (new keys, or signatures near
 /// expiry) and pushes it as a new snapshot version; health is kept.
 pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiError> {
-    let version = crate::clock::next_version(state.snapshot.version);
-    let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.snapshot, version).map_err(|err| {
+    let version = crate::clock::next_version(state.served.snapshot.version);
+    let snapshot = crate::dnssec::resign(&ctx.key_store(), &state.served.snapshot, version).map_err(|err| {
         state.event("dnssec", format!("re-signing failed: {err}"));
         ApiError::new(ErrorCode::Internal, err.to_string())
     })?;
@@ -75,9 +75,9 @@ pub(crate) fn resign(ctx: &Ctx, state: &mut State, why: &str) -> Result<(), ApiE
 /// health is the state's now (health may have moved while it was signed).
 fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapshot, why: &str) {
     let version = snapshot.version;
-    snapshot.bitmap.clone_from(&state.snapshot.bitmap);
+    snapshot.bitmap.clone_from(&state.served.snapshot.bitmap);
     // Same zones and slots: replacing recomputes the same health from what is observed.
-    let before = Arc::clone(&state.snapshot);
+    let before = Arc::clone(&state.served.snapshot);
     state.replace_snapshot(snapshot);
     ctx.push_snapshot(state, &before);
     state.event("dnssec", format!("{why}: signed again as snapshot {version}"));
@@ -86,14 +86,14 @@ fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapsho
 /// Loads the zone directory again as a new snapshot version (checked, signed),
 /// installs it and pushes it to the edges; a refusal is in the timeline.
 pub(crate) fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
-    let version = crate::clock::next_version(state.snapshot.version);
+    let version = crate::clock::next_version(state.served.snapshot.version);
     let secondary_dir = ctx.state_dir.join(crate::transfer::SECONDARY_DIR);
     let (mut snapshot, pending) = qdns_zone::load_dir_pending(
-        &state.zones_dir,
+        &state.settings.zones_dir,
         version,
         qdns_zone::Sources {
-            geoip_db: state.geoip_db.as_deref(),
-            location: Some(&state.location),
+            geoip_db: state.settings.geoip_db.as_deref(),
+            location: Some(&state.settings.site.location),
             secondary_dir: Some(&secondary_dir),
         },
     )
@@ -110,18 +110,19 @@ pub(crate) fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError>
         state.event("reload", format!("reload rejected: {err}"));
         ApiError::new(ErrorCode::InvalidZone, err.to_string())
     })?;
-    if state.deny_special_use_targets {
+    if state.settings.deny_special_use_targets {
         crate::special_use::check(&snapshot).map_err(|err| {
             state.event("reload", format!("reload rejected: {err}"));
             ApiError::new(ErrorCode::InvalidZone, err.to_string())
         })?;
     }
     ctx.transfers.set_pending(pending);
-    let before = Arc::clone(&state.snapshot);
+    let before = Arc::clone(&state.served.snapshot);
     state.install_loaded(snapshot);
     ctx.update_checker(state);
     ctx.push_snapshot(state, &before);
     let zones: Vec<String> = state
+        .served
         .snapshot
         .zones
         .iter()
@@ -157,9 +158,9 @@ pub(crate) async fn serve(
             },
         };
         let mut state = ctx.state.lock().await;
-        state.actor = Some(ask.by.to_owned());
+        state.log.actor = Some(ask.by.to_owned());
         let outcome = reload(&ctx, &mut state).map(drop).map_err(|err| err.message);
-        state.actor = None;
+        state.log.actor = None;
         drop(state);
         let _ = ask.outcome.send(outcome);
     }

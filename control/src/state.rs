@@ -70,31 +70,38 @@ pub struct Counters {
     pub persist_failures: u64,
 }
 
-/// Everything control knows.
-pub struct State {
+/// What control was started with and keeps: read by the recompute and the reload.
+#[derive(Debug, Clone)]
+pub struct Settings {
     /// Quorum share (SPEC §4).
     pub quorum: f64,
     /// Reject special-use check targets on reload.
     pub deny_special_use_targets: bool,
-    /// Remote checkers' reports accepted and dropped.
-    pub reports: crate::report::ReportStats,
-    /// Counters for metrics.
-    pub counters: Counters,
-    /// Operator state changed without being saved (an expiry during a recompute).
-    pub operator_dirty: bool,
-    /// Why the last save of the operator state failed (none since it succeeded).
-    pub persist_error: Option<String>,
-    /// What the checkers said, and the quorum decisions made from it.
-    pub observations: Observations,
     /// Zone directory.
     pub zones_dir: PathBuf,
     /// The geolocation database geo sets are compiled from (`--geoip-db`).
     pub geoip_db: Option<PathBuf>,
-    /// This location (`--location`): members whose `sites` do not name it are absent.
+    /// Where this control is: its location (`--location`: members whose `sites` do not
+    /// name it are absent) and its own checkers' region (`--region`: the round trips
+    /// latency steering reads are the ones they measure).
+    pub site: Site,
+}
+
+/// Where a control is ([`Settings::site`]).
+#[derive(Debug, Clone, Default)]
+pub struct Site {
+    /// `--location`.
     pub location: String,
-    /// This location's own checker region (`--region`): the round trips latency
-    /// steering reads are the ones its checkers measure.
+    /// `--region`.
     pub region: String,
+}
+
+/// What health is decided from besides the operator: the checkers' observations and
+/// what steering learnt from them.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// What the checkers said, and the quorum decisions made from it.
+    pub observations: Observations,
     /// Smoothed round trips per check and checker region.
     pub round_trips: crate::round_trips::RoundTrips,
     /// Each latency set's choice.
@@ -103,19 +110,57 @@ pub struct State {
     pub loads: crate::shedding::Loads,
     /// The weighted sets that shed load, with their configured weights.
     pub shedding: crate::shedding::Shedding,
-    /// The current snapshot (its `bitmap` is kept current).
-    pub snapshot: Arc<Snapshot>,
-    /// Deltas sent since the snapshot.
-    pub seq: u64,
-    /// Operator input.
-    pub operator: OperatorState,
+}
+
+/// What operators set, and whether it is saved.
+#[derive(Debug, Default)]
+pub struct Operator {
+    /// Overrides, external statuses, shifts.
+    pub set: OperatorState,
+    /// Changed without being saved (an expiry during a recompute).
+    pub dirty: bool,
+    /// Why the last save failed (none since one succeeded).
+    pub save_error: Option<String>,
+}
+
+/// What happened: the timeline and the counters behind the metrics.
+#[derive(Debug, Default)]
+pub struct Log {
     /// Timeline, newest last.
     pub events: Timeline,
     /// Who the request being handled came from (the control socket's peer), named
     /// beside the events it causes; `None` outside a request.
     pub actor: Option<String>,
+    /// Counters for metrics.
+    pub counters: Counters,
+    /// Remote checkers' reports accepted and dropped.
+    pub reports: crate::report::ReportStats,
+}
+
+/// What the edges are sent, and who they are.
+#[derive(Debug)]
+pub struct Served {
+    /// The current snapshot (its `bitmap` is kept current).
+    pub snapshot: Arc<Snapshot>,
+    /// Health deltas sent since the snapshot.
+    pub seq: u64,
     /// Connected edges, and edge connections refused.
     pub edges: EdgeRegistry,
+}
+
+/// Everything control knows, in units each with a job of its own; the slot index is
+/// the state's own, rebuilt with each snapshot.
+pub struct State {
+    /// What control was started with.
+    pub settings: Settings,
+    /// Observations and what steering learnt.
+    pub observed: Observed,
+    /// Operator input.
+    pub operator: Operator,
+    /// The timeline and the counters.
+    pub log: Log,
+    /// The snapshot, the health deltas and the edges.
+    pub served: Served,
     /// Global slot → check key (`zone/name`).
     slot_keys: Vec<String>,
     /// Check key → global slot.
@@ -134,9 +179,9 @@ impl State {
     /// logged and put in the timeline (once per episode). The caller decides whether the
     /// change stands (see `handler::handle`).
     pub fn save_operator(&mut self, dir: &std::path::Path) -> Result<(), crate::persist::PersistError> {
-        match crate::persist::save(dir, &self.operator.for_disk()) {
+        match crate::persist::save(dir, &self.operator.set.for_disk()) {
             Ok(()) => {
-                if self.persist_error.take().is_some() {
+                if self.operator.save_error.take().is_some() {
                     self.event("persist", format!("operator state saved to {} again", dir.display()));
                 }
                 Ok(())
@@ -147,12 +192,12 @@ impl State {
                     source,
                 };
                 let message = err.to_string();
-                self.counters.persist_failures += 1;
+                self.log.counters.persist_failures += 1;
                 tracing::error!("{message}");
-                if self.persist_error.is_none() {
+                if self.operator.save_error.is_none() {
                     self.event("persist", message.clone());
                 }
-                self.persist_error = Some(message);
+                self.operator.save_error = Some(message);
                 Err(err)
             }
         }
@@ -163,27 +208,27 @@ impl State {
     pub fn new(zones_dir: PathBuf, mut snapshot: Snapshot, operator: OperatorState) -> State {
         let shedding = crate::shedding::Shedding::install(&mut snapshot);
         let mut state = State {
-            quorum: DEFAULT_QUORUM,
-            deny_special_use_targets: false,
-            reports: crate::report::ReportStats::default(),
-            counters: Counters::default(),
-            operator_dirty: false,
-            persist_error: None,
-            observations: Observations::default(),
-            zones_dir,
-            geoip_db: None,
-            location: String::new(),
-            region: String::new(),
-            round_trips: crate::round_trips::RoundTrips::default(),
-            latency: crate::latency::Choices::default(),
-            loads: crate::shedding::Loads::default(),
-            shedding,
-            snapshot: Arc::new(snapshot),
-            seq: 0,
-            operator,
-            events: Timeline::default(),
-            actor: None,
-            edges: EdgeRegistry::default(),
+            settings: Settings {
+                quorum: DEFAULT_QUORUM,
+                deny_special_use_targets: false,
+                zones_dir,
+                geoip_db: None,
+                site: Site::default(),
+            },
+            observed: Observed {
+                shedding,
+                ..Observed::default()
+            },
+            operator: Operator {
+                set: operator,
+                ..Operator::default()
+            },
+            log: Log::default(),
+            served: Served {
+                snapshot: Arc::new(snapshot),
+                seq: 0,
+                edges: EdgeRegistry::default(),
+            },
             slot_keys: Vec::new(),
             slot_by_key: HashMap::new(),
             failing_open: BTreeSet::new(),
@@ -198,7 +243,7 @@ impl State {
     fn index(&mut self) {
         self.slot_keys.clear();
         self.slot_by_key.clear();
-        for zone in &self.snapshot.zones {
+        for zone in &self.served.snapshot.zones {
             let origin = name::to_text(&zone.origin);
             for slot in &zone.slots {
                 let key = format!("{origin}/{}", slot.name);
@@ -210,7 +255,7 @@ impl State {
         // Found once per snapshot: health is evaluated every second, and a zone may hold
         // a million sets of which a few are latency sets.
         self.latency_at.clear();
-        for (z, zone) in self.snapshot.zones.iter().enumerate() {
+        for (z, zone) in self.served.snapshot.zones.iter().enumerate() {
             for (r, set) in zone.rrsets.iter().enumerate() {
                 if set.policy.as_deref().is_some_and(|p| p.kind == PolicyKind::Latency) {
                     self.latency_at.push((z, r));
@@ -221,28 +266,29 @@ impl State {
 
     /// Adds an event.
     pub fn event(&mut self, kind: &str, message: String) {
-        let message = match &self.actor {
+        let message = match &self.log.actor {
             Some(actor) => format!("{message} (by {actor})"),
             None => message,
         };
-        self.events.push(now(), kind, message);
+        self.log.events.push(now(), kind, message);
     }
 
     /// Installs a freshly loaded snapshot (a reload): its weighted sets shed the load
     /// measured now, then it replaces the current one.
     pub fn install_loaded(&mut self, mut snapshot: Snapshot) {
-        self.shedding = crate::shedding::Shedding::install(&mut snapshot);
+        self.observed.shedding = crate::shedding::Shedding::install(&mut snapshot);
         let _ = self
+            .observed
             .shedding
-            .apply(&mut snapshot, &self.loads, crate::clock::monotonic());
+            .apply(&mut snapshot, &self.observed.loads, crate::clock::monotonic());
         self.replace_snapshot(snapshot);
     }
 
     /// Replaces the snapshot with one of the same zones (signed again) or a freshly
     /// loaded one ([`State::install_loaded`]); health is re-evaluated for it.
     pub fn replace_snapshot(&mut self, snapshot: Snapshot) {
-        self.snapshot = Arc::new(snapshot);
-        self.seq = 0;
+        self.served.snapshot = Arc::new(snapshot);
+        self.served.seq = 0;
         self.index();
         self.forget_removed();
         self.failing_open.clear();
@@ -252,11 +298,11 @@ impl State {
     /// Forgets what was learnt about checks and latency sets the snapshot no longer has.
     fn forget_removed(&mut self) {
         let keys: BTreeSet<String> = self.slot_keys.iter().cloned().collect();
-        self.observations.retain_checks(|key| keys.contains(key));
-        self.round_trips.retain_checks(|key| keys.contains(key));
-        self.loads.retain_checks(|key| keys.contains(key));
+        self.observed.observations.retain_checks(|key| keys.contains(key));
+        self.observed.round_trips.retain_checks(|key| keys.contains(key));
+        self.observed.loads.retain_checks(|key| keys.contains(key));
         let sets: BTreeSet<crate::latency::SetKey> = self.latency_sets().into_iter().map(|s| s.key).collect();
-        self.latency.retain(|key| sets.contains(key));
+        self.observed.latency.retain(|key| sets.contains(key));
     }
 
     /// The key of a check given as `ID` (unique across zones) or `ZONE/ID`.
@@ -294,7 +340,7 @@ impl State {
     /// The zone and local index of a global slot.
     #[must_use]
     pub fn local(&self, slot: u32) -> Option<(&Zone, usize)> {
-        self.snapshot.zones.iter().find_map(|z| {
+        self.served.snapshot.zones.iter().find_map(|z| {
             let local = slot.checked_sub(z.slot_base)? as usize;
             (local < z.slots.len()).then_some((z, local))
         })
@@ -321,14 +367,14 @@ impl State {
     /// Drops expired overrides and shifts (with events); true when something expired.
     pub fn expire(&mut self) -> bool {
         let mut expired = Vec::new();
-        self.operator.overrides.retain(|key, o| {
+        self.operator.set.overrides.retain(|key, o| {
             let keep = o.in_force();
             if !keep {
                 expired.push(("override", format!("override of {key} expired")));
             }
             keep
         });
-        for (rrset, azs) in &mut self.operator.shifts {
+        for (rrset, azs) in &mut self.operator.set.shifts {
             azs.retain(|az, s| {
                 let keep = s.in_force();
                 if !keep {
@@ -337,9 +383,9 @@ impl State {
                 keep
             });
         }
-        self.operator.shifts.retain(|_, azs| !azs.is_empty());
+        self.operator.set.shifts.retain(|_, azs| !azs.is_empty());
         let any = !expired.is_empty();
-        self.operator_dirty |= any;
+        self.operator.dirty |= any;
         for (kind, message) in expired {
             self.event(kind, message);
         }
@@ -350,6 +396,7 @@ impl State {
     #[must_use]
     pub fn shifted(&self, rrset: &str, az: &str) -> bool {
         self.operator
+            .set
             .shifts
             .get(rrset)
             .and_then(|azs| azs.get(az))
@@ -360,7 +407,7 @@ impl State {
     #[must_use]
     pub fn probed_checks(&self) -> Vec<(String, qdns_zone::snapshot::Probe)> {
         let mut out = Vec::new();
-        for zone in &self.snapshot.zones {
+        for zone in &self.served.snapshot.zones {
             let origin = name::to_text(&zone.origin);
             for slot in &zone.slots {
                 if let SlotRule::Check { probe: Some(probe), .. } = &slot.rule {
@@ -378,19 +425,22 @@ impl State {
             return; // a check removed by a reload
         }
         if let Some(timing) = observation.timing.filter(|_| observation.success) {
-            self.round_trips
+            self.observed
+                .round_trips
                 .add(&observation.check, &observation.region, timing.round_trip_us());
         }
         if let Some(milli) = observation.load_milli.filter(|_| observation.success) {
             // Read now: the figure's age is the report's, a few seconds at most.
-            self.loads.add(
+            self.observed.loads.add(
                 &observation.check,
                 &observation.checker,
                 milli,
                 crate::clock::monotonic().saturating_sub(age),
             );
         }
-        self.observations.record(observation, age, crate::clock::monotonic());
+        self.observed
+            .observations
+            .record(observation, age, crate::clock::monotonic());
     }
 
     /// What steering has learnt, to save.
@@ -398,9 +448,9 @@ impl State {
     pub fn steering(&self) -> crate::persist::Steering {
         crate::persist::Steering {
             saved_at: now(),
-            round_trips: self.round_trips.saved(),
-            choices: self.latency.saved(),
-            loads: self.loads.saved(crate::clock::monotonic()),
+            round_trips: self.observed.round_trips.saved(),
+            choices: self.observed.latency.saved(),
+            loads: self.observed.loads.saved(crate::clock::monotonic()),
         }
     }
 
@@ -409,8 +459,10 @@ impl State {
     /// what they were (call before any edge has the snapshot).
     pub fn restore_steering(&mut self, saved: crate::persist::Steering) {
         let down_for = now().saturating_sub(saved.saved_at);
-        self.round_trips.restore(saved.round_trips);
-        self.loads.restore(saved.loads, down_for, crate::clock::monotonic());
+        self.observed.round_trips.restore(saved.round_trips);
+        self.observed
+            .loads
+            .restore(saved.loads, down_for, crate::clock::monotonic());
         self.forget_removed();
         let sets = self.latency_sets();
         let mut taken = Vec::new();
@@ -427,10 +479,10 @@ impl State {
             );
             taken.push((key, member));
         }
-        self.latency.restore(taken);
-        let _ = self.shedding.apply(
-            Arc::make_mut(&mut self.snapshot),
-            &self.loads,
+        self.observed.latency.restore(taken);
+        let _ = self.observed.shedding.apply(
+            Arc::make_mut(&mut self.served.snapshot),
+            &self.observed.loads,
             crate::clock::monotonic(),
         );
         let _ = self.recompute();
@@ -443,16 +495,19 @@ impl State {
         let now = crate::clock::monotonic();
         // Checked first: `make_mut` copies the snapshot while another holder (a
         // re-signing under way) shares it, and this runs every second.
-        if !self.shedding.due(&self.loads, now) {
+        if !self.observed.shedding.due(&self.observed.loads, now) {
             return false;
         }
-        let moved = self.shedding.apply(Arc::make_mut(&mut self.snapshot), &self.loads, now);
+        let moved = self
+            .observed
+            .shedding
+            .apply(Arc::make_mut(&mut self.served.snapshot), &self.observed.loads, now);
         if moved.is_empty() {
             return false;
         }
-        let version = crate::clock::next_version(self.snapshot.version);
-        Arc::make_mut(&mut self.snapshot).version = version;
-        self.seq = 0;
+        let version = crate::clock::next_version(self.served.snapshot.version);
+        Arc::make_mut(&mut self.served.snapshot).version = version;
+        self.served.seq = 0;
         for set in moved {
             self.event(
                 "load",
@@ -487,7 +542,7 @@ impl State {
     pub fn latency_sets(&self) -> Vec<LatencySet> {
         let mut out = Vec::with_capacity(self.latency_at.len());
         for &(z, r) in &self.latency_at {
-            let Some(zone) = self.snapshot.zones.get(z) else {
+            let Some(zone) = self.served.snapshot.zones.get(z) else {
                 continue;
             };
             let Some(set) = zone.rrsets.get(r) else { continue };
@@ -524,7 +579,7 @@ impl State {
                 healthy: &healthy,
                 rtts: &set.rtts,
             };
-            let Some(switch) = self.latency.update(&set.key, &members, now) else {
+            let Some(switch) = self.observed.latency.update(&set.key, &members, now) else {
                 continue;
             };
             changed = true;
@@ -560,15 +615,18 @@ impl State {
         zone: &qdns_zone::Zone,
         member: &qdns_zone::Member,
     ) -> Option<crate::round_trips::RoundTrip> {
-        self.round_trips.get(&Self::member_check(zone, member)?, &self.region)
+        self.observed
+            .round_trips
+            .get(&Self::member_check(zone, member)?, &self.settings.site.region)
     }
 
     /// The quorum view of probed check `key` with probe interval `interval` (SPEC §4,
     /// [`crate::quorum::decide`]) now.
     #[must_use]
     pub fn aggregate(&self, key: &str, interval: u32) -> Aggregate {
-        self.observations
-            .aggregate(key, interval, self.quorum, crate::clock::monotonic())
+        self.observed
+            .observations
+            .aggregate(key, interval, self.settings.quorum, crate::clock::monotonic())
     }
 
     /// The latest report of each checker on probed check `key` (probe interval
@@ -578,7 +636,9 @@ impl State {
         key: &str,
         interval: u32,
     ) -> impl Iterator<Item = &'s crate::checker::Observation> + 's {
-        self.observations.fresh(key, interval, crate::clock::monotonic())
+        self.observed
+            .observations
+            .fresh(key, interval, crate::clock::monotonic())
     }
 
     /// The probe interval of check `key`, when it is probed.
@@ -593,7 +653,7 @@ impl State {
     /// Checkers with at least one fresh report (id → region).
     #[must_use]
     pub fn reachable_checkers(&self) -> &BTreeMap<String, String> {
-        self.observations.reachable()
+        self.observed.observations.reachable()
     }
 
     /// Re-evaluates health; records transitions and fail-open changes as events, and
@@ -602,8 +662,85 @@ impl State {
         // What has expired ends here, with its event, before health is evaluated.
         self.expire();
         let t = now();
+        let external = self.measured();
+        let forced: HashMap<u32, bool> = self
+            .operator
+            .set
+            .overrides
+            .iter()
+            .filter(|(_, o)| o.in_force())
+            .filter_map(|(key, o)| Some((self.slot(key)?, o.healthy)))
+            .collect();
+        let sets = self.latency_sets();
+        let evaluate_now = |state: &State| {
+            let rtts: HashMap<&crate::latency::SetKey, &[Option<std::time::Duration>]> =
+                sets.iter().map(|s| (&s.key, &s.rtts[..])).collect();
+            evaluate(
+                &state.served.snapshot.zones,
+                &Inputs {
+                    measured: &|slot| external.get(&slot).copied(),
+                    forced: &|slot| forced.get(&slot).copied(),
+                    shifted: &|rrset, _, az| state.shifted(&name::to_text(rrset), az),
+                    latency: &|rrset, rtype, healthy| {
+                        let key = (rrset.to_vec(), rtype);
+                        let rtts = rtts.get(&key).copied().unwrap_or(&[]);
+                        state
+                            .observed
+                            .latency
+                            .choose(&key, &crate::latency::Members { healthy, rtts })
+                    },
+                },
+            )
+        };
+        let mut bitmap = evaluate_now(self);
+        if self.update_latency(&sets, &bitmap) {
+            bitmap = evaluate_now(self);
+        }
+        let old = self.served.snapshot.bitmap.clone();
+        let mut words = Vec::new();
+        for (i, &word) in bitmap.iter().enumerate() {
+            if old.get(i) != Some(&word) {
+                words.push((i as u32, word));
+            }
+        }
+        let mut transitions = Vec::new();
+        for slot in 0..self.slot_keys.len() as u32 {
+            let (was, is) = (slot_healthy(&old, slot), slot_healthy(&bitmap, slot));
+            if was != is && !old.is_empty() {
+                transitions.push((slot, is));
+            }
+        }
+        self.log.counters.health_transitions += transitions.len() as u64;
+        for (slot, is) in transitions {
+            if let Some(at) = self.changed_at.get_mut(slot as usize) {
+                *at = t;
+            }
+            let key = self.slot_key(slot).unwrap_or("?").to_owned();
+            self.event(
+                "health",
+                format!("{key} is now {}", if is { "healthy" } else { "unhealthy" }),
+            );
+        }
+        Arc::make_mut(&mut self.served.snapshot).bitmap = bitmap;
+        self.update_fail_open();
+        if words.is_empty() {
+            return None;
+        }
+        self.served.seq += 1;
+        Some(HealthDelta {
+            snapshot: self.served.snapshot.version,
+            seq: self.served.seq,
+            words,
+        })
+    }
+
+    /// Each check's measured health: an external check's status as set, a probed
+    /// one's quorum decision over the reachable checkers (checkers coming and going are
+    /// events).
+    fn measured(&mut self) -> HashMap<u32, bool> {
         let mut external: HashMap<u32, bool> = self
             .operator
+            .set
             .externals
             .iter()
             .filter_map(|(key, e)| Some((self.slot(key)?, e.healthy)))
@@ -614,9 +751,10 @@ impl State {
             .into_iter()
             .map(|(key, probe)| (key, probe.interval))
             .collect();
-        let (decided, gone, came) = self
-            .observations
-            .evaluate(&probed, self.quorum, crate::clock::monotonic());
+        let (decided, gone, came) =
+            self.observed
+                .observations
+                .evaluate(&probed, self.settings.quorum, crate::clock::monotonic());
         for (key, healthy) in decided {
             if let Some(slot) = self.slot(&key) {
                 external.insert(slot, healthy);
@@ -631,86 +769,22 @@ impl State {
         for (id, region) in came {
             self.event("checker", format!("checker {id} ({region}) is reachable"));
         }
-        let forced: HashMap<u32, bool> = self
-            .operator
-            .overrides
-            .iter()
-            .filter(|(_, o)| o.in_force())
-            .filter_map(|(key, o)| Some((self.slot(key)?, o.healthy)))
-            .collect();
-        let sets = self.latency_sets();
-        let evaluate_now = |state: &State| {
-            let rtts: HashMap<&crate::latency::SetKey, &[Option<std::time::Duration>]> =
-                sets.iter().map(|s| (&s.key, &s.rtts[..])).collect();
-            evaluate(
-                &state.snapshot.zones,
-                &Inputs {
-                    measured: &|slot| external.get(&slot).copied(),
-                    forced: &|slot| forced.get(&slot).copied(),
-                    shifted: &|rrset, _, az| state.shifted(&name::to_text(rrset), az),
-                    latency: &|rrset, rtype, healthy| {
-                        let key = (rrset.to_vec(), rtype);
-                        let rtts = rtts.get(&key).copied().unwrap_or(&[]);
-                        state.latency.choose(&key, &crate::latency::Members { healthy, rtts })
-                    },
-                },
-            )
-        };
-        let mut bitmap = evaluate_now(self);
-        if self.update_latency(&sets, &bitmap) {
-            bitmap = evaluate_now(self);
-        }
-        let old = self.snapshot.bitmap.clone();
-        let mut words = Vec::new();
-        for (i, &word) in bitmap.iter().enumerate() {
-            if old.get(i) != Some(&word) {
-                words.push((i as u32, word));
-            }
-        }
-        let mut transitions = Vec::new();
-        for slot in 0..self.slot_keys.len() as u32 {
-            let (was, is) = (slot_healthy(&old, slot), slot_healthy(&bitmap, slot));
-            if was != is && !old.is_empty() {
-                transitions.push((slot, is));
-            }
-        }
-        self.counters.health_transitions += transitions.len() as u64;
-        for (slot, is) in transitions {
-            if let Some(at) = self.changed_at.get_mut(slot as usize) {
-                *at = t;
-            }
-            let key = self.slot_key(slot).unwrap_or("?").to_owned();
-            self.event(
-                "health",
-                format!("{key} is now {}", if is { "healthy" } else { "unhealthy" }),
-            );
-        }
-        Arc::make_mut(&mut self.snapshot).bitmap = bitmap;
-        self.update_fail_open();
-        if words.is_empty() {
-            return None;
-        }
-        self.seq += 1;
-        Some(HealthDelta {
-            snapshot: self.snapshot.version,
-            seq: self.seq,
-            words,
-        })
+        external
     }
 
     fn update_fail_open(&mut self) {
         let mut now_failing = BTreeSet::new();
-        for zone in &self.snapshot.zones {
+        for zone in &self.served.snapshot.zones {
             for set in &zone.rrsets {
-                if fails_open(zone, set, &self.snapshot.bitmap) {
+                if fails_open(zone, set, &self.served.snapshot.bitmap) {
                     now_failing.insert(set.label());
                 }
             }
         }
         let entered: Vec<String> = now_failing.difference(&self.failing_open).cloned().collect();
         let left: Vec<String> = self.failing_open.difference(&now_failing).cloned().collect();
-        self.counters.fail_open_entered += entered.len() as u64;
-        self.counters.fail_open_left += left.len() as u64;
+        self.log.counters.fail_open_entered += entered.len() as u64;
+        self.log.counters.fail_open_left += left.len() as u64;
         for label in entered {
             self.event(
                 "fail-open",

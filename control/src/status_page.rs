@@ -232,8 +232,14 @@ fn operator(page: &mut String, state: &State, report: &StatusReport) {
         page.push_str("</ul>\n");
     }
     page.push_str("<h2 id=\"overrides\">Overrides and external statuses</h2>\n");
-    let overrides: Vec<_> = state.operator.overrides.iter().filter(|(_, o)| o.in_force()).collect();
-    if overrides.is_empty() && state.operator.externals.is_empty() {
+    let overrides: Vec<_> = state
+        .operator
+        .set
+        .overrides
+        .iter()
+        .filter(|(_, o)| o.in_force())
+        .collect();
+    if overrides.is_empty() && state.operator.set.externals.is_empty() {
         page.push_str("<p class=\"none\">None.</p>\n");
     } else {
         page.push_str("<table><tr><th>check</th><th>kind</th><th>status</th><th>set</th><th>expires in</th></tr>\n");
@@ -248,7 +254,7 @@ fn operator(page: &mut String, state: &State, report: &StatusReport) {
                 span(o.ends_in())
             );
         }
-        for (key, e) in &state.operator.externals {
+        for (key, e) in &state.operator.set.externals {
             let _ = writeln!(
                 page,
                 "<tr><td>{}</td><td>external</td><td>{}</td><td>{}</td><td>—</td></tr>",
@@ -515,12 +521,12 @@ fn distribution(page: &mut String, d: &Distribution) {
 /// The newest events first.
 fn events(page: &mut String, state: &State) {
     page.push_str("<h2 id=\"events\">Events</h2>\n");
-    if state.events.is_empty() {
+    if state.log.events.is_empty() {
         page.push_str("<p class=\"none\">None yet.</p>\n");
         return;
     }
     page.push_str("<table><tr><th>time</th><th>kind</th><th>what</th></tr>\n");
-    for e in state.events.last(EVENTS_SHOWN).rev() {
+    for e in state.log.events.last(EVENTS_SHOWN).rev() {
         let _ = writeln!(
             page,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",

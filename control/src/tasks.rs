@@ -47,7 +47,7 @@ pub(crate) async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
         }
         let mut state = ctx.state.lock().await;
         let expired = state.expire();
-        if expired || !state.observations.is_empty() {
+        if expired || !state.observed.observations.is_empty() {
             // Expiries end shifts and overrides; reports age, so a checker that stops
             // reporting becomes unreachable.
             ctx.push_health(&mut state);
@@ -61,11 +61,12 @@ pub(crate) async fn expiry_ticker(ctx: Ctx, shutdown: CancellationToken) {
                 }
             }
         }
-        let due =
-            refreshing.is_none() && ctx.lifetimes.due(&state.snapshot, dnssec::now()) && Instant::now() >= resign_after;
-        let base = due.then(|| state.snapshot.clone());
+        let due = refreshing.is_none()
+            && ctx.lifetimes.due(&state.served.snapshot, dnssec::now())
+            && Instant::now() >= resign_after;
+        let base = due.then(|| state.served.snapshot.clone());
         let steering = (steering_saved.elapsed() >= persist::STEERING_EVERY).then(|| state.steering());
-        if std::mem::take(&mut state.operator_dirty) {
+        if std::mem::take(&mut state.operator.dirty) {
             // An expiry is in force whether or not it is saved; a failure is counted
             // and retried at the next change (a restart re-expires it anyway).
             let _ = state.save_operator(&ctx.state_dir);

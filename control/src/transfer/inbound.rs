@@ -269,7 +269,7 @@ pub async fn follow(ctx: Inbound, shutdown: CancellationToken) {
 /// Every zone with `primary`: those loaded and those waiting for their first copy.
 async fn primaries(ctx: &Inbound) -> BTreeMap<Vec<u8>, Primary> {
     let mut out = BTreeMap::new();
-    for zone in &ctx.state.lock().await.snapshot.zones {
+    for zone in &ctx.state.lock().await.served.snapshot.zones {
         if let Some(t) = zone.transfer.as_deref() {
             if let Some(addr) = t.primary {
                 out.insert(

@@ -408,7 +408,7 @@ pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio
         made: HashMap::new(),
     });
     loop {
-        let snapshot = Arc::clone(&state.lock().await.snapshot);
+        let snapshot = Arc::clone(&state.lock().await.served.snapshot);
         let Some(mut current) = follower.take() else { return };
         let rebuilt = tokio::task::spawn_blocking(move || {
             let moved = current.rebuild(&snapshot);
