@@ -89,12 +89,7 @@ fn an_override_in_control_changes_the_xdp_answer() {
     let edge = loc.edge.as_mut().unwrap();
     assert!(edge.term().success());
     let detach = edge.seen("detaching XDP");
-    let failover: u64 = detach
-        .split("(\"answered_failover\", ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let failover = qdns_testkit::fixtures::logged_count(&detach, "answered_failover");
     assert!(failover >= 3, "the XDP program gave the answers: {detach}");
 }
 

@@ -132,6 +132,41 @@ pub struct Totals {
     pub helper_wakeups: u64,
 }
 
+/// `label=count` pairs for a log line, the zero counts left out (`-` when all are).
+#[must_use]
+pub fn counts(pairs: &[(&str, u64)]) -> String {
+    let text: Vec<String> = pairs
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(label, n)| format!("{label}={n}"))
+        .collect();
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text.join(" ")
+    }
+}
+
+/// For the log line at stop: `responses NOERROR=… (A=…) truncated=… dropped=…`.
+impl std::fmt::Display for Totals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let others = [
+            ("truncated", self.truncated),
+            ("dropped", self.dropped),
+            ("rrl_dropped", self.rrl_dropped),
+            ("rrl_slipped", self.rrl_slipped),
+            ("helper_wakeups", self.helper_wakeups),
+        ];
+        write!(
+            f,
+            "responses {} (by type {}) {}",
+            counts(&self.rcode),
+            counts(&self.qtype),
+            counts(&others)
+        )
+    }
+}
+
 /// Sums `workers`.
 pub fn totals<'a>(workers: impl Iterator<Item = &'a WorkerStats>) -> Totals {
     let mut rcode = [0u64; Rcode::ALL.len()];
@@ -158,4 +193,32 @@ pub fn totals<'a>(workers: impl Iterator<Item = &'a WorkerStats>) -> Totals {
         .zip(qtype)
         .collect();
     totals
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{counts, Totals};
+
+    #[test]
+    fn totals_read_as_label_count_pairs_without_the_zeros() {
+        let totals = Totals {
+            rcode: vec![("NOERROR", 2), ("NXDOMAIN", 0), ("REFUSED", 1)],
+            qtype: vec![("A", 3)],
+            truncated: 1,
+            ..Totals::default()
+        };
+        assert_eq!(
+            totals.to_string(),
+            "responses NOERROR=2 REFUSED=1 (by type A=3) truncated=1"
+        );
+        assert_eq!(counts(&[("seen", 0)]), "-");
+        // As the testkit reads them back from a log line.
+        let line = format!(
+            "INFO qdns_edge: detaching XDP counters={} interfaces=eth0",
+            counts(&[("seen", 9), ("pass_tcp", 2), ("pass_other", 3)])
+        );
+        assert_eq!(qdns_testkit::fixtures::logged_count(&line, "seen"), 9);
+        assert_eq!(qdns_testkit::fixtures::logged_count(&line, "pass_"), 5);
+        assert_eq!(qdns_testkit::fixtures::logged_count(&line, "answered_"), 0);
+    }
 }

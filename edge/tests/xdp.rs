@@ -185,14 +185,8 @@ fn attached_program_lets_queries_through_and_detaches_on_sigterm() {
     let (status, log) = edge.stop_with_log();
     assert_eq!(status.code(), Some(0));
     let detach = log.iter().find(|l| l.contains("detaching XDP")).expect("detach logged");
-    // Counters are logged as [("seen", N), ...]; at least the queries went by.
-    let seen: u64 = detach
-        .split("(\"seen\", ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    // Counters are logged as `seen=N …`; at least the queries went by.
+    let seen = qdns_testkit::fixtures::logged_count(detach, "seen");
     assert!(seen >= 2, "{detach}");
     // The program answered the queries itself (generic XDP on lo sends XDP_TX back in).
     let answered: u64 = detach

@@ -66,11 +66,7 @@ fn start_edge_under(prefix: &[&str], zones: &std::path::Path, mode: &str, pair: 
 /// The counter `label` from the edge's detach log line.
 fn counter(log: &[String], label: &str) -> u64 {
     let line = log.iter().find(|l| l.contains("detaching XDP")).expect("detach logged");
-    line.split(&format!("(\"{label}\", "))
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {label} in {line}"))
+    qdns_testkit::fixtures::logged_count(line, label)
 }
 
 /// Also the XDP edge under its unit's system call filter (the package test runs the

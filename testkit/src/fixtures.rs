@@ -148,6 +148,25 @@ pub fn sample(body: &str, series: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// The counts in an edge's log line of `label=count` pairs (`detaching XDP`, `stopped`)
+/// whose label is `label`, or starts with it when it ends in `_` (`pass_`): summed, 0
+/// when none is there (the edge leaves zero counts out).
+#[must_use]
+pub fn logged_count(line: &str, label: &str) -> u64 {
+    line.split_whitespace()
+        .filter_map(|token| {
+            let (key, count) = token.trim_matches('"').rsplit_once('=')?;
+            let key = key.rsplit('=').next()?;
+            let wanted = if label.ends_with('_') {
+                key.starts_with(label)
+            } else {
+                key == label
+            };
+            wanted.then(|| count.parse::<u64>().ok()).flatten()
+        })
+        .sum()
+}
+
 /// The XDP program's counter `counter` (e.g. `answered_plain`) that edge `edge` last
 /// reported, from control's `qdnsctl status` JSON; 0 when the edge or the counter is
 /// not there (not linked yet, or no XDP).

@@ -254,9 +254,10 @@ fn wind_down(
         let _ = thread.join();
     }
     let totals = stats::totals(worker_stats.iter().map(AsRef::as_ref));
-    tracing::info!(?totals, "stopped");
+    tracing::info!(%totals, "stopped");
     if let Some(Ok(program)) = xdp.map(std::sync::Mutex::lock) {
-        tracing::info!(counters = ?program.counters(), interfaces = ?program.interfaces(), "detaching XDP");
+        let counters = stats::counts(&program.counters());
+        tracing::info!(%counters, interfaces = %program.interfaces().join(","), "detaching XDP");
     }
 }
 

@@ -334,15 +334,12 @@ pub fn xdp_answered_in_log(log: &Path) -> u64 {
 
 /// The sum of the program's counters whose names start with `prefix` (`answered_`,
 /// `pass_`, or one whole name such as `rrl_slipped`), from the counters the edge logs
-/// when it detaches (`("name", count)` pairs; 0 when the line is missing).
+/// when it detaches (`name=count` pairs; 0 when the line is missing).
 pub fn xdp_counters_in_log(log: &Path, prefix: &str) -> u64 {
     let log = std::fs::read_to_string(log).unwrap_or_default();
-    log.lines().find(|l| l.contains("detaching XDP")).map_or(0, |line| {
-        line.split(&format!("(\"{prefix}"))
-            .skip(1)
-            .filter_map(|part| part.split(", ").nth(1)?.split(')').next()?.parse::<u64>().ok())
-            .sum()
-    })
+    log.lines()
+        .find(|l| l.contains("detaching XDP"))
+        .map_or(0, |line| qdns_testkit::fixtures::logged_count(line, prefix))
 }
 
 /// In native mode, qdns's pass-everything program on the client end (native veth
