@@ -17,6 +17,7 @@
 pub mod daemon;
 pub mod delay_line;
 pub mod dns;
+pub mod etcd;
 pub mod fixtures;
 pub mod link_client;
 pub mod mmdb;
