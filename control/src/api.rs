@@ -326,6 +326,10 @@ impl Reply {
 pub struct StatusReport {
     /// The snapshot's version.
     pub snapshot_version: u64,
+    /// The revision of the deployment's intent it is made from (0: zones from a
+    /// directory, without `--intent`).
+    #[serde(default)]
+    pub intent_revision: u64,
     /// The health delta sequence.
     pub health_seq: u64,
     /// Every zone.

@@ -51,9 +51,24 @@ pub struct Settings {
     /// how long edges serve valid signatures without control.
     #[arg(long, value_name = "SECONDS")]
     pub dnssec_refresh: Option<u64>,
-    /// Directory of zone files (`*.toml`). Required.
+    /// Directory of zone files (`*.toml`). Required, unless the zones come from
+    /// `--intent`.
     #[arg(long, value_name = "DIR")]
     pub zones: Option<PathBuf>,
+    /// Take the zones from the deployment's intent in etcd (SPEC §11):
+    /// etcd://HOST:PORT[,HOST:PORT…]/PREFIX, one prefix per deployment, written by
+    /// `qdnsctl publish`. Instead of --zones.
+    #[arg(long, value_name = "etcd://HOST:PORT[,…]/PREFIX", conflicts_with = "zones")]
+    pub intent: Option<String>,
+    /// The CA certificates (PEM) the etcd members' certificates chain to (TLS to the store).
+    #[arg(long, value_name = "FILE", requires = "intent")]
+    pub intent_ca: Option<PathBuf>,
+    /// Control's etcd client certificate (PEM).
+    #[arg(long, value_name = "FILE", requires = "intent_ca")]
+    pub intent_cert: Option<PathBuf>,
+    /// Its private key (PEM, owner-only).
+    #[arg(long, value_name = "FILE", requires = "intent_cert")]
+    pub intent_key: Option<PathBuf>,
     /// The MaxMind DB file (GeoLite2, GeoIP2, DB-IP; country or city) that
     /// `policy = "geo"` sets are compiled from; re-read by `qdnsctl reload`. Edges get
     /// the compiled prefix tables, never the database.
@@ -210,8 +225,11 @@ pub enum Role {
 /// The settings checked together, with what follows from them.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Zone directory.
+    /// Zone directory (with `--intent`, the revision applied under the state directory,
+    /// set at start).
     pub zones: PathBuf,
+    /// Where the deployment's intent is (`--intent`).
+    pub intent: Option<crate::intent::Source>,
     /// Control socket.
     pub socket: PathBuf,
     /// State directory.
@@ -281,6 +299,7 @@ impl Config {
             crl: settings.edge_tls_crl.clone(),
             ..files
         });
+        let intent = intent_source(&settings)?;
         if settings.edge_socket_group.is_some()
             && (edge_socket.starts_with("tls://") || edge_socket.starts_with("tcp://"))
         {
@@ -292,7 +311,11 @@ impl Config {
         Ok(Config {
             socket_gid: group("--socket-group", settings.socket_group.as_deref())?,
             edge_socket_gid: group("--edge-socket-group", settings.edge_socket_group.as_deref())?,
-            zones: required("--zones", settings.zones.as_ref())?,
+            zones: match &intent {
+                Some(_) => PathBuf::new(),
+                None => required("--zones", settings.zones.as_ref())?,
+            },
+            intent,
             socket: required("--socket", settings.socket.as_ref())?,
             state_dir: required("--state-dir", settings.state_dir.as_ref())?,
             secondary_dir: required("--state-dir", settings.state_dir.as_ref())?.join(crate::transfer::SECONDARY_DIR),
@@ -310,6 +333,24 @@ impl Config {
             settings,
         })
     }
+}
+
+/// `--intent` and its TLS files, checked (plaintext beyond loopback needs
+/// `--insecure-plaintext-link`).
+fn intent_source(settings: &Settings) -> Result<Option<crate::intent::Source>, ConfigError> {
+    let Some(url) = &settings.intent else {
+        return Ok(None);
+    };
+    let invalid = |e: qdns_intent::IntentError| ConfigError::invalid("--intent", e.to_string());
+    let url = qdns_intent::url::StoreUrl::parse(url).map_err(invalid)?;
+    let tls = qdns_intent::url::StoreTls {
+        ca: settings.intent_ca.clone(),
+        cert: settings.intent_cert.clone(),
+        key: settings.intent_key.clone(),
+    };
+    url.check_plaintext(&tls, settings.insecure_plaintext_link)
+        .map_err(invalid)?;
+    Ok(Some(crate::intent::Source { url, tls }))
 }
 
 /// `--report-to LOCATION=HOST:PORT`.

@@ -152,6 +152,38 @@ impl KeyStore {
             .map_err(|e| DnssecError::Key(format!("{}: {e}", path.display())))
     }
 
+    /// The key file of `origin` as kept here; `None` before its first key.
+    pub fn file(&self, origin: &[u8]) -> Result<Option<Vec<u8>>, DnssecError> {
+        let path = self.path(origin);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(DnssecError::Io { path, source }),
+        }
+    }
+
+    /// Takes `file` (a key file, as [`KeyStore::file`] gives it: the deployment's, from
+    /// its intent) as the keys of `origin`; true when they differ from those kept here.
+    pub fn adopt(&self, origin: &[u8], file: &[u8]) -> Result<bool, DnssecError> {
+        let keys = serde_json::from_slice::<KeyFile>(file)
+            .map_err(|source| DnssecError::Damaged {
+                path: PathBuf::from(format!("the deployment's keys of {}", name::to_text(origin))),
+                source,
+            })?
+            .keys;
+        if self.load(origin)? == keys {
+            return Ok(false);
+        }
+        self.save(origin, &keys)?;
+        Ok(true)
+    }
+
+    /// A key file holding one new key of `algorithm`, for a zone that has none.
+    pub fn fresh(algorithm: Algorithm) -> Result<Vec<u8>, DnssecError> {
+        let key = ZoneKey::generate(algorithm, KeyState::Active, now()).map_err(|e| DnssecError::Key(e.to_string()))?;
+        serde_json::to_vec(&KeyFile { keys: vec![key] }).map_err(|e| DnssecError::Key(e.to_string()))
+    }
+
     /// The keys of `origin`, made (and stored) on first use.
     pub fn keys_for(&self, origin: &[u8], algorithm: Algorithm) -> Result<Vec<ZoneKey>, DnssecError> {
         let keys = self.load(origin)?;

@@ -425,6 +425,7 @@ pub(crate) fn status(state: &State) -> StatusReport {
         .collect();
     StatusReport {
         snapshot_version: state.served.snapshot.version,
+        intent_revision: state.served.snapshot.intent_revision,
         health_seq: state.served.seq,
         zones,
         fail_open: state.failing_open().iter().cloned().collect(),

@@ -32,6 +32,7 @@ pub mod edge_registry;
 pub mod edges;
 pub mod explain;
 pub mod handler;
+pub mod intent;
 pub mod latency;
 pub mod metrics;
 pub mod observations;
@@ -72,6 +73,9 @@ pub enum ControlError {
     /// The zones failed validation.
     #[error("{0}")]
     Zone(#[from] qdns_zone::ZoneError),
+    /// The deployment's intent could not be taken (`--intent`).
+    #[error("{0}")]
+    Intent(#[from] qdns_intent::IntentError),
     /// The persisted operator state is unreadable.
     #[error("{0}")]
     Persist(#[from] persist::PersistError),
@@ -145,6 +149,13 @@ async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Resul
 /// special-use check when on), the checker keys, the persisted operator state — without
 /// binding anything. Returns a one-line summary.
 pub fn check(config: &Config) -> Result<String, ControlError> {
+    if let Some(source) = &config.intent {
+        return Ok(format!(
+            "configuration ok; zones from the intent under {} at {} (read at start)",
+            source.url.prefix,
+            source.url.members()
+        ));
+    }
     let (snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, 1, config.zone_sources())?;
     if config.settings.deny_special_use_targets {
         special_use::check(&snapshot)?;
@@ -240,7 +251,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir)?;
+    let mut config = config;
+    let mut intent_revision = 0;
+    if let Some(source) = &config.intent {
+        let keys = dnssec::KeyStore::new(&config.state_dir, config.dnssec);
+        let (dir, revision) = intent::at_start(source, &config.state_dir, &keys).await?;
+        (config.zones, intent_revision) = (dir, revision);
+    }
     let (mut snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, next_version(0), config.zone_sources())?;
+    snapshot.intent_revision = intent_revision;
     for zone in &pending {
         tracing::warn!(zone = %zone.origin, primary = %zone.primary, "no copy from the primary yet: served once the first transfer comes");
     }
@@ -265,6 +284,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     state.settings.site.location.clone_from(&config.location);
     state.settings.site.region.clone_from(&config.settings.region);
     state.observed.latency.set_hold(config.settings.latency_hold);
+    if config.intent.is_some() {
+        // The store answered when the revision loaded was committed (at start, or before).
+        state.log.intent_heard_at = qdns_intent::applied::Applied::under(&config.state_dir).committed_at();
+    }
     state.expire();
     if let Some(saved) = persist::load_steering(&config.state_dir, crate::clock::now()) {
         tracing::info!(
@@ -399,9 +422,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         state: Arc::clone(&ctx.state),
         state_dir: ctx.state_dir.clone(),
         transfers: Arc::clone(&ctx.transfers),
-        reloads,
+        reloads: reloads.clone(),
     };
     tasks.spawn(transfer::inbound::follow(inbound, shutdown.clone()));
+    if let Some(source) = config.intent.clone() {
+        let follower = intent::Follower {
+            source,
+            applied: qdns_intent::applied::Applied::under(&config.state_dir),
+            reloads: reloads.clone(),
+            state: Arc::clone(&ctx.state),
+            keys: ctx.key_store(),
+        };
+        tasks.spawn(intent::follow(follower, shutdown.clone()));
+    }
     // Every listener bound, the zones compiled and edges served: ready for systemd, and
     // for whoever waits for this line (the metrics and report listeners are up too).
     tracing::info!(socket = %config.socket.display(), "control socket ready");

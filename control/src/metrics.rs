@@ -78,6 +78,7 @@ pub fn render_with(state: &State, transfers: Option<&crate::transfer::Transfers>
     );
     let seq = i64::try_from(state.served.seq).unwrap_or(i64::MAX);
     r.register("health_seq", "Health deltas sent for the current snapshot", gauge(seq));
+    register_intent(&mut r, state);
     register_checks(&mut r, state);
     register_sets_and_edges(&mut r, state);
     register_round_trips(&mut r, state);
@@ -91,6 +92,26 @@ pub fn render_with(state: &State, transfers: Option<&crate::transfer::Transfers>
         out.clear();
     }
     out
+}
+
+/// The revision of the deployment's intent served, and how long ago its store last
+/// answered (`--intent` only).
+fn register_intent(r: &mut Registry, state: &State) {
+    let Some(heard) = state.log.intent_heard_at else {
+        return;
+    };
+    let revision = i64::try_from(state.served.snapshot.intent_revision).unwrap_or(i64::MAX);
+    r.register(
+        "control_intent_revision",
+        "Revision of the deployment's intent the snapshot is made from",
+        gauge(revision),
+    );
+    let age = i64::try_from(crate::clock::now().saturating_sub(heard)).unwrap_or(i64::MAX);
+    r.register(
+        "control_intent_age_seconds",
+        "Seconds since the intent store last answered (a location cut off from it serves the revision it applied last)",
+        gauge(age),
+    );
 }
 
 /// Decisions per check, fresh reports per checker and per region, reachable checkers.

@@ -86,6 +86,12 @@ fn install_signed(ctx: &Ctx, state: &mut State, mut snapshot: qdns_zone::Snapsho
 /// Loads the zone directory again as a new snapshot version (checked, signed),
 /// installs it and pushes it to the edges; a refusal is in the timeline.
 pub(crate) fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError> {
+    let revision = state.served.snapshot.intent_revision;
+    reload_revision(ctx, state, revision)
+}
+
+/// [`reload`], the snapshot made from revision `intent_revision` of the intent.
+fn reload_revision(ctx: &Ctx, state: &mut State, intent_revision: u64) -> Result<Reloaded, ApiError> {
     let version = crate::clock::next_version(state.served.snapshot.version);
     let secondary_dir = ctx.state_dir.join(crate::transfer::SECONDARY_DIR);
     let (mut snapshot, pending) = qdns_zone::load_dir_pending(
@@ -117,6 +123,7 @@ pub(crate) fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError>
         })?;
     }
     ctx.transfers.set_pending(pending);
+    snapshot.intent_revision = intent_revision;
     let before = Arc::clone(&state.served.snapshot);
     state.install_loaded(snapshot);
     ctx.update_checker(state);
@@ -159,7 +166,19 @@ pub(crate) async fn serve(
         };
         let mut state = ctx.state.lock().await;
         state.log.actor = Some(ask.by.to_owned());
-        let outcome = reload(&ctx, &mut state).map(drop).map_err(|err| err.message);
+        let outcome = match ask.intent {
+            None => reload(&ctx, &mut state),
+            Some((dir, revision)) => {
+                let before = std::mem::replace(&mut state.settings.zones_dir, dir);
+                let loaded = reload_revision(&ctx, &mut state, revision);
+                if loaded.is_err() {
+                    state.settings.zones_dir = before;
+                }
+                loaded
+            }
+        }
+        .map(drop)
+        .map_err(|err| err.message);
         state.log.actor = None;
         drop(state);
         let _ = ask.outcome.send(outcome);

@@ -13,6 +13,9 @@ const QUEUE: usize = 16;
 pub struct Ask {
     /// Who asks.
     pub by: &'static str,
+    /// A revision of the deployment's intent to load instead of the zone directory in
+    /// force: its directory and revision (the directory in force when it is refused).
+    pub intent: Option<(std::path::PathBuf, u64)>,
     /// The outcome.
     pub outcome: oneshot::Sender<Result<(), String>>,
 }
@@ -34,9 +37,22 @@ impl Reloads {
     /// # Errors
     /// The reload's refusal, or that control is stopping.
     pub async fn reload(&self, by: &'static str) -> Result<(), String> {
+        self.ask(by, None).await
+    }
+
+    /// Loads revision `revision` of the intent from `dir`; the zone directory in force
+    /// stays when it is refused.
+    ///
+    /// # Errors
+    /// The reload's refusal, or that control is stopping.
+    pub async fn reload_intent(&self, dir: std::path::PathBuf, revision: u64) -> Result<(), String> {
+        self.ask("intent", Some((dir, revision))).await
+    }
+
+    async fn ask(&self, by: &'static str, intent: Option<(std::path::PathBuf, u64)>) -> Result<(), String> {
         let stopping = || "control is stopping".to_owned();
         let (outcome, answer) = oneshot::channel();
-        self.0.send(Ask { by, outcome }).await.map_err(|_| stopping())?;
+        self.0.send(Ask { by, intent, outcome }).await.map_err(|_| stopping())?;
         answer.await.map_err(|_| stopping())?
     }
 }

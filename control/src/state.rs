@@ -135,6 +135,8 @@ pub struct Log {
     pub counters: Counters,
     /// Remote checkers' reports accepted and dropped.
     pub reports: crate::report::ReportStats,
+    /// When the deployment's intent store last answered (Unix seconds; `--intent`).
+    pub intent_heard_at: Option<u64>,
 }
 
 /// What the edges are sent, and who they are.
@@ -174,6 +176,11 @@ pub struct State {
 }
 
 impl State {
+    /// The intent store answered just now.
+    pub fn intent_heard(&mut self) {
+        self.log.intent_heard_at = Some(now());
+    }
+
     /// Saves `state`'s operator state to `dir`, keeping count: a failure is counted
     /// (`qdns_control_persist_failures_total`), kept for `status` until a save succeeds,
     /// logged and put in the timeline (once per episode). The caller decides whether the

@@ -136,8 +136,20 @@ impl Location {
 
     /// Starts control with `extra` arguments.
     pub fn start_control_with(&mut self, extra: &[&str]) {
+        let zones = self.zones();
+        self.spawn_control(&["--zones".as_ref(), zones.as_os_str()], extra);
+    }
+
+    /// Starts control taking its zones from the deployment's intent at `url`.
+    pub fn start_control_following(&mut self, url: &str, extra: &[&str]) {
+        self.spawn_control(&["--intent".as_ref(), url.as_ref()], extra);
+    }
+
+    /// Starts control with the zones from `source`, this location's socket, state and
+    /// edge socket, and `extra`; waits until its socket is ready.
+    fn spawn_control(&mut self, source: &[&std::ffi::OsStr], extra: &[&str]) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_qdns-control"));
-        cmd.arg("--zones").arg(self.zones()).arg("--socket").arg(self.socket());
+        cmd.args(source).arg("--socket").arg(self.socket());
         cmd.arg("--state-dir")
             .arg(self.dir.path().join("control-state"))
             .arg("--edge-socket")

@@ -14,6 +14,7 @@ use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use qdns_control::api::{Request, Response};
 use serde_json::Value;
 
+mod intent;
 mod print;
 
 #[derive(Parser)]
@@ -69,6 +70,14 @@ enum Command {
     Events {
         #[arg(long)]
         limit: Option<usize>,
+    },
+    /// Publish a zone directory as a new revision of the deployment's intent in etcd
+    /// (checked as `reload` does; prints `change REV`; no control socket).
+    Publish(intent::PublishArgs),
+    /// The deployment's intent in etcd.
+    Intent {
+        #[command(subcommand)]
+        action: IntentAction,
     },
     /// Certificates for tls:// control↔edge links (local files; no control socket).
     Pki {
@@ -167,6 +176,12 @@ fn anycast(args: AnycastArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+#[derive(Subcommand)]
+enum IntentAction {
+    /// Write the revision in force back as files (DIR must not exist).
+    Export(intent::ExportArgs),
 }
 
 #[derive(Subcommand)]
@@ -341,6 +356,10 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| PathBuf::from("/run/qdns/control.sock"));
     let request = match cli.command {
         Command::Pki { action } => return pki(action),
+        Command::Publish(args) => return intent::publish(args),
+        Command::Intent {
+            action: IntentAction::Export(args),
+        } => return intent::export(&args),
         Command::Anycast(args) => return anycast(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "qdnsctl", &mut std::io::stdout());

@@ -101,6 +101,9 @@ pub(crate) fn print_status(status: &StatusReport) {
         println!("WARNING: {err} — overrides, shifts and external statuses are refused until it can be saved");
     }
     println!("snapshot {}  health seq {}", status.snapshot_version, status.health_seq);
+    if status.intent_revision > 0 {
+        println!("intent revision {}", status.intent_revision);
+    }
     println!("{:<28} {:>12} {:>7}  FILE", "ZONE", "SERIAL", "RRSETS");
     for z in &status.zones {
         println!("{:<28} {:>12} {:>7}  {}", z.zone, z.serial, z.rrsets, z.file);

@@ -1,0 +1,238 @@
+//! Following the deployment's intent (SPEC §11, `--intent etcd://…/PREFIX`): the zone
+//! directory control loads is the revision it applied last, kept under the state
+//! directory; each new revision is read, loaded and checked as `reload` does, and
+//! installed whole — or refused here (timeline, log) while the last stays in force.
+//! No answer and no health decision waits on the store: cut off from it, control serves
+//! and steers with what it applied, also across a restart.
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use qdns_intent::{
+    applied::Applied,
+    store::{Seen, Store},
+    url::{StoreTls, StoreUrl},
+    IntentError,
+};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::{dnssec::KeyStore, reloads::Reloads, state::State};
+
+/// How long a request to the store may take before it counts as unreachable.
+pub const STORE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest wait between attempts to reach the store again.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Where the intent is kept and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// `--intent`.
+    pub url: StoreUrl,
+    /// `--intent-ca`, `--intent-cert`, `--intent-key`.
+    pub tls: StoreTls,
+}
+
+/// The zone directory to start from and its revision: the store's current revision
+/// when it answers within [`STORE_TIMEOUT`] (applied here first), else the one applied
+/// before.
+///
+/// # Errors
+/// The store unreachable and nothing applied here yet, or a revision that cannot be
+/// written to the state directory.
+pub async fn at_start(
+    source: &Source,
+    state_dir: &std::path::Path,
+    keys: &KeyStore,
+) -> Result<(PathBuf, u64), IntentError> {
+    let applied = Applied::under(state_dir);
+    match newest(source, &applied, keys).await {
+        Ok(Some(revision)) => {
+            tracing::info!(revision, "intent read from the store");
+            Ok((applied.zones_dir(revision), revision))
+        }
+        Ok(None) => Err(IntentError::Files(format!(
+            "nothing is published under {} yet: publish the zones with `qdnsctl publish DIR --intent {}`",
+            source.url.prefix,
+            display(&source.url)
+        ))),
+        Err(err) => match applied.revision() {
+            Some(revision) => {
+                tracing::warn!(%err, revision, "intent store unreachable: serving the revision applied before");
+                Ok((applied.zones_dir(revision), revision))
+            }
+            None => Err(IntentError::Files(format!(
+                "{err}; and no revision of the intent was applied here before, so there is nothing to serve"
+            ))),
+        },
+    }
+}
+
+/// The store's current revision, staged and committed here (it is checked when control
+/// loads it at start; a start that fails leaves the one before in `applied`'s place
+/// only if it was never committed — see [`at_start`]).
+async fn newest(source: &Source, applied: &Applied, keys: &KeyStore) -> Result<Option<u64>, IntentError> {
+    let mut store = Store::connect(&source.url, &source.tls, STORE_TIMEOUT).await?;
+    let Some((revision, manifest)) = store.current().await? else {
+        return Ok(None);
+    };
+    share_keys(&mut store, &manifest.signed, keys).await?;
+    if applied.revision() != Some(revision) {
+        let intent = store.read(revision, manifest, Some(&applied.chunks())).await?;
+        applied.stage(&intent)?;
+        applied.commit(revision)?;
+    }
+    Ok(Some(revision))
+}
+
+/// Makes the keys of each zone in `signed` the deployment's: the store's when it holds
+/// them, else those kept here (a single host moving its zones in keeps its keys, and the
+/// parent's DS stays valid) or new ones, stored first — every location then signs with
+/// the same keys. Made once per deployment: of two controls making a zone's first key
+/// at once, both take the one stored first.
+async fn share_keys(
+    store: &mut Store,
+    signed: &std::collections::BTreeMap<String, String>,
+    keys: &KeyStore,
+) -> Result<(), IntentError> {
+    let keys_error = |e: crate::dnssec::DnssecError| IntentError::Files(e.to_string());
+    for (zone, algorithm) in signed {
+        let origin = qdns_zone::master::parse_name_wire(zone, b"\0")
+            .map_err(|e| IntentError::Files(format!("signed zone {zone:?}: {e}")))?;
+        let made = if let Some(file) = keys.file(&origin).map_err(keys_error)? {
+            file
+        } else {
+            let algorithm = qdns_zone::dnssec::Algorithm::parse(algorithm)
+                .ok_or_else(|| IntentError::Files(format!("signed zone {zone}: algorithm {algorithm:?}")))?;
+            KeyStore::fresh(algorithm).map_err(keys_error)?
+        };
+        let shared = store.secret_or(&format!("dnssec/{zone}"), made).await?;
+        if keys.adopt(&origin, &shared).map_err(keys_error)? {
+            tracing::info!(%zone, "took the deployment's DNSSEC keys for this zone");
+        }
+    }
+    Ok(())
+}
+
+/// `etcd://MEMBERS/PREFIX`.
+fn display(url: &StoreUrl) -> String {
+    format!("etcd://{}/{}", url.members(), url.prefix)
+}
+
+/// What following the store works with.
+pub struct Follower {
+    /// Where the intent is.
+    pub source: Source,
+    /// The applied revision on disk.
+    pub applied: Applied,
+    /// Loads a revision's zone directory.
+    pub reloads: Reloads,
+    /// The state (its timeline, and when the store was last heard from).
+    pub state: Arc<Mutex<State>>,
+    /// The zone keys, shared with every location through the store.
+    pub keys: KeyStore,
+}
+
+/// Applies each new revision until `shutdown`, reconnecting with backoff when the store
+/// is lost (a location cut off keeps what it applied).
+pub async fn follow(follower: Follower, shutdown: CancellationToken) {
+    let mut backoff = Duration::from_millis(200);
+    let mut cut_off = false;
+    loop {
+        let mut reached = false;
+        let ended = tokio::select! {
+            () = shutdown.cancelled() => return,
+            ended = session(&follower, &mut reached, &mut cut_off) => ended,
+        };
+        if reached {
+            backoff = Duration::from_millis(200);
+        }
+        if let Err(err) = ended {
+            if !cut_off {
+                cut_off = true;
+                tracing::warn!(%err, "intent store lost: serving the revision applied last");
+                let event = format!("cut off from the intent store: {err}");
+                follower.state.lock().await.event("intent", event);
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection: catches up from the revision applied (a full read of the current
+/// one), then applies each revision the watch brings.
+async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) -> Result<(), IntentError> {
+    let mut store = Store::connect(&follower.source.url, &follower.source.tls, STORE_TIMEOUT).await?;
+    let current = store.current().await?;
+    *reached = true;
+    follower.state.lock().await.intent_heard();
+    if std::mem::take(cut_off) {
+        let from = follower.applied.revision().unwrap_or(0);
+        tracing::info!(revision = from, "intent store reached again: catching up");
+        let event = format!("intent store reached again: catching up from revision {from}");
+        follower.state.lock().await.event("intent", event);
+    }
+    if let Some((revision, manifest)) = current {
+        if follower.applied.revision().is_none_or(|applied| revision > applied) {
+            apply(follower, &mut store, revision, manifest).await?;
+        }
+    }
+    let watched_from = follower.applied.revision().unwrap_or(0) + 1;
+    let mut watch = store.watch(watched_from).await?;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), watch.next()).await {
+            // Quiet: the store is there if a read answers.
+            Err(_) => {
+                store.current().await?;
+            }
+            Ok(Err(err)) => return Err(err),
+            Ok(Ok(None)) => return Err(IntentError::Files("the store ended the watch".to_owned())),
+            Ok(Ok(Some(Seen::Compacted))) => {
+                // The revisions in between are gone: the current one, read whole.
+                if let Some((revision, manifest)) = store.current().await? {
+                    if follower.applied.revision().is_none_or(|applied| revision > applied) {
+                        apply(follower, &mut store, revision, manifest).await?;
+                    }
+                }
+                watch = store.watch(follower.applied.revision().unwrap_or(0) + 1).await?;
+            }
+            Ok(Ok(Some(Seen::Revision(revision, manifest)))) => {
+                if follower.applied.revision().is_none_or(|applied| revision > applied) {
+                    apply(follower, &mut store, revision, manifest).await?;
+                }
+            }
+        }
+        follower.state.lock().await.intent_heard();
+    }
+}
+
+/// Reads, stages and loads `revision`; committed when control installed it, discarded
+/// (and the refusal in the timeline) when it did not.
+async fn apply(
+    follower: &Follower,
+    store: &mut Store,
+    revision: u64,
+    manifest: qdns_intent::manifest::Manifest,
+) -> Result<(), IntentError> {
+    let intent = store.read(revision, manifest, Some(&follower.applied.chunks())).await?;
+    share_keys(store, &intent.signed, &follower.keys).await?;
+    let dir = follower.applied.stage(&intent)?;
+    let outcome = follower.reloads.reload_intent(dir, revision).await;
+    let event = match outcome {
+        Ok(()) => {
+            follower.applied.commit(revision)?;
+            tracing::info!(revision, message = %intent.message, "intent revision applied");
+            format!("intent revision {revision} applied ({})", intent.message)
+        }
+        Err(why) => {
+            follower.applied.discard(revision);
+            tracing::warn!(revision, %why, "intent revision refused here; the last stays in force");
+            format!("intent revision {revision} refused here, the last stays in force: {why}")
+        }
+    };
+    follower.state.lock().await.event("intent", event);
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! One deployment, several locations (issue 52): zones published once to the
+//! deployment's intent in a real etcd (Debian's etcd-server) are served by every
+//! location that follows it, each revision applied whole — or refused at a location
+//! that cannot take it, where the last stays in force — and a location cut off from the
+//! store keeps serving what it applied, also across a restart of its control.
+mod common;
+
+use std::{
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use common::{free_port, sample, scrape, Location};
+use hickory_proto::rr::RecordType;
+use qdns_testkit::etcd::Etcd;
+
+/// `qdnsctl publish DIR --intent URL`: the revision it prints.
+fn publish(dir: &Path, url: &str, message: &str) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("publish")
+        .arg(dir)
+        .args(["--intent", url, "--message", message])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "publish: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .strip_prefix("change ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no revision in {stdout:?}"))
+}
+
+/// The zones to publish: the example zones but shop.example (whose checks probe
+/// loopback, a special-use target).
+fn zones_without_shop(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    qdns_testkit::fixtures::copy_examples(dir);
+    std::fs::remove_file(dir.join("shop.example.toml")).unwrap();
+}
+
+/// www.example.com's A records set to `values` (a TOML array).
+fn set_www(dir: &Path, values: &str) {
+    let path = dir.join("example.com.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            if line.ends_with("# www A") || line == "values = [\"192.0.2.10\", \"192.0.2.11\"]" {
+                format!("values = {values} # www A")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// Waits until `loc` answers www.example.com A with `want`.
+fn answers(loc: &Location, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = loc.values("www.example.com.", RecordType::A);
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "www.example.com A is {got:?}, not {want:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `loc`'s timeline holds an event saying `needle`.
+fn in_timeline(loc: &Location, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !loc.ctl_json(&["events"]).to_string().contains(needle) {
+        assert!(Instant::now() < deadline, "no event saying {needle:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn intent_revision(loc: &Location) -> u64 {
+    loc.ctl_json(&["status"])["intent_revision"].as_u64().unwrap()
+}
+
+#[test]
+fn locations_serve_one_published_intent_and_a_revision_one_cannot_take_stays_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/test");
+    let zones = dir.path().join("zones");
+    zones_without_shop(&zones);
+    let first = publish(&zones, &url, "first");
+    // Unchanged files: no new revision.
+    assert_eq!(publish(&zones, &url, "again"), first);
+
+    let mut fra = Location::prepared();
+    fra.start_control_following(&url, &["--no-embedded-checker", "--location", "fra"]);
+    fra.start_edge();
+    // ams refuses check targets in special-use ranges (loopback among them).
+    let mut ams = Location::prepared();
+    ams.start_control_following(
+        &url,
+        &[
+            "--no-embedded-checker",
+            "--location",
+            "ams",
+            "--deny-special-use-targets",
+        ],
+    );
+    ams.start_edge();
+    for loc in [&fra, &ams] {
+        answers(loc, &["192.0.2.10", "192.0.2.11"]);
+        assert_eq!(intent_revision(loc), first);
+    }
+
+    // Revision 2 adds shop.example (checks on loopback) and changes www: fra takes it,
+    // ams refuses it and keeps revision 1.
+    qdns_testkit::fixtures::copy_examples(&zones);
+    set_www(&zones, "[\"192.0.2.20\"]");
+    let second = publish(&zones, &url, "shop and a new www");
+    assert!(second > first);
+    answers(&fra, &["192.0.2.20"]);
+    assert_eq!(intent_revision(&fra), second);
+    in_timeline(&ams, &format!("intent revision {second} refused here"));
+    answers(&ams, &["192.0.2.10", "192.0.2.11"]);
+    assert_eq!(intent_revision(&ams), first, "the last stays in force at ams");
+
+    // Revision 3 takes shop.example out again: both apply it.
+    std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
+    set_www(&zones, "[\"192.0.2.30\"]");
+    let third = publish(&zones, &url, "www again");
+    for loc in [&fra, &ams] {
+        answers(loc, &["192.0.2.30"]);
+        assert_eq!(intent_revision(loc), third);
+    }
+    drop(etcd);
+}
+
+#[test]
+fn a_location_cut_off_from_the_store_serves_what_it_applied_also_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/cut");
+    let zones = dir.path().join("zones");
+    zones_without_shop(&zones);
+    set_www(&zones, "[\"192.0.2.41\"]");
+    let first = publish(&zones, &url, "first");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut fra = Location::prepared();
+    let extra = [
+        "--no-embedded-checker",
+        "--location",
+        "fra",
+        "--metrics",
+        metrics.as_str(),
+    ];
+    fra.start_control_following(&url, &extra);
+    fra.start_edge();
+    answers(&fra, &["192.0.2.41"]);
+    assert_eq!(sample(&scrape(&metrics), "qdns_control_intent_revision"), Some(first));
+
+    // The store dies: publishing fails, saying so; the location serves on.
+    etcd.kill();
+    set_www(&zones, "[\"192.0.2.42\"]");
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("publish")
+        .arg(&zones)
+        .args(["--intent", &url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("intent store 127.0.0.1:"), "{err}");
+    answers(&fra, &["192.0.2.41"]);
+    // A restart while the store is down: the revision applied before is served.
+    fra.control.take().unwrap().term();
+    fra.start_control_following(&url, &extra);
+    answers(&fra, &["192.0.2.41"]);
+    assert_eq!(intent_revision(&fra), first);
+    in_timeline(&fra, "cut off from the intent store");
+
+    // The store is back: the location catches up with what is published then.
+    etcd.resume();
+    let second = publish(&zones, &url, "while fra was cut off");
+    answers(&fra, &["192.0.2.42"]);
+    assert_eq!(intent_revision(&fra), second);
+    assert_eq!(sample(&scrape(&metrics), "qdns_control_intent_revision"), Some(second));
+}
+
+/// `dnssec = true` in example.net's `[zone]`.
+fn sign_example_net(dir: &Path) {
+    let path = dir.join("example.net.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(path, text.replacen("[zone]\n", "[zone]\ndnssec = true\n", 1)).unwrap();
+}
+
+/// The DS records `qdnsctl dnssec ds example.net.` gives at `loc`.
+fn ds_records(loc: &Location) -> Vec<String> {
+    let keys = loc.ctl_json(&["dnssec", "ds", "example.net."]);
+    let mut ds: Vec<String> = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["ds"].as_str().unwrap().to_owned())
+        .collect();
+    ds.sort();
+    ds
+}
+
+#[test]
+fn a_signed_zone_has_one_key_in_the_deployment_and_a_host_moving_in_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/keys");
+    // A single host signs example.net with its own key (its parent has that DS).
+    let mut host = Location::prepared();
+    sign_example_net(&host.zones());
+    host.start_control();
+    let before = ds_records(&host);
+    assert_eq!(before.len(), 1, "{before:?}");
+    host.control.take().unwrap().term();
+
+    // It moves into the deployment first: its key becomes the deployment's.
+    let zones = dir.path().join("zones");
+    zones_without_shop(&zones);
+    sign_example_net(&zones);
+    publish(&zones, &url, "signed example.net");
+    host.start_control_following(&url, &["--no-embedded-checker", "--location", "fra"]);
+    assert_eq!(
+        ds_records(&host),
+        before,
+        "the host keeps its key: the parent's DS stays valid"
+    );
+    // A new location signs with the same key, not one of its own.
+    let mut ams = Location::prepared();
+    ams.start_control_following(&url, &["--no-embedded-checker", "--location", "ams"]);
+    assert_eq!(ds_records(&ams), before);
+    for loc in [&mut host, &mut ams] {
+        loc.start_edge();
+        loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+    }
+    for loc in [&host, &ams] {
+        let answer = loc.values("example.net.", RecordType::DNSKEY);
+        assert_eq!(answer, ams.values("example.net.", RecordType::DNSKEY));
+        assert_eq!(answer.len(), 1, "{answer:?}");
+    }
+    drop(etcd);
+}
