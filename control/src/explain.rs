@@ -265,7 +265,7 @@ pub fn explain(state: &State, owner: &str, rtype: &str, asked_for: Option<&str>)
             None,
         ),
     };
-    let label = set.label();
+    let label = qdns_zone::master::set_label(set);
     let shifts: Vec<SetShift> = state
         .operator
         .set

@@ -179,7 +179,7 @@ fn register_sets_and_edges(r: &mut Registry, state: &State) {
         for set in zone.rrsets.iter().filter(|s| s.policy.is_some()) {
             let failing = crate::state::fails_open(zone, set, &state.served.snapshot.bitmap);
             fail_open
-                .get_or_create(&vec![label("rrset", set.label())])
+                .get_or_create(&vec![label("rrset", qdns_zone::master::set_label(set))])
                 .set(i64::from(failing));
         }
     }
@@ -212,7 +212,10 @@ fn register_round_trips(r: &mut Registry, state: &State) {
             for member in &policy.members {
                 if let Some(trip) = state.member_round_trip(zone, member) {
                     round_trips
-                        .get_or_create(&vec![label("rrset", set.label()), label("member", member.id.clone())])
+                        .get_or_create(&vec![
+                            label("rrset", qdns_zone::master::set_label(set)),
+                            label("member", member.id.clone()),
+                        ])
                         .set(trip.smoothed.as_secs_f64());
                 }
             }

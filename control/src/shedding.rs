@@ -173,7 +173,7 @@ impl Shedding {
         for zone in &mut snapshot.zones {
             let origin_text = name::to_text(&zone.origin);
             for set in &mut zone.rrsets {
-                let label = set.label();
+                let label = qdns_zone::master::set_label(set);
                 let Some(policy) = set.policy.as_deref_mut().filter(|p| p.kind == PolicyKind::Weighted) else {
                     continue;
                 };

@@ -558,7 +558,7 @@ impl State {
             };
             out.push(LatencySet {
                 key: (set.name.clone(), set.rtype),
-                label: set.label(),
+                label: qdns_zone::master::set_label(set),
                 ids: policy.members.iter().map(|m| m.id.clone()).collect(),
                 health: policy
                     .members
@@ -784,7 +784,7 @@ impl State {
         for zone in &self.served.snapshot.zones {
             for set in &zone.rrsets {
                 if fails_open(zone, set, &self.served.snapshot.bitmap) {
-                    now_failing.insert(set.label());
+                    now_failing.insert(qdns_zone::master::set_label(set));
                 }
             }
         }

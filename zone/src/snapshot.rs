@@ -279,18 +279,6 @@ pub struct RecordSet {
     pub policy: Option<Box<Policy>>,
 }
 
-impl RecordSet {
-    /// The set's name for people: `www.shop.example. A`.
-    #[must_use]
-    pub fn label(&self) -> String {
-        format!(
-            "{} {}",
-            crate::name::to_text(&self.name),
-            crate::master::type_name(self.rtype)
-        )
-    }
-}
-
 /// A routing policy (SPEC §3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {

@@ -260,6 +260,12 @@ pub fn parse_name_wire(raw: &str, origin: &[u8]) -> Result<Vec<u8>, String> {
     text::name(raw.as_bytes(), origin)
 }
 
+/// A record set's name for people: `www.shop.example. A`.
+#[must_use]
+pub fn set_label(set: &crate::RecordSet) -> String {
+    format!("{} {}", crate::name::to_text(&set.name), type_name(set.rtype))
+}
+
 /// The mnemonic of an RR type code (`A`, `AAAA`, `TYPE65534`).
 #[must_use]
 pub fn type_name(rtype: u16) -> String {
