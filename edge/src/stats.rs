@@ -212,6 +212,12 @@ mod tests {
             "responses NOERROR=2 REFUSED=1 (by type A=3) truncated=1"
         );
         assert_eq!(counts(&[("seen", 0)]), "-");
+        let tables = crate::xdp::table::TableStats {
+            plain: 81,
+            bytes: 35_776,
+            ..Default::default()
+        };
+        assert_eq!(tables.to_string(), "plain=81 bytes=35776");
         // As the testkit reads them back from a log line.
         let line = format!(
             "INFO qdns_edge: detaching XDP counters={} interfaces=eth0",

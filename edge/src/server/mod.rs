@@ -340,7 +340,7 @@ fn load_xdp(
     let started = std::time::Instant::now();
     match program.install(&installed) {
         Ok(stats) => tracing::info!(
-            ?stats,
+            %stats,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "XDP tables installed"
         ),

@@ -273,6 +273,17 @@ pub struct BuildTimes {
     pub write_ms: u64,
 }
 
+/// For log lines: `compile_ms=… pack_ms=… write_ms=…`.
+impl std::fmt::Display for BuildTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "compile_ms={} pack_ms={} write_ms={}",
+            self.compile_ms, self.pack_ms, self.write_ms
+        )
+    }
+}
+
 impl Built {
     /// Compiles and packs `engine`'s tables as generation `generation`, holding every
     /// answer to `max_message` octets ([`XdpProgram::next_build`] gives both).

@@ -117,6 +117,31 @@ pub struct TableStats {
     pub bytes: usize,
 }
 
+/// For log lines: `plain=81 policy=5 … bytes=35776` (zero counts left out).
+impl std::fmt::Display for TableStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |v: usize| v as u64;
+        f.write_str(&crate::stats::counts(&[
+            ("plain", n(self.plain)),
+            ("policy", n(self.policy)),
+            ("client", n(self.client)),
+            ("client_blocks", n(self.client_blocks)),
+            ("client_indexed", n(self.client_indexed)),
+            ("nodes", n(self.nodes)),
+            ("pass", n(self.pass)),
+            ("long_names", n(self.long_names)),
+            ("large", n(self.large)),
+            ("medium", n(self.medium)),
+            ("small", n(self.small)),
+            ("referral", n(self.referral)),
+            ("gaps", n(self.gaps)),
+            ("pieces", n(self.pieces)),
+            ("crowded", n(self.crowded)),
+            ("bytes", n(self.bytes)),
+        ]))
+    }
+}
+
 const QR_AA: u16 = 0x8400;
 const HEADER_LEN: usize = 12;
 

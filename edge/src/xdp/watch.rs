@@ -127,7 +127,7 @@ fn patch(
                 names,
                 planned_ms,
                 elapsed_ms = started.elapsed().as_millis() as u64,
-                ?stats,
+                %stats,
                 "XDP tables patched"
             );
             Some(bitmap)
@@ -200,8 +200,8 @@ fn install(
     match result {
         Ok(stats) => tracing::info!(
             version = latest.version(),
-            ?stats,
-            ?took,
+            %stats,
+            %took,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "XDP tables installed"
         ),
