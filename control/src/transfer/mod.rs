@@ -221,6 +221,9 @@ impl Stats {
 #[derive(Debug, Default)]
 pub struct Transfers {
     zones: RwLock<BTreeMap<Vec<u8>, Arc<Served>>>,
+    /// Every served zone's `transfer_allow` prefixes in one list, each once: what
+    /// [`Transfers::may_ask`] reads per connection (not every zone's list).
+    askers: RwLock<qdns_zone::snapshot::Transfer>,
     /// `tsig_keys`.
     pub keys: tsig::Keys,
     /// Counters.
@@ -272,8 +275,8 @@ impl Transfers {
     /// before a TCP connection holds a place.
     #[must_use]
     pub fn may_ask(&self, peer: std::net::IpAddr) -> bool {
-        let served = self.zones.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        served.values().any(|zone| zone.settings.allows(peer)) || self.inbound.is_primary(peer)
+        let askers = self.askers.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        askers.allows(peer) || self.inbound.is_primary(peer)
     }
 
     /// Every served zone.
@@ -293,7 +296,16 @@ impl Transfers {
     }
 
     fn install(&self, zones: BTreeMap<Vec<u8>, Arc<Served>>) {
+        let allow: std::collections::BTreeSet<(std::net::IpAddr, u8)> = zones
+            .values()
+            .flat_map(|zone| zone.settings.allow.iter().copied())
+            .collect();
+        let askers = qdns_zone::snapshot::Transfer {
+            allow: allow.into_iter().collect(),
+            ..qdns_zone::snapshot::Transfer::default()
+        };
         *self.zones.write().unwrap_or_else(std::sync::PoisonError::into_inner) = zones;
+        *self.askers.write().unwrap_or_else(std::sync::PoisonError::into_inner) = askers;
     }
 }
 
