@@ -32,33 +32,68 @@ pub struct Source {
     pub tls: StoreTls,
 }
 
-/// The zone directory to start from and its revision: the store's current revision
-/// when it answers within [`STORE_TIMEOUT`] (applied here first), else the one applied
-/// before.
+/// What control starts from: a revision's zone directory, and the one applied before
+/// to fall back on when this one does not load here.
+#[derive(Debug)]
+pub struct Start {
+    /// The zone directory to load.
+    pub dir: PathBuf,
+    /// Its revision.
+    pub revision: u64,
+    /// The revision applied before and its directory, when `dir` is a newer one not yet
+    /// loaded here.
+    pub fallback: Option<(PathBuf, u64)>,
+    applied: Applied,
+}
+
+impl Start {
+    /// Records `revision` as applied (control loaded it).
+    ///
+    /// # Errors
+    /// When the record cannot be written.
+    pub fn commit(&self, revision: u64) -> Result<(), IntentError> {
+        if self.applied.revision() == Some(revision) {
+            return Ok(());
+        }
+        self.applied.commit(revision)
+    }
+}
+
+/// The zone directory to start from: the store's current revision when it answers
+/// within [`STORE_TIMEOUT`] (staged; [`Start::commit`] once loaded, or fall back), else
+/// the one applied before.
 ///
 /// # Errors
-/// The store unreachable and nothing applied here yet, or a revision that cannot be
-/// written to the state directory.
-pub async fn at_start(
-    source: &Source,
-    state_dir: &std::path::Path,
-    keys: &KeyStore,
-) -> Result<(PathBuf, u64), IntentError> {
+/// The store unreachable and nothing applied here yet, nothing published yet, or a
+/// revision that cannot be written to the state directory.
+pub async fn at_start(source: &Source, state_dir: &std::path::Path, keys: &KeyStore) -> Result<Start, IntentError> {
     let applied = Applied::under(state_dir);
+    let before = applied.revision();
     match newest(source, &applied, keys).await {
         Ok(Some(revision)) => {
             tracing::info!(revision, "intent read from the store");
-            Ok((applied.zones_dir(revision), revision))
+            let fallback = before.filter(|&b| b != revision).map(|b| (applied.zones_dir(b), b));
+            Ok(Start {
+                dir: applied.zones_dir(revision),
+                revision,
+                fallback,
+                applied,
+            })
         }
         Ok(None) => Err(IntentError::Files(format!(
             "nothing is published under {} yet: publish the zones with `qdnsctl publish DIR --intent {}`",
             source.url.prefix,
             display(&source.url)
         ))),
-        Err(err) => match applied.revision() {
+        Err(err) => match before {
             Some(revision) => {
                 tracing::warn!(%err, revision, "intent store unreachable: serving the revision applied before");
-                Ok((applied.zones_dir(revision), revision))
+                Ok(Start {
+                    dir: applied.zones_dir(revision),
+                    revision,
+                    fallback: None,
+                    applied,
+                })
             }
             None => Err(IntentError::Files(format!(
                 "{err}; and no revision of the intent was applied here before, so there is nothing to serve"
@@ -67,9 +102,8 @@ pub async fn at_start(
     }
 }
 
-/// The store's current revision, staged and committed here (it is checked when control
-/// loads it at start; a start that fails leaves the one before in `applied`'s place
-/// only if it was never committed — see [`at_start`]).
+/// The store's current revision, staged here (the keys of its signed zones taken
+/// first).
 async fn newest(source: &Source, applied: &Applied, keys: &KeyStore) -> Result<Option<u64>, IntentError> {
     let mut store = Store::connect(&source.url, &source.tls, STORE_TIMEOUT).await?;
     let Some((revision, manifest)) = store.current().await? else {
@@ -79,7 +113,6 @@ async fn newest(source: &Source, applied: &Applied, keys: &KeyStore) -> Result<O
     if applied.revision() != Some(revision) {
         let intent = store.read(revision, manifest, Some(&applied.chunks())).await?;
         applied.stage(&intent)?;
-        applied.commit(revision)?;
     }
     Ok(Some(revision))
 }

@@ -242,6 +242,25 @@ async fn serve_transfers(
     Ok(())
 }
 
+/// The zones of `config.zones` as control starts with them: loaded, their TSIG keys
+/// known, signed, and (with `--deny-special-use-targets`) checked.
+fn startup_zones(
+    config: &Config,
+    tsig_keys: &transfer::tsig::Keys,
+) -> Result<(qdns_zone::Snapshot, Vec<qdns_zone::Pending>), ControlError> {
+    let (mut snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, next_version(0), config.zone_sources())?;
+    transfer::check_keys(&snapshot, &pending, tsig_keys).map_err(ControlError::Transfer)?;
+    dnssec::sign_snapshot(
+        &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
+        &mut snapshot,
+        dnssec::now(),
+    )?;
+    if config.settings.deny_special_use_targets {
+        special_use::check(&snapshot)?;
+    }
+    Ok((snapshot, pending))
+}
+
 /// Runs control until `shutdown`.
 #[expect(clippy::too_many_lines, reason = "the start-up sequence, step by step in order")]
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ControlError> {
@@ -251,27 +270,33 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir)?;
+    let tsig_keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
     let mut config = config;
-    let mut intent_revision = 0;
-    if let Some(source) = &config.intent {
-        let keys = dnssec::KeyStore::new(&config.state_dir, config.dnssec);
-        let (dir, revision) = intent::at_start(source, &config.state_dir, &keys).await?;
-        (config.zones, intent_revision) = (dir, revision);
-    }
-    let (mut snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, next_version(0), config.zone_sources())?;
-    snapshot.intent_revision = intent_revision;
+    let (snapshot, pending) = match config.intent.clone() {
+        None => startup_zones(&config, &tsig_keys)?,
+        Some(source) => {
+            let keys = dnssec::KeyStore::new(&config.state_dir, config.dnssec);
+            let start = intent::at_start(&source, &config.state_dir, &keys).await?;
+            config.zones.clone_from(&start.dir);
+            let (loaded, revision) = match (startup_zones(&config, &tsig_keys), &start.fallback) {
+                (Ok(loaded), _) => (loaded, start.revision),
+                (Err(err), Some((dir, before))) => {
+                    // Refused here: the revision applied before stays (the follower
+                    // tries the new one again and says why in the timeline).
+                    tracing::warn!(%err, revision = start.revision, before, "intent revision refused here; serving the one applied before");
+                    config.zones.clone_from(dir);
+                    (startup_zones(&config, &tsig_keys)?, *before)
+                }
+                (Err(err), None) => return Err(err),
+            };
+            start.commit(revision)?;
+            let (mut snapshot, pending) = loaded;
+            snapshot.intent_revision = revision;
+            (snapshot, pending)
+        }
+    };
     for zone in &pending {
         tracing::warn!(zone = %zone.origin, primary = %zone.primary, "no copy from the primary yet: served once the first transfer comes");
-    }
-    let tsig_keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
-    transfer::check_keys(&snapshot, &pending, &tsig_keys).map_err(ControlError::Transfer)?;
-    dnssec::sign_snapshot(
-        &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
-        &mut snapshot,
-        dnssec::now(),
-    )?;
-    if config.settings.deny_special_use_targets {
-        special_use::check(&snapshot)?;
     }
     let keys = match &config.settings.checker_keys {
         Some(path) => Some(Arc::new(report::Keys::load(path)?)),

@@ -129,6 +129,19 @@ fn locations_serve_one_published_intent_and_a_revision_one_cannot_take_stays_loc
     in_timeline(&ams, &format!("intent revision {second} refused here"));
     answers(&ams, &["192.0.2.10", "192.0.2.11"]);
     assert_eq!(intent_revision(&ams), first, "the last stays in force at ams");
+    // Restarted while the store still has revision 2 in force, ams starts from the
+    // revision it applied before, and refuses 2 again.
+    ams.control.take().unwrap().term();
+    let ams_flags = [
+        "--no-embedded-checker",
+        "--location",
+        "ams",
+        "--deny-special-use-targets",
+    ];
+    ams.start_control_following(&url, &ams_flags);
+    answers(&ams, &["192.0.2.10", "192.0.2.11"]);
+    assert_eq!(intent_revision(&ams), first);
+    in_timeline(&ams, &format!("intent revision {second} refused here"));
 
     // Revision 3 takes shop.example out again: both apply it.
     std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
