@@ -260,6 +260,7 @@ fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::ctx::Ct
             state_dir,
             lifetimes,
             transfers: std::sync::Arc::default(),
+            deployment: None,
         };
         (runtime, ctx)
     })

@@ -55,11 +55,17 @@ pub enum Request {
         healthy: bool,
         /// Expiry (`30m`, `2h`; at most 72h).
         expires: String,
+        /// Make it at this one location only (`--only-location NAME`; with `--intent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_location: Option<String>,
     },
     /// End an override.
     OverrideClear {
         /// Check id.
         check: String,
+        /// Make it at this one location only (`--only-location NAME`; with `--intent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_location: Option<String>,
     },
     /// Set the status of an `external` check.
     External {
@@ -67,6 +73,9 @@ pub enum Request {
         check: String,
         /// New status.
         healthy: bool,
+        /// Make it at this one location only (`--only-location NAME`; with `--intent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_location: Option<String>,
     },
     /// Shift traffic away from an AZ of a zonal set.
     ShiftStart {
@@ -79,6 +88,9 @@ pub enum Request {
         /// Free text.
         #[serde(default)]
         comment: Option<String>,
+        /// Make it at this one location only (`--only-location NAME`; with `--intent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_location: Option<String>,
     },
     /// Give a shift a new expiry (from now).
     ShiftUpdate {
@@ -88,6 +100,9 @@ pub enum Request {
         az: String,
         /// New expiry.
         expires: String,
+        /// Make it at this one location only (`--only-location NAME`; with `--intent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_location: Option<String>,
     },
     /// End a shift.
     ShiftCancel {
@@ -95,6 +110,9 @@ pub enum Request {
         rrset: String,
         /// AZ name.
         az: String,
+        /// Make it at this one location only (`--only-location NAME`; with `--intent`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only_location: Option<String>,
     },
     /// Every shift, and whether it moves traffic.
     ShiftList {},
@@ -136,6 +154,9 @@ pub enum ErrorCode {
     InvalidZone,
     /// Control could not carry it out (operator state not persisted).
     Internal,
+    /// The deployment's intent store did not take the change in time (`--intent`):
+    /// nothing was changed anywhere.
+    Unavailable,
 }
 
 /// A failed request: its kind and what went wrong, for a person.

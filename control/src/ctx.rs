@@ -31,6 +31,9 @@ pub struct Ctx {
     pub lifetimes: crate::dnssec::Lifetimes,
     /// Zone transfer out: the served zones, the TSIG keys, the counters.
     pub transfers: Arc<crate::transfer::Transfers>,
+    /// The deployment this location is part of (`--intent`): operator changes go to its
+    /// store.
+    pub deployment: Option<Arc<crate::deployed::Deployment>>,
 }
 
 impl Ctx {

@@ -2,6 +2,8 @@
 //! re-evaluated, and pushed to the edges before the response is sent.
 use qdns_zone::{name, PolicyKind};
 
+mod deployment;
+
 use crate::{
     api::{
         ApiError, CheckHealth, CheckerId, CheckerStatus, ErrorCode, ExternalSet, OverrideCleared, OverrideSet, Reply,
@@ -9,6 +11,7 @@ use crate::{
     },
     clock::now,
     ctx::Ctx,
+    deployed::Thing,
     duration::parse_expiry,
     explain::{explain, owner_wire, why},
     operator::{Ends as _, External, Override, Shift},
@@ -21,7 +24,7 @@ pub async fn handle(ctx: &Ctx, request: Request, peer: Option<&str>) -> Response
     handle_all(ctx, vec![Ok(request)], peer)
         .await
         .pop()
-        .unwrap_or_else(|| Response::error(&ApiError::new(ErrorCode::Internal, "no response".to_owned())))
+        .unwrap_or_else(no_response)
 }
 
 /// Handles the requests read together from one connection (a client that pipelines),
@@ -42,6 +45,16 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
                 continue;
             }
         };
+        if let Some(deployment) = ctx.deployment.as_ref().filter(|_| is_change(&request)) {
+            // In a deployment, the changes go to the intent store first.
+            let mut batch = vec![Ok(request)];
+            while let Some(next) = incoming.next_if(|next| next.as_ref().map_or(true, is_change)) {
+                batch.push(next);
+            }
+            let answered = deployment::changes(ctx, deployment, batch, peer).await;
+            responses.extend(answered.into_iter().map(Some));
+            continue;
+        }
         let mut state = ctx.state.lock().await;
         state.log.actor = peer.map(str::to_owned);
         if is_change(&request) {
@@ -66,10 +79,12 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
         }
         state.log.actor = None;
     }
-    responses
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Response::error(&ApiError::new(ErrorCode::Internal, "no response".to_owned()))))
-        .collect()
+    responses.into_iter().map(|r| r.unwrap_or_else(no_response)).collect()
+}
+
+/// The answer to a line nothing answered (a bug).
+fn no_response() -> Response {
+    Response::error(&ApiError::new(ErrorCode::Internal, "no response".to_owned()))
 }
 
 /// Operator changes made in memory and not yet persisted.
@@ -84,6 +99,8 @@ struct Changes {
 struct Made {
     reply: Answer,
     event: (&'static str, String),
+    /// What it changed.
+    thing: Thing,
 }
 
 /// What a change answers once persisted.
@@ -218,13 +235,40 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
 
 /// Makes the operator change `request` in memory: what to answer once it is persisted,
 /// and its timeline entry. A refused change leaves the state as it was.
-#[expect(clippy::too_many_lines, reason = "one arm per operator change; each arm is short")]
 fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
-    let (reply, event) = match request {
+    if let Some(only) = only_location(&request) {
+        if only != state.settings.site.location {
+            return Err(ApiError::bad_argument(format!(
+                "--only-location {only}: this is location {}, which follows no deployment (--intent)",
+                state.settings.site.location
+            )));
+        }
+    }
+    make(state, request)
+}
+
+/// The location an operator change is scoped to (`--only-location`).
+fn only_location(request: &Request) -> Option<&str> {
+    match request {
+        Request::OverrideSet { only_location, .. }
+        | Request::OverrideClear { only_location, .. }
+        | Request::External { only_location, .. }
+        | Request::ShiftStart { only_location, .. }
+        | Request::ShiftUpdate { only_location, .. }
+        | Request::ShiftCancel { only_location, .. } => only_location.as_deref(),
+        _ => None,
+    }
+}
+
+/// [`change`] in the operator state as set in `state`, whatever its scope.
+#[expect(clippy::too_many_lines, reason = "one arm per operator change; each arm is short")]
+fn make(state: &mut State, request: Request) -> Result<Made, ApiError> {
+    let (reply, event, thing) = match request {
         Request::OverrideSet {
             check,
             healthy,
             expires,
+            ..
         } => {
             let key = state.check_key(&check)?;
             let expiry = expiry(&expires)?;
@@ -238,25 +282,25 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
                 if healthy { "healthy" } else { "unhealthy" }
             );
             let reply = Reply::OverrideSet(OverrideSet {
-                check: key,
+                check: key.clone(),
                 healthy,
                 expires_in_s: expiry.as_secs(),
             });
-            (Answer::Reply(reply), ("override", event))
+            (Answer::Reply(reply), ("override", event), Thing::Override(key))
         }
-        Request::OverrideClear { check } => {
+        Request::OverrideClear { check, .. } => {
             let key = state.check_key(&check)?;
             if state.operator.set.overrides.remove(&key).is_none() {
                 return Err(ApiError::conflict(format!("{key} has no override")));
             }
             let event = format!("override of {key} cleared");
             let reply = Reply::OverrideCleared(OverrideCleared {
-                check: key,
+                check: key.clone(),
                 cleared: true,
             });
-            (Answer::Reply(reply), ("override", event))
+            (Answer::Reply(reply), ("override", event), Thing::Override(key))
         }
-        Request::External { check, healthy } => {
+        Request::External { check, healthy, .. } => {
             let key = state.check_key(&check)?;
             let is_external = matches!(state.rule(&key), Some(qdns_zone::SlotRule::Check { probe: None, .. }));
             if !is_external {
@@ -271,8 +315,12 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
                 .insert(key.clone(), External { healthy, set_at: now() });
             let event = format!("{key} set {}", if healthy { "healthy" } else { "unhealthy" });
             (
-                Answer::Reply(Reply::External(ExternalSet { check: key, healthy })),
+                Answer::Reply(Reply::External(ExternalSet {
+                    check: key.clone(),
+                    healthy,
+                })),
                 ("external", event),
+                Thing::External(key),
             )
         }
         Request::ShiftStart {
@@ -280,6 +328,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             az,
             expires,
             comment,
+            ..
         } => {
             let rrset = zonal_set(state, &rrset, &az)?;
             let expiry = expiry(&expires)?;
@@ -296,9 +345,9 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
                 .or_default()
                 .insert(az.clone(), Shift::new(expiry.as_secs(), comment));
             let event = format!("shift of {rrset} away from {az} started for {expires}");
-            (Answer::Shifts, ("shift", event))
+            (Answer::Shifts, ("shift", event), Thing::Shift(rrset, az))
         }
-        Request::ShiftUpdate { rrset, az, expires } => {
+        Request::ShiftUpdate { rrset, az, expires, .. } => {
             let rrset = zonal_set(state, &rrset, &az)?;
             let expiry = expiry(&expires)?;
             let shift = state
@@ -310,9 +359,9 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
                 .ok_or_else(|| ApiError::conflict(format!("{rrset} has no shift away from {az}")))?;
             shift.end_in(expiry.as_secs());
             let event = format!("shift of {rrset} away from {az} now ends in {expires}");
-            (Answer::Shifts, ("shift", event))
+            (Answer::Shifts, ("shift", event), Thing::Shift(rrset, az))
         }
-        Request::ShiftCancel { rrset, az } => {
+        Request::ShiftCancel { rrset, az, .. } => {
             let rrset = zonal_set(state, &rrset, &az)?;
             let removed = state
                 .operator
@@ -325,7 +374,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             }
             state.operator.set.shifts.retain(|_, azs| !azs.is_empty());
             let event = format!("shift of {rrset} away from {az} cancelled");
-            (Answer::Shifts, ("shift", event))
+            (Answer::Shifts, ("shift", event), Thing::Shift(rrset, az))
         }
         other => {
             return Err(ApiError::new(
@@ -334,7 +383,7 @@ fn change(state: &mut State, request: Request) -> Result<Made, ApiError> {
             ))
         }
     };
-    Ok(Made { reply, event })
+    Ok(Made { reply, event, thing })
 }
 
 /// The canonical name of the zonal set(s) at `rrset`, checking `az` exists there.

@@ -8,14 +8,20 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use qdns_intent::{
     applied::Applied,
+    records::Swapped,
     store::{Seen, Store},
-    url::{StoreTls, StoreUrl},
+    url::StoreUrl,
+    watch::Heard,
     IntentError,
 };
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::{dnssec::KeyStore, reloads::Reloads, state::State};
+use crate::{
+    ctx::Ctx,
+    deployed::{self, Deployment},
+    dnssec::KeyStore,
+    reloads::Reloads,
+};
 
 /// How long a request to the store may take before it counts as unreachable.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -23,14 +29,7 @@ pub const STORE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait between attempts to reach the store again.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// Where the intent is kept and how to reach it.
-#[derive(Debug, Clone)]
-pub struct Source {
-    /// `--intent`.
-    pub url: StoreUrl,
-    /// `--intent-ca`, `--intent-cert`, `--intent-key`.
-    pub tls: StoreTls,
-}
+pub use qdns_intent::Source;
 
 /// What control starts from: a revision's zone directory, and the one applied before
 /// to fall back on when this one does not load here.
@@ -153,16 +152,19 @@ fn display(url: &StoreUrl) -> String {
 
 /// What following the store works with.
 pub struct Follower {
-    /// Where the intent is.
-    pub source: Source,
+    /// Where the intent is, and this location's name in the deployment.
+    pub deployment: Arc<Deployment>,
     /// The applied revision on disk.
     pub applied: Applied,
     /// Loads a revision's zone directory.
     pub reloads: Reloads,
-    /// The state (its timeline, and when the store was last heard from).
-    pub state: Arc<Mutex<State>>,
+    /// The state (its operator state, its timeline, when the store was last heard
+    /// from), and pushing it to the edges.
+    pub ctx: Ctx,
     /// The zone keys, shared with every location through the store.
     pub keys: KeyStore,
+    /// The deployment's operator state was taken once since control started.
+    pub took_operator: std::sync::atomic::AtomicBool,
 }
 
 /// Applies each new revision until `shutdown`, reconnecting with backoff when the store
@@ -184,7 +186,7 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
                 cut_off = true;
                 tracing::warn!(%err, "intent store lost: serving the revision applied last");
                 let event = format!("cut off from the intent store: {err}");
-                follower.state.lock().await.event("intent", event);
+                follower.ctx.state.lock().await.event("intent", event);
             }
         }
         tokio::select! {
@@ -198,15 +200,20 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
 /// One connection: catches up from the revision applied (a full read of the current
 /// one), then applies each revision the watch brings.
 async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) -> Result<(), IntentError> {
-    let mut store = Store::connect(&follower.source.url, &follower.source.tls, STORE_TIMEOUT).await?;
+    let mut store = Store::connect(
+        &follower.deployment.source.url,
+        &follower.deployment.source.tls,
+        STORE_TIMEOUT,
+    )
+    .await?;
     let current = store.current().await?;
     *reached = true;
-    follower.state.lock().await.intent_heard();
+    follower.ctx.state.lock().await.intent_heard();
     if std::mem::take(cut_off) {
         let from = follower.applied.revision().unwrap_or(0);
         tracing::info!(revision = from, "intent store reached again: catching up");
         let event = format!("intent store reached again: catching up from revision {from}");
-        follower.state.lock().await.event("intent", event);
+        follower.ctx.state.lock().await.event("intent", event);
     }
     if let Some((revision, manifest)) = current {
         if follower.applied.revision().is_none_or(|applied| revision > applied) {
@@ -215,8 +222,23 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     }
     let watched_from = follower.applied.revision().unwrap_or(0) + 1;
     let mut watch = store.watch(watched_from).await?;
+    // The operator state: what is in the store now, then each change.
+    let operator_from = take_operator(follower, &mut store).await?;
+    let mut operator = store.watch_value(deployed::KEY, operator_from + 1).await?;
     loop {
-        match tokio::time::timeout(Duration::from_secs(10), watch.next()).await {
+        let seen = tokio::select! {
+            seen = tokio::time::timeout(Duration::from_secs(10), watch.next()) => seen,
+            heard = operator.next() => match heard? {
+                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
+                Some(Heard::Changed(_) | Heard::Compacted) => {
+                    let from = take_operator(follower, &mut store).await?;
+                    operator = store.watch_value(deployed::KEY, from + 1).await?;
+                    follower.ctx.state.lock().await.intent_heard();
+                    continue;
+                }
+            },
+        };
+        match seen {
             // Quiet: the store is there if a read answers.
             Err(_) => {
                 store.current().await?;
@@ -238,7 +260,7 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
                 }
             }
         }
-        follower.state.lock().await.intent_heard();
+        follower.ctx.state.lock().await.intent_heard();
     }
 }
 
@@ -266,6 +288,80 @@ async fn apply(
             format!("intent revision {revision} refused here, the last stays in force: {why}")
         }
     };
-    follower.state.lock().await.event("intent", event);
+    follower.ctx.state.lock().await.event("intent", event);
+    Ok(())
+}
+
+/// Takes the deployment's operator state as the store holds it now (when it is newer
+/// than the one in force here): installed, saved, pushed to the edges, and what another
+/// location changed put in the timeline. The store revision read.
+async fn take_operator(follower: &Follower, store: &mut Store) -> Result<u64, IntentError> {
+    let (now, value) = store.value(deployed::KEY).await?;
+    // The first value read since control started is the state it starts from; later
+    // ones are changes, each said in the timeline.
+    let first = !follower.took_operator.swap(true, std::sync::atomic::Ordering::Relaxed);
+    let Some(value) = value else {
+        move_in(follower, store).await?;
+        return Ok(now);
+    };
+    let deployed = deployed::Deployed::decode(&value.data).map_err(|reason| IntentError::Damaged {
+        revision: value.revision,
+        reason,
+    })?;
+    let location = &follower.deployment.location;
+    let ctx = &follower.ctx;
+    let mut state = ctx.state.lock().await;
+    if deployed::install(&mut state, location, value.revision, &deployed) {
+        if first {
+            let event = format!(
+                "operator state of the deployment taken (intent revision {})",
+                value.revision
+            );
+            state.event("intent", event);
+        } else if deployed.last.location != *location {
+            let by = deployed
+                .last
+                .actor
+                .as_deref()
+                .map(|a| format!(" by {a}"))
+                .unwrap_or_default();
+            for made in &deployed.last.made {
+                let event = format!(
+                    "{made} (intent revision {}, from {}{by})",
+                    value.revision, deployed.last.location
+                );
+                state.event("intent", event);
+            }
+        }
+        let _ = state.save_operator(&ctx.state_dir);
+        ctx.push_health(&mut state);
+    }
+    Ok(now)
+}
+
+/// Nothing set in the deployment yet: what this location had set before it followed
+/// the store (a single host moving in: its overrides, externals and shifts) becomes the
+/// deployment's — unless another location's did first (create-if-absent).
+async fn move_in(follower: &Follower, store: &mut Store) -> Result<(), IntentError> {
+    let location = &follower.deployment.location;
+    let own = follower.ctx.state.lock().await.operator.set.clone();
+    if own == crate::operator::OperatorState::default() {
+        return Ok(());
+    }
+    let moved = deployed::Deployed {
+        all: own,
+        at: std::collections::BTreeMap::new(),
+        last: deployed::Last {
+            location: location.clone(),
+            actor: None,
+            made: vec![format!("the operator state of {location} moved into the deployment")],
+        },
+    };
+    if let Swapped::Written(revision) = store.swap(deployed::KEY, None, moved.encode()).await? {
+        let mut state = follower.ctx.state.lock().await;
+        state.operator.revision = state.operator.revision.max(revision);
+        let event = format!("the operator state set here moved into the deployment (intent revision {revision})");
+        state.event("intent", event);
+    }
     Ok(())
 }

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod config;
 pub mod cookies;
 pub mod ctx;
+pub mod deployed;
 pub mod dnssec;
 pub mod duration;
 pub mod edge_registry;
@@ -360,6 +361,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
                 .with_in_max_bytes(config.settings.transfer_in_max_bytes)
                 .with_in_deadline(std::time::Duration::from_secs(config.settings.transfer_in_deadline)),
         ),
+        deployment: config.intent.clone().map(|source| {
+            Arc::new(deployed::Deployment {
+                source,
+                location: config.location.clone(),
+            })
+        }),
     };
     ctx.transfers.set_pending(pending);
     {
@@ -450,13 +457,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         reloads: reloads.clone(),
     };
     tasks.spawn(transfer::inbound::follow(inbound, shutdown.clone()));
-    if let Some(source) = config.intent.clone() {
+    if let Some(deployment) = ctx.deployment.clone() {
         let follower = intent::Follower {
-            source,
+            deployment,
             applied: qdns_intent::applied::Applied::under(&config.state_dir),
             reloads: reloads.clone(),
-            state: Arc::clone(&ctx.state),
+            ctx: ctx.clone(),
             keys: ctx.key_store(),
+            took_operator: std::sync::atomic::AtomicBool::new(false),
         };
         tasks.spawn(intent::follow(follower, shutdown.clone()));
     }

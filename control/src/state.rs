@@ -121,6 +121,9 @@ pub struct Operator {
     pub dirty: bool,
     /// Why the last save failed (none since one succeeded).
     pub save_error: Option<String>,
+    /// The intent store's revision of the deployment's operator state in force (0:
+    /// none taken from a store).
+    pub revision: u64,
 }
 
 /// What happened: the timeline and the counters behind the metrics.

@@ -19,12 +19,28 @@
 //! intent's revision is the manifest's `mod_revision`, and a location that reads a
 //! manifest reads exactly one revision. A one-record change of a large zone writes a
 //! chunk or two and the manifest, not the zone.
+//!
+//! Beside the files, [`records`] keeps the deployment's small values: what operators set
+//! (`operator`, one JSON value changed by compare-and-swap) and what each location says
+//! of itself (`location/NAME`, on a lease).
 #![forbid(unsafe_code)]
 pub mod applied;
 pub mod files;
 pub mod manifest;
+pub mod records;
 pub mod store;
 pub mod url;
+pub mod watch;
+
+/// Where a deployment's intent is kept and how to reach it (`--intent`, and
+/// `--intent-ca`, `--intent-cert`, `--intent-key`).
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The store's members and the deployment's prefix.
+    pub url: url::StoreUrl,
+    /// The TLS files.
+    pub tls: url::StoreTls,
+}
 
 /// One revision of the intent: its number in the store (0 for a directory on the
 /// host) and its files.

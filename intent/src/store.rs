@@ -2,7 +2,7 @@
 //! next ones (see the crate's documentation for the keys).
 use std::{path::Path, time::Duration};
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp, WatchOptions};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
 
 use crate::{
     files::Files,
@@ -13,7 +13,7 @@ use crate::{
 
 /// A connection to the store, for one deployment's prefix.
 pub struct Store {
-    client: Client,
+    pub(crate) client: Client,
     url: StoreUrl,
 }
 
@@ -55,10 +55,7 @@ pub enum Seen {
 }
 
 /// Revisions as they are published.
-pub struct Watch {
-    stream: etcd_client::WatchStream,
-    members: String,
-}
+pub struct Watch(crate::watch::ValueWatch);
 
 impl Store {
     /// Connects to `url`'s members (with `tls`'s files when given); each request is
@@ -102,11 +99,17 @@ impl Store {
         })
     }
 
-    fn key(&self, rest: &str) -> String {
+    /// The store's members, as messages name them.
+    #[must_use]
+    pub fn members(&self) -> String {
+        self.url.members()
+    }
+
+    pub(crate) fn key(&self, rest: &str) -> String {
         format!("{}/{rest}", self.url.prefix)
     }
 
-    fn failed(&self, reason: impl std::fmt::Display) -> IntentError {
+    pub(crate) fn failed(&self, reason: impl std::fmt::Display) -> IntentError {
         store_error(&self.url, reason)
     }
 
@@ -316,17 +319,7 @@ impl Store {
     /// # Errors
     /// The store unreachable.
     pub async fn watch(&mut self, from: u64) -> Result<Watch, IntentError> {
-        let key = self.key("manifest");
-        let options = WatchOptions::new().with_start_revision(i64::try_from(from).unwrap_or(i64::MAX));
-        let stream = self
-            .client
-            .watch(key, Some(options))
-            .await
-            .map_err(|e| self.failed(e))?;
-        Ok(Watch {
-            stream,
-            members: self.url.members(),
-        })
+        self.watch_value("manifest", from).await.map(Watch)
     }
 }
 
@@ -337,30 +330,15 @@ impl Watch {
     /// The connection lost, or a manifest that does not read.
     pub async fn next(&mut self) -> Result<Option<Seen>, IntentError> {
         loop {
-            let Some(response) = self.stream.message().await.map_err(|e| IntentError::Store {
-                endpoints: self.members.clone(),
-                reason: e.to_string(),
-            })?
-            else {
-                return Ok(None);
+            return match self.0.next_event().await? {
+                crate::watch::Next::Ended => Ok(None),
+                crate::watch::Next::Compacted => Ok(Some(Seen::Compacted)),
+                crate::watch::Next::Put(revision, value) => {
+                    decode(revision, &value).map(|m| Some(Seen::Revision(revision, m)))
+                }
+                // The manifest is never deleted; nothing to apply.
+                crate::watch::Next::Deleted(_) => continue,
             };
-            if response.compact_revision() > 0 {
-                return Ok(Some(Seen::Compacted));
-            }
-            if response.canceled() {
-                return Ok(None);
-            }
-            // The last put of the batch is the revision in force.
-            let last = response
-                .events()
-                .iter()
-                .rev()
-                .filter(|e| e.event_type() == etcd_client::EventType::Put)
-                .find_map(etcd_client::Event::kv);
-            if let Some(kv) = last {
-                let revision = u64::try_from(kv.mod_revision()).unwrap_or(0);
-                return decode(revision, kv.value()).map(|m| Some(Seen::Revision(revision, m)));
-            }
         }
     }
 }

@@ -55,7 +55,13 @@ enum Command {
         action: OverrideAction,
     },
     /// Set an external check's status.
-    External { check: String, status: Status },
+    External {
+        check: String,
+        status: Status,
+        /// Make it at this location only (in a deployment; default: every location).
+        #[arg(long, value_name = "NAME")]
+        only_location: Option<String>,
+    },
     /// Zonal shifts.
     Shift {
         #[command(subcommand)]
@@ -291,9 +297,17 @@ enum OverrideAction {
         status: Status,
         #[arg(long)]
         expires: String,
+        /// Make it at this location only (in a deployment; default: every location).
+        #[arg(long, value_name = "NAME")]
+        only_location: Option<String>,
     },
     /// End the override of CHECK.
-    Clear { check: String },
+    Clear {
+        check: String,
+        /// Make it at this location only (in a deployment; default: every location).
+        #[arg(long, value_name = "NAME")]
+        only_location: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -321,6 +335,9 @@ enum ShiftAction {
         expires: String,
         #[arg(long)]
         comment: Option<String>,
+        /// Make it at this location only (in a deployment; default: every location).
+        #[arg(long, value_name = "NAME")]
+        only_location: Option<String>,
     },
     /// Set a new expiry (from now, ≤ 72h).
     Update {
@@ -330,6 +347,9 @@ enum ShiftAction {
         az: String,
         #[arg(long)]
         expires: String,
+        /// Make it at this location only (in a deployment; default: every location).
+        #[arg(long, value_name = "NAME")]
+        only_location: Option<String>,
     },
     /// End a shift.
     Cancel {
@@ -337,6 +357,9 @@ enum ShiftAction {
         rrset: String,
         #[arg(long)]
         az: String,
+        /// Make it at this location only (in a deployment; default: every location).
+        #[arg(long, value_name = "NAME")]
+        only_location: Option<String>,
     },
     /// Every shift.
     List,
@@ -365,62 +388,10 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "qdnsctl", &mut std::io::stdout());
             return ExitCode::SUCCESS;
         }
-        Command::Status => Request::Status {},
-        Command::Reload => Request::Reload {},
-        Command::Health { check } => Request::Health { check },
-        Command::Explain { name, rtype, client } => Request::Explain { name, rtype, client },
-        Command::Dump { zone } => Request::Dump { zone },
-        Command::Dnssec {
-            action: DnssecAction::Ds { zone },
-        } => Request::DnssecDs { zone },
-        Command::Dnssec {
-            action: DnssecAction::Rollover { zone, complete },
-        } => Request::DnssecRollover {
-            zone,
-            step: if complete {
-                qdns_control::dnssec::RolloverStep::Complete
-            } else {
-                qdns_control::dnssec::RolloverStep::Start
-            },
+        command => match socket_request(command) {
+            Some(request) => request,
+            None => return ExitCode::FAILURE,
         },
-        Command::Override {
-            action: OverrideAction::Set { check, status, expires },
-        } => Request::OverrideSet {
-            check,
-            healthy: matches!(status, Status::Healthy),
-            expires,
-        },
-        Command::Override {
-            action: OverrideAction::Clear { check },
-        } => Request::OverrideClear { check },
-        Command::External { check, status } => Request::External {
-            check,
-            healthy: matches!(status, Status::Healthy),
-        },
-        Command::Shift {
-            action:
-                ShiftAction::Start {
-                    rrset,
-                    az,
-                    expires,
-                    comment,
-                },
-        } => Request::ShiftStart {
-            rrset,
-            az,
-            expires,
-            comment,
-        },
-        Command::Shift {
-            action: ShiftAction::Update { rrset, az, expires },
-        } => Request::ShiftUpdate { rrset, az, expires },
-        Command::Shift {
-            action: ShiftAction::Cancel { rrset, az },
-        } => Request::ShiftCancel { rrset, az },
-        Command::Shift {
-            action: ShiftAction::List,
-        } => Request::ShiftList {},
-        Command::Events { limit } => Request::Events { limit },
     };
     let response = match call(&socket, &request) {
         Ok(response) => response,
@@ -449,6 +420,107 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The control socket request of a command that is one (`None`: run here).
+fn socket_request(command: Command) -> Option<Request> {
+    Some(match command {
+        Command::Status => Request::Status {},
+        Command::Reload => Request::Reload {},
+        Command::Health { check } => Request::Health { check },
+        Command::Explain { name, rtype, client } => Request::Explain { name, rtype, client },
+        Command::Dump { zone } => Request::Dump { zone },
+        Command::Dnssec {
+            action: DnssecAction::Ds { zone },
+        } => Request::DnssecDs { zone },
+        Command::Dnssec {
+            action: DnssecAction::Rollover { zone, complete },
+        } => Request::DnssecRollover {
+            zone,
+            step: if complete {
+                qdns_control::dnssec::RolloverStep::Complete
+            } else {
+                qdns_control::dnssec::RolloverStep::Start
+            },
+        },
+        Command::Override {
+            action:
+                OverrideAction::Set {
+                    check,
+                    status,
+                    expires,
+                    only_location,
+                },
+        } => Request::OverrideSet {
+            check,
+            healthy: matches!(status, Status::Healthy),
+            expires,
+            only_location,
+        },
+        Command::Override {
+            action: OverrideAction::Clear { check, only_location },
+        } => Request::OverrideClear { check, only_location },
+        Command::External {
+            check,
+            status,
+            only_location,
+        } => Request::External {
+            check,
+            healthy: matches!(status, Status::Healthy),
+            only_location,
+        },
+        Command::Shift {
+            action:
+                ShiftAction::Start {
+                    rrset,
+                    az,
+                    expires,
+                    comment,
+                    only_location,
+                },
+        } => Request::ShiftStart {
+            rrset,
+            az,
+            expires,
+            comment,
+            only_location,
+        },
+        Command::Shift {
+            action:
+                ShiftAction::Update {
+                    rrset,
+                    az,
+                    expires,
+                    only_location,
+                },
+        } => Request::ShiftUpdate {
+            rrset,
+            az,
+            expires,
+            only_location,
+        },
+        Command::Shift {
+            action:
+                ShiftAction::Cancel {
+                    rrset,
+                    az,
+                    only_location,
+                },
+        } => Request::ShiftCancel {
+            rrset,
+            az,
+            only_location,
+        },
+        Command::Shift {
+            action: ShiftAction::List,
+        } => Request::ShiftList {},
+        Command::Events { limit } => Request::Events { limit },
+        Command::Pki { .. }
+        | Command::Publish(_)
+        | Command::Intent { .. }
+        | Command::Anycast(_)
+        | Command::Completions { .. } => return None,
+    })
 }
 
 fn call(socket: &PathBuf, request: &Request) -> std::io::Result<Response> {

@@ -1,0 +1,209 @@
+//! Operator changes in a deployment (issue 52 §4, SPEC §11): an override, external
+//! status or shift given to any location's control is written to the intent store
+//! (a real etcd) before the command answers, and every location's edges answer by it;
+//! `--only-location` scopes one to one location; a location cut off from the store
+//! refuses changes within 5 s, naming the store, and serves on; a single host moving in
+//! keeps what it had set.
+mod common;
+
+use std::{
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use common::Location;
+use hickory_proto::rr::RecordType;
+use qdns_testkit::etcd::Etcd;
+
+/// `qdnsctl publish DIR --intent URL`.
+fn publish(dir: &Path, url: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("publish")
+        .arg(dir)
+        .args(["--intent", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "publish: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits until `loc` answers `name` A with `want`.
+fn answers(loc: &Location, name: &str, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = loc.values(name, RecordType::A);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} A is {got:?} at {}, not {want:?}",
+            loc.dir.path().display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `loc`'s timeline holds an event saying `needle`.
+fn in_timeline(loc: &Location, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !loc.ctl_json(&["events"]).to_string().contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "no event saying {needle:?}: {}",
+            loc.ctl_json(&["events"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A location following `url` as `name`, with an edge.
+fn location(url: &str, name: &str) -> Location {
+    let mut loc = Location::prepared();
+    loc.start_control_following(url, &["--no-embedded-checker", "--location", name]);
+    loc.start_edge();
+    loc
+}
+
+const API: &str = "api.shop.example.";
+const PRIMARY: &[&str] = &["192.0.2.20"];
+const SECONDARY: &[&str] = &["198.51.100.20"];
+
+#[test]
+fn an_operator_change_at_one_location_is_in_force_at_every_location_unless_scoped_to_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/operator");
+    let zones = dir.path().join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    publish(&zones, &url);
+    let fra = location(&url, "fra");
+    let mut ams = location(&url, "ams");
+    for loc in [&fra, &ams] {
+        answers(loc, API, PRIMARY);
+    }
+
+    // Given at fra, in force at both.
+    fra.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    for loc in [&fra, &ams] {
+        answers(loc, API, SECONDARY);
+    }
+    in_timeline(&ams, "shop.example./api-1 forced unhealthy for 30m at every location");
+    in_timeline(&ams, "from fra");
+    // The end is the deployment's: both count down to the same wall time.
+    let ends = |loc: &Location| loc.ctl_json(&["health", "api-1"]).to_string();
+    assert!(ends(&ams).contains("override"), "{}", ends(&ams));
+
+    // Scoped to ams, given at fra: ams answers by it, fra by the deployment's.
+    fra.ctl_json(&[
+        "override",
+        "set",
+        "api-1",
+        "healthy",
+        "--expires",
+        "30m",
+        "--only-location",
+        "ams",
+    ]);
+    answers(&ams, API, PRIMARY);
+    answers(&fra, API, SECONDARY);
+
+    // A shift given at ams moves traffic at fra.
+    ams.ctl_json(&[
+        "shift",
+        "start",
+        "--rrset",
+        "lb.shop.example.",
+        "--az",
+        "az1",
+        "--expires",
+        "2h",
+    ]);
+    answers(&fra, "lb.shop.example.", &["192.0.2.32"]);
+    let shifts = fra.ctl_json(&["shift", "list"]);
+    let left = shifts[0]["expires_in_s"].as_u64().unwrap();
+    assert!(left > 2 * 3600 - 30 && left <= 2 * 3600, "{shifts}");
+
+    // A restarted location takes the deployment's state, its own part included.
+    ams.control.take().unwrap().term();
+    ams.start_control_following(&url, &["--no-embedded-checker", "--location", "ams"]);
+    answers(&ams, API, PRIMARY);
+    answers(&ams, "lb.shop.example.", &["192.0.2.32"]);
+
+    // Cleared at ams (the deployment's part): fra answers the primary again; ams's own
+    // override is its own to clear.
+    ams.ctl_json(&["override", "clear", "api-1"]);
+    answers(&fra, API, PRIMARY);
+    let out = fra.ctl(&["override", "clear", "api-1"]);
+    assert!(!out.status.success(), "nothing left to clear in the deployment's part");
+    ams.ctl_json(&["override", "clear", "api-1", "--only-location", "ams"]);
+    ams.ctl_json(&["shift", "cancel", "--rrset", "lb.shop.example.", "--az", "az1"]);
+    answers(&fra, "lb.shop.example.", &["192.0.2.31", "192.0.2.32"]);
+    drop(etcd);
+}
+
+#[test]
+fn a_location_cut_off_from_the_store_refuses_changes_within_5s_and_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/cut-change");
+    let zones = dir.path().join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    publish(&zones, &url);
+    let fra = location(&url, "fra");
+    answers(&fra, API, PRIMARY);
+
+    etcd.kill();
+    let started = Instant::now();
+    let out = fra.ctl(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a change without the store is refused");
+    assert!(took < Duration::from_secs(7), "refused after {took:?}");
+    assert!(
+        err.contains("nothing was changed") && err.contains("intent store 127.0.0.1:"),
+        "{err}"
+    );
+    // Not made, here or anywhere: the location serves on as before.
+    answers(&fra, API, PRIMARY);
+    assert!(!fra.ctl_json(&["health", "api-1"]).to_string().contains("override"));
+
+    etcd.resume();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = fra.ctl(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+        if out.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    answers(&fra, API, SECONDARY);
+}
+
+#[test]
+fn a_single_host_moving_in_keeps_its_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/move-in");
+    let mut host = Location::prepared();
+    host.start_control();
+    host.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    host.control.take().unwrap().term();
+
+    publish(&host.zones(), &url);
+    host.start_control_following(&url, &["--no-embedded-checker", "--location", "fra"]);
+    host.start_edge();
+    answers(&host, API, SECONDARY);
+    // Its override is the deployment's now: a new location answers by it too.
+    let ams = location(&url, "ams");
+    answers(&ams, API, SECONDARY);
+    in_timeline(&ams, "operator state of the deployment taken");
+    drop(etcd);
+}
