@@ -165,12 +165,7 @@ impl KeyStore {
     /// Takes `file` (a key file, as [`KeyStore::file`] gives it: the deployment's, from
     /// its intent) as the keys of `origin`; true when they differ from those kept here.
     pub fn adopt(&self, origin: &[u8], file: &[u8]) -> Result<bool, DnssecError> {
-        let keys = serde_json::from_slice::<KeyFile>(file)
-            .map_err(|source| DnssecError::Damaged {
-                path: PathBuf::from(format!("the deployment's keys of {}", name::to_text(origin))),
-                source,
-            })?
-            .keys;
+        let keys = keys_of(origin, file)?;
         if self.load(origin)? == keys {
             return Ok(false);
         }
@@ -339,13 +334,33 @@ pub enum RolloverStep {
     Complete,
 }
 
+/// The keys a key file of `origin` holds (the deployment's, from its intent).
+pub fn keys_of(origin: &[u8], file: &[u8]) -> Result<Vec<ZoneKey>, DnssecError> {
+    serde_json::from_slice::<KeyFile>(file)
+        .map(|f| f.keys)
+        .map_err(|source| DnssecError::Damaged {
+            path: PathBuf::from(format!("the deployment's keys of {}", name::to_text(origin))),
+            source,
+        })
+}
+
+/// The key file holding `keys`, as [`KeyStore::file`] gives it.
+pub fn key_file(keys: &[ZoneKey]) -> Result<Vec<u8>, DnssecError> {
+    serde_json::to_vec(&KeyFile { keys: keys.to_vec() }).map_err(|e| DnssecError::Key(e.to_string()))
+}
+
 /// Moves the zone's keys one rollover step; the caller re-signs and pushes.
 pub fn rollover(store: &KeyStore, zone: &Zone, step: RolloverStep) -> Result<(), DnssecError> {
+    let keys = rolled(zone, store.load(&zone.origin)?, step)?;
+    store.save(&zone.origin, &keys)
+}
+
+/// `keys`, the zone's, moved one rollover step.
+pub fn rolled(zone: &Zone, mut keys: Vec<ZoneKey>, step: RolloverStep) -> Result<Vec<ZoneKey>, DnssecError> {
     let origin = name::to_text(&zone.origin);
     let Some(request) = zone.dnssec.as_deref() else {
         return Err(DnssecError::NotSigned(origin));
     };
-    let mut keys = store.load(&zone.origin)?;
     let incoming = keys.iter().any(|k| k.state == KeyState::Incoming);
     match step {
         RolloverStep::Start => {
@@ -371,7 +386,7 @@ pub fn rollover(store: &KeyStore, zone: &Zone, step: RolloverStep) -> Result<(),
             }
         }
     }
-    store.save(&zone.origin, &keys)
+    Ok(keys)
 }
 
 #[cfg(test)]

@@ -55,6 +55,11 @@ pub async fn handle_all(ctx: &Ctx, incoming: Vec<Result<Request, Response>>, pee
             responses.extend(answered.into_iter().map(Some));
             continue;
         }
+        if let (Some(deployment), Request::DnssecRollover { zone, step }) = (ctx.deployment.as_ref(), &request) {
+            // The deployment's keys move, at every location.
+            responses.push(Some(deployment::rollover(ctx, deployment, zone, *step, peer).await));
+            continue;
+        }
         let mut state = ctx.state.lock().await;
         state.log.actor = peer.map(str::to_owned);
         if is_change(&request) {

@@ -23,6 +23,11 @@ use crate::{
     reloads::Reloads,
 };
 
+/// The zones' keys in the store: `PREFIX/secret/dnssec/ORIGIN` (see [`share_keys`]).
+const KEYS_SECRET: &str = "dnssec";
+/// Where they are under PREFIX.
+const ZONE_KEYS: &str = "secret/dnssec";
+
 /// How long a request to the store may take before it counts as unreachable.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -137,7 +142,7 @@ async fn share_keys(
                 .ok_or_else(|| IntentError::Files(format!("signed zone {zone}: algorithm {algorithm:?}")))?;
             KeyStore::fresh(algorithm).map_err(keys_error)?
         };
-        let shared = store.secret_or(&format!("dnssec/{zone}"), made).await?;
+        let shared = store.secret_or(&format!("{KEYS_SECRET}/{zone}"), made).await?;
         if keys.adopt(&origin, &shared).map_err(keys_error)? {
             tracing::info!(%zone, "took the deployment's DNSSEC keys for this zone");
         }
@@ -225,9 +230,20 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     // The operator state: what is in the store now, then each change.
     let operator_from = take_operator(follower, &mut store).await?;
     let mut operator = store.watch_value(deployed::KEY, operator_from + 1).await?;
+    // The zones' keys: as the store holds them now, then each rollover step.
+    let keys_from = take_keys(follower, &mut store).await?;
+    let mut keys = store.watch_under(ZONE_KEYS, keys_from + 1).await?;
     loop {
         let seen = tokio::select! {
             seen = tokio::time::timeout(Duration::from_secs(10), watch.next()) => seen,
+            heard = keys.next() => match heard? {
+                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
+                Some(Heard::Changed(_) | Heard::Compacted) => {
+                    let from = take_keys(follower, &mut store).await?;
+                    keys = store.watch_under(ZONE_KEYS, from + 1).await?;
+                    continue;
+                }
+            },
             heard = operator.next() => match heard? {
                 None => return Err(IntentError::Files("the store ended the watch".to_owned())),
                 Some(Heard::Changed(_) | Heard::Compacted) => {
@@ -364,4 +380,31 @@ async fn move_in(follower: &Follower, store: &mut Store) -> Result<(), IntentErr
         state.event("intent", event);
     }
     Ok(())
+}
+
+/// Takes the zones' keys as the store holds them now: a zone whose keys changed (a
+/// rollover step given at another location) is signed with them at once. The store
+/// revision read.
+async fn take_keys(follower: &Follower, store: &mut Store) -> Result<u64, IntentError> {
+    let (now, values) = store.values_under(ZONE_KEYS).await?;
+    let mut changed = Vec::new();
+    for (zone, value) in values {
+        let Ok(origin) = qdns_zone::master::parse_name_wire(&zone, b"\0") else {
+            continue;
+        };
+        match follower.keys.adopt(&origin, &value.data) {
+            Ok(true) => changed.push(zone),
+            Ok(false) => {}
+            Err(err) => tracing::warn!(%zone, %err, "the deployment's keys of this zone cannot be taken"),
+        }
+    }
+    if !changed.is_empty() {
+        let ctx = &follower.ctx;
+        let mut state = ctx.state.lock().await;
+        let why = format!("the deployment's DNSSEC keys of {} changed", changed.join(", "));
+        tracing::info!("{why}");
+        // A failure is in the timeline; the next rollover step or revision tries again.
+        let _ = crate::reload::resign(ctx, &mut state, &why);
+    }
+    Ok(now)
 }

@@ -207,3 +207,71 @@ fn a_single_host_moving_in_keeps_its_overrides() {
     in_timeline(&ams, "operator state of the deployment taken");
     drop(etcd);
 }
+
+/// The DS records `qdnsctl dnssec ds example.net.` gives at `loc`.
+fn ds_records(loc: &Location) -> Vec<String> {
+    let keys = loc.ctl_json(&["dnssec", "ds", "example.net."]);
+    let mut ds: Vec<String> = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["ds"].as_str().unwrap().to_owned())
+        .collect();
+    ds.sort();
+    ds
+}
+
+/// Waits until `loc`'s edge answers example.net. DNSKEY with `count` keys.
+fn dnskeys(loc: &Location, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = loc.values("example.net.", RecordType::DNSKEY);
+        if got.len() == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "example.net. DNSKEY is {got:?}, not {count} keys"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_rollover_step_given_at_one_location_moves_every_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/rollover");
+    let zones = dir.path().join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    let path = zones.join("example.net.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("[zone]\n", "[zone]\ndnssec = true\n", 1)).unwrap();
+    publish(&zones, &url);
+    let fra = location(&url, "fra");
+    let ams = location(&url, "ams");
+    let first = ds_records(&fra);
+    assert_eq!(first.len(), 1);
+    assert_eq!(ds_records(&ams), first);
+
+    // Started at fra: both sign with the old and the incoming key.
+    let started = fra.ctl_json(&["dnssec", "rollover", "example.net."]);
+    assert_eq!(started.as_array().unwrap().len(), 2, "{started}");
+    for loc in [&fra, &ams] {
+        dnskeys(loc, 2);
+    }
+    let both = ds_records(&fra);
+    assert_eq!(ds_records(&ams), both);
+    // Completed at ams: both keep the new key only.
+    ams.ctl_json(&["dnssec", "rollover", "example.net.", "--complete"]);
+    for loc in [&fra, &ams] {
+        dnskeys(loc, 1);
+    }
+    let last = ds_records(&ams);
+    assert_eq!(ds_records(&fra), last);
+    assert_eq!(last.len(), 1);
+    assert_ne!(last, first, "the new key, not the old");
+    assert!(both.contains(&last[0]));
+    drop(etcd);
+}

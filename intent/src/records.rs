@@ -165,6 +165,20 @@ impl Store {
         Ok(response.header().map_or(0, |h| revision_of(h.revision())))
     }
 
+    /// Watches every value under `PREFIX/DIR/` from store revision `from` (inclusive).
+    ///
+    /// # Errors
+    /// The store unreachable.
+    pub async fn watch_under(&mut self, dir: &str, from: u64) -> Result<ValueWatch, IntentError> {
+        let options = WatchOptions::new().with_start_revision(signed(from)).with_prefix();
+        let stream = self
+            .client
+            .watch(self.key(&format!("{dir}/")), Some(options))
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(ValueWatch::new(stream, self.members()))
+    }
+
     /// Watches `PREFIX/NAME` from store revision `from` (inclusive).
     ///
     /// # Errors

@@ -50,7 +50,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LinkError + '_ {
 
 /// Writes `bytes` to `path` through a temporary file and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), LinkError> {
-    let tmp = path.with_extension("tmp");
+    // A name of its own for each write: two tasks writing one file at once each rename
+    // a whole file (the last one stays), neither finds its temporary file gone.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 
 use qdns_intent::{records::Swapped, store::Store, IntentError};
 
-use super::{make, only_location, shift_list, Answer, Made};
+use super::{make, only_location, shift_list, zone_of, Answer, Made};
 use crate::{
-    api::{ApiError, ErrorCode, Request, Response},
+    api::{ApiError, ErrorCode, Reply, Request, Response},
     ctx::Ctx,
     deployed::{self, Deployed, Deployment, Last},
+    dnssec::RolloverStep,
     intent::STORE_TIMEOUT,
 };
 
@@ -39,18 +40,7 @@ pub(super) async fn changes(
     let written = match tokio::time::timeout(STORE_TIMEOUT, write(ctx, deployment, &batch, peer)).await {
         Ok(Ok(written)) => written,
         Ok(Err(err)) => return refused(&batch, &err),
-        Err(_) => {
-            let err = ApiError::new(
-                ErrorCode::Unavailable,
-                format!(
-                    "nothing was changed: intent store {}: no answer within {}s (this location is cut off \
-                     from it, or it has no quorum)",
-                    deployment.source.url.members(),
-                    STORE_TIMEOUT.as_secs()
-                ),
-            );
-            return refused(&batch, &err);
-        }
+        Err(_) => return refused(&batch, &no_answer(deployment)),
     };
     let Written {
         mut answers,
@@ -83,7 +73,7 @@ pub(super) async fn changes(
     for (at, reply) in replies {
         let reply = match reply {
             Answer::Reply(reply) => reply,
-            Answer::Shifts => crate::api::Reply::Shifts(shift_list(&state)),
+            Answer::Shifts => Reply::Shifts(shift_list(&state)),
         };
         if let Some(slot) = answers.get_mut(at) {
             *slot = Some(Response::from_result(Ok(reply)));
@@ -193,6 +183,85 @@ async fn write(
         ErrorCode::Unavailable,
         "nothing was changed: the deployment's operator state kept changing under this change; try again".to_owned(),
     ))
+}
+
+/// `dnssec rollover` in a deployment: the step is made on the zone's keys as the store
+/// holds them and written back by compare-and-swap, then signed with here; every other
+/// location takes them from the store and signs with them too (`crate::intent`), so
+/// `dnssec ds` answers the same everywhere.
+pub(super) async fn rollover(
+    ctx: &Ctx,
+    deployment: &Deployment,
+    zone: &str,
+    step: RolloverStep,
+    peer: Option<&str>,
+) -> Response {
+    let found = match zone_of(&*ctx.state.lock().await, zone) {
+        Ok(found) => found.clone(),
+        Err(err) => return Response::error(&err),
+    };
+    let written = match tokio::time::timeout(STORE_TIMEOUT, roll(deployment, &found, step)).await {
+        Ok(Ok(written)) => written,
+        Ok(Err(err)) => return Response::error(&err),
+        Err(_) => return Response::error(&no_answer(deployment)),
+    };
+    let (revision, file) = written;
+    let keys = ctx.key_store();
+    let mut state = ctx.state.lock().await;
+    state.log.actor = peer.map(str::to_owned);
+    let why = format!("DNSSEC rollover of {zone}: {step:?} at every location (intent revision {revision})");
+    let result = keys
+        .adopt(&found.origin, &file)
+        .map_err(ApiError::from)
+        .and_then(|_| crate::reload::resign(ctx, &mut state, &why))
+        .and_then(|()| {
+            crate::dnssec::key_info(&keys, &found)
+                .map(Reply::DnssecKeys)
+                .map_err(ApiError::from)
+        });
+    state.log.actor = None;
+    Response::from_result(result)
+}
+
+/// The zone's keys in the store moved one step and written back: the store revision and
+/// the key file.
+async fn roll(deployment: &Deployment, zone: &qdns_zone::Zone, step: RolloverStep) -> Result<(u64, Vec<u8>), ApiError> {
+    let origin = qdns_zone::name::to_text(&zone.origin);
+    let name = format!("secret/dnssec/{origin}");
+    let mut store = Store::connect(&deployment.source.url, &deployment.source.tls, STORE_TIMEOUT)
+        .await
+        .map_err(unavailable)?;
+    let Some(value) = store.value(&name).await.map_err(unavailable)?.1 else {
+        return Err(ApiError::conflict(format!(
+            "{origin} has no keys in the deployment yet (they are made when a revision signing it is applied)"
+        )));
+    };
+    let keys = crate::dnssec::rolled(zone, crate::dnssec::keys_of(&zone.origin, &value.data)?, step)?;
+    let file = crate::dnssec::key_file(&keys)?;
+    match store
+        .swap(&name, Some(value.revision), file.clone())
+        .await
+        .map_err(unavailable)?
+    {
+        Swapped::Written(revision) => Ok((revision, file)),
+        Swapped::Changed => Err(ApiError::conflict(format!(
+            "the keys of {origin} changed under this rollover; look again (`qdnsctl dnssec ds {origin}`) before \
+             repeating it"
+        ))),
+    }
+}
+
+/// The store did not answer within [`STORE_TIMEOUT`].
+fn no_answer(deployment: &Deployment) -> ApiError {
+    ApiError::new(
+        ErrorCode::Unavailable,
+        format!(
+            "nothing was changed: intent store {}: no answer within {}s (this location is cut off from it, or it \
+             has no quorum)",
+            deployment.source.url.members(),
+            STORE_TIMEOUT.as_secs()
+        ),
+    )
 }
 
 /// A change's timeline text with where it is in force.
