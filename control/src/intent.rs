@@ -301,6 +301,14 @@ async fn apply(
         Err(why) => {
             follower.applied.discard(revision);
             tracing::warn!(revision, %why, "intent revision refused here; the last stays in force");
+            let mut state = follower.ctx.state.lock().await;
+            let refused = &mut state.log.intent_refused;
+            if !refused.iter().any(|(r, _)| *r == revision) {
+                if refused.len() == crate::presence::REFUSALS_KEPT {
+                    refused.pop_front();
+                }
+                refused.push_back((revision, why.clone()));
+            }
             format!("intent revision {revision} refused here, the last stays in force: {why}")
         }
     };

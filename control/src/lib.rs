@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod observations;
 pub mod operator;
 pub mod persist;
+pub mod presence;
 pub mod quorum;
 mod reload;
 pub mod reloads;
@@ -459,7 +460,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     tasks.spawn(transfer::inbound::follow(inbound, shutdown.clone()));
     if let Some(deployment) = ctx.deployment.clone() {
         let follower = intent::Follower {
-            deployment,
+            deployment: Arc::clone(&deployment),
             applied: qdns_intent::applied::Applied::under(&config.state_dir),
             reloads: reloads.clone(),
             ctx: ctx.clone(),
@@ -467,6 +468,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             took_operator: std::sync::atomic::AtomicBool::new(false),
         };
         tasks.spawn(intent::follow(follower, shutdown.clone()));
+        tasks.spawn(presence::run(
+            ctx.clone(),
+            deployment,
+            config.checker_id.clone(),
+            shutdown.clone(),
+        ));
     }
     // Every listener bound, the zones compiled and edges served: ready for systemd, and
     // for whoever waits for this line (the metrics and report listeners are up too).

@@ -140,6 +140,8 @@ pub struct Log {
     pub reports: crate::report::ReportStats,
     /// When the deployment's intent store last answered (Unix seconds; `--intent`).
     pub intent_heard_at: Option<u64>,
+    /// Revisions of the intent refused here and why, newest last (a few).
+    pub intent_refused: std::collections::VecDeque<(u64, String)>,
 }
 
 /// What the edges are sent, and who they are.

@@ -275,3 +275,172 @@ fn a_rollover_step_given_at_one_location_moves_every_location() {
     assert!(both.contains(&last[0]));
     drop(etcd);
 }
+
+/// `qdnsctl ARGS --intent URL --json`, its JSON and whether it succeeded.
+fn qdnsctl_json(args: &[&str], url: &str) -> (bool, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .args(args)
+        .args(["--intent", url, "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (out.status.success(), json, stderr)
+}
+
+/// Each location's status in `qdnsctl change --json` output.
+fn statuses(change: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = change["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["location"].as_str().unwrap().to_owned(),
+                row["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `qdnsctl publish`'s revision.
+fn published(dir: &Path, url: &str) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .arg("publish")
+        .arg(dir)
+        .args(["--intent", url])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    stdout.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn qdnsctl_change_says_which_locations_answer_by_a_change_and_which_refused_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/change");
+    let zones = dir.path().join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
+    let first = published(&zones, &url);
+    let _fra = location(&url, "fra");
+    // ams refuses checks of special-use targets (shop.example's probe loopback).
+    let mut ams = Location::prepared();
+    ams.start_control_following(
+        &url,
+        &[
+            "--no-embedded-checker",
+            "--location",
+            "ams",
+            "--deny-special-use-targets",
+        ],
+    );
+    ams.start_edge();
+    let (ok, change, err) = qdnsctl_json(&["change", &first.to_string(), "--wait", "--timeout", "30"], &url);
+    assert!(ok, "{err}{change}");
+    assert_eq!(
+        statuses(&change),
+        [
+            ("ams".to_owned(), "INSYNC".to_owned()),
+            ("fra".to_owned(), "INSYNC".to_owned())
+        ]
+    );
+    for row in change["locations"].as_array().unwrap() {
+        assert_eq!(row["serving"]["applied"], first, "{row}");
+        assert_eq!(row["edges"].as_array().unwrap().len(), 1, "{row}");
+    }
+
+    // shop.example added: fra takes it, ams refuses it; --wait ends at once, failing.
+    qdns_testkit::fixtures::copy_examples(&zones);
+    let second = published(&zones, &url);
+    let (ok, change, err) = qdnsctl_json(&["change", &second.to_string(), "--wait", "--timeout", "30"], &url);
+    assert!(!ok && err.contains("ams REFUSED"), "{err}{change}");
+    assert_eq!(
+        statuses(&change),
+        [
+            ("ams".to_owned(), "REFUSED".to_owned()),
+            ("fra".to_owned(), "INSYNC".to_owned())
+        ]
+    );
+    // The fleet: both heard from, ams on the first revision and saying why.
+    let (ok, fleet, err) = qdnsctl_json(&["fleet"], &url);
+    assert!(ok, "{err}");
+    let ams_row = fleet
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["location"] == "ams")
+        .unwrap();
+    assert_eq!(ams_row["alive"], true);
+    assert_eq!(ams_row["applied"], first);
+    assert_eq!(ams_row["refused"][0]["revision"], second, "{ams_row}");
+    drop(etcd);
+}
+
+/// Waits (up to a minute: the lease is 30 s) until `qdnsctl fleet` says the store
+/// hears from `location` (`alive`) or not.
+fn heard_from(url: &str, location: &str, alive: bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, fleet, _) = qdnsctl_json(&["fleet"], url);
+        let row = fleet
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["location"] == location)
+            .cloned();
+        if row.is_some_and(|r| r["alive"] == alive) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{location} is not alive={alive}: {fleet}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn a_location_the_store_stops_hearing_from_is_cut_off_and_does_not_hold_a_change_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/cut-off");
+    let zones = dir.path().join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    published(&zones, &url);
+    let fra = location(&url, "fra");
+    let ams = location(&url, "ams");
+    // ams's control stops (as cut off): after its lease, the store says so.
+    ams.control.as_ref().unwrap().signal("STOP");
+    heard_from(&url, "ams", false);
+    // An operator change given at fra: in force at fra; the cut-off ams does not hold
+    // the wait up.
+    fra.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    let (ok, change, err) = qdnsctl_json(&["change", "--wait", "--timeout", "30"], &url);
+    assert!(ok, "{err}{change}");
+    assert_eq!(
+        statuses(&change),
+        [
+            ("ams".to_owned(), "CUT OFF".to_owned()),
+            ("fra".to_owned(), "INSYNC".to_owned())
+        ]
+    );
+    assert!(change["wants"]["operator"].as_u64().unwrap() > 0, "{change}");
+    // Back: ams is heard from again, catches up, and its edge answers by the change.
+    ams.control.as_ref().unwrap().signal("CONT");
+    heard_from(&url, "ams", true);
+    let (ok, change, err) = qdnsctl_json(&["change", "--wait", "--timeout", "30"], &url);
+    assert!(ok, "{err}{change}");
+    assert_eq!(
+        statuses(&change),
+        [
+            ("ams".to_owned(), "INSYNC".to_owned()),
+            ("fra".to_owned(), "INSYNC".to_owned())
+        ]
+    );
+    answers(&ams, API, SECONDARY);
+    drop(etcd);
+}

@@ -21,8 +21,9 @@
 //! chunk or two and the manifest, not the zone.
 //!
 //! Beside the files, [`records`] keeps the deployment's small values: what operators set
-//! (`operator`, one JSON value changed by compare-and-swap) and what each location says
-//! of itself (`location/NAME`, on a lease).
+//! (`operator`, one JSON value changed by compare-and-swap), the zones' keys
+//! (`secret/dnssec/ORIGIN`, made once, moved by compare-and-swap), and what each
+//! location says of itself (`location/NAME`, and `alive/NAME` on a lease).
 #![forbid(unsafe_code)]
 pub mod applied;
 pub mod files;

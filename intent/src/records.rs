@@ -73,6 +73,22 @@ impl Store {
         ))
     }
 
+    /// The store revision that last wrote `PREFIX/NAME` as of store revision `at`
+    /// (0: now; `None`: it did not exist then), and the store's revision now.
+    ///
+    /// # Errors
+    /// The store unreachable, or `at` compacted away or still to come.
+    pub async fn written_as_of(&mut self, name: &str, at: u64) -> Result<(u64, Option<u64>), IntentError> {
+        let options = GetOptions::new().with_revision(signed(at)).with_keys_only();
+        let response = self
+            .client
+            .get(self.key(name), Some(options))
+            .await
+            .map_err(|e| self.failed(format!("revision {at}: {e}")))?;
+        let now = response.header().map_or(0, |h| revision_of(h.revision()));
+        Ok((now, response.kvs().first().map(|kv| revision_of(kv.mod_revision()))))
+    }
+
     /// Writes `data` as `PREFIX/NAME` if it is still as read: last written at
     /// `expected`, or absent when `None`.
     ///
@@ -146,6 +162,22 @@ impl Store {
             stream,
             members: self.members(),
         })
+    }
+
+    /// Writes `data` as `PREFIX/NAME`; the store revision of the write.
+    ///
+    /// # Errors
+    /// The store unreachable, or `data` over [`MAX_VALUE`].
+    pub async fn put(&mut self, name: &str, data: Vec<u8>) -> Result<u64, IntentError> {
+        if data.len() > MAX_VALUE {
+            return Err(self.failed(format!("{name}: a value of {} octets", data.len())));
+        }
+        let response = self
+            .client
+            .put(self.key(name), data, None)
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok(response.header().map_or(0, |h| revision_of(h.revision())))
     }
 
     /// Writes `data` as `PREFIX/NAME`, held by `lease`: gone when the lease ends.

@@ -9,7 +9,7 @@ use qdns_intent::{
 
 /// Where the intent is.
 #[derive(clap::Args)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// etcd://HOST:PORT[,HOST:PORT…]/PREFIX (one prefix is one deployment).
     #[arg(long, value_name = "etcd://HOST:PORT[,…]/PREFIX")]
     intent: String,
@@ -130,7 +130,7 @@ pub fn export(args: &ExportArgs) -> ExitCode {
 }
 
 /// Connects to the store and runs `work` with it.
-fn run<T, F, Fut>(args: &StoreArgs, work: F) -> Result<T, ExitCode>
+pub(crate) fn run<T, F, Fut>(args: &StoreArgs, work: F) -> Result<T, ExitCode>
 where
     F: FnOnce(Store) -> Fut,
     Fut: std::future::Future<Output = Result<T, qdns_intent::IntentError>>,
@@ -158,7 +158,7 @@ where
         .map_err(|e| fail(&e))
 }
 
-fn fail(err: &qdns_intent::IntentError) -> ExitCode {
+pub(crate) fn fail(err: &qdns_intent::IntentError) -> ExitCode {
     eprintln!("qdnsctl: {err}");
     ExitCode::FAILURE
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 mod intent;
 mod print;
+mod sync;
 
 #[derive(Parser)]
 #[command(name = "qdnsctl", version, about = "Operate qdns-control through its control socket")]
@@ -80,6 +81,13 @@ enum Command {
     /// Publish a zone directory as a new revision of the deployment's intent in etcd
     /// (checked as `reload` does; prints `change REV`; no control socket).
     Publish(intent::PublishArgs),
+    /// Which locations of the deployment answer by change REV (INSYNC, PENDING, REFUSED,
+    /// CUT OFF); --wait until every location the store hears from does (no control
+    /// socket).
+    Change(sync::ChangeArgs),
+    /// The deployment's locations: their control, revisions, edges and last contact
+    /// with the store (no control socket).
+    Fleet(sync::FleetArgs),
     /// The deployment's intent in etcd.
     Intent {
         #[command(subcommand)]
@@ -380,6 +388,8 @@ fn main() -> ExitCode {
     let request = match cli.command {
         Command::Pki { action } => return pki(action),
         Command::Publish(args) => return intent::publish(args),
+        Command::Change(args) => return sync::change(&args, cli.json),
+        Command::Fleet(args) => return sync::fleet(&args, cli.json),
         Command::Intent {
             action: IntentAction::Export(args),
         } => return intent::export(&args),
@@ -517,6 +527,8 @@ fn socket_request(command: Command) -> Option<Request> {
         Command::Events { limit } => Request::Events { limit },
         Command::Pki { .. }
         | Command::Publish(_)
+        | Command::Change(_)
+        | Command::Fleet(_)
         | Command::Intent { .. }
         | Command::Anycast(_)
         | Command::Completions { .. } => return None,
