@@ -204,8 +204,33 @@ pub enum Role {
         #[arg(long)]
         region: String,
         /// Zone directory (the checks to probe).
-        #[arg(long, value_name = "DIR")]
-        zones: PathBuf,
+        #[arg(
+            long,
+            value_name = "DIR",
+            required_unless_present = "intent",
+            conflicts_with = "intent"
+        )]
+        zones: Option<PathBuf>,
+        /// Probe the checks of the deployment's intent in etcd instead (SPEC §11):
+        /// etcd://HOST:PORT[,HOST:PORT…]/PREFIX; each revision is followed.
+        #[arg(long, value_name = "etcd://HOST:PORT[,…]/PREFIX")]
+        intent: Option<String>,
+        /// CA certificates (PEM) the etcd members' certificates chain to.
+        #[arg(long, value_name = "FILE", requires = "intent")]
+        intent_ca: Option<PathBuf>,
+        /// This checker's client certificate for etcd (PEM).
+        #[arg(long, value_name = "FILE", requires = "intent_ca")]
+        intent_cert: Option<PathBuf>,
+        /// Its private key (PEM, owner-only).
+        #[arg(long, value_name = "FILE", requires = "intent_cert")]
+        intent_key: Option<PathBuf>,
+        /// Reach etcd beyond loopback without TLS.
+        #[arg(long)]
+        insecure_plaintext_link: bool,
+        /// Where the revision followed last is kept (with --intent), so a checker
+        /// restarted while the store is down probes what it had.
+        #[arg(long, value_name = "DIR", default_value = "/var/lib/qdns/checker")]
+        state_dir: PathBuf,
         /// File holding this checker's key (base64).
         #[arg(long, value_name = "FILE")]
         key_file: PathBuf,

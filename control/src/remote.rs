@@ -24,6 +24,11 @@ use crate::{
     report::{sign, Report},
 };
 
+mod follow;
+
+/// The checks a checker probes: each check's key and probe.
+pub(crate) type Checks = Vec<(String, qdns_zone::snapshot::Probe)>;
+
 /// Observations kept per location while it is unreachable.
 pub const MAX_QUEUED: usize = 100_000;
 /// How long a connection attempt to a location may take: a location behind a broken
@@ -42,8 +47,8 @@ pub struct CheckerConfig {
     pub id: String,
     /// Region.
     pub region: String,
-    /// Zone directory (the checks to probe).
-    pub zones: PathBuf,
+    /// Where the checks to probe are.
+    pub zones: Zones,
     /// This checker's key.
     pub key: Vec<u8>,
     /// Locations to report to: name (signed into each report) and listener address.
@@ -52,6 +57,21 @@ pub struct CheckerConfig {
     pub source: Option<IpAddr>,
     /// Extra trusted roots for `tls_verify` checks (PEM).
     pub tls_ca: Option<PathBuf>,
+}
+
+/// Where a checker finds the checks to probe.
+#[derive(Debug, Clone)]
+pub enum Zones {
+    /// A zone directory (`--zones`; SIGHUP reads it again).
+    Dir(PathBuf),
+    /// The deployment's intent (`--intent`), each revision followed; the one followed
+    /// last kept under the state directory.
+    Intent {
+        /// The store.
+        source: qdns_intent::Source,
+        /// `--state-dir`.
+        state_dir: PathBuf,
+    },
 }
 
 /// Why a checker process could not run.
@@ -67,6 +87,9 @@ pub enum RemoteError {
     /// The prober could not be set up.
     #[error("{0}")]
     Checker(#[from] CheckerError),
+    /// The deployment's intent could not be taken (`--intent`).
+    #[error("{0}")]
+    Intent(#[from] qdns_intent::IntentError),
 }
 
 /// Runs the checker until `shutdown`.
@@ -74,7 +97,17 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
     // Installed first: SIGHUP's default action would end the process.
     let mut hup =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(RemoteError::Signal)?;
-    let checks = probed_checks(&config.zones)?;
+    // The checks, and with --intent the revisions to come.
+    let (zones, checks, mut revisions) = match &config.zones {
+        Zones::Dir(dir) => (Some(dir.clone()), probed_checks(dir)?, None),
+        Zones::Intent { source, state_dir } => {
+            let applied = qdns_intent::applied::Applied::under(state_dir);
+            let (checks, from) = follow::first(source, &applied, probed_checks).await?;
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tokio::spawn(follow::follow(source.clone(), applied, from, tx, shutdown.clone()));
+            (None, checks, Some(rx))
+        }
+    };
     tracing::info!(checks = checks.len(), id = %config.id, region = %config.region, locations = config.report_to.len(), "checker running");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Observation>(4096);
     let mut checker = Checker::new(
@@ -106,12 +139,29 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
             _ = hup.recv() => {
                 // SIGHUP: re-read the zones; an invalid set is logged and the running
                 // checks go on.
-                match probed_checks(&config.zones) {
+                let Some(dir) = &zones else { continue };
+                match probed_checks(dir) {
                     Ok(checks) => {
                         tracing::info!(checks = checks.len(), "zones reloaded");
                         checker.set_checks(checks, &shutdown);
                     }
                     Err(err) => tracing::error!(%err, "reload rejected; the running checks go on"),
+                }
+                continue;
+            }
+            Some(revision) = next_revision(&mut revisions) => {
+                // A new revision of the intent: probed if it loads, else the running
+                // checks go on.
+                match probed_checks(&revision.dir) {
+                    Ok(checks) => {
+                        tracing::info!(checks = checks.len(), revision = revision.revision, "intent revision taken");
+                        checker.set_checks(checks, &shutdown);
+                        let _ = revision.outcome.send(true);
+                    }
+                    Err(err) => {
+                        tracing::error!(%err, revision = revision.revision, "intent revision refused; the running checks go on");
+                        let _ = revision.outcome.send(false);
+                    }
                 }
                 continue;
             }
@@ -128,8 +178,16 @@ pub async fn run_checker(config: CheckerConfig, shutdown: CancellationToken) -> 
     }
 }
 
+/// The next revision from the follower (never, without `--intent`).
+async fn next_revision(revisions: &mut Option<tokio::sync::mpsc::Receiver<follow::Staged>>) -> Option<follow::Staged> {
+    match revisions {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The probed checks of the zones in `dir`.
-fn probed_checks(dir: &std::path::Path) -> Result<Vec<(String, qdns_zone::snapshot::Probe)>, qdns_zone::ZoneError> {
+pub(crate) fn probed_checks(dir: &std::path::Path) -> Result<Checks, qdns_zone::ZoneError> {
     // Checks only: geo sets need no database here.
     let snapshot = qdns_zone::load_dir_with(
         dir,

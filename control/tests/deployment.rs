@@ -444,3 +444,70 @@ fn a_location_the_store_stops_hearing_from_is_cut_off_and_does_not_hold_a_change
     answers(&ams, API, SECONDARY);
     drop(etcd);
 }
+
+/// A remote checker `c1` following `url`, reporting to `fra` at `port`, its state in
+/// `dir`.
+fn checker_following(dir: &Path, url: &str, port: u16) -> qdns_testkit::daemon::Daemon {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+    cmd.args(["checker", "--id", "c1", "--region", "r1", "--intent", url])
+        .arg("--state-dir")
+        .arg(dir.join("checker-state"))
+        .arg("--key-file")
+        .arg(dir.join("c1.key"))
+        .args(["--report-to", &format!("fra=127.0.0.1:{port}")]);
+    qdns_testkit::daemon::Daemon::spawn("checker", cmd)
+}
+
+#[test]
+fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_store_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/checker");
+    let zones = dir.path().join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
+    published(&zones, &url);
+    // The checker's key, and the location's list of checkers.
+    let key = "c2VjcmV0LWtleS1vZi1jaGVja2VyLWMx";
+    qdns_link::protocol::write_private(&dir.path().join("c1.key"), key.as_bytes()).unwrap();
+    let keys = dir.path().join("keys.toml");
+    let list = format!("[[checker]]\nid = \"c1\"\nregion = \"r1\"\nkey = \"{key}\"\n");
+    qdns_link::protocol::write_private(&keys, list.as_bytes()).unwrap();
+    let port = common::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut fra = Location::prepared();
+    fra.start_control_following(
+        &url,
+        &[
+            "--no-embedded-checker",
+            "--location",
+            "fra",
+            "--checker-listen",
+            &listen,
+            "--checker-keys",
+            keys.to_str().unwrap(),
+        ],
+    );
+    let mut checker = checker_following(dir.path(), &url, port);
+    checker.wait_for("checker running checks=0");
+
+    // shop.example published: the checker probes its checks, and fra hears of them.
+    qdns_testkit::fixtures::copy_examples(&zones);
+    let second = published(&zones, &url);
+    checker.wait_for(&format!("revision={second}"));
+    let observed_by_c1 = |fra: &Location| fra.ctl_json(&["health", "api-1"]).to_string().contains("\"c1\"");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !observed_by_c1(&fra) {
+        assert!(Instant::now() < deadline, "{}", fra.ctl_json(&["health", "api-1"]));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Restarted while the store is down: it probes the revision it followed.
+    checker.term();
+    etcd.kill();
+    let checker = checker_following(dir.path(), &url, port);
+    checker.wait_for("probing the revision followed before");
+    let line = checker.wait_for("checker running");
+    assert!(!line.contains("checks=0"), "{line}");
+}

@@ -5,7 +5,7 @@ use std::{io::IsTerminal, process::ExitCode};
 
 use qdns_control::{
     config::{ConfigError, Role, Settings},
-    remote::{run_checker, CheckerConfig},
+    remote::{run_checker, CheckerConfig, Zones},
     report, Config,
 };
 use qdns_settings::Declared as _;
@@ -63,32 +63,10 @@ fn main() -> ExitCode {
             signals.cancel();
         }
     });
-    if let Some(Role::Checker {
-        id,
-        region,
-        zones,
-        key_file,
-        report_to,
-        source_ip,
-        tls_ca,
-    }) = role
-    {
-        // The secret file names itself in its errors (and the fix, when it is not private).
-        let key = match qdns_link::secret::read_to_string(&key_file)
-            .map_err(|e| e.to_string())
-            .and_then(|t| report::decode_key(&t).map_err(|e| format!("{}: {e}", key_file.display())))
-        {
-            Ok(key) => key,
+    if let Some(role) = role {
+        let config = match checker_config(role) {
+            Ok(config) => config,
             Err(err) => return fatal(&err),
-        };
-        let config = CheckerConfig {
-            id,
-            region,
-            zones,
-            key,
-            report_to,
-            source: source_ip,
-            tls_ca,
         };
         return match runtime.block_on(run_checker(config, shutdown)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -103,6 +81,56 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fatal(&err),
     }
+}
+
+/// The checker's settings from its command line.
+fn checker_config(role: Role) -> Result<CheckerConfig, String> {
+    let Role::Checker {
+        id,
+        region,
+        zones,
+        intent,
+        intent_ca,
+        intent_cert,
+        intent_key,
+        insecure_plaintext_link,
+        state_dir,
+        key_file,
+        report_to,
+        source_ip,
+        tls_ca,
+    } = role;
+    // Where the checks are: --zones DIR, or the intent at --intent.
+    let zones = match intent {
+        None => zones.map(Zones::Dir).ok_or("checker: --zones DIR or --intent URL")?,
+        Some(url) => {
+            let tls = qdns_intent::url::StoreTls {
+                ca: intent_ca,
+                cert: intent_cert,
+                key: intent_key,
+            };
+            let url = qdns_intent::url::StoreUrl::parse(&url).map_err(|e| e.to_string())?;
+            url.check_plaintext(&tls, insecure_plaintext_link)
+                .map_err(|e| e.to_string())?;
+            Zones::Intent {
+                source: qdns_intent::Source { url, tls },
+                state_dir,
+            }
+        }
+    };
+    // The secret file names itself in its errors (and the fix, when it is not private).
+    let key = qdns_link::secret::read_to_string(&key_file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| report::decode_key(&t).map_err(|e| format!("{}: {e}", key_file.display())))?;
+    Ok(CheckerConfig {
+        id,
+        region,
+        zones,
+        key,
+        report_to,
+        source: source_ip,
+        tls_ca,
+    })
 }
 
 fn fatal(err: &dyn std::fmt::Display) -> ExitCode {
