@@ -247,7 +247,12 @@ pub(crate) async fn accept_control(listener: UnixListener, ctx: Ctx, shutdown: C
 /// authenticated identity; a dropped frame or connection is counted by reason and
 /// logged.
 /// The report listener, its keys, this location's name and the sequences kept.
-pub(crate) type Reports = (TcpListener, Arc<report::Keys>, String, report_listener::Sequences);
+pub(crate) type Reports = (
+    TcpListener,
+    Arc<arc_swap::ArcSwap<report::Keys>>,
+    String,
+    report_listener::Sequences,
+);
 
 pub(crate) async fn accept_reports(
     (listener, keys, location, sequences): Reports,

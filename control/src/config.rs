@@ -301,10 +301,14 @@ impl Config {
                 .cloned()
                 .ok_or_else(|| ConfigError::invalid(flag, "required (flag or config file)"))
         };
-        if settings.checker_listen.is_some() != settings.checker_keys.is_some() {
+        // With --intent the checkers may be listed in the deployment's intent instead.
+        let listed = settings.checker_keys.is_some() || settings.intent.is_some();
+        if settings.checker_listen.is_some() != listed
+            || (settings.checker_keys.is_some() && settings.checker_listen.is_none())
+        {
             return Err(ConfigError::invalid(
                 "--checker-listen",
-                "--checker-listen and --checker-keys go together",
+                "--checker-listen and --checker-keys go together (with --intent, the deployment's checker-keys secret may list the checkers)",
             ));
         }
         let dnssec = crate::dnssec::Lifetimes::new(settings.dnssec_validity, settings.dnssec_refresh)?;

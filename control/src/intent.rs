@@ -28,6 +28,13 @@ const KEYS_SECRET: &str = "dnssec";
 /// Where they are under PREFIX.
 const ZONE_KEYS: &str = "secret/dnssec";
 
+/// The checkers every location accepts: `PREFIX/secret/checker-keys`, a
+/// `--checker-keys` file's text (`qdnsctl secret put checker-keys FILE`).
+pub const CHECKER_KEYS: &str = "secret/checker-keys";
+
+/// Where a location keeps the list it applied last (under the state directory).
+const CHECKER_KEYS_APPLIED: &str = "intent/checker-keys.toml";
+
 /// How long a request to the store may take before it counts as unreachable.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -170,6 +177,9 @@ pub struct Follower {
     pub keys: KeyStore,
     /// The deployment's operator state was taken once since control started.
     pub took_operator: std::sync::atomic::AtomicBool,
+    /// The checkers the report listener accepts, when the deployment lists them
+    /// (`PREFIX/secret/checker-keys`; not with `--checker-keys`).
+    pub checker_keys: Option<Arc<arc_swap::ArcSwap<crate::report::Keys>>>,
 }
 
 /// Applies each new revision until `shutdown`, reconnecting with backoff when the store
@@ -230,12 +240,23 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     // The operator state: what is in the store now, then each change.
     let operator_from = take_operator(follower, &mut store).await?;
     let mut operator = store.watch_value(deployed::KEY, operator_from + 1).await?;
+    // The checkers' keys: as the store holds them now, then each change.
+    let checkers_from = take_checker_keys(follower, &mut store).await?;
+    let mut checkers = store.watch_value(CHECKER_KEYS, checkers_from + 1).await?;
     // The zones' keys: as the store holds them now, then each rollover step.
     let keys_from = take_keys(follower, &mut store).await?;
     let mut keys = store.watch_under(ZONE_KEYS, keys_from + 1).await?;
     loop {
         let seen = tokio::select! {
             seen = tokio::time::timeout(Duration::from_secs(10), watch.next()) => seen,
+            heard = checkers.next() => match heard? {
+                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
+                Some(Heard::Changed(_) | Heard::Compacted) => {
+                    let from = take_checker_keys(follower, &mut store).await?;
+                    checkers = store.watch_value(CHECKER_KEYS, from + 1).await?;
+                    continue;
+                }
+            },
             heard = keys.next() => match heard? {
                 None => return Err(IntentError::Files("the store ended the watch".to_owned())),
                 Some(Heard::Changed(_) | Heard::Compacted) => {
@@ -414,5 +435,55 @@ async fn take_keys(follower: &Follower, store: &mut Store) -> Result<u64, Intent
         // A failure is in the timeline; the next rollover step or revision tries again.
         let _ = crate::reload::resign(ctx, &mut state, &why);
     }
+    Ok(now)
+}
+
+/// The checkers' keys the deployment listed when this location applied them last
+/// (none yet: an empty list, every report refused as from an unknown checker).
+#[must_use]
+pub fn checker_keys_applied(state_dir: &std::path::Path) -> crate::report::Keys {
+    let path = state_dir.join(CHECKER_KEYS_APPLIED);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => crate::report::Keys::parse(&text, &path).unwrap_or_else(|err| {
+            tracing::warn!(%err, "the checker keys applied before do not read; none until the store's come");
+            crate::report::Keys::default()
+        }),
+        Err(_) => crate::report::Keys::default(),
+    }
+}
+
+/// Takes the deployment's list of checkers as the store holds it now, when this
+/// location's report listener follows it: checked, kept under the state directory, and
+/// in force for the next report; one that does not read is refused (timeline) and the
+/// last stays. The store revision read.
+async fn take_checker_keys(follower: &Follower, store: &mut Store) -> Result<u64, IntentError> {
+    let (now, value) = store.value(CHECKER_KEYS).await?;
+    let (Some(listed), Some(value)) = (&follower.checker_keys, value) else {
+        return Ok(now);
+    };
+    let path = follower.ctx.state_dir.join(CHECKER_KEYS_APPLIED);
+    if std::fs::read(&path).is_ok_and(|kept| kept == value.data) {
+        return Ok(now);
+    }
+    let text = String::from_utf8_lossy(&value.data);
+    let event = match crate::report::Keys::parse(&text, std::path::Path::new("the deployment's checker-keys")) {
+        Ok(keys) => {
+            if let Err(err) = qdns_link::protocol::write_private(&path, &value.data) {
+                tracing::warn!(%err, "the checker keys are in force but not kept: a restart without the store would not have them");
+            }
+            let count = keys.len();
+            listed.store(Arc::new(keys));
+            format!(
+                "the deployment's checker keys taken: {count} checkers (intent revision {})",
+                value.revision
+            )
+        }
+        Err(err) => format!(
+            "the deployment's checker keys (intent revision {}) refused, the last stay in force: {err}",
+            value.revision
+        ),
+    };
+    tracing::info!("{event}");
+    follower.ctx.state.lock().await.event("intent", event);
     Ok(now)
 }

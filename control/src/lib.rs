@@ -300,10 +300,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
     for zone in &pending {
         tracing::warn!(zone = %zone.origin, primary = %zone.primary, "no copy from the primary yet: served once the first transfer comes");
     }
-    let keys = match &config.settings.checker_keys {
-        Some(path) => Some(Arc::new(report::Keys::load(path)?)),
-        None => None,
-    };
+    // The checkers this location accepts: --checker-keys, else (with --intent) the
+    // deployment's list as applied here last (the follower takes each new one).
+    let keys = match (&config.settings.checker_keys, &config.intent) {
+        (Some(path), _) => Some(report::Keys::load(path)?),
+        (None, Some(_)) => Some(intent::checker_keys_applied(&config.state_dir)),
+        (None, None) => None,
+    }
+    .map(|keys| Arc::new(arc_swap::ArcSwap::from_pointee(keys)));
     let mut state = State::new(config.zones.clone(), snapshot, operator);
     state.settings.quorum = config.settings.quorum;
     state.settings.deny_special_use_targets = config.settings.deny_special_use_targets;
@@ -434,7 +438,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tracing::info!(metrics = %listener.local_addr().map_or_else(|_| addr.clone(), |a| a.to_string()), "serving metrics");
         tasks.spawn(metrics::serve(listener, ctx.clone(), shutdown.clone()));
     }
-    if let (Some(addr), Some(keys)) = (&config.settings.checker_listen, keys) {
+    if let (Some(addr), Some(keys)) = (&config.settings.checker_listen, keys.clone()) {
         let listener = qdns_listen::bind_tcp(addr.as_str())
             .await
             .map_err(|source| ControlError::Bind {
@@ -466,6 +470,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             ctx: ctx.clone(),
             keys: ctx.key_store(),
             took_operator: std::sync::atomic::AtomicBool::new(false),
+            // The deployment's list unless --checker-keys names one here.
+            checker_keys: keys.filter(|_| config.settings.checker_keys.is_none()),
         };
         tasks.spawn(intent::follow(follower, shutdown.clone()));
         tasks.spawn(presence::run(

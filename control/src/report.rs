@@ -234,13 +234,30 @@ pub fn decode_key(text: &str) -> Result<Vec<u8>, ReportError> {
 }
 
 impl Keys {
+    /// How many checkers it lists.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// It lists none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Reads a `--checker-keys` file: `[[checker]]` tables with `id`, `region`, `key`.
     pub fn load(path: &std::path::Path) -> Result<Keys, ReportError> {
         let text = qdns_link::secret::read_to_string(path).map_err(|source| ReportError::KeysRead {
             path: path.to_path_buf(),
             source,
         })?;
-        let file: KeyFile = toml::from_str(&text).map_err(|source| ReportError::KeysParse {
+        Keys::parse(&text, path)
+    }
+
+    /// Reads the text of a `--checker-keys` file (`path` names it in errors).
+    pub fn parse(text: &str, path: &std::path::Path) -> Result<Keys, ReportError> {
+        let file: KeyFile = toml::from_str(text).map_err(|source| ReportError::KeysParse {
             path: path.to_path_buf(),
             source,
         })?;

@@ -106,7 +106,7 @@ impl Sequences {
 /// octets to `sink`.
 pub async fn serve<F, Fut>(
     listener: TcpListener,
-    keys: Arc<report::Keys>,
+    keys: Arc<arc_swap::ArcSwap<report::Keys>>,
     location: String,
     sequences: Sequences,
     sink: F,
@@ -140,13 +140,15 @@ pub async fn serve<F, Fut>(
         tokio::spawn(async move {
             let peer = peer.to_string();
             loop {
+                // The list in force for this frame (the deployment's may change).
+                let known = keys.load_full();
                 let frame = tokio::select! {
                     () = shutdown.cancelled() => return,
                     () = ticket.evicted() => {
                         sink(Err(Reject::Evicted), peer.clone(), 0).await;
                         return;
                     }
-                    frame = read_frame(&mut stream, &keys) => frame,
+                    frame = read_frame(&mut stream, &known) => frame,
                 };
                 let mut octets = 0;
                 let verdict = match frame {
@@ -155,7 +157,7 @@ pub async fn serve<F, Fut>(
                         Ok(mut seqs) => {
                             octets = (4 + 1 + signed.checker.len() + MAC_LEN + signed.body.len()) as u64;
                             let verdict =
-                                report::verify(&signed, &keys, &location, &mut seqs.last, crate::clock::now());
+                                report::verify(&signed, &known, &location, &mut seqs.last, crate::clock::now());
                             if verdict.is_ok() {
                                 if let Err(err) = seqs.save() {
                                     static LOG: qdns_listen::LogLimit = qdns_listen::LogLimit::new();

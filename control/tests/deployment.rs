@@ -460,6 +460,7 @@ fn checker_following(dir: &Path, url: &str, port: u16) -> qdns_testkit::daemon::
 
 #[test]
 fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_store_is_down() {
+    // (and the location takes the list of checkers it accepts from the intent too)
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/checker");
@@ -485,10 +486,17 @@ fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_stor
             "fra",
             "--checker-listen",
             &listen,
-            "--checker-keys",
-            keys.to_str().unwrap(),
         ],
     );
+    // The checkers every location accepts are the deployment's: no file at fra.
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .args(["secret", "put", "checker-keys"])
+        .arg(&keys)
+        .args(["--intent", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    in_timeline(&fra, "the deployment's checker keys taken: 1 checkers");
     let mut checker = checker_following(dir.path(), &url, port);
     checker.wait_for("checker running checks=0");
 
@@ -497,7 +505,7 @@ fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_stor
     let second = published(&zones, &url);
     checker.wait_for(&format!("revision={second}"));
     let observed_by_c1 = |fra: &Location| fra.ctl_json(&["health", "api-1"]).to_string().contains("\"c1\"");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while !observed_by_c1(&fra) {
         assert!(Instant::now() < deadline, "{}", fra.ctl_json(&["health", "api-1"]));
         std::thread::sleep(Duration::from_millis(200));

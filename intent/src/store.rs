@@ -43,6 +43,8 @@ pub struct Published {
     pub chunks_written: usize,
     /// Their octets.
     pub octets_written: u64,
+    /// Chunks deleted: used by neither this revision nor the one before.
+    pub chunks_removed: usize,
 }
 
 /// What a watch saw.
@@ -177,6 +179,7 @@ impl Store {
                     unchanged: true,
                     chunks_written: 0,
                     octets_written: 0,
+                    chunks_removed: 0,
                 });
             }
         }
@@ -216,12 +219,49 @@ impl Store {
         if !response.succeeded() {
             return Err(IntentError::Changed { now: revision });
         }
+        // The chunks neither this revision nor the one before uses: a location still
+        // reading the one before finds its chunks; one further behind reads the
+        // current revision whole (as after a compaction).
+        let keep: std::collections::BTreeSet<&str> = chunks
+            .keys()
+            .map(String::as_str)
+            .chain(known.iter().map(|n| n.as_str()))
+            .collect();
+        let removed = self.remove_chunks_but(&keep).await?;
         Ok(Published {
             revision,
             unchanged: false,
             chunks_written: written,
             octets_written: octets,
+            chunks_removed: removed,
         })
+    }
+
+    /// Deletes every chunk whose name is not in `keep`; how many.
+    async fn remove_chunks_but(&mut self, keep: &std::collections::BTreeSet<&str>) -> Result<usize, IntentError> {
+        let prefix = self.key("chunk/");
+        let options = GetOptions::new().with_prefix().with_keys_only();
+        let response = self
+            .client
+            .get(prefix.clone(), Some(options))
+            .await
+            .map_err(|e| self.failed(e))?;
+        let unused: Vec<String> = response
+            .kvs()
+            .iter()
+            .filter_map(|kv| kv.key_str().ok())
+            .filter(|key| key.strip_prefix(&prefix).is_some_and(|name| !keep.contains(name)))
+            .map(str::to_owned)
+            .collect();
+        // In transactions within etcd's default of 128 operations each.
+        for batch in unused.chunks(100) {
+            let deletes: Vec<TxnOp> = batch.iter().map(|key| TxnOp::delete(key.clone(), None)).collect();
+            self.client
+                .txn(Txn::new().and_then(deletes))
+                .await
+                .map_err(|e| self.failed(e))?;
+        }
+        Ok(unused.len())
     }
 
     /// The files of `manifest` (revision `revision`): each chunk from `cache` when it

@@ -205,3 +205,33 @@ async fn a_secret_is_made_once_for_the_deployment() {
         b"t"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_publish_removes_the_chunks_neither_it_nor_the_revision_before_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let mut store = store(&etcd, "qdns/gc").await;
+    let mut client = Client::connect([format!("http://{}", etcd.client_addr())], None)
+        .await
+        .unwrap();
+    let count = |client: &mut Client| {
+        let mut client = client.clone();
+        async move {
+            let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
+            client.get("qdns/gc/chunk/", Some(options)).await.unwrap().count()
+        }
+    };
+    for (n, content) in ["first", "second", "third"].into_iter().enumerate() {
+        let published = store
+            .publish(&release(&files(&[("z.zone", content)]), content), 1)
+            .await
+            .unwrap();
+        // The chunk of the revision two back goes; the one before stays for a location
+        // still reading it.
+        assert_eq!(published.chunks_removed, usize::from(n == 2), "{content}");
+    }
+    assert_eq!(count(&mut client).await, 2);
+    let (revision, manifest) = store.current().await.unwrap().unwrap();
+    let read = store.read(revision, manifest, None).await.unwrap();
+    assert_eq!(read.files, files(&[("z.zone", "third")]));
+}

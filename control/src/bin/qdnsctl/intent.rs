@@ -39,6 +39,58 @@ pub struct PublishArgs {
     store: StoreArgs,
 }
 
+/// A secret of the deployment `qdnsctl secret put` writes.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum SecretName {
+    /// The checkers every location accepts: a `--checker-keys` file (`[[checker]]`
+    /// tables with `id`, `region`, `key`).
+    CheckerKeys,
+}
+
+/// `qdnsctl secret put NAME FILE`.
+#[derive(clap::Args)]
+pub struct SecretPutArgs {
+    /// Which secret.
+    name: SecretName,
+    /// The file (owner-only), checked as the daemons read it.
+    file: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// Writes a secret of the deployment, checked first; prints `change REV`.
+pub fn secret_put(args: &SecretPutArgs) -> ExitCode {
+    let checked = match args.name {
+        SecretName::CheckerKeys => qdns_control::report::Keys::load(&args.file)
+            .map(|keys| format!("{} checkers", keys.len()))
+            .map_err(|e| e.to_string()),
+    };
+    let what = match checked {
+        Ok(what) => what,
+        Err(err) => {
+            eprintln!("qdnsctl: not written: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let data = match qdns_link::secret::read(&args.file) {
+        Ok(data) => data,
+        Err(err) => {
+            eprintln!("qdnsctl: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let name = match args.name {
+        SecretName::CheckerKeys => qdns_control::intent::CHECKER_KEYS,
+    };
+    match run(&args.store, |mut store| async move { store.put(name, data).await }) {
+        Ok(revision) => {
+            println!("change {revision} ({what})");
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
 /// `qdnsctl intent export DIR`.
 #[derive(clap::Args)]
 pub struct ExportArgs {
@@ -95,8 +147,8 @@ pub fn publish(args: PublishArgs) -> ExitCode {
                 );
             } else {
                 println!(
-                    "change {} ({} chunks, {} octets written)",
-                    published.revision, published.chunks_written, published.octets_written
+                    "change {} ({} chunks, {} octets written; {} chunks no longer used removed)",
+                    published.revision, published.chunks_written, published.octets_written, published.chunks_removed
                 );
             }
             ExitCode::SUCCESS

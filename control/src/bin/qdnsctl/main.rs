@@ -88,6 +88,11 @@ enum Command {
     /// The deployment's locations: their control, revisions, edges and last contact
     /// with the store (no control socket).
     Fleet(sync::FleetArgs),
+    /// A secret of the deployment in etcd (no control socket).
+    Secret {
+        #[command(subcommand)]
+        action: SecretAction,
+    },
     /// The deployment's intent in etcd.
     Intent {
         #[command(subcommand)]
@@ -190,6 +195,12 @@ fn anycast(args: AnycastArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+#[derive(Subcommand)]
+enum SecretAction {
+    /// Write NAME from FILE (checked as the daemons read it); prints `change REV`.
+    Put(intent::SecretPutArgs),
 }
 
 #[derive(Subcommand)]
@@ -389,6 +400,9 @@ fn main() -> ExitCode {
         Command::Pki { action } => return pki(action),
         Command::Publish(args) => return intent::publish(args),
         Command::Change(args) => return sync::change(&args, cli.json),
+        Command::Secret {
+            action: SecretAction::Put(args),
+        } => return intent::secret_put(&args),
         Command::Fleet(args) => return sync::fleet(&args, cli.json),
         Command::Intent {
             action: IntentAction::Export(args),
@@ -529,6 +543,7 @@ fn socket_request(command: Command) -> Option<Request> {
         | Command::Publish(_)
         | Command::Change(_)
         | Command::Fleet(_)
+        | Command::Secret { .. }
         | Command::Intent { .. }
         | Command::Anycast(_)
         | Command::Completions { .. } => return None,
