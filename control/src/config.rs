@@ -303,7 +303,7 @@ impl Config {
         };
         // With --intent the checkers may be listed in the deployment's intent instead.
         let listed = settings.checker_keys.is_some() || settings.intent.is_some();
-        if settings.checker_listen.is_some() != listed
+        if (settings.checker_listen.is_some() && !listed)
             || (settings.checker_keys.is_some() && settings.checker_listen.is_none())
         {
             return Err(ConfigError::invalid(
@@ -469,6 +469,28 @@ mod tests {
         assert!(err.contains("--quorum") && err.contains("outside 0.0..1.0"), "{err}");
         let err = config(&["--checker-listen", "127.0.0.1:1"]).unwrap_err();
         assert!(err.contains("go together"), "{err}");
+        let err = config(&["--checker-keys", "/k.toml"]).unwrap_err();
+        assert!(err.contains("go together"), "{err}");
+        // With --intent the checkers may come from the deployment: a listener without a
+        // key file, and no listener at all, are both fine.
+        let intent = |extra: &[&str]| {
+            let mut args = vec![
+                "qdns-control",
+                "--socket",
+                "/c.sock",
+                "--state-dir",
+                "/s",
+                "--edge-socket",
+                "/e.sock",
+            ];
+            args.extend_from_slice(&["--intent", "etcd://127.0.0.1:2379/qdns"]);
+            args.extend_from_slice(extra);
+            Settings::from_argv(args)
+                .map_err(|e| e.to_string())
+                .and_then(|s| Config::new(s).map_err(|e| e.to_string()))
+        };
+        intent(&[]).unwrap();
+        intent(&["--checker-listen", "127.0.0.1:1"]).unwrap();
         // Every required setting but the edge socket, which each case gives.
         let without_edge_socket = ["--zones", "/z", "--socket", "/c", "--state-dir", "/s"];
         let parse = |edge_socket: &[&str]| {

@@ -12,62 +12,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::Location;
+use common::{
+    deployment::{answers, heard_from, in_timeline, location, publish, published, qdnsctl_json, statuses},
+    Location,
+};
 use hickory_proto::rr::RecordType;
 use qdns_testkit::etcd::Etcd;
-
-/// `qdnsctl publish DIR --intent URL`.
-fn publish(dir: &Path, url: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .arg("publish")
-        .arg(dir)
-        .args(["--intent", url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "publish: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Waits until `loc` answers `name` A with `want`.
-fn answers(loc: &Location, name: &str, want: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = loc.values(name, RecordType::A);
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} A is {got:?} at {}, not {want:?}",
-            loc.dir.path().display()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Waits until `loc`'s timeline holds an event saying `needle`.
-fn in_timeline(loc: &Location, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !loc.ctl_json(&["events"]).to_string().contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "no event saying {needle:?}: {}",
-            loc.ctl_json(&["events"])
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A location following `url` as `name`, with an edge.
-fn location(url: &str, name: &str) -> Location {
-    let mut loc = Location::prepared();
-    loc.start_control_following(url, &["--no-embedded-checker", "--location", name]);
-    loc.start_edge();
-    loc
-}
 
 const API: &str = "api.shop.example.";
 const PRIMARY: &[&str] = &["192.0.2.20"];
@@ -276,48 +226,6 @@ fn a_rollover_step_given_at_one_location_moves_every_location() {
     drop(etcd);
 }
 
-/// `qdnsctl ARGS --intent URL --json`, its JSON and whether it succeeded.
-fn qdnsctl_json(args: &[&str], url: &str) -> (bool, serde_json::Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .args(args)
-        .args(["--intent", url, "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
-    (out.status.success(), json, stderr)
-}
-
-/// Each location's status in `qdnsctl change --json` output.
-fn statuses(change: &serde_json::Value) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = change["locations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            (
-                row["location"].as_str().unwrap().to_owned(),
-                row["status"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// `qdnsctl publish`'s revision.
-fn published(dir: &Path, url: &str) -> u64 {
-    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .arg("publish")
-        .arg(dir)
-        .args(["--intent", url])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    stdout.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn qdnsctl_change_says_which_locations_answer_by_a_change_and_which_refused_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -380,26 +288,6 @@ fn qdnsctl_change_says_which_locations_answer_by_a_change_and_which_refused_it()
     assert_eq!(ams_row["applied"], first);
     assert_eq!(ams_row["refused"][0]["revision"], second, "{ams_row}");
     drop(etcd);
-}
-
-/// Waits (up to a minute: the lease is 30 s) until `qdnsctl fleet` says the store
-/// hears from `location` (`alive`) or not.
-fn heard_from(url: &str, location: &str, alive: bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, fleet, _) = qdnsctl_json(&["fleet"], url);
-        let row = fleet
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["location"] == location)
-            .cloned();
-        if row.is_some_and(|r| r["alive"] == alive) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{location} is not alive={alive}: {fleet}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! following it) in a temporary directory, `qdnsctl`, and a DNS client (hickory-proto).
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod deployment;
+
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},

@@ -94,6 +94,37 @@ async fn locations(store: &mut Store) -> Result<Vec<(bool, Record)>, IntentError
         .collect())
 }
 
+/// What change `revision` is made of: the files and operator state in force as of it.
+/// Once the store's history before it is compacted, what is in force now when it was
+/// written at or before `revision`, else `revision` itself (a location that serves a
+/// later change serves this one too; one serving exactly the files of then counts as
+/// pending — the store no longer says which they were).
+async fn wants_of(store: &mut Store, revision: u64) -> Result<Wants, IntentError> {
+    let at = revision;
+    let mut wants = [0u64; 2];
+    for (slot, name) in [(0, "manifest"), (1, qdns_control::deployed::KEY)] {
+        wants[slot] = match store.written_as_of(name, at).await {
+            Ok((now, written)) => {
+                if at > now {
+                    return Err(IntentError::Files(format!(
+                        "the store is at revision {now}: there is no change {at} yet"
+                    )));
+                }
+                written.unwrap_or(0)
+            }
+            Err(err) if err.to_string().contains("compacted") => {
+                let written = store.written_as_of(name, 0).await?.1.unwrap_or(0);
+                written.min(at)
+            }
+            Err(err) => return Err(err),
+        };
+    }
+    Ok(Wants {
+        files: wants[0],
+        operator: wants[1],
+    })
+}
+
 /// The newest change of the intent: the last write of the files or the operator state.
 async fn newest(store: &mut Store) -> Result<u64, IntentError> {
     let (now, files) = store.written_as_of("manifest", 0).await?;
@@ -124,17 +155,7 @@ pub fn change(args: &ChangeArgs, json: bool) -> ExitCode {
             Some(revision) => revision,
             None => newest(&mut store).await?,
         };
-        let (now, files) = store.written_as_of("manifest", revision).await?;
-        if revision > now {
-            return Err(IntentError::Files(format!(
-                "the store is at revision {now}: there is no change {revision} yet"
-            )));
-        }
-        let (_, operator) = store.written_as_of(qdns_control::deployed::KEY, revision).await?;
-        let wants = Wants {
-            files: files.unwrap_or(0),
-            operator: operator.unwrap_or(0),
-        };
+        let wants = wants_of(&mut store, revision).await?;
         let started = Instant::now();
         loop {
             let rows: Vec<Row> = locations(&mut store)
