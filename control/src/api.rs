@@ -351,6 +351,13 @@ pub struct StatusReport {
     /// directory, without `--intent`).
     #[serde(default)]
     pub intent_revision: u64,
+    /// The deployment's operator state in force here: its store revision (0: none
+    /// taken from a store).
+    #[serde(default)]
+    pub intent_operator_revision: u64,
+    /// Seconds since the intent store last answered (`--intent`; none without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_heard_s: Option<u64>,
     /// The health delta sequence.
     pub health_seq: u64,
     /// Every zone.

@@ -480,6 +480,8 @@ pub(crate) fn status(state: &State) -> StatusReport {
     StatusReport {
         snapshot_version: state.served.snapshot.version,
         intent_revision: state.served.snapshot.intent_revision,
+        intent_operator_revision: state.operator.revision,
+        intent_heard_s: state.log.intent_heard_at.map(|at| now().saturating_sub(at)),
         health_seq: state.served.seq,
         zones,
         fail_open: state.failing_open().iter().cloned().collect(),

@@ -103,6 +103,22 @@ fn head(page: &mut String, report: &StatusReport) {
         report.health_seq,
         at(now()),
     );
+    // A location of a deployment: what it applied, and whether the store is heard.
+    if report.intent_revision > 0 {
+        let heard = report.intent_heard_s.unwrap_or(u64::MAX);
+        let class = if heard > 30 { " class=\"warn\"" } else { "" };
+        let _ = writeln!(
+            page,
+            "<p id=\"intent\"{class}>intent revision <b>{}</b> · operator state of revision {} · {}</p>",
+            report.intent_revision,
+            report.intent_operator_revision,
+            if heard > 30 {
+                "cut off from the intent store: serving the revision applied last".to_owned()
+            } else {
+                format!("the store answered {heard} s ago")
+            }
+        );
+    }
     // Loud, and first: changes are refused until the state can be saved again.
     if let Some(err) = &report.persist_error {
         let _ = writeln!(

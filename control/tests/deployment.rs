@@ -45,6 +45,10 @@ fn an_operator_change_at_one_location_is_in_force_at_every_location_unless_scope
     }
     in_timeline(&ams, "shop.example./api-1 forced unhealthy for 30m at every location");
     in_timeline(&ams, "from fra");
+    // Both say which operator state they serve, and that the store is heard.
+    let status = ams.ctl_json(&["status"]);
+    assert!(status["intent_operator_revision"].as_u64().unwrap() > 0, "{status}");
+    assert!(status["intent_heard_s"].as_u64().unwrap() <= 15, "{status}");
     // The end is the deployment's: both count down to the same wall time.
     let ends = |loc: &Location| loc.ctl_json(&["health", "api-1"]).to_string();
     assert!(ends(&ams).contains("override"), "{}", ends(&ams));

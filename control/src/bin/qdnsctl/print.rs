@@ -102,7 +102,13 @@ pub(crate) fn print_status(status: &StatusReport) {
     }
     println!("snapshot {}  health seq {}", status.snapshot_version, status.health_seq);
     if status.intent_revision > 0 {
-        println!("intent revision {}", status.intent_revision);
+        let heard = status
+            .intent_heard_s
+            .map_or_else(String::new, |s| format!("; the store answered {s}s ago"));
+        println!(
+            "intent revision {}, operator state of revision {}{heard}",
+            status.intent_revision, status.intent_operator_revision
+        );
     }
     println!("{:<28} {:>12} {:>7}  FILE", "ZONE", "SERIAL", "RRSETS");
     for z in &status.zones {
