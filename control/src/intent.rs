@@ -32,6 +32,13 @@ const ZONE_KEYS: &str = "secret/dnssec";
 /// `--checker-keys` file's text (`qdnsctl secret put checker-keys FILE`).
 pub const CHECKER_KEYS: &str = "secret/checker-keys";
 
+/// The TSIG keys of every location: `PREFIX/secret/tsig-keys`, `tsig-keygen`'s form
+/// (`qdnsctl secret put tsig-keys FILE`).
+pub const TSIG_KEYS: &str = "secret/tsig-keys";
+
+/// Where a location keeps the TSIG keys it applied last (under the state directory).
+const TSIG_KEYS_APPLIED: &str = "intent/tsig-keys.conf";
+
 /// Where a location keeps the list it applied last (under the state directory).
 const CHECKER_KEYS_APPLIED: &str = "intent/checker-keys.toml";
 
@@ -180,6 +187,9 @@ pub struct Follower {
     /// The checkers the report listener accepts, when the deployment lists them
     /// (`PREFIX/secret/checker-keys`; not with `--checker-keys`).
     pub checker_keys: Option<Arc<arc_swap::ArcSwap<crate::report::Keys>>>,
+    /// The TSIG keys are the deployment's (`PREFIX/secret/tsig-keys`; not with
+    /// `--tsig-key`).
+    pub tsig_keys: bool,
 }
 
 /// Applies each new revision until `shutdown`, reconnecting with backoff when the store
@@ -240,6 +250,13 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     // The operator state: what is in the store now, then each change.
     let operator_from = take_operator(follower, &mut store).await?;
     let mut operator = store.watch_value(deployed::KEY, operator_from + 1).await?;
+    // The TSIG keys: as the store holds them now, then each change; a revision refused
+    // for want of a key is tried again once the keys come.
+    let tsig_from = store.value(TSIG_KEYS).await?.0;
+    if take_tsig_keys(follower, &mut store).await? {
+        retry_current(follower, &mut store).await?;
+    }
+    let mut tsig = store.watch_value(TSIG_KEYS, tsig_from + 1).await?;
     // The checkers' keys: as the store holds them now, then each change.
     let checkers_from = take_checker_keys(follower, &mut store).await?;
     let mut checkers = store.watch_value(CHECKER_KEYS, checkers_from + 1).await?;
@@ -249,6 +266,17 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     loop {
         let seen = tokio::select! {
             seen = tokio::time::timeout(Duration::from_secs(10), watch.next()) => seen,
+            heard = tsig.next() => match heard? {
+                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
+                Some(Heard::Changed(_) | Heard::Compacted) => {
+                    let (from, _) = store.value(TSIG_KEYS).await?;
+                    if take_tsig_keys(follower, &mut store).await? {
+                        retry_current(follower, &mut store).await?;
+                    }
+                    tsig = store.watch_value(TSIG_KEYS, from + 1).await?;
+                    continue;
+                }
+            },
             heard = checkers.next() => match heard? {
                 None => return Err(IntentError::Files("the store ended the watch".to_owned())),
                 Some(Heard::Changed(_) | Heard::Compacted) => {
@@ -486,4 +514,78 @@ async fn take_checker_keys(follower: &Follower, store: &mut Store) -> Result<u64
     tracing::info!("{event}");
     follower.ctx.state.lock().await.event("intent", event);
     Ok(now)
+}
+
+/// The TSIG keys the deployment gave when this location applied them last (none yet:
+/// no key; a zone naming one is refused until they come).
+#[must_use]
+pub fn tsig_keys_applied(state_dir: &std::path::Path) -> crate::transfer::tsig::Keys {
+    let path = state_dir.join(TSIG_KEYS_APPLIED);
+    match qdns_link::secret::read_to_string(&path) {
+        Ok(text) => crate::transfer::tsig::Keys::parse_bind(&text).unwrap_or_else(|err| {
+            tracing::warn!(%err, "the TSIG keys applied before do not read; none until the store's come");
+            crate::transfer::tsig::Keys::default()
+        }),
+        Err(_) => crate::transfer::tsig::Keys::default(),
+    }
+}
+
+/// Takes the deployment's TSIG keys as the store holds them now, when this location
+/// follows them: checked (they read, and every zone served here finds the keys it
+/// names), kept under the state directory, and in force for the next transfer; keys
+/// that do not pass are refused (timeline) and the last stay. True when new keys were
+/// put in force.
+async fn take_tsig_keys(follower: &Follower, store: &mut Store) -> Result<bool, IntentError> {
+    if !follower.tsig_keys {
+        return Ok(false);
+    }
+    let Some(value) = store.value(TSIG_KEYS).await?.1 else {
+        return Ok(false);
+    };
+    let path = follower.ctx.state_dir.join(TSIG_KEYS_APPLIED);
+    if std::fs::read(&path).is_ok_and(|kept| kept == value.data) {
+        return Ok(false);
+    }
+    let text = String::from_utf8_lossy(&value.data);
+    let ctx = &follower.ctx;
+    let mut state = ctx.state.lock().await;
+    let checked = crate::transfer::tsig::Keys::parse_bind(&text)
+        .and_then(|keys| crate::transfer::check_keys(&state.served.snapshot, &[], &keys).map(|()| keys));
+    let (taken, event) = match checked {
+        Ok(keys) => {
+            if let Err(err) = qdns_link::protocol::write_private(&path, &value.data) {
+                tracing::warn!(%err, "the TSIG keys are in force but not kept: a restart without the store would not have them");
+            }
+            let count = keys.len();
+            ctx.transfers.set_keys(keys);
+            (
+                true,
+                format!(
+                    "the deployment's TSIG keys taken: {count} keys (intent revision {})",
+                    value.revision
+                ),
+            )
+        }
+        Err(err) => (
+            false,
+            format!(
+                "the deployment's TSIG keys (intent revision {}) refused, the last stay in force: {err}",
+                value.revision
+            ),
+        ),
+    };
+    tracing::info!("{event}");
+    state.event("intent", event);
+    Ok(taken)
+}
+
+/// Applies the store's revision in force if it is newer than the one applied here (one
+/// refused before may load now).
+async fn retry_current(follower: &Follower, store: &mut Store) -> Result<(), IntentError> {
+    if let Some((revision, manifest)) = store.current().await? {
+        if follower.applied.revision().is_none_or(|applied| revision > applied) {
+            apply(follower, store, revision, manifest).await?;
+        }
+    }
+    Ok(())
 }

@@ -272,7 +272,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir)?;
-    let tsig_keys = transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?;
+    // --tsig-key, else (with --intent) the deployment's keys as applied here last.
+    let tsig_keys = match (&config.intent, config.settings.tsig_keys.is_empty()) {
+        (Some(_), true) => intent::tsig_keys_applied(&config.state_dir),
+        _ => transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?,
+    };
     let mut config = config;
     let (snapshot, pending) = match config.intent.clone() {
         None => startup_zones(&config, &tsig_keys)?,
@@ -472,6 +476,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             took_operator: std::sync::atomic::AtomicBool::new(false),
             // The deployment's list unless --checker-keys names one here.
             checker_keys: keys.filter(|_| config.settings.checker_keys.is_none()),
+            tsig_keys: config.settings.tsig_keys.is_empty(),
         };
         tasks.spawn(intent::follow(follower, shutdown.clone()));
         tasks.spawn(presence::run(

@@ -157,7 +157,7 @@ pub async fn run(ctx: Ctx, deployment: Arc<Deployment>, control: String, shutdow
     loop {
         let ended = tokio::select! {
             () = shutdown.cancelled() => return,
-            ended = session(&ctx, &deployment, &control, &mut marks) => ended,
+            ended = session(&ctx, &deployment, &control, &mut marks, &mut backoff) => ended,
         };
         if let Err(err) = ended {
             tracing::debug!(%err, "cannot tell the deployment how this location is");
@@ -175,6 +175,7 @@ async fn session(
     deployment: &Deployment,
     control: &str,
     marks: &mut VecDeque<Mark>,
+    backoff: &mut Duration,
 ) -> Result<(), IntentError> {
     let location = &deployment.location;
     let mut store = Store::connect(&deployment.source.url, &deployment.source.tls, STORE_TIMEOUT).await?;
@@ -182,6 +183,8 @@ async fn session(
     store
         .put_leased(&format!("{ALIVE}/{location}"), control.as_bytes().to_vec(), &lease)
         .await?;
+    // Heard from again: the next loss starts its backoff afresh.
+    *backoff = Duration::from_millis(500);
     let mut written: Option<(Record, tokio::time::Instant)> = None;
     let mut renewed = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));

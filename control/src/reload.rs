@@ -108,7 +108,7 @@ fn reload_revision(ctx: &Ctx, state: &mut State, intent_revision: u64) -> Result
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;
-    crate::transfer::check_keys(&snapshot, &pending, &ctx.transfers.keys).map_err(|message| {
+    crate::transfer::check_keys(&snapshot, &pending, &ctx.transfers.keys()).map_err(|message| {
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;

@@ -13,7 +13,10 @@ use std::{
 };
 
 use common::{
-    deployment::{answers, heard_from, in_timeline, location, publish, published, qdnsctl_json, statuses},
+    deployment::{
+        answers, example_zones, heard_from, in_timeline, location, publish, published, qdnsctl_json, secret_put,
+        statuses,
+    },
     Location,
 };
 use hickory_proto::rr::RecordType;
@@ -28,9 +31,7 @@ fn an_operator_change_at_one_location_is_in_force_at_every_location_unless_scope
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/operator");
-    let zones = dir.path().join("zones");
-    std::fs::create_dir_all(&zones).unwrap();
-    qdns_testkit::fixtures::copy_examples(&zones);
+    let zones = example_zones(dir.path(), true);
     publish(&zones, &url);
     let fra = location(&url, "fra");
     let mut ams = location(&url, "ams");
@@ -106,9 +107,7 @@ fn a_location_cut_off_from_the_store_refuses_changes_within_5s_and_serves_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/cut-change");
-    let zones = dir.path().join("zones");
-    std::fs::create_dir_all(&zones).unwrap();
-    qdns_testkit::fixtures::copy_examples(&zones);
+    let zones = example_zones(dir.path(), true);
     publish(&zones, &url);
     let fra = location(&url, "fra");
     answers(&fra, API, PRIMARY);
@@ -196,9 +195,7 @@ fn a_rollover_step_given_at_one_location_moves_every_location() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/rollover");
-    let zones = dir.path().join("zones");
-    std::fs::create_dir_all(&zones).unwrap();
-    qdns_testkit::fixtures::copy_examples(&zones);
+    let zones = example_zones(dir.path(), true);
     let path = zones.join("example.net.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, text.replacen("[zone]\n", "[zone]\ndnssec = true\n", 1)).unwrap();
@@ -235,10 +232,7 @@ fn qdnsctl_change_says_which_locations_answer_by_a_change_and_which_refused_it()
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/change");
-    let zones = dir.path().join("zones");
-    std::fs::create_dir_all(&zones).unwrap();
-    qdns_testkit::fixtures::copy_examples(&zones);
-    std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
+    let zones = example_zones(dir.path(), false);
     let first = published(&zones, &url);
     let _fra = location(&url, "fra");
     // ams refuses checks of special-use targets (shop.example's probe loopback).
@@ -299,9 +293,7 @@ fn a_location_the_store_stops_hearing_from_is_cut_off_and_does_not_hold_a_change
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/cut-off");
-    let zones = dir.path().join("zones");
-    std::fs::create_dir_all(&zones).unwrap();
-    qdns_testkit::fixtures::copy_examples(&zones);
+    let zones = example_zones(dir.path(), true);
     published(&zones, &url);
     let fra = location(&url, "fra");
     let ams = location(&url, "ams");
@@ -356,10 +348,7 @@ fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_stor
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = Etcd::start(dir.path());
     let url = etcd.url("qdns/checker");
-    let zones = dir.path().join("zones");
-    std::fs::create_dir_all(&zones).unwrap();
-    qdns_testkit::fixtures::copy_examples(&zones);
-    std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
+    let zones = example_zones(dir.path(), false);
     published(&zones, &url);
     // The checker's key, and the location's list of checkers.
     let key = "c2VjcmV0LWtleS1vZi1jaGVja2VyLWMx";
@@ -381,13 +370,7 @@ fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_stor
         ],
     );
     // The checkers every location accepts are the deployment's: no file at fra.
-    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
-        .args(["secret", "put", "checker-keys"])
-        .arg(&keys)
-        .args(["--intent", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    secret_put("checker-keys", &keys, &url);
     in_timeline(&fra, "the deployment's checker keys taken: 1 checkers");
     let mut checker = checker_following(dir.path(), &url, port);
     checker.wait_for("checker running checks=0");
@@ -410,4 +393,62 @@ fn a_checker_following_the_intent_probes_the_published_checks_also_when_the_stor
     checker.wait_for("probing the revision followed before");
     let line = checker.wait_for("checker running");
     assert!(!line.contains("checks=0"), "{line}");
+}
+
+/// The TSIG key of the transfer test, in tsig-keygen's form.
+const XFR_SECRET: &str = "c2VjcmV0LW9mLXRoZS14ZnIta2V5LWluLXRoZS1zdG9yZQ==";
+
+#[test]
+fn the_tsig_keys_are_the_deployments_and_a_revision_waiting_for_one_is_applied_once_it_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/tsig");
+    let zones = example_zones(dir.path(), false);
+    published(&zones, &url);
+    let transfer = format!("127.0.0.1:{}", common::free_port());
+    let mut fra = Location::prepared();
+    fra.start_control_following(
+        &url,
+        &[
+            "--no-embedded-checker",
+            "--location",
+            "fra",
+            "--transfer-listen",
+            &transfer,
+        ],
+    );
+    // A zone for transfer with the key: no location has the key yet, fra refuses it.
+    let zone = "[zone]\norigin = \"xfr.test.\"\nttl = 60\ntransfer_allow = [\"127.0.0.0/8\"]\n\
+                transfer_tsig = \"xfr-key\"\n[zone.soa]\nmname = \"ns1.xfr.test.\"\n\
+                rname = \"hostmaster.xfr.test.\"\nserial = 7\nrefresh = 7200\nretry = 900\n\
+                expire = 1209600\nminimum = 60\n[zone.ns]\nnames = [\"ns1.xfr.test.\"]\n\
+                [[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.7\"]\n";
+    std::fs::write(zones.join("xfr.test.toml"), zone).unwrap();
+    let waiting = published(&zones, &url);
+    in_timeline(&fra, &format!("intent revision {waiting} refused here"));
+    // The key put once for the deployment: fra takes it and applies the waiting revision.
+    let key_file = dir.path().join("tsig.conf");
+    let key = format!("key \"xfr-key\" {{\n\talgorithm hmac-sha256;\n\tsecret \"{XFR_SECRET}\";\n}};\n");
+    qdns_link::protocol::write_private(&key_file, key.as_bytes()).unwrap();
+    secret_put("tsig-keys", &key_file, &url);
+    in_timeline(&fra, "the deployment's TSIG keys taken: 1 keys");
+    in_timeline(&fra, &format!("intent revision {waiting} applied"));
+    let (host, port) = transfer.split_once(':').unwrap();
+    let axfr = |extra: &[&str]| {
+        let out = Command::new("kdig")
+            .args([&format!("@{host}"), "-p", port])
+            .args(extra)
+            .args(["AXFR", "xfr.test."])
+            .output()
+            .expect("kdig (knot-dnsutils)");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let signed = axfr(&["-y", &format!("hmac-sha256:xfr-key:{XFR_SECRET}")]);
+    assert!(signed.contains("192.0.2.7"), "{signed}");
+    let unsigned = axfr(&[]);
+    assert!(!unsigned.contains("192.0.2.7"), "{unsigned}");
 }

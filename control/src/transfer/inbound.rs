@@ -212,7 +212,7 @@ pub async fn follow(ctx: Inbound, shutdown: CancellationToken) {
                 }
             }
             entry.last_attempt = Some(now);
-            let keys = &ctx.transfers.keys;
+            let keys = ctx.transfers.keys();
             let key = primary.tsig.as_deref().and_then(|name| keys.named(name));
             let deadline = match ctx.transfers.in_deadline {
                 Duration::ZERO => DEADLINE,

@@ -224,8 +224,8 @@ pub struct Transfers {
     /// Every served zone's `transfer_allow` prefixes in one list, each once: what
     /// [`Transfers::may_ask`] reads per connection (not every zone's list).
     askers: RwLock<qdns_zone::snapshot::Transfer>,
-    /// `tsig_keys`.
-    pub keys: tsig::Keys,
+    /// `tsig_keys`, or the deployment's (`--intent`), which may change while control runs.
+    keys: arc_swap::ArcSwap<tsig::Keys>,
     /// Counters.
     pub stats: Stats,
     /// Zones taken from a primary: loaded or waiting for their first copy.
@@ -241,9 +241,20 @@ impl Transfers {
     #[must_use]
     pub fn new(keys: tsig::Keys) -> Transfers {
         Transfers {
-            keys,
+            keys: arc_swap::ArcSwap::from_pointee(keys),
             ..Transfers::default()
         }
+    }
+
+    /// The TSIG keys in force.
+    #[must_use]
+    pub fn keys(&self) -> std::sync::Arc<tsig::Keys> {
+        self.keys.load_full()
+    }
+
+    /// Puts `keys` in force (the deployment's changed).
+    pub fn set_keys(&self, keys: tsig::Keys) {
+        self.keys.store(std::sync::Arc::new(keys));
     }
 
     /// With `--transfer-in-deadline`.

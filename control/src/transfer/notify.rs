@@ -47,8 +47,7 @@ async fn notify_one(transfers: &Transfers, served: &Served, target: SocketAddr) 
         .settings
         .tsig
         .as_deref()
-        .and_then(|name| transfers.keys.named(name))
-        .cloned();
+        .and_then(|name| transfers.keys().named(name).cloned());
     let mut wait = FIRST_WAIT;
     for attempt in 1..=ATTEMPTS {
         // A newer serial took over: its own NOTIFY is on its way.

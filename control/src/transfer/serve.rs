@@ -296,7 +296,8 @@ fn verify(
     let Some((t, at)) = &request.tsig else {
         return Ok(None);
     };
-    tsig::verify_request(&transfers.keys, message, *at, t, now)
+    let keys = transfers.keys();
+    tsig::verify_request(&keys, message, *at, t, now)
         .map(|k| Some(k.clone()))
         .map_err(|(why, known)| (why, known.cloned()))
 }

@@ -208,6 +208,14 @@ impl Key {
     }
 }
 
+/// The text between the first pair of double quotes in `text`, and what follows it.
+fn quoted(text: &str) -> Option<(&str, &str)> {
+    let open = text.find('"')?;
+    let inner = &text[open + 1..];
+    let close = inner.find('"')?;
+    Some((&inner[..close], &inner[close + 1..]))
+}
+
 /// The base64 part of a key file in any of the three forms [`Key::load`] reads.
 fn secret_text(text: &str) -> &str {
     if let Some(start) = text.find("secret") {
@@ -244,6 +252,72 @@ impl Keys {
             keys.push(Key::load(spec)?);
         }
         Ok(Keys { keys })
+    }
+
+    /// Reads `tsig-keygen`'s form, one `key "NAME" { algorithm ALG; secret "BASE64"; };`
+    /// block a key (the deployment's `tsig-keys` secret: `qdnsctl secret put tsig-keys`).
+    ///
+    /// # Errors
+    /// A block that does not read, a key named twice, an algorithm other than
+    /// hmac-sha256 / hmac-sha512, or a secret under 16 octets; each names the key.
+    pub fn parse_bind(text: &str) -> Result<Keys, String> {
+        let mut keys: Vec<Key> = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("key") {
+            rest = &rest[at + 3..];
+            let (name, after) = quoted(rest).ok_or("a `key` without a quoted name")?;
+            let open = after.find('{').ok_or_else(|| format!("tsig key {name}: no `{{`"))?;
+            let close = after.find('}').ok_or_else(|| format!("tsig key {name}: no `}}`"))?;
+            if close < open {
+                return Err(format!("tsig key {name}: `}}` before `{{`"));
+            }
+            let body = &after[open + 1..close];
+            rest = &after[close + 1..];
+            let mut algorithm = None;
+            let mut secret = None;
+            for statement in body.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+                if let Some(value) = statement.strip_prefix("algorithm") {
+                    algorithm = Some(
+                        Algorithm::parse(value.trim())
+                            .ok_or_else(|| format!("tsig key {name}: algorithm {:?}", value.trim()))?,
+                    );
+                } else if let Some(value) = statement.strip_prefix("secret") {
+                    let (encoded, _) = quoted(value).ok_or_else(|| format!("tsig key {name}: unquoted secret"))?;
+                    secret = Some(
+                        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded.trim())
+                            .map_err(|e| format!("tsig key {name}: the secret is not base64: {e}"))?,
+                    );
+                } else {
+                    return Err(format!("tsig key {name}: {statement:?} is not `algorithm` or `secret`"));
+                }
+            }
+            let algorithm = algorithm.ok_or_else(|| format!("tsig key {name}: `algorithm` is missing"))?;
+            let secret = secret.ok_or_else(|| format!("tsig key {name}: `secret` is missing"))?;
+            if secret.len() < 16 {
+                return Err(format!(
+                    "tsig key {name}: the secret is {} octets; use at least 16 (tsig-keygen makes 32)",
+                    secret.len()
+                ));
+            }
+            let key = Key::new(name, algorithm, secret).ok_or_else(|| format!("{name:?} is not a domain name"))?;
+            if keys.iter().any(|k| k.name == key.name) {
+                return Err(format!("tsig key {name} is given twice"));
+            }
+            keys.push(key);
+        }
+        Ok(Keys { keys })
+    }
+
+    /// How many keys.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// No key.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 
     /// From keys already made (tests).

@@ -126,10 +126,10 @@ pub fn published(dir: &Path, url: &str) -> u64 {
     })
 }
 
-/// Waits (up to a minute: the lease is 30 s) until `qdnsctl fleet` says the store
-/// hears from `location` (`alive`) or not.
+/// Waits (up to 90 s: the lease is 30 s, and a loaded machine is slow to let it go)
+/// until `qdnsctl fleet` says the store hears from `location` (`alive`) or not.
 pub fn heard_from(url: &str, location: &str, alive: bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let (_, fleet, _) = qdnsctl_json(&["fleet"], url);
         let row = fleet
@@ -144,4 +144,27 @@ pub fn heard_from(url: &str, location: &str, alive: bool) {
         assert!(Instant::now() < deadline, "{location} is not alive={alive}: {fleet}");
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// The example zones in `dir/zones` (shop.example, whose checks probe loopback, only
+/// `with_shop`).
+pub fn example_zones(dir: &Path, with_shop: bool) -> std::path::PathBuf {
+    let zones = dir.join("zones");
+    std::fs::create_dir_all(&zones).unwrap();
+    qdns_testkit::fixtures::copy_examples(&zones);
+    if !with_shop {
+        std::fs::remove_file(zones.join("shop.example.toml")).unwrap();
+    }
+    zones
+}
+
+/// `qdnsctl secret put NAME FILE --intent URL`, which must succeed.
+pub fn secret_put(name: &str, file: &Path, url: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl"))
+        .args(["secret", "put", name])
+        .arg(file)
+        .args(["--intent", url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

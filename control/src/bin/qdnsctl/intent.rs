@@ -45,6 +45,9 @@ pub enum SecretName {
     /// The checkers every location accepts: a `--checker-keys` file (`[[checker]]`
     /// tables with `id`, `region`, `key`).
     CheckerKeys,
+    /// The TSIG keys every location's control uses for transfers and NOTIFY:
+    /// `tsig-keygen`'s form, one `key "NAME" { algorithm ALG; secret "BASE64"; };` a key.
+    TsigKeys,
 }
 
 /// `qdnsctl secret put NAME FILE`.
@@ -64,6 +67,10 @@ pub fn secret_put(args: &SecretPutArgs) -> ExitCode {
         SecretName::CheckerKeys => qdns_control::report::Keys::load(&args.file)
             .map(|keys| format!("{} checkers", keys.len()))
             .map_err(|e| e.to_string()),
+        SecretName::TsigKeys => qdns_link::secret::read_to_string(&args.file)
+            .map_err(|e| e.to_string())
+            .and_then(|text| qdns_control::transfer::tsig::Keys::parse_bind(&text))
+            .map(|keys| format!("{} TSIG keys", keys.len())),
     };
     let what = match checked {
         Ok(what) => what,
@@ -81,6 +88,7 @@ pub fn secret_put(args: &SecretPutArgs) -> ExitCode {
     };
     let name = match args.name {
         SecretName::CheckerKeys => qdns_control::intent::CHECKER_KEYS,
+        SecretName::TsigKeys => qdns_control::intent::TSIG_KEYS,
     };
     match run(&args.store, |mut store| async move { store.put(name, data).await }) {
         Ok(revision) => {
