@@ -353,7 +353,7 @@ async fn apply(
             let mut state = follower.ctx.state.lock().await;
             let refused = &mut state.log.intent_refused;
             if !refused.iter().any(|(r, _)| *r == revision) {
-                if refused.len() == crate::presence::REFUSALS_KEPT {
+                if refused.len() == crate::state::INTENT_REFUSALS_KEPT {
                     refused.pop_front();
                 }
                 refused.push_back((revision, why.clone()));

@@ -19,9 +19,6 @@ pub const LEASE_TTL: i64 = 30;
 /// Longest time between two writes of the record.
 const REWRITE: Duration = Duration::from_secs(10);
 
-/// Refusals kept in the record, newest last.
-pub const REFUSALS_KEPT: usize = 8;
-
 /// Where the records are under PREFIX.
 pub const LOCATIONS: &str = "location";
 /// Where the liveness keys are under PREFIX.
@@ -42,7 +39,8 @@ pub struct Record {
     pub serving: Serving,
     /// Each connected edge.
     pub edges: Vec<EdgeRecord>,
-    /// Revisions refused here, newest last (at most [`REFUSALS_KEPT`]).
+    /// Revisions refused here, newest last (at most
+    /// [`crate::state::INTENT_REFUSALS_KEPT`]).
     pub refused: Vec<Refusal>,
     /// Unix seconds of this write.
     pub contact: u64,

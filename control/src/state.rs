@@ -126,6 +126,9 @@ pub struct Operator {
     pub revision: u64,
 }
 
+/// Revisions of the intent refused here that are kept (and told the deployment).
+pub const INTENT_REFUSALS_KEPT: usize = 8;
+
 /// What happened: the timeline and the counters behind the metrics.
 #[derive(Debug, Default)]
 pub struct Log {

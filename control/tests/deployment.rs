@@ -67,6 +67,10 @@ fn an_operator_change_at_one_location_is_in_force_at_every_location_unless_scope
     ]);
     answers(&ams, API, PRIMARY);
     answers(&fra, API, SECONDARY);
+    // A location the deployment does not know: refused, nothing kept for it.
+    let out = fra.ctl(&["override", "clear", "api-1", "--only-location", "amsterdam"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no such location"), "{err}");
 
     // A shift given at ams moves traffic at fra.
     ams.ctl_json(&[

@@ -98,7 +98,8 @@ async fn write(
         .await
         .map_err(unavailable)?;
     let (mut expected, mut based) = deployed::read(&mut store).await.map_err(unavailable)?;
-    let mut changed_under: BTreeMap<usize, ApiError> = BTreeMap::new();
+    // Lines refused before the write: unknown locations, things changed under them.
+    let mut refused_lines = unknown_locations(&mut store, deployment, batch).await?;
     for _ in 0..TRIES {
         let mut next = based.clone();
         let mut answers = Vec::with_capacity(batch.len());
@@ -114,7 +115,7 @@ async fn write(
                     }
                     Ok(request) => request,
                 };
-                if let Some(err) = changed_under.get(&at) {
+                if let Some(err) = refused_lines.get(&at) {
                     answers.push(Some(Response::error(err)));
                     continue;
                 }
@@ -172,7 +173,7 @@ async fn write(
                             now.last.made.join("; "),
                             now.last.location
                         ));
-                        changed_under.insert(*at, err);
+                        refused_lines.insert(*at, err);
                     }
                 }
                 (expected, based) = (now_at, now);
@@ -249,6 +250,32 @@ async fn roll(deployment: &Deployment, zone: &qdns_zone::Zone, step: RolloverSte
              repeating it"
         ))),
     }
+}
+
+/// The lines of `batch` scoped to a location the deployment does not know (a typo
+/// during an incident), refused rather than kept for a location that never takes them.
+async fn unknown_locations(
+    store: &mut Store,
+    deployment: &Deployment,
+    batch: &[Result<Request, Response>],
+) -> Result<BTreeMap<usize, ApiError>, ApiError> {
+    let mut refused = BTreeMap::new();
+    for (at, item) in batch.iter().enumerate() {
+        let Some(only) = item.as_ref().ok().and_then(only_location) else {
+            continue;
+        };
+        if only == deployment.location {
+            continue;
+        }
+        let record = format!("{}/{only}", crate::presence::LOCATIONS);
+        if store.value(&record).await.map_err(unavailable)?.1.is_none() {
+            let err = ApiError::not_found(format!(
+                "--only-location {only}: no such location in the deployment (`qdnsctl fleet` lists them)"
+            ));
+            refused.insert(at, err);
+        }
+    }
+    Ok(refused)
 }
 
 /// The store did not answer within [`STORE_TIMEOUT`].
