@@ -451,7 +451,14 @@ fn the_tsig_keys_are_the_deployments_and_a_revision_waiting_for_one_is_applied_o
             String::from_utf8_lossy(&out.stderr)
         )
     };
-    let signed = axfr(&["-y", &format!("hmac-sha256:xfr-key:{XFR_SECRET}")]);
+    // Transfers rebuild their copy of the zones a moment after the snapshot is installed.
+    let tsig = format!("hmac-sha256:xfr-key:{XFR_SECRET}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut signed = axfr(&["-y", &tsig]);
+    while !signed.contains("192.0.2.7") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        signed = axfr(&["-y", &tsig]);
+    }
     assert!(signed.contains("192.0.2.7"), "{signed}");
     let unsigned = axfr(&[]);
     assert!(!unsigned.contains("192.0.2.7"), "{unsigned}");
