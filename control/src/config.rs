@@ -71,7 +71,8 @@ pub struct Settings {
     pub intent_key: Option<PathBuf>,
     /// The MaxMind DB file (GeoLite2, GeoIP2, DB-IP; country or city) that
     /// `policy = "geo"` sets are compiled from; re-read by `qdnsctl reload`. Edges get
-    /// the compiled prefix tables, never the database.
+    /// the compiled prefix tables, never the database. Not with `--intent`: there the
+    /// database is published with the zones (`qdnsctl publish DIR --geoip-db FILE`).
     #[arg(long, value_name = "FILE")]
     pub geoip_db: Option<PathBuf>,
     /// Control socket path for qdnsctl (mode 0600, or 0660 with --socket-group). Required.
@@ -329,6 +330,15 @@ impl Config {
             ..files
         });
         let intent = intent_source(&settings)?;
+        if intent.is_some() && settings.geoip_db.is_some() {
+            return Err(ConfigError::invalid(
+                "--geoip-db",
+                format!(
+                    "with --intent the geo database is the deployment's: publish it with the zones (`qdnsctl publish DIR --geoip-db FILE`, kept as {})",
+                    qdns_intent::files::GEO_DB
+                ),
+            ));
+        }
         if settings.edge_socket_group.is_some()
             && (edge_socket.starts_with("tls://") || edge_socket.starts_with("tcp://"))
         {

@@ -77,6 +77,13 @@ impl Start {
     }
 }
 
+/// The geolocation database published with the revision staged in `dir`, if it has one
+/// ([`qdns_intent::files::GEO_DB`]).
+#[must_use]
+pub fn geo_db(dir: &std::path::Path) -> Option<PathBuf> {
+    Some(dir.join(qdns_intent::files::GEO_DB)).filter(|path| path.is_file())
+}
+
 /// The zone directory to start from: the store's current revision when it answers
 /// within [`STORE_TIMEOUT`] (staged; [`Start::commit`] once loaded, or fall back), else
 /// the one applied before.

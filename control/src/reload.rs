@@ -169,10 +169,14 @@ pub(crate) async fn serve(
         let outcome = match ask.intent {
             None => reload(&ctx, &mut state),
             Some((dir, revision)) => {
+                // The revision's geo database comes with its zones (or none).
+                let geo = crate::intent::geo_db(&dir);
+                let geo_before = std::mem::replace(&mut state.settings.geoip_db, geo);
                 let before = std::mem::replace(&mut state.settings.zones_dir, dir);
                 let loaded = reload_revision(&ctx, &mut state, revision);
                 if loaded.is_err() {
                     state.settings.zones_dir = before;
+                    state.settings.geoip_db = geo_before;
                 }
                 loaded
             }

@@ -914,13 +914,7 @@ fn geo_sets_compiled_by_control_answer_by_location_on_the_edge() {
             geo("203.0.113.0/24", "EU", "FR", &[]),
         ],
     );
-    let zone = format!(
-        "{}\n[[rrset]]\nname = \"geo\"\ntype = \"A\"\npolicy = \"geo\"\nmembers = [\n\
-         {{ id = \"bavaria\", location = \"DE-BY\", values = [\"10.0.0.1\"] }},\n\
-         {{ id = \"europe\", location = \"EU\", values = [\"10.0.0.2\"] }},\n\
-         {{ id = \"rest\", location = \"*\", values = [\"10.0.0.9\"] }},\n]\n",
-        qdns_testkit::fixtures::ZONE_HEAD
-    );
+    let zone = qdns_testkit::fixtures::geo_zone();
     std::fs::write(loc.zones().join("t.toml"), zone).unwrap();
     loc.start_control_with(&["--no-embedded-checker", "--geoip-db", db.to_str().unwrap()]);
     loc.start_edge();

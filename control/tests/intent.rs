@@ -264,3 +264,142 @@ fn a_signed_zone_has_one_key_in_the_deployment_and_a_host_moving_in_keeps_its_ow
     }
     drop(etcd);
 }
+
+/// `qdnsctl ARGS`, as it ended: whether it succeeded, and what it said.
+fn qdnsctl(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_qdnsctl")).args(args).output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// What `loc` answers geo.t.example A for a client in 198.51.100.0/24 (ECS).
+fn geo_answer(loc: &Location) -> String {
+    let dns = loc.dns.unwrap();
+    let out = Command::new("dig")
+        .args([
+            &format!("@{}", dns.ip()),
+            "-p",
+            &dns.port().to_string(),
+            "+short",
+            "+subnet=198.51.100.0/24",
+            "geo.t.example",
+            "A",
+        ])
+        .output()
+        .expect("dig");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Waits until `loc` answers geo.t.example A with `want` for that client.
+fn answers_geo(loc: &Location, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while geo_answer(loc) != want {
+        assert!(
+            Instant::now() < deadline,
+            "geo.t.example A is {:?}, not {want}",
+            geo_answer(loc)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The geolocation database is intent (issue 52 §1): published with the zones, compiled
+/// from at every location — which is given no file — and a refreshed database moves
+/// every location's answers with the next revision. `qdnsctl intent export` gives it
+/// back; a location's own `--geoip-db` beside `--intent` is refused.
+#[test]
+fn the_geo_database_is_published_with_the_zones_and_every_location_compiles_from_it() {
+    use qdns_testkit::mmdb::{write, GeoNet};
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/geo");
+    let zones = dir.path().join("zones");
+    zones_without_shop(&zones);
+    std::fs::write(zones.join("t.toml"), qdns_testkit::fixtures::geo_zone()).unwrap();
+    let in_bavaria = dir.path().join("bavaria.mmdb");
+    let in_france = dir.path().join("france.mmdb");
+    let net = |country, subdivisions| GeoNet {
+        net: "198.51.100.0/24",
+        continent: "EU",
+        country,
+        subdivisions,
+    };
+    write(&in_bavaria, &[net("DE", &["BY"])]);
+    write(&in_france, &[net("FR", &[])]);
+    let publish_with = |db: Option<&Path>, from: &Path| {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["publish".as_ref(), from.as_os_str(), "--intent".as_ref()];
+        args.push(url.as_ref());
+        if let Some(db) = db {
+            args.extend(["--geoip-db".as_ref(), db.as_os_str()]);
+        }
+        qdnsctl(&args)
+    };
+
+    // Without a database the geo set cannot be compiled: nothing is published.
+    let (ok, said) = publish_with(None, &zones);
+    assert!(!ok && said.contains("geolocation database"), "{said}");
+    let (ok, said) = publish_with(Some(&in_bavaria), &zones);
+    assert!(ok, "{said}");
+
+    // A location is given the store, not the file; its own --geoip-db is refused.
+    let mut fra = Location::prepared();
+    let out = Command::new(env!("CARGO_BIN_EXE_qdns-control"))
+        .args(["--intent", &url, "--geoip-db"])
+        .arg(&in_bavaria)
+        .arg("--socket")
+        .arg(fra.socket())
+        .arg("--state-dir")
+        .arg(fra.dir.path().join("control-state"))
+        .arg("--edge-socket")
+        .arg(fra.edge_socket())
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("--geoip-db") && said.contains("qdnsctl publish"),
+        "{said}"
+    );
+    fra.start_control_following(&url, &["--no-embedded-checker", "--location", "fra"]);
+    fra.start_edge();
+    answers_geo(&fra, "10.0.0.1");
+
+    // A refreshed database: that network is now in France; a DIR holding another
+    // geoip.mmdb than --geoip-db is refused first.
+    std::fs::copy(&in_bavaria, zones.join("geoip.mmdb")).unwrap();
+    let (ok, said) = publish_with(Some(&in_france), &zones);
+    assert!(!ok && said.contains("remove one"), "{said}");
+    std::fs::remove_file(zones.join("geoip.mmdb")).unwrap();
+    let (ok, said) = publish_with(Some(&in_france), &zones);
+    assert!(ok, "{said}");
+    answers_geo(&fra, "10.0.0.2");
+    // A location started now compiles from the same database.
+    let mut ams = Location::prepared();
+    ams.start_control_following(&url, &["--no-embedded-checker", "--location", "ams"]);
+    ams.start_edge();
+    answers_geo(&ams, "10.0.0.2");
+
+    // Exported, the database is among the files; published back as it is, nothing moves.
+    let out = dir.path().join("export");
+    let (ok, said) = qdnsctl(&[
+        "intent".as_ref(),
+        "export".as_ref(),
+        out.as_os_str(),
+        "--intent".as_ref(),
+        url.as_ref(),
+    ]);
+    assert!(ok, "{said}");
+    assert_eq!(
+        std::fs::read(out.join("geoip.mmdb")).unwrap(),
+        std::fs::read(&in_france).unwrap()
+    );
+    let (ok, said) = publish_with(None, &out);
+    assert!(ok && said.contains("unchanged"), "{said}");
+    drop(etcd);
+}

@@ -10,6 +10,12 @@ use crate::IntentError;
 /// Files by path relative to the directory (`/`-separated), and their content.
 pub type Files = BTreeMap<String, Vec<u8>>;
 
+/// The geolocation database's place among a revision's files: `policy = "geo"` sets are
+/// compiled from it at every location (`qdnsctl publish DIR --geoip-db FILE` puts FILE
+/// there; a zone directory holding a file by this name publishes it as the database).
+/// `*.toml` zones are what the zone loader reads, so the name never shadows a zone.
+pub const GEO_DB: &str = "geoip.mmdb";
+
 /// Largest file taken (a country geo database and a million-record zone fit).
 pub const MAX_FILE: u64 = 1 << 30;
 

@@ -30,6 +30,18 @@ minimum = 5
 names = ["ns.t.example."]
 "#;
 
+/// [`ZONE_HEAD`] with a geo set `geo.t.example. A`: Bavaria (`DE-BY`) 10.0.0.1, Europe
+/// (`EU`) 10.0.0.2, everyone else 10.0.0.9.
+#[must_use]
+pub fn geo_zone() -> String {
+    format!(
+        "{ZONE_HEAD}\n[[rrset]]\nname = \"geo\"\ntype = \"A\"\npolicy = \"geo\"\nmembers = [\n\
+         {{ id = \"bavaria\", location = \"DE-BY\", values = [\"10.0.0.1\"] }},\n\
+         {{ id = \"europe\", location = \"EU\", values = [\"10.0.0.2\"] }},\n\
+         {{ id = \"rest\", location = \"*\", values = [\"10.0.0.9\"] }},\n]\n"
+    )
+}
+
 /// [`ZONE_HEAD`] for another origin (`"chk.example."`): the same TTL, SOA timers and
 /// one NS, `ns.ORIGIN`.
 #[must_use]

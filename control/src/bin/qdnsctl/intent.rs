@@ -35,6 +35,11 @@ pub struct PublishArgs {
     /// Said beside the revision (`qdnsctl events` at each location).
     #[arg(long, value_name = "TEXT", default_value = "")]
     message: String,
+    /// The MaxMind DB that `policy = "geo"` sets are compiled from, published with the
+    /// zones (every location compiles from it; kept in the revision as `geoip.mmdb`).
+    /// A DIR holding `geoip.mmdb` publishes that one without this flag.
+    #[arg(long, value_name = "FILE")]
+    geoip_db: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -111,7 +116,13 @@ pub struct ExportArgs {
 /// Checks `args.dir` as `reload` does, then writes it as one new revision; prints
 /// `change REV`.
 pub fn publish(args: PublishArgs) -> ExitCode {
-    let snapshot = match qdns_zone::load_dir_pending(&args.dir, 1, qdns_zone::Sources::default()) {
+    let in_dir = args.dir.join(qdns_intent::files::GEO_DB);
+    let geo = args.geoip_db.clone().or_else(|| in_dir.is_file().then_some(in_dir));
+    let sources = qdns_zone::Sources {
+        geoip_db: geo.as_deref(),
+        ..qdns_zone::Sources::default()
+    };
+    let snapshot = match qdns_zone::load_dir_pending(&args.dir, 1, sources) {
         Ok((snapshot, _)) => snapshot,
         Err(err) => {
             eprintln!("qdnsctl: {}: not published: {err}", args.dir.display());
@@ -130,10 +141,29 @@ pub fn publish(args: PublishArgs) -> ExitCode {
             ))
         })
         .collect();
-    let files = match qdns_intent::files::read_dir(&args.dir) {
+    let mut files = match qdns_intent::files::read_dir(&args.dir) {
         Ok(files) => files,
         Err(err) => return fail(&err),
     };
+    if let Some(path) = &args.geoip_db {
+        let data = match std::fs::read(path) {
+            Ok(data) => data,
+            Err(err) => {
+                eprintln!("qdnsctl: --geoip-db {}: {err}", path.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        let name = qdns_intent::files::GEO_DB;
+        if files.get(name).is_some_and(|there| *there != data) {
+            eprintln!(
+                "qdnsctl: not published: {} holds a {name} that is not --geoip-db {}: remove one",
+                args.dir.display(),
+                path.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        files.insert(name.to_owned(), data);
+    }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
