@@ -3,6 +3,14 @@
 //! rotated every `--cookie-rotation`, the one before kept as `previous` (still accepted
 //! by the edges) until the next rotation, and sent to every edge that takes them
 //! (`ToEdge::Cookies`), so any edge of the location validates another's cookie.
+//!
+//! In a deployment (`--intent`) the location's secrets are intent (SPEC §11): kept in
+//! the store as `PREFIX/secret/cookies/LOCATION` (the location's own become them when
+//! it has none there), taken by the follower ([`crate::intent`]) whenever they change,
+//! and rotated by compare-and-swap there, so every control of the location gives its
+//! edges the same secrets. Cut off from the store, a location does not rotate: the
+//! current secret stays (a late rotation costs nothing; two controls of a location
+//! rotating apart would make each one's edges refuse the other's cookies).
 use std::{
     io,
     path::{Path, PathBuf},
@@ -45,6 +53,27 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
+    /// As kept in the store (the file's form).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Read from the store; the reason when they do not read (the text is not repeated).
+    ///
+    /// # Errors
+    /// Not the file's form.
+    pub fn decode(data: &[u8]) -> Result<Secrets, String> {
+        serde_json::from_slice(data).map_err(|e| {
+            format!(
+                "the cookie secrets do not read ({:?} error at line {} column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            )
+        })
+    }
+
     /// The message that gives them to an edge.
     #[must_use]
     pub fn message(&self) -> qdns_link::protocol::ToEdge {
@@ -159,6 +188,19 @@ pub fn rotated(secrets: &Secrets, now: u64) -> Result<Secrets, CookieError> {
     })
 }
 
+/// Puts `secrets` in force: saved (so a restart has them), then sent to every edge.
+///
+/// # Errors
+/// When they cannot be saved (nothing is sent then).
+pub fn install(dir: &Path, sender: &tokio::sync::watch::Sender<Secrets>, secrets: Secrets) -> Result<(), CookieError> {
+    save(dir, &secrets).map_err(|source| CookieError::Save {
+        path: dir.join(FILE),
+        source,
+    })?;
+    sender.send_replace(secrets);
+    Ok(())
+}
+
 fn save(dir: &Path, secrets: &Secrets) -> io::Result<()> {
     crate::persist::write_private(
         dir,
@@ -174,20 +216,27 @@ fn random() -> Result<[u8; 16], CookieError> {
 }
 
 /// Rotates the secrets every `every` seconds (counted from when the current one was
-/// made, across restarts), saving each before the edges get it.
+/// made, across restarts), saving each before the edges get it; in a deployment, by
+/// compare-and-swap in the store first ([`rotate_in_store`]).
 pub async fn rotate(
     dir: std::path::PathBuf,
     every: u64,
     secrets: std::sync::Arc<tokio::sync::watch::Sender<Secrets>>,
     state: std::sync::Arc<tokio::sync::Mutex<crate::state::State>>,
+    deployment: Option<std::sync::Arc<crate::deployed::Deployment>>,
     shutdown: CancellationToken,
 ) {
     let mut ticks = tokio::time::interval(CHECK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // New secrets in force (taken from the store) are looked at at once: they may be due.
+    let mut taken = secrets.subscribe();
+    // The store could not be reached for the last rotation due (said once).
+    let mut held_back = false;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             _ = ticks.tick() => {}
+            changed = taken.changed() => if changed.is_err() { return },
         }
         let now = crate::clock::now();
         let held = *secrets.borrow();
@@ -201,14 +250,72 @@ pub async fn rotate(
                 continue;
             }
         };
-        if let Err(err) = save(&dir, &next) {
+        let event = match &deployment {
+            None => "cookie secret rotated".to_owned(),
+            Some(deployment) => match rotate_in_store(deployment, &held, &next).await {
+                Ok(Some(revision)) => {
+                    held_back = false;
+                    format!(
+                        "cookie secret rotated (for {} in the deployment, intent revision {revision})",
+                        deployment.location
+                    )
+                }
+                // Another control of this location rotated first: the follower takes
+                // the store's.
+                Ok(None) => continue,
+                Err(err) => {
+                    if !held_back {
+                        held_back = true;
+                        tracing::warn!(%err, "cookie secret not rotated: the intent store cannot be reached; the current one stays");
+                        let event = format!("cookie secret not rotated, the current one stays until the intent store can be reached: {err}");
+                        state.lock().await.event("cookies", event);
+                    }
+                    continue;
+                }
+            },
+        };
+        if let Err(err) = install(&dir, &secrets, next) {
             tracing::error!(%err, "cookie secret not rotated: cannot save it");
             continue;
         }
-        secrets.send_replace(next);
         tracing::info!("cookie secret rotated; the previous one is still accepted until the next rotation");
-        state.lock().await.event("cookies", "cookie secret rotated".to_owned());
+        state.lock().await.event("cookies", event);
     }
+}
+
+/// The name of `location`'s cookie secrets in the store.
+#[must_use]
+pub fn store_name(location: &str) -> String {
+    format!("{STORE_DIR}/{location}")
+}
+
+/// Under `PREFIX`, where each location's cookie secrets are.
+pub const STORE_DIR: &str = "secret/cookies";
+
+/// Writes `next` over `held` in the store by compare-and-swap: the store revision that
+/// wrote it, or `None` when the store holds other secrets (another control of this
+/// location rotated first).
+async fn rotate_in_store(
+    deployment: &crate::deployed::Deployment,
+    held: &Secrets,
+    next: &Secrets,
+) -> Result<Option<u64>, qdns_intent::IntentError> {
+    let mut store = qdns_intent::store::Store::connect(
+        &deployment.source.url,
+        &deployment.source.tls,
+        crate::deployed::STORE_TIMEOUT,
+    )
+    .await?;
+    let name = store_name(&deployment.location);
+    let expected = match store.value(&name).await?.1 {
+        Some(value) if Secrets::decode(&value.data).as_ref() == Ok(held) => Some(value.revision),
+        Some(_) => return Ok(None),
+        None => None,
+    };
+    Ok(match store.swap(&name, expected, next.encode()).await? {
+        qdns_intent::records::Swapped::Written(revision) => Some(revision),
+        qdns_intent::records::Swapped::Changed => None,
+    })
 }
 
 mod hex16 {

@@ -17,6 +17,9 @@ use crate::{
     state::State,
 };
 
+/// How long a request to the store may take before it counts as unreachable.
+pub const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The value's name under the deployment's prefix.
 pub const KEY: &str = "operator";
 

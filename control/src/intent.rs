@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     ctx::Ctx,
-    deployed::{self, Deployment},
+    deployed::{self, Deployment, STORE_TIMEOUT},
     dnssec::KeyStore,
     reloads::Reloads,
 };
@@ -27,6 +27,9 @@ use crate::{
 const KEYS_SECRET: &str = "dnssec";
 /// Where they are under PREFIX.
 const ZONE_KEYS: &str = "secret/dnssec";
+
+/// Under `PREFIX`: every secret of the deployment (one watch follows them all).
+const SECRETS: &str = "secret";
 
 /// The checkers every location accepts: `PREFIX/secret/checker-keys`, a
 /// `--checker-keys` file's text (`qdnsctl secret put checker-keys FILE`).
@@ -41,9 +44,6 @@ const TSIG_KEYS_APPLIED: &str = "intent/tsig-keys.conf";
 
 /// Where a location keeps the list it applied last (under the state directory).
 const CHECKER_KEYS_APPLIED: &str = "intent/checker-keys.toml";
-
-/// How long a request to the store may take before it counts as unreachable.
-pub const STORE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Longest wait between attempts to reach the store again.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -75,13 +75,6 @@ impl Start {
         }
         self.applied.commit(revision)
     }
-}
-
-/// The geolocation database published with the revision staged in `dir`, if it has one
-/// ([`qdns_intent::files::GEO_DB`]).
-#[must_use]
-pub fn geo_db(dir: &std::path::Path) -> Option<PathBuf> {
-    Some(dir.join(qdns_intent::files::GEO_DB)).filter(|path| path.is_file())
 }
 
 /// The zone directory to start from: the store's current revision when it answers
@@ -257,46 +250,19 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     // The operator state: what is in the store now, then each change.
     let operator_from = take_operator(follower, &mut store).await?;
     let mut operator = store.watch_value(deployed::KEY, operator_from + 1).await?;
-    // The TSIG keys: as the store holds them now, then each change; a revision refused
-    // for want of a key is tried again once the keys come.
-    let tsig_from = store.value(TSIG_KEYS).await?.0;
-    if take_tsig_keys(follower, &mut store).await? {
-        retry_current(follower, &mut store).await?;
-    }
-    let mut tsig = store.watch_value(TSIG_KEYS, tsig_from + 1).await?;
-    // The checkers' keys: as the store holds them now, then each change.
-    let checkers_from = take_checker_keys(follower, &mut store).await?;
-    let mut checkers = store.watch_value(CHECKER_KEYS, checkers_from + 1).await?;
-    // The zones' keys: as the store holds them now, then each rollover step.
-    let keys_from = take_keys(follower, &mut store).await?;
-    let mut keys = store.watch_under(ZONE_KEYS, keys_from + 1).await?;
+    // The deployment's secrets (its TSIG keys, checkers' keys and zones' keys, this
+    // location's cookie secrets): as the store holds them now, then on each change of
+    // any (one watch of `secret/`).
+    let secrets_from = take_secrets(follower, &mut store).await?;
+    let mut secrets = store.watch_under(SECRETS, secrets_from + 1).await?;
     loop {
         let seen = tokio::select! {
             seen = tokio::time::timeout(Duration::from_secs(10), watch.next()) => seen,
-            heard = tsig.next() => match heard? {
+            heard = secrets.next() => match heard? {
                 None => return Err(IntentError::Files("the store ended the watch".to_owned())),
                 Some(Heard::Changed(_) | Heard::Compacted) => {
-                    let (from, _) = store.value(TSIG_KEYS).await?;
-                    if take_tsig_keys(follower, &mut store).await? {
-                        retry_current(follower, &mut store).await?;
-                    }
-                    tsig = store.watch_value(TSIG_KEYS, from + 1).await?;
-                    continue;
-                }
-            },
-            heard = checkers.next() => match heard? {
-                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
-                Some(Heard::Changed(_) | Heard::Compacted) => {
-                    let from = take_checker_keys(follower, &mut store).await?;
-                    checkers = store.watch_value(CHECKER_KEYS, from + 1).await?;
-                    continue;
-                }
-            },
-            heard = keys.next() => match heard? {
-                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
-                Some(Heard::Changed(_) | Heard::Compacted) => {
-                    let from = take_keys(follower, &mut store).await?;
-                    keys = store.watch_under(ZONE_KEYS, from + 1).await?;
+                    let from = take_secrets(follower, &mut store).await?;
+                    secrets = store.watch_under(SECRETS, from + 1).await?;
                     continue;
                 }
             },
@@ -334,6 +300,58 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
         }
         follower.ctx.state.lock().await.intent_heard();
     }
+}
+
+/// Takes each of the deployment's secrets as the store holds it now (each take is a
+/// no-op for one unchanged); a revision refused for want of a TSIG key is tried again
+/// once the keys come. The store revision of the first read.
+async fn take_secrets(follower: &Follower, store: &mut Store) -> Result<u64, IntentError> {
+    let from = take_checker_keys(follower, store).await?;
+    if take_tsig_keys(follower, store).await? {
+        retry_current(follower, store).await?;
+    }
+    take_keys(follower, store).await?;
+    take_cookies(follower, store).await?;
+    Ok(from)
+}
+
+/// Takes this location's cookie secrets as the store holds them, when they are not the
+/// ones in force (saved, then sent to the edges); none there yet: the ones in force
+/// become them (create-if-absent, so a second control of the location started at the
+/// same time takes the first's). Secrets that do not read are refused (timeline) and
+/// the last stay.
+async fn take_cookies(follower: &Follower, store: &mut Store) -> Result<(), IntentError> {
+    let name = crate::cookies::store_name(&follower.deployment.location);
+    let ctx = &follower.ctx;
+    for _ in 0..2 {
+        let held = *ctx.cookies.borrow();
+        let event = match store.value(&name).await?.1 {
+            None => match store.swap(&name, None, held.encode()).await? {
+                Swapped::Written(revision) => {
+                    format!("this location's cookie secrets moved into the deployment (intent revision {revision})")
+                }
+                Swapped::Changed => continue,
+            },
+            Some(value) => match crate::cookies::Secrets::decode(&value.data) {
+                Ok(theirs) if theirs == held => return Ok(()),
+                Ok(theirs) => match crate::cookies::install(&ctx.state_dir, &ctx.cookies, theirs) {
+                    Ok(()) => format!(
+                        "this location's cookie secrets taken from the deployment (intent revision {})",
+                        value.revision
+                    ),
+                    Err(err) => format!("this location's cookie secrets in the deployment not taken: {err}"),
+                },
+                Err(err) => format!(
+                    "this location's cookie secrets in the deployment (intent revision {}) refused, the last stay in force: {err}",
+                    value.revision
+                ),
+            },
+        };
+        tracing::info!("{event}");
+        ctx.state.lock().await.event("cookies", event);
+        return Ok(());
+    }
+    Ok(())
 }
 
 /// Reads, stages and loads `revision`; committed when control installed it, discarded

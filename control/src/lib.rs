@@ -284,7 +284,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             let keys = dnssec::KeyStore::new(&config.state_dir, config.dnssec);
             let start = intent::at_start(&source, &config.state_dir, &keys).await?;
             config.zones.clone_from(&start.dir);
-            config.settings.geoip_db = intent::geo_db(&start.dir);
+            config.settings.geoip_db = qdns_intent::files::geo_db(&start.dir);
             let (loaded, revision) = match (startup_zones(&config, &tsig_keys), &start.fallback) {
                 (Ok(loaded), _) => (loaded, start.revision),
                 (Err(err), Some((dir, before))) => {
@@ -292,7 +292,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
                     // tries the new one again and says why in the timeline).
                     tracing::warn!(%err, revision = start.revision, before, "intent revision refused here; serving the one applied before");
                     config.zones.clone_from(dir);
-                    config.settings.geoip_db = intent::geo_db(dir);
+                    config.settings.geoip_db = qdns_intent::files::geo_db(dir);
                     (startup_zones(&config, &tsig_keys)?, *before)
                 }
                 (Err(err), None) => return Err(err),
@@ -430,6 +430,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         config.settings.cookie_rotation,
         Arc::clone(&ctx.cookies),
         Arc::clone(&ctx.state),
+        ctx.deployment.clone(),
         shutdown.clone(),
     ));
     tasks.spawn(tasks::apply_observations(observed, ctx.clone(), shutdown.clone()));

@@ -11,7 +11,7 @@ use qdns_intent::{records::Lease, store::Store, IntentError};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::{ctx::Ctx, deployed::Deployment, intent::STORE_TIMEOUT};
+use crate::{ctx::Ctx, deployed::Deployment, deployed::STORE_TIMEOUT};
 
 /// The lease of `alive/NAME`: 3 × the store's keepalive (10 s).
 pub const LEASE_TTL: i64 = 30;

@@ -170,7 +170,7 @@ pub(crate) async fn serve(
             None => reload(&ctx, &mut state),
             Some((dir, revision)) => {
                 // The revision's geo database comes with its zones (or none).
-                let geo = crate::intent::geo_db(&dir);
+                let geo = qdns_intent::files::geo_db(&dir);
                 let geo_before = std::mem::replace(&mut state.settings.geoip_db, geo);
                 let before = std::mem::replace(&mut state.settings.zones_dir, dir);
                 let loaded = reload_revision(&ctx, &mut state, revision);

@@ -164,3 +164,129 @@ fn no_cookie_secret_goes_over_a_plaintext_link() {
     // Valid at that edge: sent back as it came.
     assert_eq!(ask_at(dns, &given), given);
 }
+
+/// Waits until `location`'s cookies.json holds `want` as its current secret.
+fn current_becomes(location: &Location, want: [u8; 16]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while secrets(location).0 != want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the location never took the secret"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `location`'s edge answers `given` with `given` itself: the edge accepts
+/// the cookie as made under its secret (an edge with another secret answers with a
+/// new cookie of its own).
+fn accepted(location: &Location, given: &[u8]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while ask_with(location, given) != given {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the edge never accepted the cookie"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Makes `location`'s current cookie secret in the store at `url` look two days old.
+fn age_in_store(url: &str, location: &str) {
+    use qdns_intent::{
+        store::Store,
+        url::{StoreTls, StoreUrl},
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let url = StoreUrl::parse(url).unwrap();
+        let mut store = Store::connect(&url, &StoreTls::default(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let name = format!("secret/cookies/{location}");
+        let value = store
+            .value(&name)
+            .await
+            .unwrap()
+            .1
+            .expect("the location's secrets in the store");
+        let mut json: serde_json::Value = serde_json::from_slice(&value.data).unwrap();
+        json["made_at"] = (json["made_at"].as_u64().unwrap() - 2 * 86_400).into();
+        store.put(&name, serde_json::to_vec(&json).unwrap()).await.unwrap();
+    });
+}
+
+/// In a deployment a location's cookie secrets are intent (issue 52 §1, SPEC §11): a
+/// location's own move into the store, a control of the same location on another host
+/// (a rebuilt one, or a second) takes them — so the cookies its edges gave stay valid —
+/// a rotation is made in the store and taken by every control of the location, and a
+/// control cut off from the store does not rotate.
+#[test]
+fn a_locations_cookie_secrets_are_the_deployments_and_every_control_of_it_gives_the_same() {
+    use common::deployment::{example_zones, in_timeline, publish};
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = qdns_testkit::etcd::Etcd::start(dir.path());
+    let url = etcd.url("qdns/cookies");
+    publish(&example_zones(dir.path(), false), &url);
+    let flags = ["--no-embedded-checker", "--location", "fra"];
+    let mut first = Location::prepared();
+    first.start_control_following(&url, &flags);
+    first.start_edge();
+    first.edge.as_ref().unwrap().wait_for("snapshot applied");
+    wait_for_secrets(&first);
+    in_timeline(&first, "this location's cookie secrets moved into the deployment");
+    let (secret, _, staged) = secrets(&first);
+    let given = ask_with(&first, b"cookie-2");
+    assert!(made_under(&given, secret));
+
+    // Another control of fra, with a state directory of its own: the same secrets, so
+    // its edge accepts the cookie fra's first edge gave.
+    let mut second = Location::prepared();
+    second.start_control_following(&url, &flags);
+    second.start_edge();
+    second.edge.as_ref().unwrap().wait_for("snapshot applied");
+    in_timeline(&second, "this location's cookie secrets taken from the deployment");
+    current_becomes(&second, secret);
+    accepted(&second, &given);
+
+    // The location's secret made long ago (in the store): it is rotated there by
+    // one control, and both take the rotation.
+    age_in_store(&url, "fra");
+    let rotated = staged.unwrap();
+    current_becomes(&first, rotated);
+    current_becomes(&second, rotated);
+    assert_eq!(secrets(&second).1, Some(secret), "the previous secret is kept");
+    // One rotation, the same at both (the staged next secret too), not one each.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while secrets(&first) != secrets(&second) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controls of fra rotated apart"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(secrets(&first), secrets(&second), "the controls of fra rotated apart");
+    // Both edges give new cookies under the rotated secret.
+    for location in [&first, &second] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !made_under(&ask_with(location, &given), rotated) {
+            assert!(std::time::Instant::now() < deadline, "the edge never took the rotation");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // Cut off from the store, a control whose secret is due keeps it.
+    etcd.kill();
+    second.control.take().unwrap().term();
+    let state = second.dir.path().join("control-state/cookies.json");
+    age_secret(&state);
+    let aged = std::fs::read(&state).unwrap();
+    second.start_control_following(&url, &flags);
+    in_timeline(&second, "cookie secret not rotated, the current one stays");
+    assert_eq!(std::fs::read(&state).unwrap(), aged);
+    drop(etcd);
+}

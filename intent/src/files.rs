@@ -16,6 +16,12 @@ pub type Files = BTreeMap<String, Vec<u8>>;
 /// `*.toml` zones are what the zone loader reads, so the name never shadows a zone.
 pub const GEO_DB: &str = "geoip.mmdb";
 
+/// The geolocation database of the revision staged in `dir`, if it has one ([`GEO_DB`]).
+#[must_use]
+pub fn geo_db(dir: &Path) -> Option<std::path::PathBuf> {
+    Some(dir.join(GEO_DB)).filter(|path| path.is_file())
+}
+
 /// Largest file taken (a country geo database and a million-record zone fit).
 pub const MAX_FILE: u64 = 1 << 30;
 

@@ -22,7 +22,9 @@
 //!
 //! Beside the files, [`records`] keeps the deployment's small values: what operators set
 //! (`operator`, one JSON value changed by compare-and-swap), the zones' keys
-//! (`secret/dnssec/ORIGIN`, made once, moved by compare-and-swap), and what each
+//! (`secret/dnssec/ORIGIN`, made once, moved by compare-and-swap), the TSIG and
+//! checker keys (`secret/tsig-keys`, `secret/checker-keys`), each location's DNS cookie
+//! secrets (`secret/cookies/LOCATION`, rotated by compare-and-swap), and what each
 //! location says of itself (`location/NAME`, and `alive/NAME` on a lease).
 #![forbid(unsafe_code)]
 pub mod applied;

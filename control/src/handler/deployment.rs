@@ -13,9 +13,9 @@ use super::{make, only_location, shift_list, zone_of, Answer, Made};
 use crate::{
     api::{ApiError, ErrorCode, Reply, Request, Response},
     ctx::Ctx,
+    deployed::STORE_TIMEOUT,
     deployed::{self, Deployed, Deployment, Last},
     dnssec::RolloverStep,
-    intent::STORE_TIMEOUT,
 };
 
 /// Writes of one batch tried while other things change the value under it.

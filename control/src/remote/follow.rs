@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::Checks;
-use crate::intent::STORE_TIMEOUT;
+use crate::deployed::STORE_TIMEOUT;
 
 /// A revision staged for the checker: its zone directory, and where to say whether its
 /// checks loaded (then it is the one followed; else it is dropped).
