@@ -120,6 +120,8 @@ impl Drop for Etcd {
 /// a test kills and starts again (a member lost, the leader lost, quorum lost).
 pub struct EtcdCluster {
     members: Vec<Member>,
+    /// Addresses each member also serves clients on, beside 127.0.0.1.
+    also_on: Vec<String>,
 }
 
 /// One member of an [`EtcdCluster`].
@@ -138,6 +140,16 @@ impl EtcdCluster {
     /// # Panics
     /// When etcd is not installed or a member does not come up within 30 s.
     pub fn start(dir: &Path, size: usize) -> EtcdCluster {
+        EtcdCluster::start_also_on(dir, size, &[])
+    }
+
+    /// [`EtcdCluster::start`], each member serving clients on the same port at each
+    /// address of `also_on` too (addresses a test gave the host's ends of its veth
+    /// links, for controls in network namespaces: [`EtcdCluster::url_at`]).
+    ///
+    /// # Panics
+    /// As [`EtcdCluster::start`].
+    pub fn start_also_on(dir: &Path, size: usize, also_on: &[&str]) -> EtcdCluster {
         assert!(
             Path::new(ETCD).exists(),
             "{ETCD} is missing: scripts/setup-peers installs Debian's etcd-server"
@@ -151,7 +163,10 @@ impl EtcdCluster {
                 proc: None,
             })
             .collect();
-        let mut cluster = EtcdCluster { members };
+        let mut cluster = EtcdCluster {
+            members,
+            also_on: also_on.iter().map(|a| (*a).to_owned()).collect(),
+        };
         for n in 0..size {
             cluster.spawn(n);
         }
@@ -169,12 +184,20 @@ impl EtcdCluster {
             .collect();
         let member = &mut self.members[n];
         let client = format!("http://127.0.0.1:{}", member.client);
+        let listen: Vec<String> = std::iter::once(client.clone())
+            .chain(self.also_on.iter().map(|a| format!("http://{a}:{}", member.client)))
+            .collect();
         let peer = format!("http://127.0.0.1:{}", member.peer);
         let mut cmd = Command::new(ETCD);
         cmd.args(["--name", &member.name])
             .arg("--data-dir")
             .arg(&member.data)
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args([
+                "--listen-client-urls",
+                &listen.join(","),
+                "--advertise-client-urls",
+                &client,
+            ])
             .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &initial.join(",")])
             .args(["--initial-cluster-state", "new", "--initial-cluster-token", "qdns-test"])
@@ -193,6 +216,13 @@ impl EtcdCluster {
     /// `etcd://127.0.0.1:P1,127.0.0.1:P2,…/PREFIX`: every member.
     pub fn url(&self, prefix: &str) -> String {
         let members: Vec<String> = self.members.iter().map(|m| format!("127.0.0.1:{}", m.client)).collect();
+        format!("etcd://{}/{prefix}", members.join(","))
+    }
+
+    /// `etcd://ADDRESS:P1,ADDRESS:P2,…/PREFIX`: every member at `address` (one of
+    /// `also_on`).
+    pub fn url_at(&self, address: &str, prefix: &str) -> String {
+        let members: Vec<String> = self.members.iter().map(|m| format!("{address}:{}", m.client)).collect();
         format!("etcd://{}/{prefix}", members.join(","))
     }
 

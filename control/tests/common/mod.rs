@@ -147,10 +147,31 @@ impl Location {
         self.spawn_control(&["--intent".as_ref(), url.as_ref()], extra);
     }
 
+    /// [`Location::start_control_following`] inside the network namespace `netns` (its
+    /// sockets and state stay files of this location, so the edge and qdnsctl reach it
+    /// from the host).
+    pub fn start_control_following_in(&mut self, netns: &str, url: &str, extra: &[&str]) {
+        let source = [
+            "netns",
+            "exec",
+            netns,
+            env!("CARGO_BIN_EXE_qdns-control"),
+            "--intent",
+            url,
+        ];
+        let source: Vec<&std::ffi::OsStr> = source.iter().map(std::ffi::OsStr::new).collect();
+        self.spawn("ip", &source, extra);
+    }
+
     /// Starts control with the zones from `source`, this location's socket, state and
     /// edge socket, and `extra`; waits until its socket is ready.
     fn spawn_control(&mut self, source: &[&std::ffi::OsStr], extra: &[&str]) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_qdns-control"));
+        self.spawn(env!("CARGO_BIN_EXE_qdns-control"), source, extra);
+    }
+
+    /// Runs `program` with `source`, then control's arguments for this location.
+    fn spawn(&mut self, program: &str, source: &[&std::ffi::OsStr], extra: &[&str]) {
+        let mut cmd = Command::new(program);
         cmd.args(source).arg("--socket").arg(self.socket());
         cmd.arg("--state-dir")
             .arg(self.dir.path().join("control-state"))
