@@ -362,14 +362,26 @@ async fn apply(
     revision: u64,
     manifest: qdns_intent::manifest::Manifest,
 ) -> Result<(), IntentError> {
+    // Each step's share of the time to apply (the log line says them).
+    let started = std::time::Instant::now();
     let intent = store.read(revision, manifest, Some(&follower.applied.chunks())).await?;
     share_keys(store, &intent.signed, &follower.keys).await?;
+    let read = started.elapsed();
     let dir = follower.applied.stage(&intent)?;
+    let staged = started.elapsed();
     let outcome = follower.reloads.reload_intent(dir, revision).await;
+    let loaded = started.elapsed();
     let event = match outcome {
         Ok(()) => {
             follower.applied.commit(revision)?;
-            tracing::info!(revision, message = %intent.message, "intent revision applied");
+            tracing::info!(
+                revision,
+                message = %intent.message,
+                read_ms = read.as_millis(),
+                stage_ms = staged.saturating_sub(read).as_millis(),
+                load_ms = loaded.saturating_sub(staged).as_millis(),
+                "intent revision applied"
+            );
             format!("intent revision {revision} applied ({})", intent.message)
         }
         Err(why) => {
