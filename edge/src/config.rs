@@ -38,9 +38,11 @@ pub struct Settings {
     pub location: Option<String>,
     /// Follow qdns-control at this endpoint: a Unix socket path, tls://HOST:PORT (mutual
     /// TLS: needs the --control-tls-* files) or tcp://ADDR:PORT (neither encrypted nor
-    /// authenticated).
+    /// authenticated). Repeat for the several controls of a location: the edge follows
+    /// the first reachable one in order, moves to the next when its link is lost or
+    /// silent, and back to an earlier one once it answers again.
     #[arg(long, value_name = "PATH|tls://HOST:PORT|tcp://ADDR:PORT")]
-    pub control: Option<String>,
+    pub control: Vec<String>,
     /// Accept a tcp:// --control beyond loopback: neither encrypted nor authenticated
     /// (refused without this; control needs the same flag).
     #[arg(long)]
@@ -188,8 +190,8 @@ pub enum Source {
     Zones(PathBuf),
     /// Follow qdns-control; persist in the state directory.
     Control {
-        /// The control endpoint.
-        endpoint: crate::follow::Endpoint,
+        /// The control endpoints, in the order they are preferred.
+        endpoints: Vec<crate::follow::Endpoint>,
         /// Where the last snapshot is kept.
         state_dir: PathBuf,
     },
@@ -259,17 +261,21 @@ impl Config {
             ca: settings.control_tls_ca.clone(),
             name: settings.control_tls_name.clone(),
         };
-        if let Some(control) = &settings.control {
+        for control in &settings.control {
             qdns_link::check_plaintext(control, settings.insecure_plaintext_link)
                 .map_err(|reason| ConfigError::invalid("--control", reason))?;
         }
-        let source = match (&settings.zones, &settings.control) {
+        let controls = settings.control.first().map(|_| &settings.control);
+        let source = match (&settings.zones, controls) {
             (Some(zones), None) => {
                 tls.none_for("--zones")?;
                 Source::Zones(zones.clone())
             }
-            (None, Some(control)) => Source::Control {
-                endpoint: endpoint(control, tls)?,
+            (None, Some(controls)) => Source::Control {
+                endpoints: controls
+                    .iter()
+                    .map(|control| endpoint(control, &tls))
+                    .collect::<Result<_, _>>()?,
                 state_dir: settings.state_dir.clone().ok_or_else(|| {
                     ConfigError::invalid(
                         "--state-dir",
@@ -368,13 +374,13 @@ impl TlsSettings {
 
 /// The control endpoint; a tls:// one with its certificates loaded (they must be
 /// usable at start).
-fn endpoint(control: &str, tls: TlsSettings) -> Result<crate::follow::Endpoint, ConfigError> {
+fn endpoint(control: &str, tls: &TlsSettings) -> Result<crate::follow::Endpoint, ConfigError> {
     use crate::follow::Endpoint;
     let Some(addr) = control.strip_prefix("tls://") else {
         tls.none_for(control)?;
         return Ok(Endpoint::parse(control));
     };
-    let (Some(cert), Some(key), Some(ca)) = (tls.cert, tls.key, tls.ca) else {
+    let (Some(cert), Some(key), Some(ca)) = (tls.cert.clone(), tls.key.clone(), tls.ca.clone()) else {
         return Err(ConfigError::invalid(
             "--control",
             format!(
@@ -392,7 +398,7 @@ fn endpoint(control: &str, tls: TlsSettings) -> Result<crate::follow::Endpoint, 
             ))
         }
     };
-    let name = tls.name.unwrap_or_else(|| host.to_owned());
+    let name = tls.name.clone().unwrap_or_else(|| host.to_owned());
     let client = qdns_link::tls::ClientTls::new(
         qdns_link::tls::TlsFiles {
             cert,
@@ -462,6 +468,30 @@ mod tests {
         assert!(err.contains("--insecure-plaintext-link"), "{err}");
         assert!(config(&[&far[..], &["--insecure-plaintext-link"]].concat()).is_ok());
         assert!(config(&["--control", "tcp://127.0.0.1:5400", "--state-dir", "/tmp/x"]).is_ok());
+    }
+
+    #[test]
+    fn several_controls_are_followed_in_the_order_given() {
+        let two = [
+            "--control",
+            "/run/qdns/a.sock",
+            "--control",
+            "/run/qdns/b.sock",
+            "--state-dir",
+            "/tmp/x",
+        ];
+        let super::Source::Control { endpoints, .. } = config(&two).unwrap().source else {
+            panic!("not a follower")
+        };
+        let names: Vec<String> = endpoints.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["/run/qdns/a.sock", "/run/qdns/b.sock"]);
+        // Each one is checked: a far plaintext one among them is refused.
+        let far = [
+            &two[..2],
+            &["--control", "tcp://10.77.0.1:5400", "--state-dir", "/tmp/x"],
+        ]
+        .concat();
+        assert!(config(&far).unwrap_err().contains("--insecure-plaintext-link"));
     }
 
     #[test]

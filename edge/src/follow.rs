@@ -131,8 +131,8 @@ struct Link {
 
 /// What a follower works with.
 pub struct Follower {
-    /// Control's endpoint.
-    pub endpoint: Endpoint,
+    /// The location's controls, in the order they are preferred (`--control`, repeated).
+    pub endpoints: Vec<Endpoint>,
     /// Where snapshots and health are persisted.
     pub state_dir: PathBuf,
     /// The engine the workers answer from.
@@ -185,17 +185,39 @@ fn persisted_zones(dir: &Path, version: u64) -> ServedZones {
     }
 }
 
-/// Follows control until `shutdown`.
+/// How often an edge that follows a later control of its location asks whether an
+/// earlier one answers again.
+const EARLIER_PROBE: Duration = Duration::from_secs(5);
+
+/// How a session with a control ended without an error.
+enum Ended {
+    /// Control closed the connection.
+    Closed,
+    /// An earlier control of the location answers again: follow it (its index).
+    EarlierBack(usize),
+}
+
+/// Follows the location's controls until `shutdown`: the first that answers, in order;
+/// the next at once when its link is lost or silent, each again after a backoff once all
+/// failed; an earlier one again as soon as it answers.
 pub async fn follow(follower: Follower, shutdown: CancellationToken) {
-    let endpoint = follower.endpoint.clone();
     let mut backoff = Duration::from_millis(100);
     let mut served = persisted_zones(&follower.state_dir, follower.engine.load().version());
+    let count = follower.endpoints.len().max(1);
+    // The control followed (its index), and how many in a row ended without linking.
+    let mut at = 0;
+    let mut failed = 0;
     loop {
+        let Some(endpoint) = follower.endpoints.get(at) else {
+            return;
+        };
+        let earlier = &follower.endpoints[..at];
+        let mut linked = false;
         let attempt = async {
-            let (r, w) = tokio::time::timeout(follower.control_timeout, connect(&endpoint))
+            let (r, w) = tokio::time::timeout(follower.control_timeout, connect(endpoint))
                 .await
                 .map_err(|_| stalled(&follower, "connect"))??;
-            session(r, w, &follower, &mut backoff, &mut served).await
+            session(r, w, &follower, &mut backoff, &mut served, earlier, &mut linked).await
         };
         let result = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -203,17 +225,55 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
         };
         follower.readiness.unlinked();
         let _ = follower.engine.load().check_dnssec_expiry();
+        if linked {
+            failed = 0;
+        }
         match result {
-            Ok(()) => tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot"),
+            Ok(Ended::EarlierBack(earlier)) => {
+                let back = &follower.endpoints[earlier];
+                tracing::info!(control = %back, left = %endpoint, "an earlier control of the location answers again; following it");
+                at = earlier;
+                failed = 0;
+                continue;
+            }
+            Ok(Ended::Closed) => {
+                tracing::warn!(control = %endpoint, "control closed the connection; serving the last snapshot");
+            }
             Err(err) => {
                 tracing::warn!(control = %endpoint, %err, retry_in = ?backoff, "control unreachable; serving the last snapshot");
             }
         }
+        // The next control of the location at once; once every one failed in a row,
+        // the first again after the backoff.
+        failed += 1;
+        if failed < count {
+            at = (at + 1) % count;
+            tracing::info!(control = %follower.endpoints[at], "trying the next control of the location");
+            continue;
+        }
+        failed = 0;
+        at = 0;
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(backoff) => {}
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Resolves with the index of the first of `earlier` that accepts a connection, asked
+/// every [`EARLIER_PROBE`]; never when there is none.
+async fn earlier_back(earlier: &[Endpoint]) -> usize {
+    if earlier.is_empty() {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(EARLIER_PROBE).await;
+        for (index, endpoint) in earlier.iter().enumerate() {
+            if let Ok(Ok(_)) = tokio::time::timeout(EARLIER_PROBE, connect(endpoint)).await {
+                return index;
+            }
+        }
     }
 }
 
@@ -280,7 +340,9 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     follower: &Follower,
     backoff: &mut Duration,
     served: &mut ServedZones,
-) -> std::io::Result<()> {
+    earlier: &[Endpoint],
+    linked: &mut bool,
+) -> std::io::Result<Ended> {
     let Follower {
         engine,
         options,
@@ -318,6 +380,9 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     // its snapshot must arrive within the timeout.
     let first_snapshot = tokio::time::sleep(follower.control_timeout);
     tokio::pin!(first_snapshot);
+    // An earlier control of the location back: taken between frames, never mid-apply.
+    let back = earlier_back(earlier);
+    tokio::pin!(back);
     loop {
         let msg = tokio::select! {
             // A frame that arrived while a snapshot compiled counts before the silence.
@@ -328,8 +393,9 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
                     msg
                 }
                 Some(Err(err)) => return Err(err),
-                None => return Ok(()),
+                None => return Ok(Ended::Closed),
             },
+            index = &mut back => return Ok(Ended::EarlierBack(index)),
             () = &mut first_snapshot, if link.is_none() => return Err(stalled(follower, "send its snapshot")),
             () = &mut silence, if keepalive_on => {
                 follower.stats.control_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -382,6 +448,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
             }
         };
         readiness.linked();
+        *linked = true;
         acknowledge(&mut writer, schema, applied, unsaved.take(), served, follower).await?;
     }
 }

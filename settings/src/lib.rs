@@ -250,13 +250,17 @@ fn to_tokens(arg: &Arg, long: &str, value: &toml::Value) -> Result<Vec<OsString>
             toml::Value::Boolean(false) => Ok(Vec::new()),
             other => Err(wrong_type(kind, other)),
         },
+        // A list, or one value standing for a list of one (a setting that became
+        // repeatable keeps the files written when it was not).
         ArgAction::Append => match value {
             toml::Value::Array(items) => items.iter().map(|item| scalar(kind, item).map(flag)).collect(),
-            other => Err(format!(
-                "expected an array of {}, found {}",
-                plural(kind),
-                type_name(other)
-            )),
+            other => scalar(kind, other).map(|text| vec![flag(text)]).map_err(|_| {
+                format!(
+                    "expected an array of {} (or one), found {}",
+                    plural(kind),
+                    type_name(other)
+                )
+            }),
         },
         _ => scalar(kind, value).map(|text| vec![flag(text)]),
     }

@@ -121,9 +121,13 @@ fn file_errors_name_the_line_and_the_key() {
         "line 1 (`payload = \"600\"`): `payload`: expected an integer, found a string"
     );
     assert_eq!(
-        file_error("listen = \"127.0.0.1:53\"\n"),
-        "line 1 (`listen = \"127.0.0.1:53\"`): `listen`: expected an array of strings, found a string"
+        file_error("listen = 53\n"),
+        "line 1 (`listen = 53`): `listen`: expected an array of strings (or one), found an integer"
     );
+    // One value stands for a list of one (a setting that became repeatable keeps the
+    // files written when it was not).
+    let (_file, parsed) = with_file("listen = \"127.0.0.1:53\"\n", &[]);
+    assert_eq!(parsed.unwrap().listen, ["127.0.0.1:53".parse().unwrap()]);
     assert!(file_error("listen = [\"nowhere\"]\n").starts_with("line 1 (`listen = [\"nowhere\"]`): `listen`: "));
     assert_eq!(file_error("\nbogus = 1\n"), "line 2 (`bogus = 1`): unknown key `bogus`");
     assert_eq!(

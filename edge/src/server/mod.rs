@@ -205,9 +205,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         ));
     }
 
-    if let Source::Control { endpoint, state_dir } = &config.source {
+    if let Source::Control { endpoints, state_dir } = &config.source {
         let follower = crate::follow::Follower {
-            endpoint: endpoint.clone(),
+            endpoints: endpoints.clone(),
             state_dir: state_dir.clone(),
             engine: Arc::clone(&engine),
             options: config.serve_options(),

@@ -1,0 +1,58 @@
+//! Two controls at one location (issue 54 §1, SPEC §11 "Several controls at one
+//! location"): an edge given `--control` twice follows the first, moves to the second
+//! at once when the first dies (SIGKILL), answers a health change made after the kill,
+//! and goes back
+//! to the first once it answers again. Both controls follow one intent in a real etcd.
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    deployment::{answers, example_zones, in_timeline, publish},
+    Location,
+};
+use qdns_testkit::etcd::Etcd;
+
+const API: &str = "api.shop.example.";
+const PRIMARY: &[&str] = &["192.0.2.20"];
+const SECONDARY: &[&str] = &["198.51.100.20"];
+
+#[test]
+fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/two");
+    publish(&example_zones(dir.path(), true), &url);
+    let flags = ["--no-embedded-checker", "--location", "fra"];
+    let mut first = Location::prepared();
+    first.start_control_following(&url, &flags);
+    let mut second = Location::prepared();
+    second.start_control_following(&url, &flags);
+    // One edge, both controls (the first is the location's own: `start_edge` gives it).
+    let second_socket = second.edge_socket();
+    first.start_edge_with(&[], &["--control", second_socket.to_str().unwrap()]);
+    let edge = first.edge.take().unwrap();
+    edge.wait_for("snapshot applied");
+    answers(&first, API, PRIMARY);
+
+    // The first control dies: the edge is on the second at once, and a change made
+    // after the kill reaches its answers. (The second's snapshot comes whole: two
+    // controls do not yet make the same zone content — issue 54 §2.)
+    first.control.as_mut().unwrap().kill9();
+    edge.wait_for("trying the next control of the location");
+    edge.wait_for("snapshot applied");
+    second.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
+    answers(&first, API, SECONDARY);
+
+    // The first control back: the edge returns to it (within the 5 s it asks at), and
+    // follows it when the second is gone.
+    first.start_control_following(&url, &flags);
+    let started = Instant::now();
+    edge.wait_for("an earlier control of the location answers again");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    second.control.as_mut().unwrap().kill9();
+    first.ctl_json(&["override", "clear", "api-1"]);
+    in_timeline(&first, "api-1");
+    answers(&first, API, PRIMARY);
+    drop(etcd);
+}
