@@ -260,9 +260,14 @@ pub async fn rotate(
                         deployment.location
                     )
                 }
-                // Another control of this location rotated first: the follower takes
+                // Another control of this location rotated first (or the store holds
+                // secrets the follower has not taken, or refused): the follower takes
                 // the store's.
-                Ok(None) => continue,
+                Ok(None) => {
+                    held_back = false;
+                    tracing::debug!("cookie secret not rotated here: the store holds others");
+                    continue;
+                }
                 Err(err) => {
                     if !held_back {
                         held_back = true;

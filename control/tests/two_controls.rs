@@ -56,3 +56,48 @@ fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back(
     answers(&first, API, PRIMARY);
     drop(etcd);
 }
+
+/// An earlier control that accepts connections but does not serve (stopped: its kernel
+/// still completes connects) is not switched to every few seconds: each switch back that
+/// brings no snapshot doubles the time before the edge asks again, and the edge serves
+/// from the control that works in between.
+#[test]
+fn an_earlier_control_that_accepts_but_does_not_serve_is_asked_less_and_less_often() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    let url = etcd.url("qdns/hung");
+    publish(&example_zones(dir.path(), true), &url);
+    let flags = ["--no-embedded-checker", "--location", "fra"];
+    let mut first = Location::prepared();
+    first.start_control_following(&url, &flags);
+    let mut second = Location::prepared();
+    second.start_control_following(&url, &flags);
+    let second_socket = second.edge_socket();
+    first.start_edge_with(
+        &[],
+        &[
+            "--control",
+            second_socket.to_str().unwrap(),
+            "--control-timeout",
+            "2",
+            "--control-keepalive",
+            "1",
+        ],
+    );
+    let edge = first.edge.take().unwrap();
+    edge.wait_for("snapshot applied");
+
+    first.control.as_ref().unwrap().signal("STOP");
+    edge.wait_for("trying the next control of the location");
+    edge.wait_for("snapshot applied");
+    let before = edge.count("an earlier control of the location answers again");
+    std::thread::sleep(Duration::from_secs(40));
+    let switches = edge.count("an earlier control of the location answers again") - before;
+    // Asked after 5 s, then 10 s, then 20 s (each switch failing 2 s later): three at
+    // most in 40 s; every 5 s it would be five or six.
+    assert!((1..=3).contains(&switches), "{switches} switches back in 40 s");
+    answers(&first, API, PRIMARY);
+    first.control.as_ref().unwrap().signal("CONT");
+    drop(edge);
+    drop(etcd);
+}

@@ -188,6 +188,8 @@ fn persisted_zones(dir: &Path, version: u64) -> ServedZones {
 /// How often an edge that follows a later control of its location asks whether an
 /// earlier one answers again.
 const EARLIER_PROBE: Duration = Duration::from_secs(5);
+/// The longest between two asks, after switches back that did not link.
+const EARLIER_PROBE_MAX: Duration = Duration::from_secs(300);
 
 /// How a session with a control ended without an error.
 enum Ended {
@@ -207,6 +209,12 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
     // The control followed (its index), and how many in a row ended without linking.
     let mut at = 0;
     let mut failed = 0;
+    // How often earlier controls are asked, and whether the one followed is one the
+    // edge went back to: an earlier control that accepts connections but does not
+    // serve (hung, or refusing this edge) is asked less and less often (doubling up to
+    // EARLIER_PROBE_MAX), not switched to every few seconds.
+    let mut probe_every = EARLIER_PROBE;
+    let mut went_back = false;
     loop {
         let Some(endpoint) = follower.endpoints.get(at) else {
             return;
@@ -217,6 +225,7 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
             let (r, w) = tokio::time::timeout(follower.control_timeout, connect(endpoint))
                 .await
                 .map_err(|_| stalled(&follower, "connect"))??;
+            let earlier = (earlier, probe_every);
             session(r, w, &follower, &mut backoff, &mut served, earlier, &mut linked).await
         };
         let result = tokio::select! {
@@ -227,13 +236,20 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
         let _ = follower.engine.load().check_dnssec_expiry();
         if linked {
             failed = 0;
+            if went_back {
+                probe_every = EARLIER_PROBE;
+            }
+        } else if went_back {
+            probe_every = (probe_every * 2).min(EARLIER_PROBE_MAX);
         }
+        went_back = false;
         match result {
             Ok(Ended::EarlierBack(earlier)) => {
                 let back = &follower.endpoints[earlier];
                 tracing::info!(control = %back, left = %endpoint, "an earlier control of the location answers again; following it");
                 at = earlier;
                 failed = 0;
+                went_back = true;
                 continue;
             }
             Ok(Ended::Closed) => {
@@ -262,13 +278,13 @@ pub async fn follow(follower: Follower, shutdown: CancellationToken) {
 }
 
 /// Resolves with the index of the first of `earlier` that accepts a connection, asked
-/// every [`EARLIER_PROBE`]; never when there is none.
-async fn earlier_back(earlier: &[Endpoint]) -> usize {
+/// every `every`; never when there is none.
+async fn earlier_back(earlier: &[Endpoint], every: Duration) -> usize {
     if earlier.is_empty() {
         return std::future::pending().await;
     }
     loop {
-        tokio::time::sleep(EARLIER_PROBE).await;
+        tokio::time::sleep(every).await;
         for (index, endpoint) in earlier.iter().enumerate() {
             if let Ok(Ok(_)) = tokio::time::timeout(EARLIER_PROBE, connect(endpoint)).await {
                 return index;
@@ -340,7 +356,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     follower: &Follower,
     backoff: &mut Duration,
     served: &mut ServedZones,
-    earlier: &[Endpoint],
+    (earlier, probe_every): (&[Endpoint], Duration),
     linked: &mut bool,
 ) -> std::io::Result<Ended> {
     let Follower {
@@ -381,7 +397,7 @@ async fn session<R: AsyncRead + Unpin + Send + 'static, W: AsyncWrite + Unpin>(
     let first_snapshot = tokio::time::sleep(follower.control_timeout);
     tokio::pin!(first_snapshot);
     // An earlier control of the location back: taken between frames, never mid-apply.
-    let back = earlier_back(earlier);
+    let back = earlier_back(earlier, probe_every);
     tokio::pin!(back);
     loop {
         let msg = tokio::select! {

@@ -111,6 +111,17 @@ impl Daemon {
         }
     }
 
+    /// How many lines logged so far contain `needle` (no waiting).
+    pub fn count(&self, needle: &str) -> usize {
+        self.drain();
+        self.history
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
     /// Whether any line logged so far contains `needle` (no waiting).
     pub fn history_has(&self, needle: &str) -> bool {
         self.drain();
