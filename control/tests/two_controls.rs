@@ -1,8 +1,7 @@
 //! Two controls at one location (issue 54 §1, SPEC §11 "Several controls at one
 //! location"): an edge given `--control` twice follows the first, moves to the second
 //! at once when the first dies (SIGKILL), answers a health change made after the kill,
-//! and goes back
-//! to the first once it answers again. Both controls follow one intent in a real etcd.
+//! and goes back to the first once it answers again. Both controls follow one intent in a real etcd.
 mod common;
 
 use std::time::{Duration, Instant};
@@ -17,22 +16,54 @@ const API: &str = "api.shop.example.";
 const PRIMARY: &[&str] = &["192.0.2.20"];
 const SECONDARY: &[&str] = &["198.51.100.20"];
 
-#[test]
-fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back() {
+const FLAGS: [&str; 3] = ["--no-embedded-checker", "--location", "fra"];
+
+/// Two controls of fra following one intent in etcd, and one edge on both (the first
+/// is the location's own: `start_edge` gives it; `edge_extra` after the second).
+/// Fields drop in order: the edge and controls before the store and the directory.
+struct Fra {
+    edge: qdns_testkit::daemon::Daemon,
+    first: Location,
+    second: Location,
+    url: String,
+    etcd: Etcd,
+    _dir: tempfile::TempDir,
+}
+
+fn two_controls_of_fra(prefix: &str, edge_extra: &[&str]) -> Fra {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path());
-    let url = etcd.url("qdns/two");
+    let url = etcd.url(prefix);
     publish(&example_zones(dir.path(), true), &url);
-    let flags = ["--no-embedded-checker", "--location", "fra"];
     let mut first = Location::prepared();
-    first.start_control_following(&url, &flags);
+    first.start_control_following(&url, &FLAGS);
     let mut second = Location::prepared();
-    second.start_control_following(&url, &flags);
-    // One edge, both controls (the first is the location's own: `start_edge` gives it).
+    second.start_control_following(&url, &FLAGS);
     let second_socket = second.edge_socket();
-    first.start_edge_with(&[], &["--control", second_socket.to_str().unwrap()]);
+    let edge_args = [&["--control", second_socket.to_str().unwrap()][..], edge_extra].concat();
+    first.start_edge_with(&[], &edge_args);
     let edge = first.edge.take().unwrap();
     edge.wait_for("snapshot applied");
+    Fra {
+        edge,
+        first,
+        second,
+        url,
+        etcd,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back() {
+    let Fra {
+        edge,
+        mut first,
+        mut second,
+        url,
+        etcd,
+        _dir,
+    } = two_controls_of_fra("qdns/two", &[]);
     answers(&first, API, PRIMARY);
 
     // The first control dies: the edge is on the second at once, and a change made
@@ -46,7 +77,7 @@ fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back(
 
     // The first control back: the edge returns to it (within the 5 s it asks at), and
     // follows it when the second is gone.
-    first.start_control_following(&url, &flags);
+    first.start_control_following(&url, &FLAGS);
     let started = Instant::now();
     edge.wait_for("an earlier control of the location answers again");
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
@@ -63,29 +94,14 @@ fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back(
 /// from the control that works in between.
 #[test]
 fn an_earlier_control_that_accepts_but_does_not_serve_is_asked_less_and_less_often() {
-    let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path());
-    let url = etcd.url("qdns/hung");
-    publish(&example_zones(dir.path(), true), &url);
-    let flags = ["--no-embedded-checker", "--location", "fra"];
-    let mut first = Location::prepared();
-    first.start_control_following(&url, &flags);
-    let mut second = Location::prepared();
-    second.start_control_following(&url, &flags);
-    let second_socket = second.edge_socket();
-    first.start_edge_with(
-        &[],
-        &[
-            "--control",
-            second_socket.to_str().unwrap(),
-            "--control-timeout",
-            "2",
-            "--control-keepalive",
-            "1",
-        ],
-    );
-    let edge = first.edge.take().unwrap();
-    edge.wait_for("snapshot applied");
+    let Fra {
+        edge,
+        first,
+        second: _second,
+        url: _,
+        etcd,
+        _dir,
+    } = two_controls_of_fra("qdns/hung", &["--control-timeout", "2", "--control-keepalive", "1"]);
 
     first.control.as_ref().unwrap().signal("STOP");
     edge.wait_for("trying the next control of the location");
