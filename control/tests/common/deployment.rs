@@ -82,6 +82,8 @@ pub fn location(url: &str, name: &str) -> Location {
     let mut loc = Location::prepared();
     loc.start_control_following(url, &["--no-embedded-checker", "--location", name]);
     loc.start_edge();
+    // Its control has written its row: a test that stops it next stops a known location.
+    heard_from(url, name, true);
     loc
 }
 
