@@ -175,6 +175,21 @@ fn zone_files(dir: &Path, ctx: &LoadContext<'_>) -> Result<(Vec<PathBuf>, usize)
     Ok((files, operator_files))
 }
 
+/// How a zone of a directory names its file: relative to the directory (a catalog
+/// member's under `members/`), so that the same files loaded from another directory —
+/// another control's copy of the same intent revision — make the same zone, octet for
+/// octet (issue 54 §2).
+fn source_name(path: &Path, member: bool) -> String {
+    let file = path
+        .file_name()
+        .map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned());
+    if member {
+        format!("{CATALOG_MEMBERS_DIR}/{file}")
+    } else {
+        file
+    }
+}
+
 fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Snapshot, Vec<Pending>), ZoneError> {
     let (files, operator_files) = zone_files(dir, ctx)?;
     let mut zones: Vec<Zone> = Vec::with_capacity(files.len());
@@ -188,7 +203,10 @@ fn load_dir_parts(dir: &Path, version: u64, ctx: &LoadContext<'_>) -> Result<(Sn
             (operator_zones, operator_pending) = (zones.len(), pending.len());
         }
         let zone = match load_zone_file_with(path, ctx) {
-            Ok(zone) => zone,
+            Ok(mut zone) => {
+                zone.source = source_name(path, member);
+                zone
+            }
             Err(ZoneError::NotTransferred {
                 path,
                 origin,

@@ -46,7 +46,9 @@ impl Snapshot {
 pub struct Zone {
     /// Apex name (wire format, lowercase).
     pub origin: Vec<u8>,
-    /// The file the zone came from (for status and errors).
+    /// The file the zone came from (for status and errors): its name in the zones
+    /// directory (`members/NAME` for a catalog member) when loaded with the directory,
+    /// the path as given when loaded alone.
     pub source: String,
     /// SOA serial, for status output.
     pub serial: u32,

@@ -1,10 +1,13 @@
-//! Signing keys: generation, the DNSKEY and DS records, signing with ring.
+//! Signing keys: generation, the DNSKEY and DS records, signing with ring — or, for
+//! ECDSA P-256 where every control of a deployment must make the same octets for the
+//! same data and key ([`Nonces::Deterministic`]), with the `p256` crate (RFC 6979).
 //!
 //! qdns uses one combined signing key (CSK, flags 257) per zone rather than a KSK/ZSK
 //! pair: one DS at the parent, one key to roll, and a rollover is the double-signature
 //! method (RFC 6781 §4.1.1.2, §4.1.2): the new key signs beside the old one until the
 //! operator has put its DS at the parent, then the old one goes. ZSK pre-publication
 //! exists to spare re-signing work; control signs every answer at compile anyway.
+use p256::{ecdsa::signature::Signer as _, pkcs8::DecodePrivateKey as _};
 use ring::{
     rand::SystemRandom,
     signature::{EcdsaKeyPair, Ed25519KeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING},
@@ -102,11 +105,25 @@ pub struct Signer {
     /// Its key tag.
     pub tag: u16,
     pair: Pair,
-    rng: SystemRandom,
+}
+
+/// How ECDSA nonces are made (Ed25519 signatures are deterministic either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Nonces {
+    /// At random (ring): the fastest here, ≈ 12 µs a signature on two cores.
+    #[default]
+    Random,
+    /// From the key and the data (RFC 6979, the `p256` crate): the same signature
+    /// wherever it is made — what controls sharing a deployment's keys need to serve the
+    /// same zones (issue 54 §2); ≈ 7× ring's time here (docs/BENCHMARKS.md).
+    Deterministic,
 }
 
 enum Pair {
-    Ecdsa(EcdsaKeyPair),
+    /// ring's ECDSA: a random nonce each time.
+    Ecdsa(EcdsaKeyPair, SystemRandom),
+    /// RFC 6979: the nonce derived from the key and the data.
+    EcdsaDeterministic(Box<p256::ecdsa::SigningKey>),
     Ed25519(Ed25519KeyPair),
 }
 
@@ -128,37 +145,48 @@ impl ZoneKey {
         })
     }
 
-    /// Loads the key for signing.
+    /// Loads the key for signing, ECDSA nonces at random.
     pub fn signer(&self) -> Result<Signer, KeyError> {
-        let rng = SystemRandom::new();
-        let pair = match self.algorithm {
-            Algorithm::EcdsaP256Sha256 => Pair::Ecdsa(
-                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &self.pkcs8, &rng)
-                    .map_err(|e| KeyError(format!("unreadable ECDSA key: {e}")))?,
-            ),
-            Algorithm::Ed25519 => Pair::Ed25519(
-                Ed25519KeyPair::from_pkcs8_maybe_unchecked(&self.pkcs8)
-                    .map_err(|e| KeyError(format!("unreadable Ed25519 key: {e}")))?,
-            ),
-        };
-        let public: &[u8] = match &pair {
-            // ring gives the uncompressed point 0x04 || X || Y; DNSSEC wants X || Y
-            // (RFC 6605 §4).
-            Pair::Ecdsa(p) => p.public_key().as_ref().get(1..).unwrap_or_default(),
-            Pair::Ed25519(p) => p.public_key().as_ref(),
+        self.signer_with(Nonces::Random)
+    }
+
+    /// Loads the key for signing, ECDSA nonces made as `nonces` says.
+    pub fn signer_with(&self, nonces: Nonces) -> Result<Signer, KeyError> {
+        let ecdsa = |e: &dyn std::fmt::Display| KeyError(format!("unreadable ECDSA key: {e}"));
+        let (pair, public) = match (self.algorithm, nonces) {
+            (Algorithm::EcdsaP256Sha256, Nonces::Random) => {
+                let rng = SystemRandom::new();
+                let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &self.pkcs8, &rng)
+                    .map_err(|e| ecdsa(&e))?;
+                // ring gives the uncompressed point 0x04 || X || Y; DNSSEC wants X || Y
+                // (RFC 6605 §4).
+                let public = pair.public_key().as_ref().get(1..).unwrap_or_default().to_vec();
+                (Pair::Ecdsa(pair, rng), public)
+            }
+            (Algorithm::EcdsaP256Sha256, Nonces::Deterministic) => {
+                let key = p256::ecdsa::SigningKey::from_pkcs8_der(&self.pkcs8).map_err(|e| ecdsa(&e))?;
+                let point = key.verifying_key().to_encoded_point(false);
+                let public = point.as_bytes().get(1..).unwrap_or_default().to_vec();
+                (Pair::EcdsaDeterministic(Box::new(key)), public)
+            }
+            (Algorithm::Ed25519, _) => {
+                let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(&self.pkcs8)
+                    .map_err(|e| KeyError(format!("unreadable Ed25519 key: {e}")))?;
+                let public = pair.public_key().as_ref().to_vec();
+                (Pair::Ed25519(pair), public)
+            }
         };
         let mut dnskey = Vec::with_capacity(4 + public.len());
         dnskey.extend_from_slice(&self.flags.to_be_bytes());
         dnskey.push(3);
         dnskey.push(self.algorithm.number());
-        dnskey.extend_from_slice(public);
+        dnskey.extend_from_slice(&public);
         let tag = key_tag(&dnskey);
         Ok(Signer {
             algorithm: self.algorithm,
             dnskey,
             tag,
             pair,
-            rng,
         })
     }
 }
@@ -170,13 +198,18 @@ impl Signer {
         self.algorithm
     }
 
-    /// Signs `data`: 64 octets for both algorithms (ECDSA r || s, RFC 6605 §4).
+    /// Signs `data`: 64 octets for both algorithms (ECDSA r || s, RFC 6605 §4); the
+    /// same octets for the same key and data unless ECDSA nonces are random.
     pub fn sign(&self, data: &[u8]) -> Result<Vec<u8>, KeyError> {
         match &self.pair {
-            Pair::Ecdsa(p) => p
-                .sign(&self.rng, data)
+            Pair::Ecdsa(p, rng) => p
+                .sign(rng, data)
                 .map(|s| s.as_ref().to_vec())
                 .map_err(|_| KeyError("ECDSA signing failed".to_owned())),
+            Pair::EcdsaDeterministic(key) => key
+                .try_sign(data)
+                .map(|s: p256::ecdsa::Signature| s.to_bytes().to_vec())
+                .map_err(|e| KeyError(format!("ECDSA signing failed: {e}"))),
             Pair::Ed25519(p) => Ok(p.sign(data).as_ref().to_vec()),
         }
     }

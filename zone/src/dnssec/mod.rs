@@ -16,8 +16,8 @@ pub mod sign;
 #[cfg(test)]
 mod tests;
 
-pub use keys::{Algorithm, KeyState, ZoneKey};
-pub use sign::{sign_answer, sign_zone, SignError, SignOptions};
+pub use keys::{Algorithm, KeyState, Nonces, ZoneKey};
+pub use sign::{sign_answer, sign_zone, sign_zone_reusing, SignError, SignOptions};
 
 /// RR type codes used here.
 pub mod rtype {

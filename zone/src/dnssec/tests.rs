@@ -88,6 +88,21 @@ fn signatures_verify_with_the_published_key() {
         };
         verify.verify(b"data", &sig).expect("verifies");
         assert!(verify.verify(b"other", &sig).is_err());
+        // Deterministic nonces: the same key (the same DNSKEY), a signature that
+        // verifies, and the same octets again — also from the key loaded elsewhere (two
+        // controls of a deployment sign with one stored key, issue 54 §2).
+        let same = key.signer_with(Nonces::Deterministic).expect("signer");
+        assert_eq!((same.dnskey.clone(), same.tag), (signer.dnskey.clone(), signer.tag));
+        let fixed = same.sign(b"data").expect("sign");
+        verify.verify(b"data", &fixed).expect("verifies");
+        assert_eq!(same.sign(b"data").expect("sign"), fixed);
+        let elsewhere = key.clone().signer_with(Nonces::Deterministic).expect("signer");
+        assert_eq!(elsewhere.sign(b"data").expect("sign"), fixed);
+        assert_ne!(same.sign(b"other").expect("sign"), fixed);
+        // Random nonces (ECDSA with ring): another signature each time.
+        if algorithm == Algorithm::EcdsaP256Sha256 {
+            assert_ne!(signer.sign(b"data").expect("sign"), sig);
+        }
         let ds = signer.ds_text(&wire("example."));
         assert!(
             ds.starts_with(&format!("{} {} 2 ", signer.tag, algorithm.number())),
@@ -166,4 +181,75 @@ members = [
     }
     let nsec = zone.rrset(&wire("z.example."), rtype::NSEC).expect("apex NSEC");
     assert!(nsec.rdata[0].starts_with(&wire("mv.z.example.")));
+}
+
+/// A zone of two A sets under `ns1` (its address `ns1`).
+fn two_set_zone(dir: &std::path::Path, ns1: &str) -> crate::Snapshot {
+    let text = format!(
+        "[zone]\norigin = \"r.example.\"\ndnssec = true\n[zone.soa]\nmname = \"ns1\"\nrname = \"h\"\n\
+         serial = 1\nrefresh = 3600\nretry = 600\nexpire = 86400\nminimum = 300\n[zone.ns]\nnames = [\"ns1\"]\n\
+         [[rrset]]\nname = \"ns1\"\ntype = \"A\"\nvalues = [\"{ns1}\"]\n\
+         [[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.80\"]\n"
+    );
+    std::fs::write(dir.join("r.toml"), text).expect("write");
+    crate::load_dir(dir, 1).expect("loads")
+}
+
+/// Signing again with the signatures before (a reload of a revision that changed one
+/// set): the unchanged sets keep their RRSIGs octet for octet — even with random ECDSA
+/// nonces, so they were not made again — and the changed set gets a new one that
+/// verifies; another window or another key reuses nothing.
+#[test]
+fn signing_again_reuses_what_the_same_key_signed_for_the_same_answer_in_the_same_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
+    let at = SignOptions::at(1_800_000_000);
+    let mut before = two_set_zone(dir.path(), "192.0.2.53");
+    sign_zone(&mut before.zones[0], std::slice::from_ref(&key), at).expect("signs");
+    let old = before.zones[0].dnssec.as_deref().expect("signed");
+    let rdata_of = |sigs: &Signatures, owner: &str, rtype: u16| -> Vec<Vec<u8>> {
+        sigs.sigs
+            .iter()
+            .find(|s| s.name == wire(owner) && s.rtype == rtype)
+            .map(|s| s.rdata.clone())
+            .expect("a signature")
+    };
+
+    let mut after = two_set_zone(dir.path(), "192.0.2.54");
+    sign_zone_reusing(&mut after.zones[0], std::slice::from_ref(&key), at, Some(old)).expect("signs");
+    let new = after.zones[0].dnssec.as_deref().expect("signed");
+    assert_eq!(new.sigs.len(), old.sigs.len());
+    for (owner, rtype) in [("www.r.example.", 1), ("r.example.", 6), ("r.example.", 48)] {
+        assert_eq!(
+            rdata_of(new, owner, rtype),
+            rdata_of(old, owner, rtype),
+            "{owner} {rtype}"
+        );
+    }
+    let changed = rdata_of(new, "ns1.r.example.", 1);
+    assert_ne!(changed, rdata_of(old, "ns1.r.example.", 1));
+    // The new one verifies over the new record.
+    let signer = key.signer().expect("signer");
+    let public = [&[4u8][..], &signer.dnskey[4..]].concat();
+    let header_len = changed[0].len() - 64;
+    let mut data = changed[0][..header_len].to_vec();
+    let owner = wire("ns1.r.example.");
+    data.extend_from_slice(&owner);
+    data.extend_from_slice(&[0, 1, 0, 1]);
+    data.extend_from_slice(&changed[0][4..8]);
+    data.extend_from_slice(&[0, 4, 192, 0, 2, 54]);
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, public)
+        .verify(&data, &changed[0][header_len..])
+        .expect("verifies");
+
+    // Another window (a day later), or another key: everything signed afresh.
+    let mut later = two_set_zone(dir.path(), "192.0.2.54");
+    sign_zone_reusing(&mut later.zones[0], &[key], SignOptions::at(1_800_086_400), Some(new)).expect("signs");
+    let other_key = ZoneKey::generate(Algorithm::EcdsaP256Sha256, KeyState::Active, 1).expect("key");
+    let mut rekeyed = two_set_zone(dir.path(), "192.0.2.54");
+    sign_zone_reusing(&mut rekeyed.zones[0], &[other_key], at, Some(new)).expect("signs");
+    for redone in [&later, &rekeyed] {
+        let sigs = redone.zones[0].dnssec.as_deref().expect("signed");
+        assert_ne!(rdata_of(sigs, "www.r.example.", 1), rdata_of(new, "www.r.example.", 1));
+    }
 }
