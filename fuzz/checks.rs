@@ -242,7 +242,7 @@ fn control_handler() -> &'static (tokio::runtime::Runtime, qdns_control::ctx::Ct
         let lifetimes = qdns_control::dnssec::Lifetimes::default();
         let mut snapshot = qdns_zone::load_dir(&zones, 1).expect("the example zones load");
         let keys = qdns_control::dnssec::KeyStore::new(&state_dir, lifetimes);
-        qdns_control::dnssec::sign_snapshot(&keys, &mut snapshot, qdns_control::dnssec::now()).expect("signed");
+        qdns_control::dnssec::sign_snapshot(&keys, &mut snapshot, qdns_control::dnssec::now(), None).expect("signed");
         let operator = qdns_control::persist::load(&state_dir).expect("operator state");
         let state = qdns_control::state::State::new(zones, snapshot, operator);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -334,7 +334,7 @@ pub fn transfer_fixture() -> &'static std::sync::Arc<qdns_control::transfer::Tra
         let lifetimes = qdns_control::dnssec::Lifetimes::default();
         let mut snapshot = qdns_zone::load_dir(&zones, 1).expect("the example zones load");
         let store = qdns_control::dnssec::KeyStore::new(&state_dir, lifetimes);
-        qdns_control::dnssec::sign_snapshot(&store, &mut snapshot, qdns_control::dnssec::now()).expect("signed");
+        qdns_control::dnssec::sign_snapshot(&store, &mut snapshot, qdns_control::dnssec::now(), None).expect("signed");
         for zone in &mut snapshot.zones {
             let shop = zone.origin == b"\x04shop\x07example\x00";
             zone.transfer = Some(Box::new(qdns_zone::snapshot::Transfer {

@@ -201,6 +201,25 @@ pub fn install(dir: &Path, sender: &tokio::sync::watch::Sender<Secrets>, secrets
     Ok(())
 }
 
+/// At start, before any edge is served: the secrets the store holds for this location
+/// (`data`) saved as the ones in force here, so a second control of the location hands
+/// its edges the same secrets from its first frame (issue 54 §2). True when they were
+/// not the ones saved here.
+///
+/// # Errors
+/// Secrets that do not read, or cannot be saved.
+pub fn adopt(dir: &Path, data: &[u8]) -> Result<bool, String> {
+    let theirs = Secrets::decode(data)?;
+    let ours = std::fs::read(dir.join(FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Secrets>(&bytes).ok());
+    if ours == Some(theirs) {
+        return Ok(false);
+    }
+    save(dir, &theirs).map_err(|e| format!("{}: {e}", dir.join(FILE).display()))?;
+    Ok(true)
+}
+
 fn save(dir: &Path, secrets: &Secrets) -> io::Result<()> {
     crate::persist::write_private(
         dir,

@@ -102,7 +102,7 @@ impl Ctx {
 
     /// The zone keys under the state dir.
     pub(crate) fn key_store(&self) -> crate::dnssec::KeyStore {
-        crate::dnssec::KeyStore::new(&self.state_dir, self.lifetimes)
+        crate::dnssec::KeyStore::new(&self.state_dir, self.lifetimes).deployed(self.deployment.is_some())
     }
 
     pub(crate) fn save(&self, state: &mut State) -> Result<(), ApiError> {

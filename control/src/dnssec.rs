@@ -13,7 +13,7 @@ use std::{
 };
 
 use qdns_zone::{
-    dnssec::{sign_zone, Algorithm, KeyState, SignOptions, ZoneKey},
+    dnssec::{sign_zone_reusing, Algorithm, KeyState, Nonces, SignOptions, Signatures, ZoneKey},
     name, Snapshot, Zone,
 };
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,19 @@ impl Lifetimes {
         Ok(Lifetimes { validity, refresh })
     }
 
+    /// The instant signatures made at `now` are dated from: `now` rounded down to a
+    /// grid whose step is the time from signing to refresh (7 days by default).
+    /// Signatures dated from a grid point come due ([`Lifetimes::due`]) at the next
+    /// one, whenever they were made; so every control of a deployment signs again at
+    /// the same grid points, and two that sign a zone within one step — at a revision,
+    /// a restart — date it alike, into the same octets with deterministic signatures
+    /// (issue 54 §2). A signature made at `now` ends at least the refresh after it.
+    #[must_use]
+    pub fn signing_instant(&self, now: u64) -> u64 {
+        let step = self.validity.saturating_sub(self.refresh).max(1);
+        now - now % step
+    }
+
     /// True when a signed zone of `snapshot` has signatures that end within the refresh
     /// window at `now`.
     #[must_use]
@@ -93,16 +106,36 @@ pub struct KeyStore {
     dir: PathBuf,
     /// How long the signatures made with these keys last.
     lifetimes: Lifetimes,
+    /// How ECDSA nonces are made: deterministic in a deployment, whose controls must
+    /// make the same signatures (issue 54 §2); at random (faster) on a single host.
+    nonces: Nonces,
 }
 
 impl KeyStore {
-    /// The store under `state_dir`, signing for `lifetimes`.
+    /// The store under `state_dir`, signing for `lifetimes` with random ECDSA nonces.
     #[must_use]
     pub fn new(state_dir: &Path, lifetimes: Lifetimes) -> KeyStore {
         KeyStore {
             dir: state_dir.join("dnssec"),
             lifetimes,
+            nonces: Nonces::Random,
         }
+    }
+
+    /// The same, signing as the controls of a deployment do when `deployed`: every
+    /// ECDSA signature derived from the key and the data (RFC 6979).
+    #[must_use]
+    pub fn deployed(mut self, deployed: bool) -> KeyStore {
+        if deployed {
+            self.nonces = Nonces::Deterministic;
+        }
+        self
+    }
+
+    /// How ECDSA nonces are made for signatures with these keys.
+    #[must_use]
+    pub fn nonces(&self) -> Nonces {
+        self.nonces
     }
 
     fn path(&self, origin: &[u8]) -> PathBuf {
@@ -225,26 +258,43 @@ pub enum DnssecError {
 }
 
 /// Signs every zone of `snapshot` that asks for it, with its stored keys (made on
-/// first use). An error names the zone.
-pub fn sign_snapshot(store: &KeyStore, snapshot: &mut Snapshot, now: u64) -> Result<(), DnssecError> {
+/// first use), taking from `previous` (the snapshot this one replaces) each signature
+/// the same key made for the same answer in the same window. An error names the zone.
+pub fn sign_snapshot(
+    store: &KeyStore,
+    snapshot: &mut Snapshot,
+    now: u64,
+    previous: Option<&Snapshot>,
+) -> Result<(), DnssecError> {
     for zone in &mut snapshot.zones {
-        sign_one(store, zone, now)?;
+        let before = previous
+            .and_then(|p| p.zones.iter().find(|z| z.origin == zone.origin))
+            .and_then(|z| z.dnssec.as_deref());
+        sign_one(store, zone, now, before)?;
     }
     Ok(())
 }
 
-fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64) -> Result<(), DnssecError> {
-    let Some(request) = zone.dnssec.as_deref() else {
+/// Signs `zone` (signed before or not), reusing what `previous` — else the zone's own
+/// signatures before — holds for the same answer, key and window.
+fn sign_one(store: &KeyStore, zone: &mut Zone, now: u64, previous: Option<&Signatures>) -> Result<(), DnssecError> {
+    let Some(request) = zone.dnssec.as_deref_mut() else {
         return Ok(());
     };
     let algorithm = request.algorithm;
+    let own = Signatures {
+        sigs: std::mem::take(&mut request.sigs),
+        ..*request
+    };
     unsign(zone);
     let keys = store.keys_for(&zone.origin, algorithm)?;
     let options = SignOptions {
         validity: store.lifetimes.validity,
-        ..SignOptions::at(now)
+        nonces: store.nonces,
+        ..SignOptions::at(store.lifetimes.signing_instant(now))
     };
-    sign_zone(zone, &keys, options).map_err(|e| DnssecError::Key(e.to_string()))
+    let previous = previous.or(own.is_signed().then_some(&own));
+    sign_zone_reusing(zone, &keys, options, previous).map_err(|e| DnssecError::Key(e.to_string()))
 }
 
 /// Takes a signed zone back to its request (the DNSKEY and NSEC sets only come from
@@ -280,7 +330,7 @@ pub fn resign(store: &KeyStore, snapshot: &Snapshot, version: u64) -> Result<Sna
 /// `version`.
 pub fn sign_again(store: &KeyStore, mut snapshot: Snapshot, version: u64) -> Result<Snapshot, DnssecError> {
     snapshot.version = version;
-    sign_snapshot(store, &mut snapshot, now())?;
+    sign_snapshot(store, &mut snapshot, now(), None)?;
     Ok(snapshot)
 }
 
@@ -409,5 +459,31 @@ mod tests {
         );
         let early = Lifetimes::new(3600, Some(30)).unwrap_err().to_string();
         assert!(early.starts_with("--dnssec-refresh: 30 s"), "{early}");
+    }
+
+    /// Signatures are dated from a grid both controls share (issue 54 §2): a step of
+    /// 7 days by default; signed anywhere in a step, they come due at the next grid
+    /// point, so two controls that signed in different steps sign alike from then on.
+    #[test]
+    fn signatures_are_dated_from_a_grid_both_controls_share() {
+        let default = Lifetimes::default();
+        let step = 7 * 86_400;
+        let t = 1_800_000_000 - 1_800_000_000 % step;
+        assert_eq!(default.signing_instant(t + 3600), t);
+        assert_eq!(default.signing_instant(t + step - 1), t);
+        assert_eq!(default.signing_instant(t + step), t + step);
+        // Due (`Lifetimes::due`: the expiry within the refresh) at the next grid point
+        // after the step they were dated from — the same second for both controls.
+        for signed_in in [t, t + step / 2, t + step - 1] {
+            let expiration = default.signing_instant(signed_in) + default.validity;
+            let due = (signed_in..t + 3 * step).find(|&now| expiration < now + default.refresh);
+            assert_eq!(due, Some(t + step + 1), "signed at {signed_in}");
+        }
+        let short = Lifetimes::new(120, Some(110)).unwrap();
+        for now in 1_800_000_000..1_800_000_030 {
+            let at = short.signing_instant(now);
+            assert!(at <= now && now - at < 10, "{now} → {at}");
+            assert!(at + short.validity >= now + short.refresh, "{now} → {at}");
+        }
     }
 }

@@ -84,10 +84,16 @@ impl Start {
 /// # Errors
 /// The store unreachable and nothing applied here yet, nothing published yet, or a
 /// revision that cannot be written to the state directory.
-pub async fn at_start(source: &Source, state_dir: &std::path::Path, keys: &KeyStore) -> Result<Start, IntentError> {
+pub async fn at_start(
+    deployment: &crate::deployed::Deployment,
+    state_dir: &std::path::Path,
+    keys: &KeyStore,
+    tsig_keys: bool,
+) -> Result<Start, IntentError> {
+    let source = &deployment.source;
     let applied = Applied::under(state_dir);
     let before = applied.revision();
-    match newest(source, &applied, keys).await {
+    match newest(deployment, (state_dir, tsig_keys), &applied, keys).await {
         Ok(Some(revision)) => {
             tracing::info!(revision, "intent read from the store");
             let fallback = before.filter(|&b| b != revision).map(|b| (applied.zones_dir(b), b));
@@ -120,14 +126,57 @@ pub async fn at_start(source: &Source, state_dir: &std::path::Path, keys: &KeySt
     }
 }
 
-/// The store's current revision, staged here (the keys of its signed zones taken
-/// first).
-async fn newest(source: &Source, applied: &Applied, keys: &KeyStore) -> Result<Option<u64>, IntentError> {
+/// The store's current revision, staged here (the keys of its signed zones, this
+/// location's cookie secrets and — when `tsig_keys`, the deployment's are followed — the
+/// TSIG keys taken first: a control started with nothing of its own loads a revision
+/// whose zones name them).
+async fn newest(
+    deployment: &crate::deployed::Deployment,
+    (state_dir, tsig_keys): (&std::path::Path, bool),
+    applied: &Applied,
+    keys: &KeyStore,
+) -> Result<Option<u64>, IntentError> {
+    let source = &deployment.source;
     let mut store = Store::connect(&source.url, &source.tls, STORE_TIMEOUT).await?;
     let Some((revision, manifest)) = store.current().await? else {
         return Ok(None);
     };
     share_keys(&mut store, &manifest.signed, keys).await?;
+    // Not taken here (unreadable, or a store that fails now): the follower takes them,
+    // or says why in the timeline (`take_cookies`).
+    let cookies = crate::cookies::store_name(&deployment.location);
+    let taken = match store.value(&cookies).await {
+        Ok((_, Some(value))) => crate::cookies::adopt(state_dir, &value.data),
+        Ok((_, None)) => Ok(false),
+        Err(err) => Err(err.to_string()),
+    };
+    match taken {
+        Ok(true) => tracing::info!("this location's cookie secrets taken from the deployment before serving"),
+        Ok(false) => {}
+        Err(err) => tracing::warn!(%err, "this location's cookie secrets in the deployment not taken at start"),
+    }
+    if tsig_keys {
+        // Keys that do not read stay out: the revision naming them is refused and the
+        // follower says why (`take_tsig_keys`).
+        if let Ok((_, Some(value))) = store.value(TSIG_KEYS).await {
+            let path = state_dir.join(TSIG_KEYS_APPLIED);
+            let reads = crate::transfer::tsig::Keys::parse_bind(&String::from_utf8_lossy(&value.data)).is_ok();
+            if reads && std::fs::read(&path).ok().as_deref() != Some(value.data.as_slice()) {
+                let kept = match path.parent() {
+                    Some(dir) => {
+                        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                            .create(dir)
+                    }
+                    None => Ok(()),
+                };
+                if let Err(err) = kept.and_then(|()| qdns_link::protocol::write_private(&path, &value.data)) {
+                    tracing::warn!(%err, "the deployment's TSIG keys not kept at start");
+                } else {
+                    tracing::info!("the deployment's TSIG keys taken at start");
+                }
+            }
+        }
+    }
     if applied.revision() != Some(revision) {
         let intent = store.read(revision, manifest, Some(&applied.chunks())).await?;
         applied.stage(&intent)?;
@@ -184,6 +233,9 @@ pub struct Follower {
     pub keys: KeyStore,
     /// The deployment's operator state was taken once since control started.
     pub took_operator: std::sync::atomic::AtomicBool,
+    /// Set once the store's revision and operator state are in force here (what the
+    /// transfer serials wait for: `transfer::Sources::caught_up`).
+    pub caught_up: tokio::sync::watch::Sender<bool>,
     /// The checkers the report listener accepts, when the deployment lists them
     /// (`PREFIX/secret/checker-keys`; not with `--checker-keys`).
     pub checker_keys: Option<Arc<arc_swap::ArcSwap<crate::report::Keys>>>,
@@ -249,6 +301,7 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     let mut watch = store.watch(watched_from).await?;
     // The operator state: what is in the store now, then each change.
     let operator_from = take_operator(follower, &mut store).await?;
+    follower.caught_up.send_replace(true);
     let mut operator = store.watch_value(deployed::KEY, operator_from + 1).await?;
     // The deployment's secrets (its TSIG keys, checkers' keys and zones' keys, this
     // location's cookie secrets): as the store holds them now, then on each change of

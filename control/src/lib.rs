@@ -193,7 +193,7 @@ async fn serve_transfers(
     config: &Config,
     ctx: &Ctx,
     tasks: &mut tokio::task::JoinSet<()>,
-    shutdown: &CancellationToken,
+    (caught_up, shutdown): (tokio::sync::watch::Receiver<bool>, &CancellationToken),
 ) -> Result<(), ControlError> {
     let wanted = ctx
         .state
@@ -227,6 +227,8 @@ async fn serve_transfers(
             state: Arc::clone(&ctx.state),
             state_dir: ctx.state_dir.clone(),
             store: ctx.key_store(),
+            deployment: ctx.deployment.clone(),
+            caught_up,
         },
         Arc::clone(&ctx.transfers),
         shutdown.clone(),
@@ -253,9 +255,10 @@ fn startup_zones(
     let (mut snapshot, pending) = qdns_zone::load_dir_pending(&config.zones, next_version(0), config.zone_sources())?;
     transfer::check_keys(&snapshot, &pending, tsig_keys).map_err(ControlError::Transfer)?;
     dnssec::sign_snapshot(
-        &dnssec::KeyStore::new(&config.state_dir, config.dnssec),
+        &dnssec::KeyStore::new(&config.state_dir, config.dnssec).deployed(config.intent.is_some()),
         &mut snapshot,
         dnssec::now(),
+        None,
     )?;
     if config.settings.deny_special_use_targets {
         special_use::check(&snapshot)?;
@@ -272,17 +275,31 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         source,
     })?;
     let operator = persist::load(&config.state_dir)?;
-    // --tsig-key, else (with --intent) the deployment's keys as applied here last.
-    let tsig_keys = match (&config.intent, config.settings.tsig_keys.is_empty()) {
-        (Some(_), true) => intent::tsig_keys_applied(&config.state_dir),
-        _ => transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)?,
+    // --tsig-key, else (with --intent) the deployment's keys (as taken at start, or
+    // applied here last).
+    let follows_tsig_keys = config.intent.is_some() && config.settings.tsig_keys.is_empty();
+    let tsig_keys = |config: &Config| {
+        if follows_tsig_keys {
+            Ok(intent::tsig_keys_applied(&config.state_dir))
+        } else {
+            transfer::tsig::Keys::load(&config.settings.tsig_keys).map_err(ControlError::Transfer)
+        }
     };
     let mut config = config;
-    let (snapshot, pending) = match config.intent.clone() {
-        None => startup_zones(&config, &tsig_keys)?,
+    let (tsig_keys, (snapshot, pending)) = match config.intent.clone() {
+        None => {
+            let tsig_keys = tsig_keys(&config)?;
+            let loaded = startup_zones(&config, &tsig_keys)?;
+            (tsig_keys, loaded)
+        }
         Some(source) => {
             let keys = dnssec::KeyStore::new(&config.state_dir, config.dnssec);
-            let start = intent::at_start(&source, &config.state_dir, &keys).await?;
+            let deployment = deployed::Deployment {
+                source,
+                location: config.location.clone(),
+            };
+            let start = intent::at_start(&deployment, &config.state_dir, &keys, follows_tsig_keys).await?;
+            let tsig_keys = tsig_keys(&config)?;
             config.zones.clone_from(&start.dir);
             config.settings.geoip_db = qdns_intent::files::geo_db(&start.dir);
             let (loaded, revision) = match (startup_zones(&config, &tsig_keys), &start.fallback) {
@@ -300,7 +317,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             start.commit(revision)?;
             let (mut snapshot, pending) = loaded;
             snapshot.intent_revision = revision;
-            (snapshot, pending)
+            (tsig_keys, (snapshot, pending))
         }
     };
     for zone in &pending {
@@ -458,7 +475,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         let reports = (listener, keys, config.location.clone(), sequences);
         tasks.spawn(accept::accept_reports(reports, ctx.clone(), shutdown.clone()));
     }
-    serve_transfers(&config, &ctx, &mut tasks, &shutdown).await?;
+    let (caught_up, caught_up_seen) = tokio::sync::watch::channel(false);
+    serve_transfers(&config, &ctx, &mut tasks, (caught_up_seen, &shutdown)).await?;
     // Zones with `primary`: taken on timers, and on NOTIFY when the listener runs.
     let (reloads, asks) = reloads::Reloads::new();
     tasks.spawn(reload::serve(ctx.clone(), asks, shutdown.clone()));
@@ -477,6 +495,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             ctx: ctx.clone(),
             keys: ctx.key_store(),
             took_operator: std::sync::atomic::AtomicBool::new(false),
+            caught_up,
             // The deployment's list unless --checker-keys names one here.
             checker_keys: keys.filter(|_| config.settings.checker_keys.is_none()),
             tsig_keys: config.settings.tsig_keys.is_empty(),

@@ -112,7 +112,8 @@ fn reload_revision(ctx: &Ctx, state: &mut State, intent_revision: u64) -> Result
         state.event("reload", format!("reload rejected: {message}"));
         ApiError::new(ErrorCode::InvalidZone, message)
     })?;
-    crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now()).map_err(|err| {
+    let before = Some(&*state.served.snapshot);
+    crate::dnssec::sign_snapshot(&ctx.key_store(), &mut snapshot, crate::dnssec::now(), before).map_err(|err| {
         state.event("reload", format!("reload rejected: {err}"));
         ApiError::new(ErrorCode::InvalidZone, err.to_string())
     })?;

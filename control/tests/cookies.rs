@@ -242,13 +242,16 @@ fn a_locations_cookie_secrets_are_the_deployments_and_every_control_of_it_gives_
     let given = ask_with(&first, b"cookie-2");
     assert!(made_under(&given, secret));
 
-    // Another control of fra, with a state directory of its own: the same secrets, so
-    // its edge accepts the cookie fra's first edge gave.
+    // Another control of fra, with a state directory of its own: the same secrets, taken
+    // before it serves its first edge (issue 54 §2), so its edge accepts the cookie
+    // fra's first edge gave.
     let mut second = Location::prepared();
     second.start_control_following(&url, &flags);
+    let control = second.control.as_ref().unwrap();
+    assert!(control.history_has("cookie secrets taken from the deployment before serving"));
+    assert_eq!(secrets(&second).0, secret);
     second.start_edge();
     second.edge.as_ref().unwrap().wait_for("snapshot applied");
-    in_timeline(&second, "this location's cookie secrets taken from the deployment");
     current_becomes(&second, secret);
     accepted(&second, &given);
 

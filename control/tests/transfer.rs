@@ -112,12 +112,8 @@ fn metrics_of(location: &Location) -> String {
 
 /// The counter `qdns_control_transfers_total{outcome="OUTCOME"}`.
 fn transfers(location: &Location, outcome: &str) -> u64 {
-    let needle = format!("qdns_control_transfers_total{{outcome=\"{outcome}\"}} ");
-    metrics_of(location)
-        .lines()
-        .find_map(|l| l.strip_prefix(&needle))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    let metrics = std::fs::read_to_string(location.dir.path().join("metrics-addr")).unwrap();
+    common::transfers_counted(&metrics, outcome)
 }
 
 /// Waits (at most `limit`) until `server` answers `name A` with `want`; how long it took.

@@ -58,6 +58,20 @@ impl Secondary {
     /// `zone` (`"xfr.example"`), on `port` (0: a free one). Returns once it answers on
     /// its port (the zone may not be transferred yet).
     pub fn start(server: Server, dir: &Path, zone: &str, primary: SocketAddr, key: &TsigKey, port: u16) -> Secondary {
+        Secondary::start_following(server, dir, zone, &[primary], key, port)
+    }
+
+    /// [`Secondary::start`] with several primaries, asked in order (knotd: one remote
+    /// with every address; NSD: a `request-xfr` each; BIND: each in `primaries`), NOTIFY
+    /// taken from each.
+    pub fn start_following(
+        server: Server,
+        dir: &Path,
+        zone: &str,
+        primaries: &[SocketAddr],
+        key: &TsigKey,
+        port: u16,
+    ) -> Secondary {
         std::fs::create_dir_all(dir.join("db")).expect("secondary directory");
         let port = if port == 0 { free_port() } else { port };
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -65,15 +79,15 @@ impl Secondary {
         let log = dir.join(format!("{server:?}.log"));
         let (text, argv) = match server {
             Server::Knot => (
-                knot_conf(dir, zone, primary, key, port),
+                knot_conf(dir, zone, primaries, key, port),
                 vec!["knotd".to_owned(), "-c".to_owned()],
             ),
             Server::Nsd => (
-                nsd_conf(dir, zone, primary, key, port),
+                nsd_conf(dir, zone, primaries, key, port),
                 vec!["nsd".to_owned(), "-d".to_owned(), "-c".to_owned()],
             ),
             Server::Bind => (
-                bind_conf(dir, zone, primary, key, port),
+                bind_conf(dir, zone, primaries, key, port),
                 vec![
                     "named".to_owned(),
                     "-g".to_owned(),
@@ -129,57 +143,72 @@ fn spawn(argv: &[&str], dir: &Path, (conf, text): (&Path, &str), log: &Path) -> 
         .unwrap_or_else(|e| panic!("{} (scripts/setup-peers and setup-resolvers install it): {e}", argv[0]))
 }
 
-fn knot_conf(dir: &Path, zone: &str, primary: SocketAddr, key: &TsigKey, port: u16) -> String {
+fn knot_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, port: u16) -> String {
     let d = dir.display();
+    let addresses: Vec<String> = primaries.iter().map(|p| format!("{}@{}", p.ip(), p.port())).collect();
+    let mut ips: Vec<String> = primaries.iter().map(|p| p.ip().to_string()).collect();
+    ips.dedup();
     format!(
         "server:\n    listen: 127.0.0.1@{port}\n    rundir: {d}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
          database:\n    storage: {d}/db\n\
          log:\n  - target: stderr\n    any: info\n\
          key:\n  - id: {name}\n    algorithm: {alg}\n    secret: {secret}\n\
-         remote:\n  - id: primary\n    address: {ip}@{pport}\n    key: {name}\n\
-         acl:\n  - id: notify_from_primary\n    address: {ip}\n    key: {name}\n    action: notify\n\
+         remote:\n  - id: primary\n    address: [{addresses}]\n    key: {name}\n\
+         acl:\n  - id: notify_from_primary\n    address: [{ips}]\n    key: {name}\n    action: notify\n\
          template:\n  - id: default\n    storage: {d}\n    zonefile-load: none\n    journal-content: changes\n\
          zone:\n  - domain: {zone}\n    master: primary\n    acl: notify_from_primary\n",
         name = key.name,
         alg = key.algorithm,
         secret = key.secret,
-        ip = primary.ip(),
-        pport = primary.port(),
+        addresses = addresses.join(", "),
+        ips = ips.join(", "),
     )
 }
 
-fn nsd_conf(dir: &Path, zone: &str, primary: SocketAddr, key: &TsigKey, port: u16) -> String {
+fn nsd_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, port: u16) -> String {
     let d = dir.display();
+    let name = &key.name;
+    let mut from = String::new();
+    for p in primaries {
+        let _ = write!(
+            from,
+            "    request-xfr: {ip}@{pport} {name}\n    allow-notify: {ip} {name}\n",
+            ip = p.ip(),
+            pport = p.port()
+        );
+    }
     format!(
         "server:\n    ip-address: 127.0.0.1@{port}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    \
          pidfile: \"{d}/nsd.pid\"\n    database: \"\"\n    xfrdfile: \"{d}/xfrd.state\"\n    zonelistfile: \"{d}/zone.list\"\n    \
          xfrdir: \"{d}\"\n    server-count: 1\n    verbosity: 2\n    logfile: \"{d}/nsd-internal.log\"\n\
          remote-control:\n    control-enable: no\n\
          key:\n    name: \"{name}\"\n    algorithm: {alg}\n    secret: \"{secret}\"\n\
-         zone:\n    name: \"{zone}\"\n    zonefile: \"{zone}.zone\"\n    request-xfr: {ip}@{pport} {name}\n    allow-notify: {ip} {name}\n",
-        name = key.name,
+         zone:\n    name: \"{zone}\"\n    zonefile: \"{zone}.zone\"\n{from}",
         alg = key.algorithm,
         secret = key.secret,
-        ip = primary.ip(),
-        pport = primary.port(),
     )
 }
 
-fn bind_conf(dir: &Path, zone: &str, primary: SocketAddr, key: &TsigKey, port: u16) -> String {
+fn bind_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, port: u16) -> String {
     let d = dir.display();
+    let name = &key.name;
+    let mut from = String::new();
+    for p in primaries {
+        let _ = write!(from, "{} port {} key \"{name}\"; ", p.ip(), p.port());
+    }
+    let mut notifiers: Vec<String> = primaries.iter().map(|p| format!("{}; ", p.ip())).collect();
+    notifiers.dedup();
+    let notifiers = notifiers.concat();
     format!(
         "options {{\n    directory \"{d}\";\n    pid-file \"{d}/named.pid\";\n    managed-keys-directory \"{d}\";\n    \
          listen-on port {port} {{ 127.0.0.1; }};\n    listen-on-v6 {{ none; }};\n    recursion no;\n    allow-query {{ any; }};\n    \
          notify no;\n    dnssec-validation no;\n}};\n\
          controls {{ }};\n\
          key \"{name}\" {{ algorithm {alg}; secret \"{secret}\"; }};\n\
-         zone \"{zone}\" {{\n    type secondary;\n    primaries {{ {ip} port {pport} key \"{name}\"; }};\n    file \"{d}/{zone}.db\";\n    \
-         allow-notify {{ {ip}; }};\n}};\n",
-        name = key.name,
+         zone \"{zone}\" {{\n    type secondary;\n    primaries {{ {from}}};\n    file \"{d}/{zone}.db\";\n    \
+         allow-notify {{ {notifiers}}};\n}};\n",
         alg = key.algorithm,
         secret = key.secret,
-        ip = primary.ip(),
-        pport = primary.port(),
     )
 }
 

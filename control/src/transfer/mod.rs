@@ -14,14 +14,16 @@
 //! moves an answer, a reload): the zone file's serial when it is ahead, else one more
 //! than the last. The serial and a digest of the content are kept in
 //! `STATE_DIR/transfer.json`, so a restart neither moves the serial back nor forward
-//! without cause. The journal of changes (for IXFR) lives in memory: after a restart a
-//! secondary asking from an older serial gets the whole zone.
+//! without cause; with `--intent`, also in the store, shared by the controls of the
+//! location ([`shared`]). The journal of changes (for IXFR) lives in memory: after a
+//! restart a secondary asking from an older serial gets the whole zone.
 pub mod catalog;
 pub mod inbound;
 pub mod ixfr;
 pub mod notify;
 pub mod primary;
 pub mod serve;
+pub mod shared;
 pub mod tsig;
 pub mod view;
 pub mod wire;
@@ -381,9 +383,29 @@ pub fn serve_snapshot(
         state_dir,
         store,
         saved: Serials::new(),
+        shared: Serials::new(),
         made: HashMap::new(),
     };
     follower.rebuild(snapshot);
+}
+
+/// The serial for content `digest` given the last one served here (`last`), the one
+/// the controls of the location agreed on (`shared`, [`shared`]) and the zone file's:
+/// the shared one when it stands for the same content and is not before ours (a
+/// secondary never sees a serial go back); ours while our content is unchanged (two
+/// controls that read health differently do not push each other's serials on); for new
+/// content, one more than the later of the two ([`next_serial`]).
+#[must_use]
+pub fn next_shared_serial(last: Option<(u32, u64)>, shared: Option<(u32, u64)>, file_serial: u32, digest: u64) -> u32 {
+    match (last, shared) {
+        (ours, Some((serial, seen))) if seen == digest && ours.is_none_or(|(o, _)| !serial_after(o, serial)) => serial,
+        (Some((serial, seen)), _) if seen == digest => serial,
+        (Some(ours), Some(theirs)) => {
+            let later = if serial_after(theirs.0, ours.0) { theirs } else { ours };
+            next_serial(Some(later), file_serial, digest)
+        }
+        (ours, theirs) => next_serial(ours.or(theirs), file_serial, digest),
+    }
 }
 
 /// What the follower keeps between rebuilds.
@@ -392,6 +414,9 @@ struct Follower {
     state_dir: PathBuf,
     store: crate::dnssec::KeyStore,
     saved: Serials,
+    /// The location's serials as the store held them before this rebuild (with
+    /// `--intent`).
+    shared: Serials,
     made: HashMap<Vec<u8>, view::MadeSignatures>,
 }
 
@@ -406,18 +431,44 @@ pub struct Sources {
     pub state_dir: PathBuf,
     /// The zone keys.
     pub store: crate::dnssec::KeyStore,
+    /// The deployment whose location's controls share the serials, with `--intent`.
+    pub deployment: Option<Arc<crate::deployed::Deployment>>,
+    /// True once the deployment's revision and operator state are in force (with a
+    /// deployment): the first serials wait for it — a control started beside a running
+    /// one would otherwise give its secondaries, and the location's serials, the
+    /// content of its own state directory first — for at most twice the store timeout.
+    pub caught_up: tokio::sync::watch::Receiver<bool>,
 }
+
+/// Rebuilds chosen again at once, at most, when another control of the location wrote
+/// the serials first (then the next update).
+const SHARED_RETRIES: usize = 3;
 
 /// Keeps the served zones current: rebuilds them at start and after every update sent
 /// to the edges (coalesced over 100 ms), then notifies the secondaries of each zone
-/// whose serial moved.
+/// whose serial moved. With a deployment, each rebuild starts from the serials the
+/// location's controls share and ends by writing its own there.
 pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio_util::sync::CancellationToken) {
     let Sources {
         updates,
         state,
         state_dir,
         store,
+        deployment,
+        mut caught_up,
     } = sources;
+    if deployment.is_some() {
+        let waited = tokio::select! {
+            () = shutdown.cancelled() => return,
+            waited = tokio::time::timeout(crate::deployed::STORE_TIMEOUT * 2, caught_up.wait_for(|c| *c)) => waited,
+        };
+        if waited.is_err() {
+            tracing::warn!(
+                "serving zone transfers before the deployment's operator state was taken (the store does not answer)"
+            );
+        }
+    }
+    let mut shared = deployment.map(shared::Shared::new);
     let mut updates = updates.subscribe();
     let saved: Serials = std::fs::read(state_dir.join(SERIALS_FILE))
         .ok()
@@ -428,11 +479,24 @@ pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio
         state_dir,
         store,
         saved,
+        shared: Serials::new(),
         made: HashMap::new(),
     });
+    let mut retries = 0;
     loop {
         let snapshot = Arc::clone(&state.lock().await.served.snapshot);
         let Some(mut current) = follower.take() else { return };
+        let transferred = snapshot
+            .zones
+            .iter()
+            .any(|z| z.transfer.as_deref().is_some_and(|t| !t.allow.is_empty()));
+        let sharing = shared.as_mut().filter(|_| transferred);
+        if let Some(held) = match sharing {
+            Some(shared) => shared.read().await,
+            None => None,
+        } {
+            current.shared = held;
+        }
         let rebuilt = tokio::task::spawn_blocking(move || {
             let moved = current.rebuild(&snapshot);
             (current, moved)
@@ -445,7 +509,16 @@ pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio
         for served in moved {
             notify::spawn(&current.transfers, &served, &shutdown);
         }
+        let written = match shared.as_mut().filter(|_| transferred) {
+            Some(shared) => shared.write(&current.serving()).await,
+            None => true,
+        };
         follower = Some(current);
+        if !written && retries < SHARED_RETRIES {
+            retries += 1;
+            continue;
+        }
+        retries = 0;
         tokio::select! {
             () = shutdown.cancelled() => return,
             got = updates.recv() => {
@@ -460,6 +533,17 @@ pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio
 }
 
 impl Follower {
+    /// The serial and digest of every zone served now.
+    fn serving(&self) -> Serials {
+        self.transfers
+            .zones
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .map(|z| (qdns_zone::name::to_text(&z.origin), (z.serial, z.digest)))
+            .collect()
+    }
+
     /// Rebuilds every zone with transfer settings; returns those whose serial moved.
     fn rebuild(&mut self, snapshot: &Snapshot) -> Vec<Arc<Served>> {
         let mut zones = BTreeMap::new();
@@ -513,7 +597,7 @@ impl Follower {
                 .keys_for(&zone.origin, d.algorithm)
                 .map_err(|e| e.to_string())?
                 .iter()
-                .map(qdns_zone::dnssec::ZoneKey::signer)
+                .map(|key| key.signer_with(self.store.nonces()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| e.to_string())?,
             None => Vec::new(),
@@ -531,7 +615,7 @@ impl Follower {
         let last = old
             .map(|o| (o.serial, o.digest))
             .or_else(|| self.saved.get(&key).copied());
-        let serial = next_serial(last, zone.serial, view.digest);
+        let serial = next_shared_serial(last, self.shared.get(&key).copied(), zone.serial, view.digest);
         let soa = view::soa_records(
             zone,
             &view,
@@ -617,6 +701,31 @@ mod tests {
         assert_eq!(next_serial(Some((u32::MAX, 1)), 7, 2), 7);
         assert_eq!(next_serial(Some((u32::MAX, 1)), 0x8000_0000, 2), 0);
         assert!(serial_after(0, u32::MAX) && !serial_after(5, 5) && serial_after(6, 5));
+    }
+
+    /// The location's serials (issue 54 §2): the same content, the same serial; never a
+    /// serial back for a secondary; no churn while two controls' content differs.
+    #[test]
+    fn shared_serials_are_taken_for_the_same_content_and_never_go_back() {
+        let (x, y, z) = (1, 2, 3);
+        // Nothing served here yet (a control started beside another): theirs.
+        assert_eq!(next_shared_serial(None, Some((10, x)), 1, x), 10);
+        // Theirs for our content, later than ours: taken.
+        assert_eq!(next_shared_serial(Some((9, y)), Some((10, x)), 1, x), 10);
+        assert_eq!(next_shared_serial(Some((10, x)), Some((10, x)), 1, x), 10);
+        // Theirs for our content but before ours (a store read before an outage, a
+        // restart with a later serial saved): ours stays, or moves on.
+        assert_eq!(next_shared_serial(Some((15, x)), Some((11, x)), 1, x), 15);
+        assert_eq!(next_shared_serial(Some((11, y)), Some((10, x)), 1, x), 12);
+        // Our content unchanged, theirs another and later: ours stays (no churn).
+        assert_eq!(next_shared_serial(Some((10, x)), Some((11, y)), 1, x), 10);
+        // New content: one more than the later of the two.
+        assert_eq!(next_shared_serial(Some((10, x)), Some((11, y)), 1, z), 12);
+        assert_eq!(next_shared_serial(Some((12, x)), Some((11, y)), 1, z), 13);
+        assert_eq!(next_shared_serial(None, Some((11, y)), 1, z), 12);
+        assert_eq!(next_shared_serial(None, None, 7, z), 7);
+        // Across the wrap (RFC 1982): u32::MAX is before 0.
+        assert_eq!(next_shared_serial(Some((u32::MAX, x)), Some((0, y)), 1, z), 1);
     }
 
     #[test]

@@ -317,6 +317,17 @@ pub fn scrape(addr: &str) -> String {
     scrape_from("127.0.0.1", addr)
 }
 
+/// The counter `qdns_control_transfers_total{outcome="OUTCOME"}` control serves at
+/// `metrics` (0 when absent).
+pub fn transfers_counted(metrics: &str, outcome: &str) -> u64 {
+    let needle = format!("qdns_control_transfers_total{{outcome=\"{outcome}\"}} ");
+    scrape(metrics)
+        .lines()
+        .find_map(|l| l.strip_prefix(&needle))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The body of `GET PATH` at `addr` (from 127.0.0.1).
 pub fn get(addr: &str, path: &str) -> String {
     qdns_testkit::fixtures::get_from(std::net::Ipv4Addr::LOCALHOST, addr.parse().unwrap(), path)
