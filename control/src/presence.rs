@@ -1,10 +1,12 @@
-//! What a location tells its deployment about itself (SPEC §11, "Changes and sync"):
-//! `PREFIX/location/NAME`, the revisions of the intent it applied and those every one
-//! of its edges answers by, the revisions it refused and why, and when it last wrote;
-//! and `PREFIX/alive/NAME`, held on a lease of 3 × the store's keepalive, gone when the
-//! store stops hearing from the location. `qdnsctl change` and `qdnsctl fleet` read
-//! them. Written when something in them changes (checked each second) and at least
-//! every [`REWRITE`]; nothing here ever waits on the store but this task.
+//! What each control of a location tells its deployment about itself (SPEC §11,
+//! "Changes and sync"): `PREFIX/location/NAME/CONTROL`, the revisions of the intent it
+//! applied and those every one of its edges answers by, the revisions it refused and
+//! why, and when it last wrote; and `PREFIX/alive/NAME/CONTROL`, held on a lease of 3 ×
+//! the store's keepalive, gone when the store stops hearing from that control. A
+//! location with several controls (issue 54) has a record of each. `qdnsctl change` and
+//! `qdnsctl fleet` read them. Written when something in them changes (checked each
+//! second) and at least every [`REWRITE`]; nothing here ever waits on the store but
+//! this task.
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use qdns_intent::{records::Lease, store::Store, IntentError};
@@ -176,10 +178,11 @@ async fn session(
     backoff: &mut Duration,
 ) -> Result<(), IntentError> {
     let location = &deployment.location;
+    let key = record_key(location, control);
     let mut store = Store::connect(&deployment.source.url, &deployment.source.tls, STORE_TIMEOUT).await?;
     let mut lease: Lease = store.lease(LEASE_TTL).await?;
     store
-        .put_leased(&format!("{ALIVE}/{location}"), control.as_bytes().to_vec(), &lease)
+        .put_leased(&format!("{ALIVE}/{key}"), control.as_bytes().to_vec(), &lease)
         .await?;
     // Heard from again: the next loss starts its backoff afresh.
     *backoff = Duration::from_millis(500);
@@ -196,7 +199,7 @@ async fn session(
             let mut stamped = now.clone();
             stamped.contact = crate::clock::now();
             let body = serde_json::to_vec(&stamped).unwrap_or_default();
-            tokio::time::timeout(STORE_TIMEOUT, store.put(&format!("{LOCATIONS}/{location}"), body))
+            tokio::time::timeout(STORE_TIMEOUT, store.put(&format!("{LOCATIONS}/{key}"), body))
                 .await
                 .map_err(|_| timed_out(&store))??;
             written = Some((now, tokio::time::Instant::now()));
@@ -208,6 +211,13 @@ async fn session(
             renewed = tokio::time::Instant::now();
         }
     }
+}
+
+/// `NAME/CONTROL`: where under `location/` and `alive/` the control `control` of
+/// location `location` keeps its record (a `/` in the control's name made `_`).
+#[must_use]
+pub fn record_key(location: &str, control: &str) -> String {
+    format!("{location}/{}", control.replace('/', "_"))
 }
 
 fn timed_out(store: &Store) -> IntentError {

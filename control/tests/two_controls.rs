@@ -22,6 +22,9 @@ const PRIMARY: &[&str] = &["192.0.2.20"];
 const SECONDARY: &[&str] = &["198.51.100.20"];
 
 const FLAGS: [&str; 3] = ["--no-embedded-checker", "--location", "fra"];
+/// The two controls' names (`--checker-id`; on two hosts, their host names).
+const FIRST: [&str; 5] = ["--no-embedded-checker", "--location", "fra", "--checker-id", "fra-a"];
+const SECOND: [&str; 5] = ["--no-embedded-checker", "--location", "fra", "--checker-id", "fra-b"];
 
 /// Two controls of fra following one intent in etcd, and one edge on both (the first
 /// is the location's own: `start_edge` gives it; `edge_extra` after the second).
@@ -46,9 +49,9 @@ fn two_controls_of_fra(prefix: &str, edge_extra: &[&str]) -> Fra {
     std::fs::write(&net, text.replacen("[zone]\n", "[zone]\ndnssec = true\n", 1)).unwrap();
     publish(&zones, &url);
     let mut first = Location::prepared();
-    first.start_control_following(&url, &FLAGS);
+    first.start_control_following(&url, &FIRST);
     let mut second = Location::prepared();
-    second.start_control_following(&url, &FLAGS);
+    second.start_control_following(&url, &SECOND);
     let second_socket = second.edge_socket();
     let edge_args = [&["--control", second_socket.to_str().unwrap()][..], edge_extra].concat();
     first.start_edge_with(&[], &edge_args);
@@ -75,6 +78,8 @@ fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back(
         _dir,
     } = two_controls_of_fra("qdns/two", &[]);
     answers(&first, API, PRIMARY);
+    // `qdnsctl fleet` lists both controls of fra, the edge under the first.
+    fleet_becomes(&url, &[("fra-a", Some(true), 1), ("fra-b", Some(true), 0)]);
 
     // The first control dies: the edge is on the second at once — which makes the same
     // zones, signatures included, so the edge keeps its compiled zones and only
@@ -88,10 +93,13 @@ fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back(
     );
     second.ctl_json(&["override", "set", "api-1", "unhealthy", "--expires", "30m"]);
     answers(&first, API, SECONDARY);
+    // The fleet has the edge under the second (the first's record holds its last word,
+    // heard from until its lease ends).
+    fleet_becomes(&url, &[("fra-a", None, 1), ("fra-b", Some(true), 1)]);
 
     // The first control back: the edge returns to it (within the 5 s it asks at), and
     // follows it when the second is gone.
-    first.start_control_following(&url, &FLAGS);
+    first.start_control_following(&url, &FIRST);
     let started = Instant::now();
     edge.wait_for("an earlier control of the location answers again");
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
@@ -104,6 +112,33 @@ fn an_edge_follows_the_next_control_of_its_location_when_one_dies_and_goes_back(
     in_timeline(&first, "api-1");
     answers(&first, API, PRIMARY);
     drop(etcd);
+}
+
+/// Waits (at most 20 s) until `qdnsctl fleet` lists fra's controls as `want`: name,
+/// heard from (`None`: either), edges.
+fn fleet_becomes(url: &str, want: &[(&str, Option<bool>, usize)]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, fleet, err) = common::deployment::qdnsctl_json(&["fleet"], url);
+        assert!(ok, "{err}");
+        let rows: Vec<&serde_json::Value> = fleet
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["location"] == "fra")
+            .collect();
+        let matches = rows.len() == want.len()
+            && rows.iter().zip(want).all(|(row, &(control, alive, edges))| {
+                row["control"] == control
+                    && alive.is_none_or(|a| row["alive"] == a)
+                    && row["edges"].as_array().is_some_and(|e| e.len() == edges)
+            });
+        if matches {
+            return;
+        }
+        assert!(Instant::now() < deadline, "fleet: {fleet}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// An earlier control that accepts connections but does not serve (stopped: its kernel

@@ -267,8 +267,12 @@ async fn unknown_locations(
         if only == deployment.location {
             continue;
         }
+        // A record of one of its controls (`location/NAME/CONTROL`), or one written
+        // before controls had names of their own (`location/NAME`).
         let record = format!("{}/{only}", crate::presence::LOCATIONS);
-        if store.value(&record).await.map_err(unavailable)?.1.is_none() {
+        let known = store.value(&record).await.map_err(unavailable)?.1.is_some()
+            || !store.values_under(&record).await.map_err(unavailable)?.1.is_empty();
+        if !known {
             let err = ApiError::not_found(format!(
                 "--only-location {only}: no such location in the deployment (`qdnsctl fleet` lists them)"
             ));

@@ -70,28 +70,84 @@ struct Wants {
     operator: u64,
 }
 
-/// A location and where it stands.
+/// A location and where it stands: with several controls, as the controls the store
+/// hears from tell it together.
 #[derive(Debug, Clone, Serialize)]
 struct Row {
     location: String,
     status: Sync,
+    /// The store hears from one of its controls at least.
+    alive: bool,
+    /// What every edge of the location answers by (of the controls heard from).
+    serving: qdns_control::presence::Serving,
+    /// Its edges, over every control heard from.
+    edges: usize,
+    /// Each control's record.
+    controls: Vec<Control>,
+}
+
+/// One control of a location, as `qdnsctl fleet` lists it.
+#[derive(Debug, Clone, Serialize)]
+struct Control {
     alive: bool,
     #[serde(flatten)]
     record: Record,
 }
 
-/// The deployment's locations as the store knows them.
-async fn locations(store: &mut Store) -> Result<Vec<(bool, Record)>, IntentError> {
+/// Every control of the deployment as the store knows them (each location's, by
+/// `location/NAME/CONTROL`; a `location/NAME` record written before controls had names
+/// of their own is read too), by location then control.
+async fn controls(store: &mut Store) -> Result<Vec<Control>, IntentError> {
     let (_, alive) = store.values_under(ALIVE).await?;
     let alive: BTreeSet<String> = alive.into_iter().map(|(name, _)| name).collect();
     let (_, records) = store.values_under(LOCATIONS).await?;
-    Ok(records
+    let mut out: Vec<Control> = records
         .into_iter()
         .filter_map(|(name, value)| {
             let record: Record = serde_json::from_slice(&value.data).ok()?;
-            Some((alive.contains(&name), record))
+            Some(Control {
+                alive: alive.contains(&name),
+                record,
+            })
         })
-        .collect())
+        .collect();
+    out.sort_by(|a, b| (&a.record.location, &a.record.control).cmp(&(&b.record.location, &b.record.control)));
+    Ok(out)
+}
+
+/// The controls grouped by location, each location's standing with `wants`.
+fn rows(wants: Wants, controls: Vec<Control>) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    for control in controls {
+        match rows.last_mut() {
+            Some(row) if row.location == control.record.location => row.controls.push(control),
+            _ => rows.push(Row {
+                location: control.record.location.clone(),
+                status: Sync::CutOff,
+                alive: false,
+                serving: qdns_control::presence::Serving::default(),
+                edges: 0,
+                controls: vec![control],
+            }),
+        }
+    }
+    for row in &mut rows {
+        let heard: Vec<&Record> = row.controls.iter().filter(|c| c.alive).map(|c| &c.record).collect();
+        row.alive = !heard.is_empty();
+        row.status = status(wants, &heard);
+        let linked: Vec<&&Record> = heard.iter().filter(|r| !r.edges.is_empty()).collect();
+        let counted = if linked.is_empty() {
+            heard.iter().collect()
+        } else {
+            linked
+        };
+        row.serving = qdns_control::presence::Serving {
+            applied: counted.iter().map(|r| r.serving.applied).min().unwrap_or(0),
+            operator: counted.iter().map(|r| r.serving.operator).min().unwrap_or(0),
+        };
+        row.edges = heard.iter().map(|r| r.edges.len()).sum();
+    }
+    rows
 }
 
 /// What change `revision` is made of: the files and operator state in force as of it.
@@ -132,15 +188,23 @@ async fn newest(store: &mut Store) -> Result<u64, IntentError> {
     Ok(files.unwrap_or(0).max(operator.unwrap_or(0)))
 }
 
-fn status(wants: Wants, alive: bool, record: &Record) -> Sync {
-    if !alive {
+/// A location's standing with a change, from its controls the store hears from
+/// (`heard`): in sync once it has an edge and every control with edges has them all on
+/// the change; refused when a control refused its files.
+fn status(wants: Wants, heard: &[&Record]) -> Sync {
+    let linked: Vec<&&Record> = heard.iter().filter(|r| !r.edges.is_empty()).collect();
+    if heard.is_empty() {
         Sync::CutOff
-    } else if !record.edges.is_empty()
-        && record.serving.applied >= wants.files
-        && record.serving.operator >= wants.operator
+    } else if !linked.is_empty()
+        && linked
+            .iter()
+            .all(|r| r.serving.applied >= wants.files && r.serving.operator >= wants.operator)
     {
         Sync::Insync
-    } else if record.applied < wants.files && record.refused.iter().any(|r| r.revision == wants.files) {
+    } else if heard
+        .iter()
+        .any(|r| r.applied < wants.files && r.refused.iter().any(|x| x.revision == wants.files))
+    {
         Sync::Refused
     } else {
         Sync::Pending
@@ -158,16 +222,7 @@ pub fn change(args: &ChangeArgs, json: bool) -> ExitCode {
         let wants = wants_of(&mut store, revision).await?;
         let started = Instant::now();
         loop {
-            let rows: Vec<Row> = locations(&mut store)
-                .await?
-                .into_iter()
-                .map(|(alive, record)| Row {
-                    location: record.location.clone(),
-                    status: status(wants, alive, &record),
-                    alive,
-                    record,
-                })
-                .collect();
+            let rows = rows(wants, controls(&mut store).await?);
             let settled = rows.iter().all(|r| matches!(r.status, Sync::Insync | Sync::CutOff));
             let stuck = rows.iter().any(|r| r.status == Sync::Refused);
             if !wait || settled || stuck || started.elapsed() >= limit {
@@ -195,9 +250,9 @@ pub fn change(args: &ChangeArgs, json: bool) -> ExitCode {
         for row in &rows {
             let why = match row.status {
                 Sync::Refused => row
-                    .record
-                    .refused
+                    .controls
                     .iter()
+                    .flat_map(|c| &c.record.refused)
                     .find(|r| r.revision == wants.files)
                     .map_or("", |r| r.why.as_str()),
                 _ => "",
@@ -206,9 +261,9 @@ pub fn change(args: &ChangeArgs, json: bool) -> ExitCode {
                 "{:<16} {:<8} {:>9} {:>9} {:>6}  {why}",
                 row.location,
                 row.status.to_string(),
-                row.record.serving.applied,
-                row.record.serving.operator,
-                row.record.edges.len(),
+                row.serving.applied,
+                row.serving.operator,
+                row.edges,
             );
         }
     }
@@ -227,22 +282,15 @@ pub fn change(args: &ChangeArgs, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Lists the deployment's locations: their control, revisions, edges, last contact.
+/// Lists the deployment's controls, location by location: revisions, edges, last
+/// contact (a location with several controls has a row for each).
 pub fn fleet(args: &FleetArgs, json: bool) -> ExitCode {
-    let rows = match run(&args.store, |mut store| async move { locations(&mut store).await }) {
+    let rows = match run(&args.store, |mut store| async move { controls(&mut store).await }) {
         Ok(rows) => rows,
         Err(code) => return code,
     };
     if json {
-        let out: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|(alive, record)| {
-                let mut value = serde_json::to_value(record).unwrap_or_default();
-                value["alive"] = serde_json::Value::Bool(*alive);
-                value
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
     let now = qdns_control::clock::now();
@@ -250,7 +298,7 @@ pub fn fleet(args: &FleetArgs, json: bool) -> ExitCode {
         "{:<16} {:<20} {:<8} {:>9} {:>9} {:>12}  LAST CONTACT",
         "LOCATION", "CONTROL", "STORE", "FILES", "OPERATOR", "EDGES"
     );
-    for (alive, record) in &rows {
+    for Control { alive, record } in &rows {
         let in_step = record
             .edges
             .iter()
@@ -273,4 +321,70 @@ pub fn fleet(args: &FleetArgs, json: bool) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use qdns_control::presence::{EdgeRecord, Serving};
+
+    use super::*;
+
+    fn control(name: &str, alive: bool, serving: (u64, u64), edges: usize) -> Control {
+        let serving = Serving {
+            applied: serving.0,
+            operator: serving.1,
+        };
+        Control {
+            alive,
+            record: Record {
+                location: "fra".to_owned(),
+                control: name.to_owned(),
+                applied: serving.applied,
+                operator: serving.operator,
+                serving,
+                edges: (0..edges)
+                    .map(|i| EdgeRecord {
+                        name: format!("{name}-edge-{i}"),
+                        serving,
+                    })
+                    .collect(),
+                ..Record::default()
+            },
+        }
+    }
+
+    /// A location of several controls stands as the ones the store hears from do
+    /// together (issue 54 §4).
+    #[test]
+    fn a_location_of_several_controls_is_in_sync_when_every_heard_one_with_edges_is() {
+        let wants = Wants { files: 5, operator: 7 };
+        let status = |controls: Vec<Control>| rows(wants, controls)[0].status;
+        // The edges on one, none on the other: the one with edges says.
+        assert_eq!(
+            status(vec![control("a", true, (5, 7), 2), control("b", true, (5, 0), 0)]),
+            Sync::Insync
+        );
+        assert_eq!(
+            status(vec![control("a", true, (5, 6), 2), control("b", true, (5, 7), 0)]),
+            Sync::Pending
+        );
+        // Edges on both: both must be on the change.
+        assert_eq!(
+            status(vec![control("a", true, (5, 7), 1), control("b", true, (5, 6), 1)]),
+            Sync::Pending
+        );
+        // One no longer heard from (its record is its last word): not counted.
+        assert_eq!(
+            status(vec![control("a", false, (4, 0), 2), control("b", true, (5, 7), 2)]),
+            Sync::Insync
+        );
+        // None heard from: cut off. No edge anywhere: pending.
+        assert_eq!(status(vec![control("a", false, (5, 7), 2)]), Sync::CutOff);
+        assert_eq!(status(vec![control("a", true, (5, 7), 0)]), Sync::Pending);
+        let row = &rows(
+            wants,
+            vec![control("a", true, (5, 7), 2), control("b", true, (5, 7), 1)],
+        )[0];
+        assert_eq!((row.edges, row.serving.applied, row.controls.len()), (3, 5, 2));
+    }
 }
