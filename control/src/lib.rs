@@ -29,6 +29,7 @@ pub mod ctx;
 pub mod deployed;
 pub mod dnssec;
 pub mod duration;
+pub mod edge_listener;
 pub mod edge_registry;
 pub mod edges;
 pub mod explain;
@@ -59,7 +60,7 @@ use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc};
 
 pub use config::Config;
 use tokio::{
-    net::UnixListener,
+    net::{UnixListener, UnixSocket},
     sync::{broadcast, Mutex},
 };
 use tokio_util::sync::CancellationToken;
@@ -121,6 +122,19 @@ pub enum ControlError {
 /// Binds a Unix socket at `path`, removing a stale file left by a killed predecessor
 /// (but not the socket of a running one): mode 0600, or 0660 and given to `group`.
 async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Result<UnixListener, ControlError> {
+    bind_unix_quiet(path, what, group)
+        .await?
+        .listen(qdns_listen::BACKLOG)
+        .map_err(|source| ControlError::Bind {
+            what,
+            at: path.display().to_string(),
+            source,
+        })
+}
+
+/// [`bind_unix`] without the listen: connections are refused until the socket's
+/// `listen` ([`edge_listener`]).
+async fn bind_unix_quiet(path: &Path, what: &'static str, group: Option<u32>) -> Result<UnixSocket, ControlError> {
     let err = |source| ControlError::Bind {
         what,
         at: path.display().to_string(),
@@ -138,13 +152,14 @@ async fn bind_unix(path: &Path, what: &'static str, group: Option<u32>) -> Resul
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
-    let listener = UnixListener::bind(path).map_err(err)?;
+    let socket = UnixSocket::new_stream().map_err(err)?;
+    socket.bind(path).map_err(err)?;
     if let Some(gid) = group {
         std::os::unix::fs::chown(path, None, Some(gid)).map_err(err)?;
     }
     let mode = if group.is_some() { 0o660 } else { 0o600 };
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
-    Ok(listener)
+    Ok(socket)
 }
 
 /// `--check-config`: what [`run`] reads before it serves — the zones (and their
@@ -409,37 +424,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
 
     let control = bind_unix(&config.socket, "control socket", config.socket_gid).await?;
     let mut tasks = tokio::task::JoinSet::new();
-    let tcp = config
-        .edge_socket
-        .strip_prefix("tls://")
-        .or_else(|| config.edge_socket.strip_prefix("tcp://"));
-    if let Some(addr) = tcp {
-        let tls = match &config.edge_tls {
-            Some(files) => Some(Arc::new(
-                qdns_link::tls::ServerTls::new(files.clone()).map_err(ControlError::EdgeTls)?,
-            )),
-            None => None,
-        };
-        let listener = qdns_listen::bind_tcp(addr).await.map_err(|source| ControlError::Bind {
-            what: "edge socket",
-            at: config.edge_socket.clone(),
-            source,
-        })?;
-        let scheme = if tls.is_some() { "tls" } else { "tcp" };
-        let local = listener.local_addr();
-        tracing::info!(edge_socket = %local.as_ref().map_or_else(|_| addr.to_owned(), |a| format!("{scheme}://{a}")), "serving edges");
-        if tls.is_none() && !local.as_ref().is_ok_and(|a| a.ip().is_loopback()) {
-            tracing::warn!(
-                "the tcp:// edge socket is neither encrypted nor authenticated: anyone who reaches it \
-                 reads every zone, and a spoofed control can feed edges; use tls:// (docs/OPERATIONS.md)"
-            );
-        }
-        tasks.spawn(accept::accept_edges_tcp(listener, tls, ctx.clone(), shutdown.clone()));
-    } else {
-        let listener = bind_unix(Path::new(&config.edge_socket), "edge socket", config.edge_socket_gid).await?;
-        tracing::info!(edge_socket = %config.edge_socket, "serving edges");
-        tasks.spawn(accept::accept_edges_unix(listener, ctx.clone(), shutdown.clone()));
-    }
+    let edge_socket =
+        edge_listener::bind(&config.edge_socket, config.edge_tls.as_ref(), config.edge_socket_gid).await?;
+    let tcp = matches!(edge_socket, edge_listener::Quiet::Tcp(..));
+    let (caught_up, caught_up_seen) = tokio::sync::watch::channel(false);
+    let gate = ctx.deployment.is_some().then(|| edge_listener::Gate {
+        caught_up: caught_up_seen.clone(),
+        hears_checkers: !config.settings.no_embedded_checker || config.settings.checker_listen.is_some(),
+    });
+    tasks.spawn(edge_listener::serve(edge_socket, gate, ctx.clone(), shutdown.clone()));
     tasks.spawn(accept::accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(tasks::expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(cookies::rotate(
@@ -475,7 +468,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         let reports = (listener, keys, config.location.clone(), sequences);
         tasks.spawn(accept::accept_reports(reports, ctx.clone(), shutdown.clone()));
     }
-    let (caught_up, caught_up_seen) = tokio::sync::watch::channel(false);
     serve_transfers(&config, &ctx, &mut tasks, (caught_up_seen, &shutdown)).await?;
     // Zones with `primary`: taken on timers, and on NOTIFY when the listener runs.
     let (reloads, asks) = reloads::Reloads::new();
@@ -508,8 +500,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
             shutdown.clone(),
         ));
     }
-    // Every listener bound, the zones compiled and edges served: ready for systemd, and
-    // for whoever waits for this line (the metrics and report listeners are up too).
+    // Every listener bound and the zones compiled: ready for systemd, and for whoever
+    // waits for this line (the metrics and report listeners are up too; edges are taken
+    // now, or with --intent once the deployment's state is: edge_listener).
     tracing::info!(socket = %config.socket.display(), "control socket ready");
     let version = ctx.state.lock().await.served.snapshot.version;
     qdns_listen::notify::ready(&format!("location ready, snapshot {version}"));
@@ -520,7 +513,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         tracing::warn!(%err, "cannot save what steering learnt; a restart measures afresh");
     }
     let _ = std::fs::remove_file(&config.socket);
-    if tcp.is_none() {
+    if !tcp {
         let _ = std::fs::remove_file(&config.edge_socket);
     }
     tracing::info!("stopped");

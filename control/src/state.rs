@@ -433,6 +433,16 @@ impl State {
         out
     }
 
+    /// Whether some checker's observation of every probed check came since start (a
+    /// restarted control decides from what its checkers say now, not only from the
+    /// decisions it kept).
+    #[must_use]
+    pub fn heard_every_probed_check(&self) -> bool {
+        self.probed_checks()
+            .iter()
+            .all(|(key, _)| self.observed.observations.newest(key).is_some())
+    }
+
     /// Records a checker's observation, made `age` seconds before it reached this
     /// process (measured on the clock that made it).
     pub fn observe(&mut self, observation: crate::checker::Observation, age: u64) {

@@ -4,7 +4,7 @@
 //! under the new secret. Real control, real edge, a real UDP socket.
 mod common;
 
-use std::{net::UdpSocket, path::Path, time::Duration};
+use std::{path::Path, time::Duration};
 
 use common::Location;
 use qdns_abi::cookie::{hash, key_words, ClientAddress};
@@ -32,27 +32,7 @@ fn ask_with(location: &Location, cookie: &[u8]) -> Vec<u8> {
 
 /// [`ask_with`] at the edge listening on `dns`.
 fn ask_at(dns: std::net::SocketAddr, cookie: &[u8]) -> Vec<u8> {
-    let mut msg = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
-    msg.extend(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
-    msg.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
-    msg.extend(((cookie.len() + 4) as u16).to_be_bytes());
-    msg.extend([0, 10]);
-    msg.extend((cookie.len() as u16).to_be_bytes());
-    msg.extend(cookie);
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let mut buf = [0u8; 2048];
-    for _ in 0..3 {
-        socket.send_to(&msg, dns).unwrap();
-        if let Ok((len, _)) = socket.recv_from(&mut buf) {
-            let at = buf[..len]
-                .windows(4)
-                .rposition(|w| w == [0, 10, 0, 24])
-                .expect("a COOKIE");
-            return buf[at + 4..at + 28].to_vec();
-        }
-    }
-    panic!("no answer");
+    common::cookie_answer(dns, std::net::Ipv4Addr::LOCALHOST.into(), cookie)
 }
 
 /// True when `cookie` (client | server) was made for 127.0.0.1 under `secret`.

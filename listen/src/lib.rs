@@ -147,6 +147,14 @@ pub const BACKLOG: u32 = 1024;
 /// accept queue and `SO_REUSEADDR` (a restarted daemon binds while old connections sit
 /// in `TIME_WAIT`).
 pub async fn bind_tcp(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    bind_tcp_quiet(addr).await?.listen(BACKLOG)
+}
+
+/// [`bind_tcp`] without the listen: the port is held (a clash is found now), but
+/// connections to it are refused until the socket's `listen(BACKLOG)` — for a service
+/// that must wait before it takes its first connection, whose clients should try
+/// elsewhere meanwhile instead of waiting in an accept queue.
+pub async fn bind_tcp_quiet(addr: &str) -> std::io::Result<tokio::net::TcpSocket> {
     let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: no address"));
     for resolved in tokio::net::lookup_host(addr).await? {
         let socket = if resolved.is_ipv4() {
@@ -156,7 +164,7 @@ pub async fn bind_tcp(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
         };
         socket.set_reuseaddr(true)?;
         match socket.bind(resolved) {
-            Ok(()) => return socket.listen(BACKLOG),
+            Ok(()) => return Ok(socket),
             Err(err) => last = err,
         }
     }

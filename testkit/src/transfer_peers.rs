@@ -72,22 +72,41 @@ impl Secondary {
         key: &TsigKey,
         port: u16,
     ) -> Secondary {
-        std::fs::create_dir_all(dir.join("db")).expect("secondary directory");
         let port = if port == 0 { free_port() } else { port };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        Secondary::start_following_on(
+            server,
+            dir,
+            zone,
+            primaries,
+            key,
+            SocketAddr::from(([127, 0, 0, 1], port)),
+        )
+    }
+
+    /// [`Secondary::start_following`] answering on `addr` (an IPv4 address of the host
+    /// other than loopback: one primaries in network namespaces send NOTIFY to).
+    pub fn start_following_on(
+        server: Server,
+        dir: &Path,
+        zone: &str,
+        primaries: &[SocketAddr],
+        key: &TsigKey,
+        addr: SocketAddr,
+    ) -> Secondary {
+        std::fs::create_dir_all(dir.join("db")).expect("secondary directory");
         let conf = dir.join(format!("{server:?}.conf"));
         let log = dir.join(format!("{server:?}.log"));
         let (text, argv) = match server {
             Server::Knot => (
-                knot_conf(dir, zone, primaries, key, port),
+                knot_conf(dir, zone, primaries, key, addr),
                 vec!["knotd".to_owned(), "-c".to_owned()],
             ),
             Server::Nsd => (
-                nsd_conf(dir, zone, primaries, key, port),
+                nsd_conf(dir, zone, primaries, key, addr),
                 vec!["nsd".to_owned(), "-d".to_owned(), "-c".to_owned()],
             ),
             Server::Bind => (
-                bind_conf(dir, zone, primaries, key, port),
+                bind_conf(dir, zone, primaries, key, addr),
                 vec![
                     "named".to_owned(),
                     "-g".to_owned(),
@@ -143,13 +162,14 @@ fn spawn(argv: &[&str], dir: &Path, (conf, text): (&Path, &str), log: &Path) -> 
         .unwrap_or_else(|e| panic!("{} (scripts/setup-peers and setup-resolvers install it): {e}", argv[0]))
 }
 
-fn knot_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, port: u16) -> String {
+fn knot_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, listen: SocketAddr) -> String {
+    let (ip, port) = (listen.ip(), listen.port());
     let d = dir.display();
     let addresses: Vec<String> = primaries.iter().map(|p| format!("{}@{}", p.ip(), p.port())).collect();
     let mut ips: Vec<String> = primaries.iter().map(|p| p.ip().to_string()).collect();
     ips.dedup();
     format!(
-        "server:\n    listen: 127.0.0.1@{port}\n    rundir: {d}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
+        "server:\n    listen: {ip}@{port}\n    rundir: {d}\n    udp-workers: 1\n    tcp-workers: 1\n    background-workers: 1\n\
          database:\n    storage: {d}/db\n\
          log:\n  - target: stderr\n    any: info\n\
          key:\n  - id: {name}\n    algorithm: {alg}\n    secret: {secret}\n\
@@ -165,7 +185,8 @@ fn knot_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, po
     )
 }
 
-fn nsd_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, port: u16) -> String {
+fn nsd_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, listen: SocketAddr) -> String {
+    let (ip, port) = (listen.ip(), listen.port());
     let d = dir.display();
     let name = &key.name;
     let mut from = String::new();
@@ -178,7 +199,7 @@ fn nsd_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, por
         );
     }
     format!(
-        "server:\n    ip-address: 127.0.0.1@{port}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    \
+        "server:\n    ip-address: {ip}@{port}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    \
          pidfile: \"{d}/nsd.pid\"\n    database: \"\"\n    xfrdfile: \"{d}/xfrd.state\"\n    zonelistfile: \"{d}/zone.list\"\n    \
          xfrdir: \"{d}\"\n    server-count: 1\n    verbosity: 2\n    logfile: \"{d}/nsd-internal.log\"\n\
          remote-control:\n    control-enable: no\n\
@@ -189,7 +210,8 @@ fn nsd_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, por
     )
 }
 
-fn bind_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, port: u16) -> String {
+fn bind_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, listen: SocketAddr) -> String {
+    let (ip, port) = (listen.ip(), listen.port());
     let d = dir.display();
     let name = &key.name;
     let mut from = String::new();
@@ -201,7 +223,7 @@ fn bind_conf(dir: &Path, zone: &str, primaries: &[SocketAddr], key: &TsigKey, po
     let notifiers = notifiers.concat();
     format!(
         "options {{\n    directory \"{d}\";\n    pid-file \"{d}/named.pid\";\n    managed-keys-directory \"{d}\";\n    \
-         listen-on port {port} {{ 127.0.0.1; }};\n    listen-on-v6 {{ none; }};\n    recursion no;\n    allow-query {{ any; }};\n    \
+         listen-on port {port} {{ {ip}; }};\n    listen-on-v6 {{ none; }};\n    recursion no;\n    allow-query {{ any; }};\n    \
          notify no;\n    dnssec-validation no;\n}};\n\
          controls {{ }};\n\
          key \"{name}\" {{ algorithm {alg}; secret \"{secret}\"; }};\n\

@@ -337,3 +337,30 @@ pub fn get(addr: &str, path: &str) -> String {
 pub fn scrape_from(source: &str, addr: &str) -> String {
     qdns_testkit::fixtures::scrape_from(source.parse().unwrap(), addr.parse().unwrap())
 }
+
+/// Asks `www.example.com A` at `dns` from `source` (an address of this host) with a
+/// COOKIE option of `cookie` (client, then any server cookie); returns the response's
+/// cookie (24 octets).
+pub fn cookie_answer(dns: SocketAddr, source: std::net::IpAddr, cookie: &[u8]) -> Vec<u8> {
+    let mut msg = vec![0x12, 0x34, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+    msg.extend(b"\x03www\x07example\x03com\x00\x00\x01\x00\x01");
+    msg.extend([0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
+    msg.extend(((cookie.len() + 4) as u16).to_be_bytes());
+    msg.extend([0, 10]);
+    msg.extend((cookie.len() as u16).to_be_bytes());
+    msg.extend(cookie);
+    let socket = std::net::UdpSocket::bind((source, 0)).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 2048];
+    for _ in 0..3 {
+        socket.send_to(&msg, dns).unwrap();
+        if let Ok((len, _)) = socket.recv_from(&mut buf) {
+            let at = buf[..len]
+                .windows(4)
+                .rposition(|w| w == [0, 10, 0, 24])
+                .expect("a COOKIE");
+            return buf[at + 4..at + 28].to_vec();
+        }
+    }
+    panic!("no answer from {dns}");
+}
