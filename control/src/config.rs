@@ -149,7 +149,7 @@ pub struct Settings {
     /// for zones with `transfer_allow` (docs/OPERATIONS.md, "Alongside other servers").
     #[arg(long, value_name = "ADDR:PORT")]
     pub transfer_listen: Option<String>,
-    /// A TSIG key for transfers and NOTIFY: `name=NAME,algorithm=hmac-sha256|hmac-sha512,
+    /// A TSIG key for transfers and NOTIFY: `name=NAME,algorithm=hmac-md5|hmac-sha1|hmac-sha224|hmac-sha256|hmac-sha384|hmac-sha512,
     /// secret_file=PATH` (the file holds the base64 secret, as `tsig-keygen` or `keymgr -t`
     /// print it); in the config file `tsig_keys = [{ name, algorithm, secret_file }]`.
     /// Repeat for each key.

@@ -1031,3 +1031,92 @@ fn a_primary_that_drips_or_sends_empty_messages_is_cut_off() {
         "the first copy is the one served"
     );
 }
+
+/// Every TSIG algorithm of RFC 8945 §6 signs what real secondaries take (issue 55 §2:
+/// hmac-md5 is certbot's and cert-manager's default): a zone for each, each with a key
+/// of its algorithm and a secondary of knotd, NSD or BIND in turn. Each takes its zone
+/// by AXFR signed with its key, and a health change by IXFR after the NOTIFY control
+/// signs with it. (Before, control refused every key but hmac-sha256 and hmac-sha512.)
+#[test]
+fn every_tsig_algorithm_signs_transfers_and_notifies_real_secondaries_take() {
+    let algorithms = ["hmac-md5", "hmac-sha1", "hmac-sha224", "hmac-sha384", "hmac-sha512"];
+    let servers = [Server::Knot, Server::Nsd, Server::Bind, Server::Knot, Server::Nsd];
+    let ports: Vec<u16> = algorithms.iter().map(|_| free_port()).collect();
+    let mut location = Location::prepared();
+    let mut flags = vec!["--no-embedded-checker".to_owned(), "--transfer-listen".to_owned()];
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    flags.push(transfer.to_string());
+    let metrics = format!("127.0.0.1:{}", free_port());
+    std::fs::write(location.dir.path().join("metrics-addr"), &metrics).unwrap();
+    flags.extend(["--metrics".to_owned(), metrics]);
+    let keys: Vec<TsigKey> = algorithms
+        .iter()
+        .map(|algorithm| TsigKey {
+            name: format!("{algorithm}-key"),
+            algorithm: (*algorithm).to_owned(),
+            secret: SECRET.to_owned(),
+        })
+        .collect();
+    for (n, (key, port)) in keys.iter().zip(&ports).enumerate() {
+        let notify = SocketAddr::from(([127, 0, 0, 1], *port));
+        let text = zone_file(&format!("a{n}.example."), &[notify], "")
+            .replace(
+                "transfer_tsig = \"xfr-key\"",
+                &format!("transfer_tsig = \"{}\"", key.name),
+            )
+            .replace(
+                "refresh = 1\nretry = 1\nexpire = 1",
+                "refresh = 3600\nretry = 3600\nexpire = 604800",
+            );
+        std::fs::write(location.zones().join(format!("a{n}.example.toml")), text).unwrap();
+        let file = location.dir.path().join(format!("{}.key", key.name));
+        qdns_testkit::write_secret(&file, format!("{SECRET}\n"));
+        flags.extend([
+            "--tsig-keys".to_owned(),
+            format!(
+                "name={},algorithm={},secret_file={}",
+                key.name,
+                key.algorithm,
+                file.display()
+            ),
+        ]);
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    location.start_control_with(&flags);
+    let secondaries: Vec<Secondary> = servers
+        .iter()
+        .zip(&keys)
+        .zip(&ports)
+        .enumerate()
+        .map(|(n, ((&server, key), &port))| {
+            let dir = location.dir.path().join(format!("secondary-{n}"));
+            Secondary::start(server, &dir, &format!("a{n}.example"), transfer, key, port)
+        })
+        .collect();
+    for (n, secondary) in secondaries.iter().enumerate() {
+        wait_answer(
+            secondary,
+            &format!("www.a{n}.example."),
+            &["192.0.2.1"],
+            Duration::from_secs(20),
+        );
+    }
+    let ixfr = transfers(&location, "ixfr");
+    for n in 0..secondaries.len() {
+        let check = format!("a{n}.example./p");
+        assert!(location.ctl(&["external", &check, "unhealthy"]).status.success());
+    }
+    for (n, secondary) in secondaries.iter().enumerate() {
+        wait_answer(
+            secondary,
+            &format!("www.a{n}.example."),
+            &["192.0.2.2"],
+            Duration::from_secs(10),
+        );
+    }
+    assert!(
+        transfers(&location, "ixfr") >= ixfr + 5,
+        "each took the change by IXFR:\n{}",
+        metrics_of(&location)
+    );
+}

@@ -1,14 +1,17 @@
 //! TSIG (RFC 8945): the keys of `tsig_keys`, and signing and verifying transfer
-//! messages and NOTIFY with hmac-sha256 or hmac-sha512.
+//! messages and NOTIFY with any of RFC 8945 §6's HMAC algorithms (hmac-md5, hmac-sha1,
+//! hmac-sha224, hmac-sha256, hmac-sha384, hmac-sha512).
 //!
-//! Hand-written over the `hmac` and `sha2` crates: hickory-proto's TSIG needs its
+//! Hand-written over the `hmac`, `md-5`, `sha1` and `sha2` crates: hickory-proto's TSIG needs its
 //! `dnssec` features (another crypto stack beside `ring`), and what is needed here is
 //! small — the MAC over the message and the TSIG variables (RFC 8945 §4.3), chained
 //! over the messages of one transfer (§5.3.1).
 use std::{fmt, path::PathBuf, str::FromStr};
 
 use hmac::{Hmac, Mac};
-use sha2::{Sha256, Sha512};
+use md5::Md5;
+use sha1::Sha1;
+use sha2::{Sha224, Sha256, Sha384, Sha512};
 
 /// TSIG's RR type.
 pub const TYPE_TSIG: u16 = 250;
@@ -24,40 +27,70 @@ pub mod error {
     pub const BADTIME: u16 = 18;
 }
 
-/// The HMAC algorithms supported.
+/// The HMAC algorithms supported: every one RFC 8945 §6 lists for TSIG.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
+    /// hmac-md5 (RFC 8945 §6: deprecated, but certbot's and cert-manager's default for
+    /// RFC 2136, and still what many secondaries are configured with).
+    HmacMd5,
+    /// hmac-sha1.
+    HmacSha1,
+    /// hmac-sha224.
+    HmacSha224,
     /// hmac-sha256 (RFC 8945 §6: mandatory).
     HmacSha256,
+    /// hmac-sha384.
+    HmacSha384,
     /// hmac-sha512.
     HmacSha512,
 }
+
+/// Every algorithm with its name (text as `tsig-keygen -a` takes it, and wire,
+/// lowercase: hmac-md5's is the long name RFC 2845 gave it).
+const NAMES: [(Algorithm, &str, &[u8]); 6] = [
+    (
+        Algorithm::HmacMd5,
+        "hmac-md5",
+        b"\x08hmac-md5\x07sig-alg\x03reg\x03int\x00",
+    ),
+    (Algorithm::HmacSha1, "hmac-sha1", b"\x09hmac-sha1\x00"),
+    (Algorithm::HmacSha224, "hmac-sha224", b"\x0bhmac-sha224\x00"),
+    (Algorithm::HmacSha256, "hmac-sha256", b"\x0bhmac-sha256\x00"),
+    (Algorithm::HmacSha384, "hmac-sha384", b"\x0bhmac-sha384\x00"),
+    (Algorithm::HmacSha512, "hmac-sha512", b"\x0bhmac-sha512\x00"),
+];
 
 impl Algorithm {
     /// The algorithm's name as it is written in TSIG RDATA (wire, lowercase).
     #[must_use]
     pub fn wire_name(self) -> &'static [u8] {
-        match self {
-            Algorithm::HmacSha256 => b"\x0bhmac-sha256\x00",
-            Algorithm::HmacSha512 => b"\x0bhmac-sha512\x00",
-        }
+        NAMES
+            .iter()
+            .find(|(a, _, _)| *a == self)
+            .map_or(&b"\x00"[..], |(_, _, wire)| wire)
     }
 
+    /// `hmac-md5` … `hmac-sha512` (any case, a trailing dot allowed; hmac-md5 also by
+    /// its long name `hmac-md5.sig-alg.reg.int`).
     fn parse(text: &str) -> Option<Algorithm> {
-        match text.trim().trim_end_matches('.').to_ascii_lowercase().as_str() {
-            "hmac-sha256" => Some(Algorithm::HmacSha256),
-            "hmac-sha512" => Some(Algorithm::HmacSha512),
-            _ => None,
-        }
+        let text = text.trim().trim_end_matches('.').to_ascii_lowercase();
+        let text = if text == "hmac-md5.sig-alg.reg.int" {
+            "hmac-md5"
+        } else {
+            &text
+        };
+        NAMES.iter().find(|(_, name, _)| *name == text).map(|(a, _, _)| *a)
     }
 }
 
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Algorithm::HmacSha256 => "hmac-sha256",
-            Algorithm::HmacSha512 => "hmac-sha512",
-        })
+        f.write_str(
+            NAMES
+                .iter()
+                .find(|(a, _, _)| a == self)
+                .map_or("?", |(_, name, _)| name),
+        )
     }
 }
 
@@ -87,7 +120,7 @@ impl FromStr for KeySpec {
                 "name" => name = Some(value.trim_end_matches('.').to_ascii_lowercase()),
                 "algorithm" => {
                     algorithm = Some(Algorithm::parse(value).ok_or_else(|| {
-                        format!("algorithm {value:?} is not supported: use hmac-sha256 or hmac-sha512")
+                        format!("algorithm {value:?} is not supported: use hmac-md5, hmac-sha1, hmac-sha224, hmac-sha256, hmac-sha384 or hmac-sha512")
                     })?);
                 }
                 "secret_file" => secret_file = Some(PathBuf::from(value)),
@@ -193,7 +226,11 @@ impl Key {
             }
         }
         match self.algorithm {
+            Algorithm::HmacMd5 => run::<Hmac<Md5>>(&self.secret, parts),
+            Algorithm::HmacSha1 => run::<Hmac<Sha1>>(&self.secret, parts),
+            Algorithm::HmacSha224 => run::<Hmac<Sha224>>(&self.secret, parts),
             Algorithm::HmacSha256 => run::<Hmac<Sha256>>(&self.secret, parts),
+            Algorithm::HmacSha384 => run::<Hmac<Sha384>>(&self.secret, parts),
             Algorithm::HmacSha512 => run::<Hmac<Sha512>>(&self.secret, parts),
         }
     }
@@ -259,7 +296,7 @@ impl Keys {
     ///
     /// # Errors
     /// A block that does not read, a key named twice, an algorithm other than
-    /// hmac-sha256 / hmac-sha512, or a secret under 16 octets; each names the key.
+    /// the six of RFC 8945 §6, or a secret under 16 octets; each names the key.
     pub fn parse_bind(text: &str) -> Result<Keys, String> {
         let mut keys: Vec<Key> = Vec::new();
         let mut rest = text;
@@ -560,10 +597,14 @@ mod tests {
         let spec: KeySpec = "name=Xfr.Key.,algorithm=hmac-sha512,secret_file=/k".parse().unwrap();
         assert_eq!(spec.name, "xfr.key");
         assert_eq!(spec.algorithm, Algorithm::HmacSha512);
-        assert!("name=k,algorithm=hmac-md5,secret_file=/k"
+        let md5: KeySpec = "name=k,algorithm=HMAC-MD5.SIG-ALG.REG.INT.,secret_file=/k"
+            .parse()
+            .unwrap();
+        assert_eq!(md5.algorithm, Algorithm::HmacMd5);
+        assert!("name=k,algorithm=hmac-sha3-256,secret_file=/k"
             .parse::<KeySpec>()
             .unwrap_err()
-            .contains("hmac-md5"));
+            .contains("hmac-sha3-256"));
         assert!("name=k,secret_file=/k"
             .parse::<KeySpec>()
             .unwrap_err()
@@ -584,9 +625,10 @@ mod tests {
         assert_eq!(secret_text("# made by hand\nQUJD\n"), "QUJD");
     }
 
-    /// RFC 4231 test case 2 for HMAC-SHA-256 and HMAC-SHA-512.
+    /// Test case 2 of RFC 2202 (HMAC-MD5, HMAC-SHA-1) and RFC 4231 (the SHA-2 ones), and
+    /// each algorithm's wire name read back as its text.
     #[test]
-    fn macs_match_rfc_4231() {
+    fn macs_match_rfc_2202_and_4231() {
         let key = |alg| Key::new("k", alg, b"Jefe".to_vec()).unwrap();
         let data: &[u8] = b"what do ya want for nothing?";
         let hex = |v: Vec<u8>| {
@@ -601,6 +643,24 @@ mod tests {
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
         assert!(hex(key(Algorithm::HmacSha512).mac(&[data])).starts_with("164b7a7bfcf819e2e395fbe73b56e0a387bd6422"));
+        assert_eq!(
+            hex(key(Algorithm::HmacMd5).mac(&[data])),
+            "750c783e6ab0b503eaa86e310a5db738"
+        );
+        assert_eq!(
+            hex(key(Algorithm::HmacSha1).mac(&[data])),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"
+        );
+        assert_eq!(
+            hex(key(Algorithm::HmacSha224).mac(&[data])),
+            "a30e01098bc6dbbf45690f3a7e9e6d0f8bbea2a39e6148008fd05e44"
+        );
+        assert!(hex(key(Algorithm::HmacSha384).mac(&[data])).starts_with("af45d2e376484031617f78d2b58a6b1b9c7ef464"));
+        for (algorithm, name, wire) in NAMES {
+            assert_eq!(algorithm.to_string(), name);
+            assert_eq!(algorithm.wire_name(), wire);
+            assert_eq!(Algorithm::parse(name), Some(algorithm));
+        }
     }
 
     /// A signed request verifies; a changed octet, another key, or a stale time does not.
