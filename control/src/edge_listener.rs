@@ -11,7 +11,7 @@
 use std::{path::Path, sync::Arc, time::Duration};
 
 use tokio::{
-    net::{TcpSocket, UnixSocket},
+    net::{TcpListener, TcpSocket, UnixListener, UnixSocket},
     sync::watch,
 };
 use tokio_util::sync::CancellationToken;
@@ -65,22 +65,45 @@ pub async fn bind(at: &str, tls: Option<&qdns_link::tls::TlsFiles>, group: Optio
     Ok(Quiet::Unix(socket, at.to_owned()))
 }
 
-/// Waits for `gate` (none: at once), then listens and takes edges until `shutdown`.
-pub async fn serve(quiet: Quiet, gate: Option<Gate>, ctx: Ctx, shutdown: CancellationToken) {
-    if let Some(gate) = gate {
-        tokio::select! {
-            () = wait(gate, &ctx) => {}
-            () = shutdown.cancelled() => return,
-        }
+/// The edge socket listening.
+pub enum Listening {
+    /// `tls://` (with its files) or `tcp://` (none).
+    Tcp(TcpListener, Option<Arc<qdns_link::tls::ServerTls>>),
+    /// A Unix socket (and its path).
+    Unix(UnixListener, String),
+}
+
+impl Quiet {
+    /// Listens: connections are taken from now on.
+    ///
+    /// # Errors
+    /// The kernel refused (out of memory or file descriptors).
+    pub fn listen(self) -> std::io::Result<Listening> {
+        Ok(match self {
+            Quiet::Tcp(socket, tls) => Listening::Tcp(socket.listen(qdns_listen::BACKLOG)?, tls),
+            Quiet::Unix(socket, at) => Listening::Unix(socket.listen(qdns_listen::BACKLOG)?, at),
+        })
     }
-    match quiet {
-        Quiet::Tcp(socket, tls) => {
+}
+
+/// Waits for `gate`, then listens and takes edges until `shutdown`.
+pub async fn serve_after(quiet: Quiet, gate: Gate, ctx: Ctx, shutdown: CancellationToken) {
+    tokio::select! {
+        () = wait(gate, &ctx) => {}
+        () = shutdown.cancelled() => return,
+    }
+    match quiet.listen() {
+        Ok(listening) => serve(listening, ctx, shutdown).await,
+        Err(err) => cannot_listen(&err, &shutdown),
+    }
+}
+
+/// Takes edges until `shutdown`.
+pub async fn serve(listening: Listening, ctx: Ctx, shutdown: CancellationToken) {
+    match listening {
+        Listening::Tcp(listener, tls) => {
             let scheme = if tls.is_some() { "tls" } else { "tcp" };
-            let local = socket.local_addr();
-            let listener = match socket.listen(qdns_listen::BACKLOG) {
-                Ok(listener) => listener,
-                Err(err) => return cannot_listen(&err, &shutdown),
-            };
+            let local = listener.local_addr();
             let at = local
                 .as_ref()
                 .map_or_else(|_| "?".to_owned(), |a| format!("{scheme}://{a}"));
@@ -93,11 +116,7 @@ pub async fn serve(quiet: Quiet, gate: Option<Gate>, ctx: Ctx, shutdown: Cancell
             }
             accept::accept_edges_tcp(listener, tls, ctx, shutdown).await;
         }
-        Quiet::Unix(socket, at) => {
-            let listener = match socket.listen(qdns_listen::BACKLOG) {
-                Ok(listener) => listener,
-                Err(err) => return cannot_listen(&err, &shutdown),
-            };
+        Listening::Unix(listener, at) => {
             tracing::info!(edge_socket = %at, "serving edges");
             accept::accept_edges_unix(listener, ctx, shutdown).await;
         }

@@ -428,11 +428,26 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Cont
         edge_listener::bind(&config.edge_socket, config.edge_tls.as_ref(), config.edge_socket_gid).await?;
     let tcp = matches!(edge_socket, edge_listener::Quiet::Tcp(..));
     let (caught_up, caught_up_seen) = tokio::sync::watch::channel(false);
-    let gate = ctx.deployment.is_some().then(|| edge_listener::Gate {
-        caught_up: caught_up_seen.clone(),
-        hears_checkers: !config.settings.no_embedded_checker || config.settings.checker_listen.is_some(),
-    });
-    tasks.spawn(edge_listener::serve(edge_socket, gate, ctx.clone(), shutdown.clone()));
+    if ctx.deployment.is_some() {
+        let gate = edge_listener::Gate {
+            caught_up: caught_up_seen.clone(),
+            hears_checkers: !config.settings.no_embedded_checker || config.settings.checker_listen.is_some(),
+        };
+        tasks.spawn(edge_listener::serve_after(
+            edge_socket,
+            gate,
+            ctx.clone(),
+            shutdown.clone(),
+        ));
+    } else {
+        // Listening before "control socket ready": edges are taken from then on.
+        let listening = edge_socket.listen().map_err(|source| ControlError::Bind {
+            what: "edge socket",
+            at: config.edge_socket.clone(),
+            source,
+        })?;
+        tasks.spawn(edge_listener::serve(listening, ctx.clone(), shutdown.clone()));
+    }
     tasks.spawn(accept::accept_control(control, ctx.clone(), shutdown.clone()));
     tasks.spawn(tasks::expiry_ticker(ctx.clone(), shutdown.clone()));
     tasks.spawn(cookies::rotate(
