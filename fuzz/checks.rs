@@ -344,6 +344,7 @@ pub fn transfer_fixture() -> &'static std::sync::Arc<qdns_control::transfer::Tra
                 primary: None,
                 primary_tsig: None,
                 catalog: false,
+                update: Vec::new(),
             }));
         }
         let key = tsig::Key::new("fuzz-key", tsig::Algorithm::HmacSha256, FUZZ_TSIG_SECRET.to_vec()).expect("a key");

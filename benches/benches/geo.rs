@@ -61,6 +61,7 @@ fn main() {
                 geoip_db: Some(&db),
                 location: None,
                 secondary_dir: None,
+                dynamic_dir: None,
             },
         )
         .unwrap();

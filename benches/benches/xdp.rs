@@ -177,6 +177,7 @@ fn main() {
         geoip_db: Some(&db),
         location: None,
         secondary_dir: None,
+        dynamic_dir: None,
     };
     let mut snapshot = qdns_zone::load_dir_from(zones.path(), 1, sources).expect("zones");
     std::fs::remove_file(&db).expect("database written");

@@ -276,6 +276,8 @@ pub struct Config {
     pub dnssec: crate::dnssec::Lifetimes,
     /// Where copies of zones taken from a primary are kept (`STATE_DIR/secondary`).
     pub secondary_dir: PathBuf,
+    /// Where the records dynamic update added are kept (`STATE_DIR/dynamic`).
+    pub dynamic_dir: PathBuf,
     /// The settings as given.
     pub settings: Settings,
 }
@@ -289,6 +291,7 @@ impl Config {
             geoip_db: self.settings.geoip_db.as_deref(),
             location: Some(&self.location),
             secondary_dir: Some(&self.secondary_dir),
+            dynamic_dir: Some(&self.dynamic_dir),
         }
     }
 }
@@ -358,6 +361,7 @@ impl Config {
             socket: required("--socket", settings.socket.as_ref())?,
             state_dir: required("--state-dir", settings.state_dir.as_ref())?,
             secondary_dir: required("--state-dir", settings.state_dir.as_ref())?.join(crate::transfer::SECONDARY_DIR),
+            dynamic_dir: required("--state-dir", settings.state_dir.as_ref())?.join(crate::update::dynamic::DIR),
             edge_socket,
             edge_tls,
             location: settings

@@ -25,6 +25,7 @@ pub mod checker;
 pub mod clock;
 pub mod config;
 pub mod cookies;
+pub mod counts;
 pub mod ctx;
 pub mod deployed;
 pub mod dnssec;
@@ -55,6 +56,7 @@ pub mod status_page;
 mod tasks;
 pub mod timeline;
 pub mod transfer;
+pub mod update;
 
 use std::{io, os::unix::fs::PermissionsExt, path::Path, sync::Arc};
 
@@ -248,6 +250,10 @@ async fn serve_transfers(
         Arc::clone(&ctx.transfers),
         shutdown.clone(),
     ));
+    // UPDATE (RFC 2136) comes on the same listener, carried out by one task.
+    let (updates, jobs) = update::queue();
+    ctx.transfers.set_updates(updates);
+    tasks.spawn(update::serve(ctx.clone(), jobs, shutdown.clone()));
     tasks.spawn(transfer::serve::accept_tcp(
         tcp,
         Arc::clone(&ctx.transfers),

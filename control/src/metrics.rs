@@ -330,6 +330,17 @@ fn register_transfers(r: &mut Registry, transfers: &crate::transfer::Transfers) 
         "Zone transfer requests (axfr, ixfr, soa, refused_*, malformed, dropped) and NOTIFY (notify_*) by outcome",
         outcomes,
     );
+    let updates = Family::<Labels, Counter<u64, AtomicU64>>::default();
+    for (outcome, n) in transfers.update_stats.counts() {
+        updates
+            .get_or_create(&vec![label("outcome", outcome.label().to_owned())])
+            .inc_by(n);
+    }
+    r.register(
+        "control_updates",
+        "Dynamic updates (RFC 2136) by outcome: applied, unchanged, prerequisite_failed, refused_*, notauth, notzone, malformed, failed, busy",
+        updates,
+    );
     let serials = family();
     for zone in transfers.served() {
         serials

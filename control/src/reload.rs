@@ -94,6 +94,7 @@ pub(crate) fn reload(ctx: &Ctx, state: &mut State) -> Result<Reloaded, ApiError>
 fn reload_revision(ctx: &Ctx, state: &mut State, intent_revision: u64) -> Result<Reloaded, ApiError> {
     let version = crate::clock::next_version(state.served.snapshot.version);
     let secondary_dir = ctx.state_dir.join(crate::transfer::SECONDARY_DIR);
+    let dynamic_dir = ctx.state_dir.join(crate::update::dynamic::DIR);
     let (mut snapshot, pending) = qdns_zone::load_dir_pending(
         &state.settings.zones_dir,
         version,
@@ -101,6 +102,7 @@ fn reload_revision(ctx: &Ctx, state: &mut State, intent_revision: u64) -> Result
             geoip_db: state.settings.geoip_db.as_deref(),
             location: Some(&state.settings.site.location),
             secondary_dir: Some(&secondary_dir),
+            dynamic_dir: Some(&dynamic_dir),
         },
     )
     .map_err(|e| {

@@ -196,6 +196,7 @@ pub(crate) fn probed_checks(dir: &std::path::Path) -> Result<Checks, qdns_zone::
             geo: Some(&qdns_zone::geo::GeoDb::empty()),
             location: None,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )?;
     Ok(

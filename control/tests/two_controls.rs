@@ -203,14 +203,7 @@ fn transfer_control(url: &str, transfer: std::net::SocketAddr, metrics: &str) ->
 
 /// The serial control's status says transfers carry for xfr.example. (0: none yet).
 fn transfer_serial(location: &Location) -> u64 {
-    let status = location.ctl_json(&["status"]);
-    status["zones"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|z| z["zone"] == "xfr.example.")
-        .and_then(|z| z["transfer"]["serial"].as_u64())
-        .unwrap_or(0)
+    common::transfer_serial(location, "xfr.example.")
 }
 
 /// Waits (at most `limit`) until `check` holds.

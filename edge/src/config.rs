@@ -205,6 +205,7 @@ impl Config {
             geoip_db: self.settings.geoip_db.as_deref(),
             location: self.settings.location.as_deref(),
             secondary_dir: None,
+            dynamic_dir: None,
         }
     }
 

@@ -313,6 +313,7 @@ fn xdp_client_aware_answers_are_byte_identical_to_user_space() {
             geoip_db: Some(&db),
             location: None,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )
     .expect("the test zone loads");

@@ -27,6 +27,7 @@ pub mod policy;
 pub mod schema;
 pub mod sites;
 pub mod snapshot;
+pub mod update;
 
 pub use error::ZoneError;
 pub use load::{

@@ -47,6 +47,10 @@ pub struct Sources<'a> {
     /// Where control keeps the copies of zones taken from a primary (`[zone] primary`);
     /// `None`: such zones are refused (only control transfers).
     pub secondary_dir: Option<&'a Path>,
+    /// Where control keeps the records added by dynamic update (RFC 2136): a master
+    /// file a zone, named as a secondary copy is ([`secondary_copy_name`]), read as if
+    /// the zone included it. `None`: none.
+    pub dynamic_dir: Option<&'a Path>,
 }
 
 /// The file a zone taken from a primary is kept in, under the secondary directory.
@@ -64,6 +68,8 @@ pub struct LoadContext<'a> {
     pub location: Option<&'a str>,
     /// See [`Sources::secondary_dir`].
     pub secondary_dir: Option<&'a Path>,
+    /// See [`Sources::dynamic_dir`].
+    pub dynamic_dir: Option<&'a Path>,
 }
 
 /// [`load_dir`] with `sources`.
@@ -119,6 +125,7 @@ pub fn load_dir_pending(dir: &Path, version: u64, sources: Sources<'_>) -> Resul
         geo: geo.as_ref(),
         location: sources.location,
         secondary_dir: sources.secondary_dir,
+        dynamic_dir: sources.dynamic_dir,
     };
     load_dir_parts(dir, version, &ctx)
 }
@@ -518,6 +525,8 @@ pub(crate) struct ZoneBuilder<'a> {
     pub(crate) transfer: Option<Box<crate::snapshot::Transfer>>,
     /// Where copies of zones taken from a primary are kept.
     pub(crate) secondary_dir: Option<&'a Path>,
+    /// Where the records added by dynamic update are kept.
+    pub(crate) dynamic_dir: Option<&'a Path>,
     /// The copy of a zone taken from a primary, once read.
     pub(crate) copy: Option<Arc<Path>>,
     /// The `[[rrset]]` being read has `replace = true`.
@@ -556,6 +565,7 @@ impl<'a> ZoneBuilder<'a> {
             sites: Vec::new(),
             transfer: None,
             secondary_dir: ctx.secondary_dir,
+            dynamic_dir: ctx.dynamic_dir,
             copy: None,
             replacing: false,
             tables: 0,
@@ -615,6 +625,7 @@ impl<'a> ZoneBuilder<'a> {
             && zone.primary.is_none()
             && zone.primary_tsig.is_none()
             && zone.catalog.is_none()
+            && zone.update.is_none()
         {
             return Ok(None);
         }
@@ -626,6 +637,9 @@ impl<'a> ZoneBuilder<'a> {
         }
         transfer.tsig = self.key_name(zone.transfer_tsig.as_ref(), "zone.transfer_tsig")?;
         transfer.primary_tsig = self.key_name(zone.primary_tsig.as_ref(), "zone.primary_tsig")?;
+        for (i, rule) in zone.update.iter().flatten().enumerate() {
+            transfer.update.push(self.update_rule(i, rule.get_ref())?);
+        }
         if let Some(primary) = &zone.primary {
             transfer.primary = Some(primary.get_ref().trim().parse().map_err(|_| {
                 self.err(
@@ -684,6 +698,47 @@ impl<'a> ZoneBuilder<'a> {
             ));
         }
         Ok(Some(Box::new(transfer)))
+    }
+
+    /// The `i`th `[[zone.update]]` rule, checked.
+    fn update_rule(&self, i: usize, rule: &schema::UpdateEntry) -> Result<crate::update::Rule, ZoneError> {
+        let field = |name: &str| format!("zone.update[{i}].{name}");
+        let key = self.key_name(Some(&rule.key), &field("key"))?.unwrap_or_default();
+        let mut names = Vec::new();
+        for text in rule.names.get_ref() {
+            names.push(
+                crate::update::Pattern::parse(text.get_ref()).map_err(|why| self.err(text, &field("names"), why))?,
+            );
+        }
+        if names.is_empty() {
+            return Err(self.err(
+                &rule.names,
+                &field("names"),
+                "no name: give at least one (`@` for the apex)",
+            ));
+        }
+        let types = if rule.types.get_ref().iter().any(|t| t.get_ref().trim() == "*") {
+            None
+        } else {
+            let mut types = Vec::new();
+            for text in rule.types.get_ref() {
+                let code = master::type_code(text.get_ref().trim())
+                    .ok_or_else(|| self.err(text, &field("types"), format!("unknown type {:?}", text.get_ref())))?;
+                if crate::update::NEVER.contains(&code) || master::refused_type(code).is_err() {
+                    return Err(self.err(
+                        text,
+                        &field("types"),
+                        format!("{} records are never changed by UPDATE", text.get_ref().trim()),
+                    ));
+                }
+                types.push(code);
+            }
+            if types.is_empty() {
+                return Err(self.err(&rule.types, &field("types"), "no type: give at least one, or [\"*\"]"));
+            }
+            Some(types)
+        };
+        Ok(crate::update::Rule { key, names, types })
     }
 
     /// 1-based line of span offset `offset` of the table being read.
@@ -781,6 +836,13 @@ impl<'a> ZoneBuilder<'a> {
     ) -> Result<(), ZoneError> {
         if let Some(include) = &file.zone.include {
             self.include(include)?;
+        }
+        if let Some(dir) = self.dynamic_dir {
+            // Records added by UPDATE (control keeps them, one master file a zone).
+            let dynamic = dir.join(secondary_copy_name(&self.origin_wire));
+            if dynamic.is_file() {
+                self.include_master(&dynamic, &file.zone.origin, "dynamic update")?;
+            }
         }
         if let (Some(primary), Some(at)) = (self.transfer.as_ref().and_then(|t| t.primary), &file.zone.primary) {
             let dir = self.secondary_dir.unwrap_or_else(|| Path::new("."));

@@ -165,6 +165,23 @@ pub struct ZoneSection {
     /// A catalog zone (RFC 9432) from `primary`: not served; its member zones are
     /// taken from the same primary and served, added and removed as it changes.
     pub catalog: Option<Spanned<bool>>,
+    /// `[[zone.update]]`: who may change which records by dynamic update (RFC 2136,
+    /// SPEC §11), on control's `--transfer-listen`.
+    pub update: Option<Vec<Spanned<UpdateEntry>>>,
+}
+
+/// One `[[zone.update]]` rule: a TSIG key may add and delete records of `types` at
+/// names matching `names`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateEntry {
+    /// The key's name (from control's `tsig_keys`).
+    pub key: Spanned<String>,
+    /// Owner patterns relative to the origin: `@` the apex, `*` exactly one label,
+    /// `**` any number of labels (at least one).
+    pub names: Spanned<Vec<Spanned<String>>>,
+    /// Type mnemonics, or `["*"]` for any type UPDATE may change.
+    pub types: Spanned<Vec<Spanned<String>>>,
 }
 
 /// `[zone.soa]` (RFC 1035 §3.3.13).

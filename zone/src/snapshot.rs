@@ -87,6 +87,8 @@ pub struct Transfer {
     pub primary_tsig: Option<String>,
     /// A catalog zone (RFC 9432), not served.
     pub catalog: bool,
+    /// `[[zone.update]]`: who may change which records by dynamic update.
+    pub update: Vec<crate::update::Rule>,
 }
 
 impl Transfer {

@@ -34,6 +34,7 @@ fn members_below_an_operators_zone_are_neither_loaded_nor_fetched() {
         geoip_db: None,
         location: None,
         secondary_dir: Some(&secondary),
+        dynamic_dir: None,
     };
     let (snapshot, pending) = load_dir_pending(&zones, 1, sources).unwrap();
     let waiting: Vec<&str> = pending.iter().map(|p| p.origin.as_str()).collect();

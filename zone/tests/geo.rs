@@ -73,6 +73,7 @@ fn the_most_specific_location_answers_over_the_databases_networks() {
             geoip_db: Some(&dir.path().join("geo.mmdb")),
             location: None,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )
     .unwrap();
@@ -128,6 +129,7 @@ fn geo_sets_need_a_database_and_valid_locations() {
             geoip_db: Some(&dir.path().join("missing.mmdb")),
             location: None,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )
     .unwrap_err()
@@ -141,6 +143,7 @@ fn geo_sets_need_a_database_and_valid_locations() {
             geoip_db: Some(&dir.path().join("junk.mmdb")),
             location: None,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )
     .unwrap_err()
@@ -177,6 +180,7 @@ fn geo_sets_need_a_database_and_valid_locations() {
                 geo: Some(&empty),
                 location: None,
                 secondary_dir: None,
+                dynamic_dir: None,
             },
         )
         .unwrap_err()
@@ -203,6 +207,7 @@ fn the_zones_geo_sets_share_one_class_table() {
             geoip_db: Some(&dir.path().join("geo.mmdb")),
             location: None,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )
     .unwrap();

@@ -16,6 +16,7 @@ fn load(body: &str, location: Option<&str>) -> Result<Zone, String> {
             geoip_db: None,
             location,
             secondary_dir: None,
+            dynamic_dir: None,
         },
     )
     .map(|mut s| s.zones.remove(0))
@@ -166,6 +167,7 @@ members = [
         geo: Some(&empty),
         location: Some(location),
         secondary_dir: None,
+        dynamic_dir: None,
     };
     let err = qdns_zone::load_dir_with(dir.path(), 1, &at("ams"))
         .unwrap_err()

@@ -31,10 +31,7 @@ pub mod wire;
 use std::{
     collections::{BTreeMap, HashMap, VecDeque},
     path::PathBuf,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc, RwLock,
-    },
+    sync::{Arc, RwLock},
 };
 
 use qdns_zone::{snapshot::Transfer, Snapshot, Zone};
@@ -96,10 +93,7 @@ impl Served {
 }
 
 /// What transfers have answered and refused.
-#[derive(Debug, Default)]
-pub struct Stats {
-    counts: [AtomicU64; Outcome::ALL.len()],
-}
+pub type Stats = crate::counts::Counts<Outcome, { Outcome::ALL.len() }>;
 
 /// How a transfer request or a NOTIFY went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,22 +194,8 @@ impl Outcome {
     }
 }
 
-impl Stats {
-    /// Counts one `outcome`.
-    pub fn count(&self, outcome: Outcome) {
-        if let Some(i) = Outcome::ALL.iter().position(|&o| o == outcome) {
-            self.counts[i].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Every outcome and its count.
-    pub fn counts(&self) -> Vec<(Outcome, u64)> {
-        Outcome::ALL
-            .iter()
-            .zip(&self.counts)
-            .map(|(&o, c)| (o, c.load(Ordering::Relaxed)))
-            .collect()
-    }
+impl crate::counts::Outcome for Outcome {
+    const ALL: &'static [Outcome] = &Outcome::ALL;
 }
 
 /// Every served zone, the TSIG keys and the counters; shared by the listener, the
@@ -236,6 +216,10 @@ pub struct Transfers {
     pub in_max_bytes: u64,
     /// Longest refresh from a primary (`--transfer-in-deadline`; zero: the default).
     pub in_deadline: std::time::Duration,
+    /// Where the listener hands UPDATEs (set once the update task runs).
+    updates: std::sync::OnceLock<tokio::sync::mpsc::Sender<crate::update::Job>>,
+    /// UPDATEs by outcome.
+    pub update_stats: crate::update::Stats,
 }
 
 impl Transfers {
@@ -246,6 +230,17 @@ impl Transfers {
             keys: arc_swap::ArcSwap::from_pointee(keys),
             ..Transfers::default()
         }
+    }
+
+    /// Hands later UPDATEs to `queue` ([`crate::update::serve`]'s).
+    pub fn set_updates(&self, queue: tokio::sync::mpsc::Sender<crate::update::Job>) {
+        let _ = self.updates.set(queue);
+    }
+
+    /// Where UPDATEs go; `None` before the update task runs.
+    #[must_use]
+    pub fn updates(&self) -> Option<&tokio::sync::mpsc::Sender<crate::update::Job>> {
+        self.updates.get()
     }
 
     /// The TSIG keys in force.

@@ -286,8 +286,44 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
     Some((signed(Answer::new(request, rcode::NOERROR, parts, now, limit)), outcome))
 }
 
+/// How a one-message answer of [`short_answer`] is signed.
+pub enum Signing {
+    /// Unsigned (an unsigned request).
+    None,
+    /// With the key the request verified with, chained to its MAC.
+    Key(Key),
+    /// The request's TSIG did not verify: the TSIG error, signed when the key is known
+    /// (RFC 8945 §5.3.2), else unsigned.
+    Refused(tsig::Rejected, Option<Key>),
+}
+
+/// The one-message answer to `request` with `rcode` and no records (UPDATE's answer),
+/// signed as `signing` says.
+#[must_use]
+pub fn short_answer(request: Request, rcode: u8, signing: Signing, now: u64) -> Vec<u8> {
+    let mac = request.tsig.as_ref().map(|(t, _)| t.mac.clone());
+    let mut answer = Answer::new(request, rcode, Vec::new(), now, wire::MESSAGE_TARGET);
+    match signing {
+        Signing::None => {}
+        Signing::Key(key) => {
+            answer.key = Some(key);
+            answer.prior = mac;
+        }
+        Signing::Refused(why, Some(key)) => {
+            answer.key = Some(key);
+            answer.prior = mac;
+            answer.signed_error = why.code();
+        }
+        Signing::Refused(why, None) => answer.unsigned_error = Some(why.code()),
+    }
+    answer.next_message().unwrap_or_default()
+}
+
 /// The key a signed request verifies with; `None` for an unsigned one.
-fn verify(
+///
+/// # Errors
+/// Why its TSIG does not verify, and the key when it is known.
+pub fn verify(
     transfers: &Transfers,
     message: &[u8],
     request: &Request,
@@ -419,6 +455,23 @@ impl Peer<'_> {
                 return;
             };
             ticket.set_evictable(false);
+            if crate::update::is_update(&message) {
+                // Carried out by the update task (one at a time); no answer (the queue
+                // full, or none in time): the connection ends and the client retries.
+                let Some(out) = crate::update::ask(transfers, self.address, message).await else {
+                    return;
+                };
+                let framed = u16::try_from(out.len()).map(|len| [&len.to_be_bytes()[..], &out].concat());
+                let Ok(framed) = framed else { return };
+                if !matches!(
+                    tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&framed)).await,
+                    Ok(Ok(()))
+                ) {
+                    transfers.stats.count(Outcome::Dropped);
+                    return;
+                }
+                continue;
+            }
             let Some((answer, outcome)) = respond(transfers, self.address, &message, true, crate::clock::now()) else {
                 transfers.stats.count(Outcome::Malformed);
                 return;
@@ -483,8 +536,14 @@ async fn write_answer(stream: &mut TcpStream, mut answer: Answer) -> bool {
     true
 }
 
-/// Serves SOA queries (and IXFR's SOA) over UDP until `shutdown`.
+/// UPDATEs over UDP waiting for their answers at once, at most: one more is dropped
+/// (counted `busy`; the client retries).
+pub const UDP_UPDATES_IN_FLIGHT: usize = 32;
+
+/// Serves SOA queries (and IXFR's SOA) and UPDATE over UDP until `shutdown`.
 pub async fn serve_udp(socket: UdpSocket, transfers: Arc<Transfers>, shutdown: CancellationToken) {
+    let socket = Arc::new(socket);
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(UDP_UPDATES_IN_FLIGHT));
     let mut buf = vec![0u8; 65_535];
     loop {
         let received = tokio::select! {
@@ -493,6 +552,21 @@ pub async fn serve_udp(socket: UdpSocket, transfers: Arc<Transfers>, shutdown: C
         };
         let Ok((len, peer)) = received else { continue };
         let Some(message) = buf.get(..len) else { continue };
+        if crate::update::is_update(message) {
+            // Answered by the update task while SOA queries go on here.
+            let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+                transfers.update_stats.count(crate::update::Outcome::Busy);
+                continue;
+            };
+            let (socket, transfers, message) = (Arc::clone(&socket), Arc::clone(&transfers), message.to_vec());
+            tokio::spawn(async move {
+                if let Some(out) = crate::update::ask(&transfers, peer.ip(), message).await {
+                    let _ = socket.send_to(&out, peer).await;
+                }
+                drop(permit);
+            });
+            continue;
+        }
         let Some((mut answer, outcome)) = respond(&transfers, peer.ip(), message, false, crate::clock::now()) else {
             transfers.stats.count(Outcome::Malformed);
             continue;

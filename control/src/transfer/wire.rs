@@ -25,6 +25,8 @@ pub mod opcode {
     pub const QUERY: u8 = 0;
     /// NOTIFY.
     pub const NOTIFY: u8 = 4;
+    /// UPDATE (RFC 2136).
+    pub const UPDATE: u8 = 5;
 }
 
 /// RCODEs.
@@ -39,6 +41,18 @@ pub mod rcode {
     pub const REFUSED: u8 = 5;
     /// Not authorized / not authoritative.
     pub const NOTAUTH: u8 = 9;
+    /// Server failure.
+    pub const SERVFAIL: u8 = 2;
+    /// A name that should exist does not (RFC 2136 prerequisites).
+    pub const NXDOMAIN: u8 = 3;
+    /// A name that should not exist does (RFC 2136).
+    pub const YXDOMAIN: u8 = 6;
+    /// An `RRset` that should not exist does (RFC 2136).
+    pub const YXRRSET: u8 = 7;
+    /// An `RRset` that should exist does not (RFC 2136).
+    pub const NXRRSET: u8 = 8;
+    /// A name outside the zone (RFC 2136).
+    pub const NOTZONE: u8 = 10;
 }
 
 /// The most octets an answer message carries before the TSIG record (Knot and BIND
@@ -371,6 +385,55 @@ pub fn read_response(msg: &[u8]) -> Result<Response, Malformed> {
         rcode: (flags & 0xf) as u8,
         answers,
         tsig,
+    })
+}
+
+/// An UPDATE message (RFC 2136 §2) as read: the zone section is the request's
+/// question; the prerequisite and update sections' records (names lowercase, RDATA
+/// names written out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    /// The request: ID, zone (`qname`), its type and class, the TSIG.
+    pub request: Request,
+    /// The prerequisite section.
+    pub prerequisites: Vec<Rr>,
+    /// The update section.
+    pub updates: Vec<Rr>,
+}
+
+/// Reads an UPDATE: exactly one zone, its prerequisites and updates, additional
+/// records only a TSIG (last).
+pub fn read_update(msg: &[u8]) -> Result<Update, Malformed> {
+    let (request, _) = read_message(msg, false)?;
+    let mut r = Reader { msg, pos: 6 };
+    let counts = [r.u16()?, r.u16()?, r.u16()?];
+    r.name()?;
+    r.bytes(4)?;
+    let mut sections = [Vec::new(), Vec::new()];
+    for (section, &count) in sections.iter_mut().zip(&counts) {
+        for _ in 0..count {
+            let owner = lowercase(&r.name()?);
+            let (rtype, class, ttl, rdlen) = (r.u16()?, r.u16()?, r.u32()?, usize::from(r.u16()?));
+            let rdata_at = r.pos;
+            r.bytes(rdlen)?;
+            section.push(Rr {
+                owner,
+                rtype,
+                class,
+                ttl,
+                rdata: rdata_of(msg, rtype, rdata_at, rdlen)?,
+            });
+        }
+    }
+    // Additional: only the TSIG, which read_message checked is last.
+    if usize::from(counts[2]) != usize::from(request.tsig.is_some()) {
+        return Err(Malformed::Format);
+    }
+    let [prerequisites, updates] = sections;
+    Ok(Update {
+        request,
+        prerequisites,
+        updates,
     })
 }
 

@@ -364,3 +364,16 @@ pub fn cookie_answer(dns: SocketAddr, source: std::net::IpAddr, cookie: &[u8]) -
     }
     panic!("no answer from {dns}");
 }
+
+/// The serial transfers of `zone` (`"xfr.example."`) carry at `location`'s control
+/// (`qdnsctl status`; 0: none yet).
+pub fn transfer_serial(location: &Location, zone: &str) -> u64 {
+    let status = location.ctl_json(&["status"]);
+    status["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["zone"] == zone)
+        .and_then(|z| z["transfer"]["serial"].as_u64())
+        .unwrap_or(0)
+}

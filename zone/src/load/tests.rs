@@ -499,6 +499,7 @@ fn zones_taken_from_a_primary_load_their_copy() {
     fs::write(zones.join("in.example.toml"), file).unwrap();
     let sources = Sources {
         secondary_dir: Some(&copies),
+        dynamic_dir: None,
         ..Sources::default()
     };
     let (snapshot, pending) = load_dir_pending(&zones, 1, sources).unwrap();
@@ -555,4 +556,37 @@ fn zones_taken_from_a_primary_load_their_copy() {
     .unwrap();
     let err = load_dir_pending(&zones, 1, sources).unwrap_err().to_string();
     assert!(err.contains("zone.include: a zone taken from a primary"), "{err}");
+}
+
+/// `[[zone.update]]` rules are read into the zone's transfer settings, and a bad one is
+/// an error naming the rule's key.
+#[test]
+fn update_rules_load_and_bad_ones_name_their_key() {
+    let rule = |names: &str, types: &str| {
+        format!("{HEAD}\n[[zone.update]]\nkey = \"Acme-Key.\"\nnames = {names}\ntypes = {types}\n")
+    };
+    let zone = load(&rule(r#"["_acme-challenge", "_acme-challenge.*"]"#, r#"["TXT"]"#)).unwrap();
+    let rules = &zone.transfer.as_ref().unwrap().update;
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].key, "acme-key");
+    assert_eq!(rules[0].types, Some(vec![16]));
+    assert!(rules[0].permits(
+        "acme-key",
+        &zone.origin,
+        b"\x0f_acme-challenge\x07example\x03com\x00",
+        16
+    ));
+    let any = load(&rule(r#"["**"]"#, r#"["*"]"#)).unwrap();
+    assert_eq!(any.transfer.as_ref().unwrap().update[0].types, None);
+    for (names, types, key, says) in [
+        (r#"["www."]"#, r#"["A"]"#, "zone.update[0].names", "relative"),
+        (r#"["a b"]"#, r#"["A"]"#, "zone.update[0].names", "label"),
+        ("[]", r#"["A"]"#, "zone.update[0].names", "no name"),
+        (r#"["@"]"#, r#"["BOGUS"]"#, "zone.update[0].types", "unknown type"),
+        (r#"["@"]"#, r#"["DNSKEY"]"#, "zone.update[0].types", "never changed"),
+        (r#"["@"]"#, r#"["SOA"]"#, "zone.update[0].types", "never changed"),
+    ] {
+        let msg = error(&rule(names, types));
+        assert!(msg.contains(key) && msg.contains(says), "{names} {types}: {msg}");
+    }
 }

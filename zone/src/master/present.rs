@@ -71,6 +71,14 @@ pub fn rdata_text(rtype: u16, rdata: &[u8]) -> String {
         .unwrap_or_else(|| generic(rdata))
 }
 
+/// RDATA in its type's own presentation form, reading back to the same octets; `None`
+/// when the octets do not parse as the type, or it has no form of its own here (what
+/// dynamic update takes: a record of another form is refused, not kept as `\#`).
+#[must_use]
+pub fn native_text(rtype: u16, rdata: &[u8]) -> Option<String> {
+    native(rtype, rdata).filter(|text| reads_back(rtype, text, rdata))
+}
+
 /// True when `text` parses (relative names need none: ours are absolute) to `rdata`.
 fn reads_back(rtype: u16, text: &str, rdata: &[u8]) -> bool {
     let mut lexer = super::lexer::Lexer::new(text.as_bytes());

@@ -1,0 +1,303 @@
+//! Dynamic update (RFC 2136, SPEC §11) with BIND's `nsupdate`: records added and
+//! deleted under `[[zone.update]]` rules, answered by the edge, kept across a control
+//! restart and a reload; every prerequisite kind holding and failing with its RCODE; what
+//! a key may not change refused; an unsigned UPDATE refused. Real control, real edge,
+//! real client.
+mod common;
+
+use std::{
+    io::Write as _,
+    net::SocketAddr,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{free_port, values, Location};
+use hickory_proto::rr::RecordType;
+
+/// The keys' secret (base64; nsupdate takes it on the command line).
+const SECRET: &str = "8Qu0x5o6yRUCdlWrlHvqYpUBIJbBcXKHDz5dkSwPFh0=";
+
+/// dyn.example.: `www` and `h0.dyn` defined by the file; `acme-key` (hmac-md5, as
+/// certbot's default) may change TXT at `_acme-challenge` and one label below it,
+/// `ddns-key` (hmac-sha256) A and AAAA at any name below `dyn`.
+fn zone() -> String {
+    format!(
+        "{}\n[[zone.update]]\nkey = \"acme-key\"\nnames = [\"_acme-challenge\", \"_acme-challenge.*\"]\ntypes = [\"TXT\"]\n\
+         [[zone.update]]\nkey = \"ddns-key\"\nnames = [\"**.dyn\"]\ntypes = [\"A\", \"AAAA\"]\n\
+         [[rrset]]\nname = \"www\"\ntype = \"A\"\nvalues = [\"192.0.2.1\"]\n\
+         [[rrset]]\nname = \"h0.dyn\"\ntype = \"A\"\nvalues = [\"192.0.2.10\"]\n",
+        qdns_testkit::fixtures::zone_head("dyn.example.").replacen(
+            "[zone]\n",
+            "[zone]\ntransfer_allow = [\"127.0.0.0/8\"]\n",
+            1
+        )
+    )
+}
+
+/// Control serving dyn.example. with both keys, UPDATE on `transfer`, metrics on
+/// `metrics`.
+fn start_control(location: &mut Location, transfer: SocketAddr, metrics: &str) {
+    let mut flags = vec![
+        "--no-embedded-checker".to_owned(),
+        "--transfer-listen".to_owned(),
+        transfer.to_string(),
+        "--metrics".to_owned(),
+        metrics.to_owned(),
+    ];
+    for (name, algorithm) in [("acme-key", "hmac-md5"), ("ddns-key", "hmac-sha256")] {
+        let file = location.dir.path().join(format!("{name}.secret"));
+        qdns_testkit::write_secret(&file, format!("{SECRET}\n"));
+        flags.push("--tsig-keys".to_owned());
+        flags.push(format!(
+            "name={name},algorithm={algorithm},secret_file={}",
+            file.display()
+        ));
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    location.start_control_with(&flags);
+}
+
+/// Runs `nsupdate` (`key`: `ALG:NAME`, or none; `tcp`: `-v`) with `commands` for the
+/// server at `transfer`; whether it succeeded, and what it said.
+fn nsupdate(transfer: SocketAddr, key: Option<&str>, tcp: bool, commands: &str) -> (bool, String) {
+    let mut cmd = Command::new("nsupdate");
+    if let Some(key) = key {
+        cmd.args(["-y", &format!("{key}:{SECRET}")]);
+    }
+    if tcp {
+        cmd.arg("-v");
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nsupdate (bind9-dnsutils)");
+    let script = format!(
+        "server {} {}\nzone dyn.example.\n{commands}\nsend\n",
+        transfer.ip(),
+        transfer.port()
+    );
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
+const ACME: Option<&str> = Some("hmac-md5:acme-key");
+const DDNS: Option<&str> = Some("hmac-sha256:ddns-key");
+
+/// Asserts nsupdate succeeds.
+fn applied(transfer: SocketAddr, key: Option<&str>, tcp: bool, commands: &str) {
+    let (ok, said) = nsupdate(transfer, key, tcp, commands);
+    assert!(ok, "{commands}: {said}");
+}
+
+/// Asserts nsupdate fails with `rcode` (as nsupdate names it).
+fn fails(transfer: SocketAddr, key: Option<&str>, commands: &str, rcode: &str) {
+    let (ok, said) = nsupdate(transfer, key, false, commands);
+    assert!(!ok && said.contains(rcode), "{commands}: wanted {rcode}, got: {said}");
+}
+
+/// Waits (10 s at most) until the edge answers `name` `qtype` with `want` (empty: no
+/// records).
+fn edge_answers(location: &Location, name: &str, qtype: RecordType, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = common::ask(location.dns.unwrap(), name, qtype, Duration::from_secs(1), 2).map(|m| texts(&m));
+        if got.as_deref().is_some_and(|g| g == want) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} {qtype}: {got:?}, not {want:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The answer's values, TXT records as their strings.
+fn texts(message: &hickory_proto::op::Message) -> Vec<String> {
+    let mut out: Vec<String> = message
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            hickory_proto::rr::RData::TXT(txt) => Some(
+                txt.txt_data
+                    .iter()
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect::<String>(),
+            ),
+            _ => None,
+        })
+        .collect();
+    if out.is_empty() {
+        out = values(message);
+    }
+    out.sort();
+    out
+}
+
+/// The serial transfers of dyn.example. carry (0: none yet).
+fn serial(location: &Location) -> u64 {
+    common::transfer_serial(location, "dyn.example.")
+}
+
+/// `qdns_control_updates_total{outcome="OUTCOME"}`.
+fn counted(metrics: &str, outcome: &str) -> u64 {
+    let needle = format!("qdns_control_updates_total{{outcome=\"{outcome}\"}} ");
+    common::scrape(metrics)
+        .lines()
+        .find_map(|l| l.strip_prefix(&needle))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn nsupdate_adds_and_deletes_records_under_the_zones_rules() {
+    let mut location = Location::prepared();
+    std::fs::write(location.zones().join("dyn.example.toml"), zone()).unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    start_control(&mut location, transfer, &metrics);
+    location.start_edge();
+    location.edge.as_ref().unwrap().wait_for("snapshot applied");
+    edge_answers(&location, "www.dyn.example.", RecordType::A, &["192.0.2.1"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while serial(&location) == 0 {
+        assert!(Instant::now() < deadline, "no transfer serial");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let serial_before = serial(&location);
+
+    // An ACME challenge over UDP with hmac-md5, then a host over TCP with hmac-sha256.
+    let challenge = "_acme-challenge.www.dyn.example.";
+    applied(
+        transfer,
+        ACME,
+        false,
+        &format!("update add {challenge} 60 TXT \"token-1\""),
+    );
+    edge_answers(&location, challenge, RecordType::TXT, &["token-1"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while serial(&location) <= serial_before {
+        assert!(
+            Instant::now() < deadline,
+            "the serial did not move from {serial_before}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    applied(transfer, DDNS, true, "update add h1.dyn.dyn.example. 300 A 192.0.2.11");
+    edge_answers(&location, "h1.dyn.dyn.example.", RecordType::A, &["192.0.2.11"]);
+
+    // Each prerequisite kind, failing (with its RCODE) and then holding.
+    let add = "update add h2.dyn.dyn.example. 300 A 192.0.2.12";
+    for (prerequisite, rcode) in [
+        ("prereq yxdomain nowhere.dyn.example.", "NXDOMAIN"),
+        ("prereq nxdomain www.dyn.example.", "YXDOMAIN"),
+        ("prereq yxrrset www.dyn.example. TXT", "NXRRSET"),
+        ("prereq nxrrset www.dyn.example. A", "YXRRSET"),
+        ("prereq yxrrset www.dyn.example. A 192.0.2.99", "NXRRSET"),
+    ] {
+        fails(transfer, DDNS, &format!("{prerequisite}\n{add}"), rcode);
+    }
+    edge_answers(&location, "h2.dyn.dyn.example.", RecordType::A, &[]);
+    applied(
+        transfer,
+        DDNS,
+        false,
+        &format!(
+            "prereq yxdomain www.dyn.example.\nprereq nxdomain nowhere.dyn.example.\n\
+             prereq yxrrset www.dyn.example. A\nprereq nxrrset www.dyn.example. TXT\n\
+             prereq yxrrset www.dyn.example. A 192.0.2.1\n{add}"
+        ),
+    );
+    edge_answers(&location, "h2.dyn.dyn.example.", RecordType::A, &["192.0.2.12"]);
+
+    // What a key may not change: an A record with the ACME key (beside a TXT it may add), a set the zone file
+    // defines, the SOA; nor without a key at all. Nothing of a refused UPDATE is kept.
+    fails(
+        transfer,
+        ACME,
+        &format!("update add {challenge} 60 TXT \"token-2\"\ncheck-names off\nupdate add _acme-challenge.dyn.example. 60 A 192.0.2.5"),
+        "REFUSED",
+    );
+    edge_answers(&location, challenge, RecordType::TXT, &["token-1"]);
+    fails(transfer, DDNS, "update delete h0.dyn.dyn.example. A", "REFUSED");
+    fails(
+        transfer,
+        DDNS,
+        "update add dyn.example. 60 SOA a. b. 1 2 3 4 5",
+        "REFUSED",
+    );
+    fails(
+        transfer,
+        None,
+        &format!("update add {challenge} 60 TXT \"x\""),
+        "REFUSED",
+    );
+    edge_answers(&location, "h0.dyn.dyn.example.", RecordType::A, &["192.0.2.10"]);
+
+    // Kept across a control restart and a reload.
+    location.control.take().unwrap().term();
+    start_control(&mut location, transfer, &metrics);
+    assert!(location.ctl(&["reload"]).status.success());
+    edge_answers(&location, "h1.dyn.dyn.example.", RecordType::A, &["192.0.2.11"]);
+    edge_answers(&location, challenge, RecordType::TXT, &["token-1"]);
+
+    // The challenge deleted (one RR), the host's set deleted.
+    applied(
+        transfer,
+        ACME,
+        false,
+        &format!("update delete {challenge} TXT \"token-1\""),
+    );
+    applied(transfer, DDNS, false, "update delete h1.dyn.dyn.example. A");
+    edge_answers(&location, challenge, RecordType::TXT, &[]);
+    edge_answers(&location, "h1.dyn.dyn.example.", RecordType::A, &[]);
+    edge_answers(&location, "h2.dyn.dyn.example.", RecordType::A, &["192.0.2.12"]);
+    // Counted (this control's since its restart).
+    assert_eq!(counted(&metrics, "applied"), 2, "{}", common::scrape(&metrics));
+}
+
+/// The counters before a restart: every outcome the test above makes, from a control
+/// that is not restarted.
+#[test]
+fn every_refusal_is_counted_by_its_reason() {
+    let mut location = Location::prepared();
+    std::fs::write(location.zones().join("dyn.example.toml"), zone()).unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    start_control(&mut location, transfer, &metrics);
+    applied(transfer, DDNS, false, "update add h1.dyn.dyn.example. 300 A 192.0.2.11");
+    applied(transfer, DDNS, false, "update add h1.dyn.dyn.example. 300 A 192.0.2.11");
+    fails(
+        transfer,
+        DDNS,
+        "prereq nxdomain www.dyn.example.\nupdate add h2.dyn.dyn.example. 300 A 192.0.2.12",
+        "YXDOMAIN",
+    );
+    fails(transfer, DDNS, "update add www.dyn.example. 60 A 192.0.2.5", "REFUSED");
+    fails(
+        transfer,
+        None,
+        "update add h3.dyn.dyn.example. 60 A 192.0.2.5",
+        "REFUSED",
+    );
+    for (outcome, want) in [
+        ("applied", 1),
+        ("unchanged", 1),
+        ("prerequisite_failed", 1),
+        ("refused_rule", 1),
+        ("refused_tsig", 1),
+    ] {
+        assert_eq!(
+            counted(&metrics, outcome),
+            want,
+            "{outcome}: {}",
+            common::scrape(&metrics)
+        );
+    }
+}
