@@ -308,8 +308,21 @@ async fn session(follower: &Follower, reached: &mut bool, cut_off: &mut bool) ->
     // any (one watch of `secret/`).
     let secrets_from = take_secrets(follower, &mut store).await?;
     let mut secrets = store.watch_under(SECRETS, secrets_from + 1).await?;
+    // The records dynamic update added (every zone's, one watch of `dynamic/`).
+    let dynamic_from = crate::update::deployed::take(&follower.ctx, &follower.reloads, &mut store).await?;
+    let mut dynamic = store
+        .watch_under(crate::update::deployed::STORE, dynamic_from + 1)
+        .await?;
     loop {
         let seen = tokio::select! {
+            heard = dynamic.next() => match heard? {
+                None => return Err(IntentError::Files("the store ended the watch".to_owned())),
+                Some(Heard::Changed(_) | Heard::Compacted) => {
+                    let from = crate::update::deployed::take(&follower.ctx, &follower.reloads, &mut store).await?;
+                    dynamic = store.watch_under(crate::update::deployed::STORE, from + 1).await?;
+                    continue;
+                }
+            },
             seen = tokio::time::timeout(Duration::from_secs(10), watch.next()) => seen,
             heard = secrets.next() => match heard? {
                 None => return Err(IntentError::Files("the store ended the watch".to_owned())),

@@ -301,3 +301,97 @@ fn every_refusal_is_counted_by_its_reason() {
         );
     }
 }
+
+/// In a deployment the records added by UPDATE are intent (SPEC §11): an UPDATE given to
+/// fra's control is in the store before it is answered and ams's edge answers it within
+/// a second of nsupdate returning; a deletion at ams reaches fra; a location restarted
+/// with the store down still serves them (they are in its state directory).
+#[test]
+fn an_update_at_one_location_is_answered_at_every_location() {
+    use common::deployment::{example_zones, publish, secret_put};
+    use std::fmt::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = qdns_testkit::etcd::Etcd::start(dir.path());
+    let url = etcd.url("qdns/dyn");
+    let zones = example_zones(dir.path(), false);
+    std::fs::write(zones.join("dyn.example.toml"), zone()).unwrap();
+    let keys = dir.path().join("tsig.conf");
+    let mut text = String::new();
+    for (name, algorithm) in [("acme-key", "hmac-md5"), ("ddns-key", "hmac-sha256")] {
+        let _ = writeln!(
+            text,
+            "key \"{name}\" {{\n\talgorithm {algorithm};\n\tsecret \"{SECRET}\";\n}};"
+        );
+    }
+    qdns_testkit::write_secret(&keys, text);
+    secret_put("tsig-keys", &keys, &url);
+    publish(&zones, &url);
+    let at = |name: &str| {
+        let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut loc = Location::prepared();
+        let flags = [
+            "--no-embedded-checker",
+            "--location",
+            name,
+            "--transfer-listen",
+            &transfer.to_string(),
+        ];
+        loc.start_control_following(&url, &flags);
+        loc.start_edge();
+        loc.edge.as_ref().unwrap().wait_for("snapshot applied");
+        (loc, transfer)
+    };
+    let (fra, fra_transfer) = at("fra");
+    let (mut ams, ams_transfer) = at("ams");
+    edge_answers(&ams, "www.dyn.example.", RecordType::A, &["192.0.2.1"]);
+
+    let challenge = "_acme-challenge.www.dyn.example.";
+    applied(
+        fra_transfer,
+        ACME,
+        false,
+        &format!("update add {challenge} 60 TXT \"token-1\""),
+    );
+    let returned = Instant::now();
+    edge_answers(&ams, challenge, RecordType::TXT, &["token-1"]);
+    let took = returned.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "ams answered {took:?} after nsupdate returned"
+    );
+    edge_answers(&fra, challenge, RecordType::TXT, &["token-1"]);
+    // A prerequisite checked against the deployment's records, at the other location.
+    fails(
+        ams_transfer,
+        ACME,
+        &format!("prereq nxrrset {challenge} TXT\nupdate add {challenge} 60 TXT \"token-2\""),
+        "YXRRSET",
+    );
+    applied(ams_transfer, ACME, false, &format!("update delete {challenge} TXT"));
+    edge_answers(&fra, challenge, RecordType::TXT, &[]);
+
+    // ams restarted while the store is down: it serves the records it took.
+    applied(
+        fra_transfer,
+        DDNS,
+        true,
+        "update add h1.dyn.dyn.example. 300 A 192.0.2.11",
+    );
+    edge_answers(&ams, "h1.dyn.dyn.example.", RecordType::A, &["192.0.2.11"]);
+    let mut etcd = etcd;
+    etcd.kill();
+    ams.control.take().unwrap().term();
+    ams.edge.take().unwrap().term();
+    ams.start_control_following(&url, &["--no-embedded-checker", "--location", "ams"]);
+    ams.start_edge();
+    ams.edge.as_ref().unwrap().wait_for("snapshot applied");
+    edge_answers(&ams, "h1.dyn.dyn.example.", RecordType::A, &["192.0.2.11"]);
+    // An UPDATE while the store is down changes nothing (SERVFAIL), at once.
+    fails(
+        fra_transfer,
+        DDNS,
+        "update add h2.dyn.dyn.example. 300 A 192.0.2.12",
+        "SERVFAIL",
+    );
+    edge_answers(&fra, "h2.dyn.dyn.example.", RecordType::A, &[]);
+}

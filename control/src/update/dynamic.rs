@@ -25,11 +25,20 @@ pub fn path(dir: &Path, origin: &[u8]) -> PathBuf {
 /// A file that cannot be read, or a line that does not read back (named).
 pub fn read(dir: &Path, origin: &[u8]) -> Result<Vec<Record>, String> {
     let path = path(dir, origin);
-    let text = match qdns_zone::master::read_bounded(&path) {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(err) => return Err(format!("{}: {err}", path.display())),
-    };
+    match qdns_zone::master::read_bounded(&path) {
+        Ok(bytes) => parse(&bytes, &path.display().to_string()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(err) => Err(format!("{}: {err}", path.display())),
+    }
+}
+
+/// The records of a dynamic file's text `bytes` (`source` names it in errors).
+///
+/// # Errors
+/// Not UTF-8, or a line that does not read back (named).
+pub fn parse(bytes: &[u8], source: &str) -> Result<Vec<Record>, String> {
+    let path = Path::new(source);
+    let text = std::str::from_utf8(bytes).map_err(|_| format!("{source}: not UTF-8"))?;
     let mut records = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let bad = |why: &str| format!("{}:{}: {why}", path.display(), n + 1);
@@ -37,16 +46,10 @@ pub fn read(dir: &Path, origin: &[u8]) -> Result<Vec<Record>, String> {
         let (key, at) = meta.split_once(" at=").ok_or_else(|| bad("no `at=`"))?;
         let at: u64 = at.trim().parse().map_err(|_| bad("`at=` is not a number"))?;
         let mut parsed = None;
-        qdns_zone::master::parse_each(
-            record.as_bytes(),
-            &path,
-            &hickory_proto::rr::Name::root(),
-            0,
-            &mut |r| {
-                parsed = Some((r.name, r.rtype, r.ttl, r.rdata));
-                Ok(())
-            },
-        )
+        qdns_zone::master::parse_each(record.as_bytes(), path, &hickory_proto::rr::Name::root(), 0, &mut |r| {
+            parsed = Some((r.name, r.rtype, r.ttl, r.rdata));
+            Ok(())
+        })
         .map_err(|e| bad(&e.to_string()))?;
         let (name, rtype, ttl, rdata) = parsed.ok_or_else(|| bad("no record"))?;
         records.push(Record {
@@ -78,8 +81,9 @@ pub fn write(dir: &Path, origin: &[u8], records: &[Record]) -> Result<(), String
     qdns_link::pki::write_atomic(&path, text(records).as_bytes(), 0o600).map_err(|e| e.to_string())
 }
 
-/// The file's text.
-fn text(records: &[Record]) -> String {
+/// The file's text (also the deployment's value of the zone's records).
+#[must_use]
+pub fn text(records: &[Record]) -> String {
     use qdns_zone::master::{present, type_name};
     let mut out = String::new();
     for r in records {

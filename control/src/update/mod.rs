@@ -9,9 +9,11 @@
 //! the zones are loaded again with it — the serial moves, signed zones are signed again
 //! (only the changed sets), secondaries are notified and the edges get it — before the
 //! answer goes out. A reload that refuses it puts the records before back and answers
-//! SERVFAIL. The queue is bounded ([`QUEUE`]); an UPDATE that finds it full is dropped
+//! SERVFAIL. With `--intent` the records are the deployment's ([`deployed`]): changed
+//! in the store by compare-and-swap first, and every location takes them. The queue is bounded ([`QUEUE`]); an UPDATE that finds it full is dropped
 //! (counted `busy`: the client retries).
 pub mod apply;
+pub mod deployed;
 pub mod dynamic;
 
 use std::{net::IpAddr, time::Duration};
@@ -56,9 +58,9 @@ pub enum Outcome {
     Failed,
     /// The queue was full: dropped.
     Busy,
-    /// Control follows a deployment's intent: dynamic records are not kept in the store
-    /// yet, so UPDATE is refused rather than kept at one location.
-    RefusedIntent,
+    /// With `--intent`: the store could not be reached (or kept changing under the
+    /// UPDATE): nothing was changed (SERVFAIL).
+    StoreUnreachable,
 }
 
 impl Outcome {
@@ -74,7 +76,7 @@ impl Outcome {
         Outcome::Malformed,
         Outcome::Failed,
         Outcome::Busy,
-        Outcome::RefusedIntent,
+        Outcome::StoreUnreachable,
     ];
 
     /// The metric label.
@@ -91,7 +93,7 @@ impl Outcome {
             Outcome::Malformed => "malformed",
             Outcome::Failed => "failed",
             Outcome::Busy => "busy",
-            Outcome::RefusedIntent => "refused_intent",
+            Outcome::StoreUnreachable => "store_unreachable",
         }
     }
 }
@@ -187,14 +189,34 @@ async fn handle(ctx: &Ctx, peer: IpAddr, message: &[u8]) -> (Vec<u8>, Outcome) {
     if request.qtype != rtype::SOA || request.qclass != 1 {
         return answer(rcode::FORMERR, Outcome::Malformed);
     }
-    if ctx.deployment.is_some() {
-        tracing::warn!(%peer, key = %key.name, "UPDATE refused: with --intent, records added by dynamic update are not kept in the store yet");
-        return answer(rcode::REFUSED, Outcome::RefusedIntent);
-    }
-    let mut state = ctx.state.lock().await;
-    let (code, outcome) = change(ctx, &mut state, &update, (&key.name, peer), now);
-    drop(state);
+    let (code, outcome) = if let Some(deployment) = &ctx.deployment {
+        deployed::change(ctx, deployment, &update, (&key.name, peer), now).await
+    } else {
+        let mut state = ctx.state.lock().await;
+        change(ctx, &mut state, &update, (&key.name, peer), now)
+    };
     answer(code, outcome)
+}
+
+/// The zone `origin` names as served now, and its rules; NOTAUTH when it is not served
+/// or has none.
+fn zone_and_rules(
+    state: &crate::state::State,
+    origin: &[u8],
+) -> Result<(qdns_zone::Zone, Vec<qdns_zone::update::Rule>), (u8, Outcome)> {
+    let zone = state
+        .served
+        .snapshot
+        .zones
+        .iter()
+        .find(|z| z.origin == origin)
+        .cloned()
+        .ok_or((rcode::NOTAUTH, Outcome::NotAuth))?;
+    let rules = zone.transfer.as_ref().map(|t| t.update.clone()).unwrap_or_default();
+    if rules.is_empty() {
+        return Err((rcode::NOTAUTH, Outcome::NotAuth));
+    }
+    Ok((zone, rules))
 }
 
 /// Carries out `update` by `key` from `peer` on the zone it names (the state locked
@@ -208,20 +230,10 @@ fn change(
 ) -> (u8, Outcome) {
     let origin = &update.request.qname;
     let zone_text = qdns_zone::name::to_text(origin);
-    let Some(zone) = state
-        .served
-        .snapshot
-        .zones
-        .iter()
-        .find(|z| &z.origin == origin)
-        .cloned()
-    else {
-        return (rcode::NOTAUTH, Outcome::NotAuth);
+    let (zone, rules) = match zone_and_rules(state, origin) {
+        Ok(found) => found,
+        Err(refused) => return refused,
     };
-    let rules = zone.transfer.as_ref().map(|t| t.update.clone()).unwrap_or_default();
-    if rules.is_empty() {
-        return (rcode::NOTAUTH, Outcome::NotAuth);
-    }
     let dir = ctx.state_dir.join(dynamic::DIR);
     let before = match dynamic::read(&dir, origin) {
         Ok(records) => records,
@@ -236,15 +248,32 @@ fn change(
     let sections = (&update.prerequisites[..], &update.updates[..]);
     let records = match apply::apply(&zone, &before, sections, (key, &rules), now) {
         Ok(records) => records,
-        Err(refused) => {
-            tracing::info!(%peer, key, zone = %zone_text, why = %refused.why, rcode = refused.rcode, "UPDATE not applied");
-            return (refused.rcode, refused.outcome);
-        }
+        Err(refused) => return not_applied(&refused, &zone_text, (key, peer)),
     };
     if records == before {
         return (rcode::NOERROR, Outcome::Unchanged);
     }
-    if let Err(err) = dynamic::write(&dir, origin, &records) {
+    keep_and_load(ctx, state, origin, (&before, &records), (key, peer))
+}
+
+/// Logs why an UPDATE was not applied; its RCODE and outcome.
+fn not_applied(refused: &apply::Refused, zone_text: &str, (key, peer): (&str, IpAddr)) -> (u8, Outcome) {
+    tracing::info!(%peer, key, zone = %zone_text, why = %refused.why, rcode = refused.rcode, "UPDATE not applied");
+    (refused.rcode, refused.outcome)
+}
+
+/// Keeps `records` (were `before`) for the zone at `origin` in the state directory and
+/// loads the zones again with them; when that load is refused, `before` is put back.
+fn keep_and_load(
+    ctx: &Ctx,
+    state: &mut crate::state::State,
+    origin: &[u8],
+    (before, records): (&[apply::Record], &[apply::Record]),
+    (key, peer): (&str, IpAddr),
+) -> (u8, Outcome) {
+    let zone_text = qdns_zone::name::to_text(origin);
+    let dir = ctx.state_dir.join(dynamic::DIR);
+    if let Err(err) = dynamic::write(&dir, origin, records) {
         state.event("update", format!("{zone_text}: an UPDATE could not be kept: {err}"));
         return (rcode::SERVFAIL, Outcome::Failed);
     }
@@ -265,7 +294,7 @@ fn change(
         }
         Err(err) => {
             // The zones in force stay; so do the records before.
-            let _ = dynamic::write(&dir, origin, &before);
+            let _ = dynamic::write(&dir, origin, before);
             state.event(
                 "update",
                 format!("{zone_text}: an UPDATE did not load, nothing changed: {}", err.message),
