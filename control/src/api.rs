@@ -47,6 +47,15 @@ pub enum Request {
         /// The zone's origin.
         zone: String,
     },
+    /// A zone's plain records, one a row, each with the key that added it and when for
+    /// those dynamic update added.
+    Records {
+        /// The zone's origin.
+        zone: String,
+        /// Only the records dynamic update added.
+        #[serde(default)]
+        dynamic: bool,
+    },
     /// Force a check's status until the expiry.
     OverrideSet {
         /// Check id.
@@ -305,6 +314,8 @@ pub enum Reply {
     Explain(Box<Explanation>),
     /// `dump`.
     Dump(ZoneDump),
+    /// `records`.
+    Records(Vec<RecordRow>),
     /// `override_set`.
     OverrideSet(OverrideSet),
     /// `override_clear`.
@@ -329,6 +340,7 @@ impl Reply {
             Request::Health { .. } => Reply::Health(from_value(data)?),
             Request::Explain { .. } => Reply::Explain(from_value(data)?),
             Request::Dump { .. } => Reply::Dump(from_value(data)?),
+            Request::Records { .. } => Reply::Records(from_value(data)?),
             Request::OverrideSet { .. } => Reply::OverrideSet(from_value(data)?),
             Request::OverrideClear { .. } => Reply::OverrideCleared(from_value(data)?),
             Request::External { .. } => Reply::External(from_value(data)?),
@@ -702,6 +714,26 @@ pub struct Share {
     pub member: Option<String>,
     /// Share, 0–1.
     pub share: f64,
+}
+
+/// One record of `records`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordRow {
+    /// Owner, absolute.
+    pub name: String,
+    /// TTL.
+    pub ttl: u32,
+    /// Type mnemonic.
+    #[serde(rename = "type")]
+    pub rtype: String,
+    /// RDATA in presentation form.
+    pub rdata: String,
+    /// The TSIG key that added it (dynamic update only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// When it was added, Unix seconds (dynamic update only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<u64>,
 }
 
 /// `dump`.

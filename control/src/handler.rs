@@ -221,6 +221,10 @@ fn run(ctx: &Ctx, state: &mut State, request: Request) -> Result<Reply, ApiError
                 text: qdns_zone::master::zone_text(found),
             }))
         }
+        Request::Records { zone, dynamic } => {
+            let found = zone_of(state, &zone)?;
+            records(found, &ctx.state_dir.join(crate::update::dynamic::DIR), dynamic).map(Reply::Records)
+        }
         Request::ShiftList {} => Ok(Reply::Shifts(shift_list(state))),
         Request::Events { limit } => {
             let limit = limit.unwrap_or(100);
@@ -560,6 +564,50 @@ pub(crate) fn health(state: &State, check: Option<&str>) -> Result<Vec<CheckHeal
 }
 
 /// The zone of the snapshot named `zone`.
+/// `zone`'s plain records (`dynamic`: only those dynamic update added, kept under
+/// `dir`), each dynamic one with its key and time.
+fn records(
+    zone: &qdns_zone::Zone,
+    dir: &std::path::Path,
+    dynamic: bool,
+) -> Result<Vec<crate::api::RecordRow>, ApiError> {
+    use qdns_zone::master::{present, type_name};
+    let added =
+        crate::update::dynamic::read(dir, &zone.origin).map_err(|err| ApiError::new(ErrorCode::Internal, err))?;
+    let row = |name: &[u8], rtype: u16, ttl: u32, rdata: &[u8]| crate::api::RecordRow {
+        name: name::to_text(name),
+        ttl,
+        rtype: type_name(rtype),
+        rdata: present::rdata_text(rtype, rdata),
+        key: None,
+        added: None,
+    };
+    if dynamic {
+        return Ok(added
+            .iter()
+            .map(|r| crate::api::RecordRow {
+                key: Some(r.key.clone()),
+                added: Some(r.at),
+                ..row(&r.name, r.rtype, r.ttl, &r.rdata)
+            })
+            .collect());
+    }
+    let mut rows = Vec::new();
+    for set in zone.rrsets.iter().filter(|s| s.policy.is_none()) {
+        for rdata in &set.rdata {
+            let by = added
+                .iter()
+                .find(|r| r.name == set.name && r.rtype == set.rtype && &r.rdata == rdata);
+            rows.push(crate::api::RecordRow {
+                key: by.map(|r| r.key.clone()),
+                added: by.map(|r| r.at),
+                ..row(&set.name, set.rtype, set.ttl, rdata)
+            });
+        }
+    }
+    Ok(rows)
+}
+
 fn zone_of<'s>(state: &'s State, zone: &str) -> Result<&'s qdns_zone::Zone, ApiError> {
     let origin = owner_wire(zone).map_err(ApiError::bad_argument)?;
     state

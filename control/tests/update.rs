@@ -155,6 +155,40 @@ fn counted(metrics: &str, outcome: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `qdnsctl records` lists the dynamic records (the challenge, h1 and h2), each with the
+/// key that added it and when, and beside the zone file's.
+fn listed(location: &Location, challenge: &str) {
+    let rows = location.ctl_json(&["records", "dyn.example.", "--dynamic"]);
+    let listed: Vec<(String, String, String)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert!(r["added"].as_u64().is_some_and(|at| at > 1_700_000_000), "{r}");
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["type"].as_str().unwrap().to_owned(),
+                r["key"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = |name: &str, rtype: &str, key: &str| (name.to_owned(), rtype.to_owned(), key.to_owned());
+    assert_eq!(
+        listed,
+        [
+            want(challenge, "TXT", "acme-key"),
+            want("h1.dyn.dyn.example.", "A", "ddns-key"),
+            want("h2.dyn.dyn.example.", "A", "ddns-key"),
+        ],
+        "{rows}"
+    );
+    let all = String::from_utf8(location.ctl(&["records", "dyn.example."]).stdout).unwrap();
+    assert!(
+        all.contains("www.dyn.example. 60 IN A 192.0.2.1\n") && all.contains("; dynamic update by key ddns-key at"),
+        "{all}"
+    );
+}
+
 #[test]
 fn nsupdate_adds_and_deletes_records_under_the_zones_rules() {
     let mut location = Location::prepared();
@@ -246,6 +280,8 @@ fn nsupdate_adds_and_deletes_records_under_the_zones_rules() {
     assert!(location.ctl(&["reload"]).status.success());
     edge_answers(&location, "h1.dyn.dyn.example.", RecordType::A, &["192.0.2.11"]);
     edge_answers(&location, challenge, RecordType::TXT, &["token-1"]);
+    // qdnsctl lists them with the key that added each.
+    listed(&location, challenge);
 
     // The challenge deleted (one RR), the host's set deleted.
     applied(

@@ -50,6 +50,14 @@ enum Command {
     },
     /// ZONE's record sets as a master file (RFC 1035 §5; policy sets as comments).
     Dump { zone: String },
+    /// ZONE's plain records, one a line; those dynamic update added with the key that
+    /// added each and when.
+    Records {
+        zone: String,
+        /// Only the records dynamic update added (RFC 2136).
+        #[arg(long)]
+        dynamic: bool,
+    },
     /// Force a check's status for a while.
     Override {
         #[command(subcommand)]
@@ -447,19 +455,11 @@ fn main() -> ExitCode {
 }
 
 /// The control socket request of a command that is one (`None`: run here).
-fn socket_request(command: Command) -> Option<Request> {
-    Some(match command {
-        Command::Status => Request::Status {},
-        Command::Reload => Request::Reload {},
-        Command::Health { check } => Request::Health { check },
-        Command::Explain { name, rtype, client } => Request::Explain { name, rtype, client },
-        Command::Dump { zone } => Request::Dump { zone },
-        Command::Dnssec {
-            action: DnssecAction::Ds { zone },
-        } => Request::DnssecDs { zone },
-        Command::Dnssec {
-            action: DnssecAction::Rollover { zone, complete },
-        } => Request::DnssecRollover {
+/// The control socket's request for `qdnsctl dnssec ACTION`.
+fn dnssec_request(action: DnssecAction) -> Request {
+    match action {
+        DnssecAction::Ds { zone } => Request::DnssecDs { zone },
+        DnssecAction::Rollover { zone, complete } => Request::DnssecRollover {
             zone,
             step: if complete {
                 qdns_control::dnssec::RolloverStep::Complete
@@ -467,6 +467,18 @@ fn socket_request(command: Command) -> Option<Request> {
                 qdns_control::dnssec::RolloverStep::Start
             },
         },
+    }
+}
+
+fn socket_request(command: Command) -> Option<Request> {
+    Some(match command {
+        Command::Status => Request::Status {},
+        Command::Reload => Request::Reload {},
+        Command::Health { check } => Request::Health { check },
+        Command::Explain { name, rtype, client } => Request::Explain { name, rtype, client },
+        Command::Dump { zone } => Request::Dump { zone },
+        Command::Records { zone, dynamic } => Request::Records { zone, dynamic },
+        Command::Dnssec { action } => dnssec_request(action),
         Command::Override {
             action:
                 OverrideAction::Set {

@@ -67,6 +67,15 @@ pub(crate) fn print_human(reply: &Reply) {
         }
         Reply::Explain(explanation) => print_explain(explanation),
         Reply::Dump(dump) => print!("{}", dump.text),
+        Reply::Records(rows) => {
+            for r in rows {
+                let by = match (&r.key, r.added) {
+                    (Some(key), Some(at)) => format!(" ; dynamic update by key {key} at {at}"),
+                    _ => String::new(),
+                };
+                println!("{} {} IN {} {}{by}", r.name, r.ttl, r.rtype, r.rdata);
+            }
+        }
         Reply::DnssecKeys(keys) => {
             for key in keys {
                 println!("; key {} {} ({})", key.tag, key.algorithm, key.state);
