@@ -303,7 +303,9 @@ fn nsupdate_adds_and_deletes_records_under_the_zones_rules() {
 #[test]
 fn every_refusal_is_counted_by_its_reason() {
     let mut location = Location::prepared();
-    std::fs::write(location.zones().join("dyn.example.toml"), zone()).unwrap();
+    // Secondaries at 127.0.0.1 only: the SOA query below comes from 127.0.0.2.
+    let zone = zone().replace("transfer_allow = [\"127.0.0.0/8\"]", "transfer_allow = [\"127.0.0.1\"]");
+    std::fs::write(location.zones().join("dyn.example.toml"), zone).unwrap();
     let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let metrics = format!("127.0.0.1:{}", free_port());
     start_control(&mut location, transfer, &metrics);
@@ -322,6 +324,31 @@ fn every_refusal_is_counted_by_its_reason() {
         "update add h3.dyn.dyn.example. 60 A 192.0.2.5",
         "REFUSED",
     );
+    // The zone's SOA for a key of its rules, from outside transfer_allow (as certbot
+    // finds the zone to update); not without the key.
+    let soa = |key: Option<&str>| {
+        let mut dig = Command::new("dig");
+        dig.args([
+            "+norec",
+            "+tries=1",
+            "+time=2",
+            "-b",
+            "127.0.0.2",
+            "-p",
+            &transfer.port().to_string(),
+        ]);
+        if let Some(key) = key {
+            dig.args(["-y", &format!("{key}:{SECRET}")]);
+        }
+        let out = dig.args(["@127.0.0.1", "dyn.example.", "SOA"]).output().expect("dig");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let signed = soa(ACME);
+    assert!(
+        signed.contains("status: NOERROR") && signed.contains(" aa") && signed.contains("IN\tSOA"),
+        "{signed}"
+    );
+    assert!(soa(None).contains("status: REFUSED"), "{}", soa(None));
     for (outcome, want) in [
         ("applied", 1),
         ("unchanged", 1),

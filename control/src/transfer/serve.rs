@@ -180,28 +180,32 @@ impl Answer {
     }
 }
 
+/// FORMERR, unsigned and without a question, to a request that does not read; `None`
+/// when it has no ID either.
+fn unreadable(message: &[u8], now: u64, limit: usize) -> Option<(Answer, Outcome)> {
+    let id = message.get(..2)?;
+    let bare = Request {
+        id: u16::from_be_bytes([id[0], id[1]]),
+        opcode: message.get(2).map_or(0, |f| (f >> 3) & 0xf),
+        qname: Vec::new(),
+        qname_sent: Vec::new(),
+        qtype: 0,
+        qclass: 0,
+        serial: None,
+        tsig: None,
+    };
+    Some((
+        Answer::new(bare, rcode::FORMERR, Vec::new(), now, limit),
+        Outcome::Malformed,
+    ))
+}
+
 /// The answer to `message` from `peer` (`tcp`: over TCP), and what it counts as;
 /// `None`: not answered (too short to answer).
 pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, now: u64) -> Option<(Answer, Outcome)> {
     let limit = if tcp { wire::MESSAGE_TARGET } else { 1232 };
     let Ok(request) = wire::read_request(message) else {
-        {
-            let id = message.get(..2)?;
-            let bare = Request {
-                id: u16::from_be_bytes([id[0], id[1]]),
-                opcode: message.get(2).map_or(0, |f| (f >> 3) & 0xf),
-                qname: Vec::new(),
-                qname_sent: Vec::new(),
-                qtype: 0,
-                qclass: 0,
-                serial: None,
-                tsig: None,
-            };
-            return Some((
-                Answer::new(bare, rcode::FORMERR, Vec::new(), now, limit),
-                Outcome::Malformed,
-            ));
-        }
+        return unreadable(message, now, limit);
     };
     let refuse =
         |request: Request, code: u8, outcome: Outcome| (Answer::new(request, code, Vec::new(), now, limit), outcome);
@@ -255,6 +259,16 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
         let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedOther);
         return Some((signed(answer), outcome));
     };
+    // A SOA query signed with a key the zone's `[[zone.update]]` rules name is answered
+    // wherever it comes from: UPDATE clients find their zone so (certbot asks the SOA of
+    // each name up from its challenge, signed, until one is authoritative).
+    let updater = key
+        .as_ref()
+        .is_some_and(|k| zone.settings.update.iter().any(|rule| rule.key == k.name));
+    if updater && request.qtype == rtype::SOA && request.qclass == 1 {
+        let answer = Answer::new(request, rcode::NOERROR, vec![Part::Owned(zone.soa.clone())], now, limit);
+        return Some((signed(answer), Outcome::Soa));
+    }
     let wanted = zone.settings.tsig.as_deref();
     if !zone.settings.allows(peer) {
         let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedAcl);
