@@ -224,7 +224,7 @@ async fn serve_transfers(
     let Some(addr) = &config.settings.transfer_listen else {
         if wanted {
             tracing::warn!(
-                "zones set transfer_allow or notify but --transfer-listen is not given: nothing is transferred"
+                "zones set transfer_allow, notify or [[zone.update]] but --transfer-listen is not given: nothing is transferred or updated"
             );
         }
         return Ok(());

@@ -324,9 +324,11 @@ fn every_refusal_is_counted_by_its_reason() {
         "update add h3.dyn.dyn.example. 60 A 192.0.2.5",
         "REFUSED",
     );
-    // The zone's SOA for a key of its rules, from outside transfer_allow (as certbot
-    // finds the zone to update); not without the key.
-    let soa = |key: Option<&str>| {
+    // A zone open to UPDATE tells anyone its SOA, signed or not, from outside
+    // transfer_allow (certbot asks signed, lego unsigned, to find the zone to update);
+    // below the apex: no SOA there (NODATA, the SOA in authority). Its AXFR stays
+    // refused from there.
+    let dig_from = |key: Option<&str>, name: &str, qtype: &str| {
         let mut dig = Command::new("dig");
         dig.args([
             "+norec",
@@ -340,15 +342,25 @@ fn every_refusal_is_counted_by_its_reason() {
         if let Some(key) = key {
             dig.args(["-y", &format!("{key}:{SECRET}")]);
         }
-        let out = dig.args(["@127.0.0.1", "dyn.example.", "SOA"]).output().expect("dig");
+        let out = dig.args(["@127.0.0.1", name, qtype]).output().expect("dig");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let signed = soa(ACME);
-    assert!(
-        signed.contains("status: NOERROR") && signed.contains(" aa") && signed.contains("IN\tSOA"),
-        "{signed}"
-    );
-    assert!(soa(None).contains("status: REFUSED"), "{}", soa(None));
+    for key in [ACME, None] {
+        let apex = dig_from(key, "dyn.example.", "SOA");
+        assert!(
+            apex.contains("status: NOERROR") && apex.contains(" aa") && apex.contains("ANSWER: 1,"),
+            "{apex}"
+        );
+        let below = dig_from(key, "_acme-challenge.www.dyn.example.", "SOA");
+        assert!(
+            below.contains("status: NOERROR")
+                && below.contains("ANSWER: 0, AUTHORITY: 1,")
+                && below.contains("dyn.example.\t\t60\tIN\tSOA"),
+            "{below}"
+        );
+    }
+    let axfr = dig_from(None, "dyn.example.", "AXFR");
+    assert!(axfr.contains("Transfer failed"), "{axfr}");
     for (outcome, want) in [
         ("applied", 1),
         ("unchanged", 1),

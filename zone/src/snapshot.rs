@@ -92,6 +92,14 @@ pub struct Transfer {
 }
 
 impl Transfer {
+    /// True when control's transfer listener serves the zone: someone may transfer it
+    /// (`transfer_allow`) or change it by UPDATE (`[[zone.update]]`, which needs no
+    /// `transfer_allow`: the rules' keys are the ACL).
+    #[must_use]
+    pub fn served(&self) -> bool {
+        !self.allow.is_empty() || !self.update.is_empty()
+    }
+
     /// True when `addr` is inside an allowed prefix.
     #[must_use]
     pub fn allows(&self, addr: std::net::IpAddr) -> bool {

@@ -278,6 +278,23 @@ impl Transfers {
             .cloned()
     }
 
+    /// The served zone `name` (wire, lowercase) is at or below, the closest.
+    #[must_use]
+    pub fn enclosing(&self, name: &[u8]) -> Option<Arc<Served>> {
+        let zones = self.zones.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut at = name;
+        loop {
+            if let Some(zone) = zones.get(at) {
+                return Some(Arc::clone(zone));
+            }
+            let len = usize::from(*at.first()?);
+            if len == 0 {
+                return None;
+            }
+            at = at.get(1 + len..)?;
+        }
+    }
+
     /// True when `peer` may ask for anything here: a served zone's `transfer_allow`
     /// takes it, or it is the primary of a zone taken from one (its NOTIFYs). Checked
     /// before a TCP connection holds a place.
@@ -484,7 +501,7 @@ pub async fn follow(sources: Sources, transfers: Arc<Transfers>, shutdown: tokio
         let transferred = snapshot
             .zones
             .iter()
-            .any(|z| z.transfer.as_deref().is_some_and(|t| !t.allow.is_empty()));
+            .any(|z| z.transfer.as_deref().is_some_and(Transfer::served));
         let sharing = shared.as_mut().filter(|_| transferred);
         if let Some(held) = match sharing {
             Some(shared) => shared.read().await,
@@ -544,7 +561,7 @@ impl Follower {
         let mut zones = BTreeMap::new();
         let mut moved = Vec::new();
         for zone in &snapshot.zones {
-            let Some(settings) = zone.transfer.as_deref().filter(|t| !t.allow.is_empty()) else {
+            let Some(settings) = zone.transfer.as_deref().filter(|t| t.served()) else {
                 continue;
             };
             let old = self.transfers.zone(&zone.origin);

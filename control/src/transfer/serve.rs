@@ -115,6 +115,8 @@ pub struct Answer {
     request: Request,
     rcode: u8,
     records: Records,
+    /// Records for the first message's authority section (a NODATA answer's SOA).
+    authority: Vec<Vec<u8>>,
     key: Option<Key>,
     /// The MAC the next message chains to (the request's first).
     prior: Option<Vec<u8>>,
@@ -132,6 +134,7 @@ impl Answer {
             request,
             rcode,
             records: Records { parts, part: 0, at: 0 },
+            authority: Vec::new(),
             key: None,
             prior: None,
             unsigned_error: None,
@@ -162,6 +165,9 @@ impl Answer {
             if let Some(record) = self.records.next() {
                 wire::push_answer(&mut message, record);
             }
+        }
+        for record in std::mem::take(&mut self.authority) {
+            wire::push_authority(&mut message, &record);
         }
         let first = !self.started;
         self.started = true;
@@ -253,22 +259,32 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
         let (answer, outcome) = refuse(request, rcode::NOTIMP, Outcome::RefusedOther);
         return Some((signed(answer), outcome));
     }
+    // SOA queries about a zone open to dynamic update are answered to anyone, signed or
+    // not: UPDATE clients find the zone to update so, each name up from the one they
+    // change (certbot signed, lego unsigned) until the answer is the zone's SOA. Below
+    // the apex the answer is "no SOA here" (NODATA, the SOA in authority; names are not
+    // looked up) and the client goes up a label.
+    if request.qtype == rtype::SOA && request.qclass == 1 {
+        if let Some(zone) = transfers
+            .enclosing(&request.qname)
+            .filter(|z| !z.settings.update.is_empty())
+        {
+            let answer = if zone.origin == request.qname {
+                Answer::new(request, rcode::NOERROR, vec![Part::Owned(zone.soa.clone())], now, limit)
+            } else {
+                let mut answer = Answer::new(request, rcode::NOERROR, Vec::new(), now, limit);
+                answer.authority.clone_from(&zone.soa);
+                answer
+            };
+            return Some((signed(answer), Outcome::Soa));
+        }
+    }
     // A zone not served is refused as one served but not to this peer is: NOTAUTH here
     // would tell anyone which zones are served (issue 53 §8).
     let Some(zone) = transfers.zone(&request.qname) else {
         let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedOther);
         return Some((signed(answer), outcome));
     };
-    // A SOA query signed with a key the zone's `[[zone.update]]` rules name is answered
-    // wherever it comes from: UPDATE clients find their zone so (certbot asks the SOA of
-    // each name up from its challenge, signed, until one is authoritative).
-    let updater = key
-        .as_ref()
-        .is_some_and(|k| zone.settings.update.iter().any(|rule| rule.key == k.name));
-    if updater && request.qtype == rtype::SOA && request.qclass == 1 {
-        let answer = Answer::new(request, rcode::NOERROR, vec![Part::Owned(zone.soa.clone())], now, limit);
-        return Some((signed(answer), Outcome::Soa));
-    }
     let wanted = zone.settings.tsig.as_deref();
     if !zone.settings.allows(peer) {
         let (answer, outcome) = refuse(request, rcode::REFUSED, Outcome::RefusedAcl);

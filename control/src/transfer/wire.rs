@@ -478,6 +478,16 @@ pub fn push_answer(message: &mut Vec<u8>, record: &[u8]) {
     }
 }
 
+/// Appends `record` (wire form) to the authority section of `message`, whose answer
+/// section is complete, and counts it.
+pub fn push_authority(message: &mut Vec<u8>, record: &[u8]) {
+    message.extend_from_slice(record);
+    if message.len() >= 12 {
+        let count = u16::from_be_bytes([message[8], message[9]]).saturating_add(1);
+        message[8..10].copy_from_slice(&count.to_be_bytes());
+    }
+}
+
 /// One RR in wire form: owner (uncompressed), type, class IN, TTL, RDATA.
 #[must_use]
 pub fn record(owner: &[u8], rtype: u16, ttl: u32, rdata: &[u8]) -> Vec<u8> {
