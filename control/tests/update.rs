@@ -377,6 +377,61 @@ fn every_refusal_is_counted_by_its_reason() {
     }
 }
 
+/// A key's `per_minute`: ddns-key may make 3 UPDATEs a minute to dyn.example.; the
+/// fourth and fifth at once are refused (counted `rate_limited`, nothing of them kept),
+/// while acme-key, which has no limit, goes on.
+#[test]
+fn a_keys_updates_are_limited_per_minute() {
+    let mut location = Location::prepared();
+    let zone = zone().replace("names = [\"**.dyn\"]\n", "names = [\"**.dyn\"]\nper_minute = 3\n");
+    assert!(zone.contains("per_minute = 3"));
+    std::fs::write(location.zones().join("dyn.example.toml"), zone).unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    start_control(&mut location, transfer, &metrics);
+    for i in 1..=3 {
+        applied(
+            transfer,
+            DDNS,
+            false,
+            &format!("update add h{i}.dyn.dyn.example. 300 A 192.0.2.{i}"),
+        );
+    }
+    for i in 4..=5 {
+        fails(
+            transfer,
+            DDNS,
+            &format!("update add h{i}.dyn.dyn.example. 300 A 192.0.2.{i}"),
+            "REFUSED",
+        );
+    }
+    for i in 1..=4 {
+        applied(
+            transfer,
+            ACME,
+            false,
+            &format!("update add _acme-challenge.dyn.example. 60 TXT \"t{i}\""),
+        );
+    }
+    assert_eq!(counted(&metrics, "rate_limited"), 2);
+    assert_eq!(counted(&metrics, "applied"), 7);
+    let kept: Vec<String> = dynamic_names(&location);
+    assert!(
+        !kept.iter().any(|n| n.starts_with("h4.") || n.starts_with("h5.")),
+        "{kept:?}"
+    );
+}
+
+/// The owners `qdnsctl records dyn.example. --dynamic` lists.
+fn dynamic_names(location: &Location) -> Vec<String> {
+    let rows = location.ctl_json(&["records", "dyn.example.", "--dynamic"]);
+    rows.as_array()
+        .unwrap_or_else(|| panic!("{rows}"))
+        .iter()
+        .map(|row| row["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// In a deployment the records added by UPDATE are intent (SPEC §11): an UPDATE given to
 /// fra's control is in the store before it is answered and ams's edge answers it within
 /// a second of nsupdate returning; a deletion at ams reaches fra; a location restarted

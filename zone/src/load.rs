@@ -738,7 +738,22 @@ impl<'a> ZoneBuilder<'a> {
             }
             Some(types)
         };
-        Ok(crate::update::Rule { key, names, types })
+        let per_minute = match &rule.per_minute {
+            Some(limit) if *limit.get_ref() == 0 => {
+                return Err(self.err(
+                    limit,
+                    &field("per_minute"),
+                    "0 would refuse every UPDATE of the key: remove the rule instead",
+                ))
+            }
+            limit => limit.as_ref().map(|l| *l.get_ref()),
+        };
+        Ok(crate::update::Rule {
+            key,
+            names,
+            types,
+            per_minute,
+        })
     }
 
     /// 1-based line of span offset `offset` of the table being read.

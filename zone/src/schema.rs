@@ -182,6 +182,10 @@ pub struct UpdateEntry {
     pub names: Spanned<Vec<Spanned<String>>>,
     /// Type mnemonics, or `["*"]` for any type UPDATE may change.
     pub types: Spanned<Vec<Spanned<String>>>,
+    /// The key's UPDATEs to this zone, at most this many a minute (a burst of as many,
+    /// refilled evenly); none: no limit.
+    #[serde(default)]
+    pub per_minute: Option<Spanned<u32>>,
 }
 
 /// `[zone.soa]` (RFC 1035 §3.3.13).

@@ -83,6 +83,19 @@ pub struct Rule {
     pub names: Vec<Pattern>,
     /// Types it may change; `None`: any type UPDATE may change (`["*"]`).
     pub types: Option<Vec<u16>>,
+    /// The key's UPDATEs to the zone, at most this many a minute; `None`: no limit.
+    pub per_minute: Option<u32>,
+}
+
+/// The lowest `per_minute` of the rules of `key` among `rules`; `None` when none of
+/// them limits it.
+#[must_use]
+pub fn per_minute(rules: &[Rule], key: &str) -> Option<u32> {
+    rules
+        .iter()
+        .filter(|rule| rule.key.eq_ignore_ascii_case(key))
+        .filter_map(|rule| rule.per_minute)
+        .min()
 }
 
 impl Rule {
@@ -141,6 +154,7 @@ mod tests {
             key: "acme".into(),
             names: names.iter().map(|n| Pattern::parse(n).unwrap()).collect(),
             types,
+            per_minute: None,
         };
         let acme = rule(&["_acme-challenge", "_acme-challenge.*"], Some(vec![16]));
         let txt = 16;

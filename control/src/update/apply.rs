@@ -380,6 +380,7 @@ mod tests {
             key: "acme".into(),
             names: vec![qdns_zone::update::Pattern::parse("_acme-challenge.**").unwrap()],
             types: Some(vec![16]),
+            per_minute: None,
         }]
     }
 
@@ -435,6 +436,7 @@ mod tests {
             key: "acme".into(),
             names: vec![qdns_zone::update::Pattern::parse("**").unwrap()],
             types: None,
+            per_minute: None,
         }];
         let www = rr("www.example.com.", 1, IN, 60, &[192, 0, 2, 9]);
         assert_eq!(

@@ -15,6 +15,7 @@
 pub mod apply;
 pub mod deployed;
 pub mod dynamic;
+pub mod limit;
 
 use std::{net::IpAddr, time::Duration};
 
@@ -61,11 +62,13 @@ pub enum Outcome {
     /// With `--intent`: the store could not be reached (or kept changing under the
     /// UPDATE): nothing was changed (SERVFAIL).
     StoreUnreachable,
+    /// Over the key's `per_minute` for the zone (REFUSED).
+    RateLimited,
 }
 
 impl Outcome {
     /// Every outcome, in metric order.
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Applied,
         Outcome::Unchanged,
         Outcome::Prerequisite,
@@ -77,6 +80,7 @@ impl Outcome {
         Outcome::Failed,
         Outcome::Busy,
         Outcome::StoreUnreachable,
+        Outcome::RateLimited,
     ];
 
     /// The metric label.
@@ -94,6 +98,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Busy => "busy",
             Outcome::StoreUnreachable => "store_unreachable",
+            Outcome::RateLimited => "rate_limited",
         }
     }
 }
@@ -141,6 +146,7 @@ pub async fn ask(transfers: &Transfers, peer: IpAddr, message: Vec<u8>) -> Optio
 
 /// Carries out the UPDATEs of `jobs` one at a time until `shutdown`.
 pub async fn serve(ctx: Ctx, mut jobs: mpsc::Receiver<Job>, shutdown: CancellationToken) {
+    let mut limiter = limit::Limiter::default();
     loop {
         let job = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -149,14 +155,14 @@ pub async fn serve(ctx: Ctx, mut jobs: mpsc::Receiver<Job>, shutdown: Cancellati
                 None => return,
             },
         };
-        let (answer, outcome) = handle(&ctx, job.peer, &job.message).await;
+        let (answer, outcome) = handle(&ctx, &mut limiter, job.peer, &job.message).await;
         ctx.transfers.update_stats.count(outcome);
         let _ = job.answer.send(answer);
     }
 }
 
 /// The answer to one UPDATE and what it counts as.
-async fn handle(ctx: &Ctx, peer: IpAddr, message: &[u8]) -> (Vec<u8>, Outcome) {
+async fn handle(ctx: &Ctx, limiter: &mut limit::Limiter, peer: IpAddr, message: &[u8]) -> (Vec<u8>, Outcome) {
     let now = crate::clock::now();
     let Ok(update) = wire::read_update(message) else {
         return (formerr(message), Outcome::Malformed);
@@ -188,6 +194,16 @@ async fn handle(ctx: &Ctx, peer: IpAddr, message: &[u8]) -> (Vec<u8>, Outcome) {
     };
     if request.qtype != rtype::SOA || request.qclass != 1 {
         return answer(rcode::FORMERR, Outcome::Malformed);
+    }
+    let limit = ctx
+        .transfers
+        .zone(&request.qname)
+        .and_then(|zone| qdns_zone::update::per_minute(&zone.settings.update, &key.name));
+    if let Some(per_minute) = limit {
+        if !limiter.admit(&request.qname, &key.name, per_minute, std::time::Instant::now()) {
+            tracing::info!(%peer, key = %key.name, per_minute, "an UPDATE over its key's per_minute refused");
+            return answer(rcode::REFUSED, Outcome::RateLimited);
+        }
     }
     let (code, outcome) = if let Some(deployment) = &ctx.deployment {
         deployed::change(ctx, deployment, &update, (&key.name, peer), now).await
