@@ -353,3 +353,120 @@ pub fn transfer_fixture() -> &'static std::sync::Arc<qdns_control::transfer::Tra
         transfers
     })
 }
+
+/// The time the `update_message` target checks at.
+pub const UPDATE_NOW: u64 = 1_800_000_000;
+
+/// Octets on the update listener. The first octet says how the check signs the rest
+/// before it is read, so the fuzzer explores what lies behind the MAC: bit 0 signed,
+/// bit 1 signed 1,000 s before the check's time (BADTIME), bit 2 with `fuzz-any` (may
+/// change any type anywhere in example.com.) rather than `fuzz-acme` (TXT at
+/// `_acme-challenge` and one label below). The rest goes through the functions the
+/// update task runs, in its order (`authenticate`, `zone_and_rules`, `apply`).
+/// Asserts: nothing gets past `authenticate` that this check did not sign with a good
+/// time (so neither an unsigned UPDATE nor one the fuzzer could not sign); a refusal
+/// carries the request's ID and QR; an applied UPDATE keeps only records inside the zone
+/// that a rule of the key permits, never of a type UPDATE never changes, at most
+/// `MAX_RECORDS`.
+pub fn update_message(data: &[u8]) {
+    use qdns_control::{
+        transfer::tsig,
+        update::{self, apply},
+    };
+    let Some((&mode, body)) = data.split_first() else {
+        return;
+    };
+    let (transfers, snapshot, keys) = update_fixture();
+    let key = &keys[usize::from(mode >> 2 & 1)];
+    let signed = mode & 1 == 1 && body.len() >= 12;
+    let mut message = body.to_vec();
+    if signed {
+        let at = if mode & 2 == 0 { UPDATE_NOW } else { UPDATE_NOW - 1_000 };
+        tsig::sign(&mut message, key, tsig::Chain::Request, at, 0);
+    }
+    let (update, verified) = match update::authenticate(transfers, &message, UPDATE_NOW) {
+        Err((answer, _)) => {
+            if message.len() >= 2 {
+                assert_eq!(answer.get(..2), message.get(..2), "the request's ID");
+            }
+            assert!(answer.get(2).is_some_and(|f| f & 0x80 != 0), "QR");
+            return;
+        }
+        Ok(authenticated) => authenticated,
+    };
+    assert!(
+        signed && mode & 2 == 0,
+        "an UPDATE the check did not sign now got past TSIG"
+    );
+    assert_eq!(verified.name, key.name);
+    let Ok((zone, rules)) = update::zone_and_rules(snapshot, &update.request.qname) else {
+        return;
+    };
+    let sections = (&update.prerequisites[..], &update.updates[..]);
+    let Ok(records) = apply::apply(&zone, &[], sections, (&verified.name, &rules), UPDATE_NOW) else {
+        return;
+    };
+    assert!(records.len() <= apply::MAX_RECORDS);
+    for record in &records {
+        assert!(record.name.ends_with(&zone.origin), "a record outside the zone");
+        assert!(
+            !qdns_zone::update::NEVER.contains(&record.rtype),
+            "type {} changed by UPDATE",
+            record.rtype
+        );
+        assert!(
+            rules
+                .iter()
+                .any(|rule| rule.permits(&verified.name, &zone.origin, &record.name, record.rtype)),
+            "a record no rule of {} permits",
+            verified.name
+        );
+    }
+}
+
+/// The MAC key of the `update_message` target's keys (`fuzz-acme`, `fuzz-any`).
+pub const FUZZ_UPDATE_SECRET: [u8; 32] = [0x3c; 32];
+
+/// The example zones with example.com. open to UPDATE: `fuzz-acme` (hmac-md5, as
+/// certbot's) may change TXT at `_acme-challenge` and one label below, `fuzz-any`
+/// (hmac-sha256) any type UPDATE may change anywhere.
+pub fn update_fixture() -> &'static (
+    std::sync::Arc<qdns_control::transfer::Transfers>,
+    qdns_zone::Snapshot,
+    [qdns_control::transfer::tsig::Key; 2],
+) {
+    use qdns_control::transfer::{tsig, Transfers};
+    use qdns_zone::update::{Pattern, Rule};
+    static FIXTURE: OnceLock<(std::sync::Arc<Transfers>, qdns_zone::Snapshot, [tsig::Key; 2])> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/zones");
+        let state_dir = scratch().join("update-state");
+        std::fs::create_dir_all(&state_dir).expect("state directory");
+        let mut snapshot = qdns_zone::load_dir(&zones, 1).expect("the example zones load");
+        let rule = |key: &str, names: &[&str], types: Option<Vec<u16>>| Rule {
+            key: key.to_owned(),
+            names: names.iter().map(|n| Pattern::parse(n).expect("a pattern")).collect(),
+            types,
+            per_minute: None,
+        };
+        for zone in &mut snapshot.zones {
+            if zone.origin == b"\x07example\x03com\x00" {
+                zone.transfer = Some(Box::new(qdns_zone::snapshot::Transfer {
+                    update: vec![
+                        rule("fuzz-acme", &["_acme-challenge", "_acme-challenge.*"], Some(vec![16])),
+                        rule("fuzz-any", &["@", "**"], None),
+                    ],
+                    ..Default::default()
+                }));
+            }
+        }
+        let keys = [
+            tsig::Key::new("fuzz-acme", tsig::Algorithm::HmacMd5, FUZZ_UPDATE_SECRET.to_vec()).expect("a key"),
+            tsig::Key::new("fuzz-any", tsig::Algorithm::HmacSha256, FUZZ_UPDATE_SECRET.to_vec()).expect("a key"),
+        ];
+        let transfers = std::sync::Arc::new(Transfers::new(tsig::Keys::from_keys(keys.to_vec())));
+        let store = qdns_control::dnssec::KeyStore::new(&state_dir, qdns_control::dnssec::Lifetimes::default());
+        qdns_control::transfer::serve_snapshot(&transfers, &snapshot, store, state_dir);
+        (transfers, snapshot, keys)
+    })
+}

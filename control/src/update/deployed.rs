@@ -37,7 +37,7 @@ pub async fn change(
 ) -> (u8, Outcome) {
     let origin = &update.request.qname;
     let zone_text = qdns_zone::name::to_text(origin);
-    let (zone, rules) = match super::zone_and_rules(&*ctx.state.lock().await, origin) {
+    let (zone, rules) = match super::zone_and_rules(&ctx.state.lock().await.served.snapshot, origin) {
         Ok(found) => found,
         Err(refused) => return refused,
     };

@@ -164,37 +164,20 @@ pub async fn serve(ctx: Ctx, mut jobs: mpsc::Receiver<Job>, shutdown: Cancellati
 /// The answer to one UPDATE and what it counts as.
 async fn handle(ctx: &Ctx, limiter: &mut limit::Limiter, peer: IpAddr, message: &[u8]) -> (Vec<u8>, Outcome) {
     let now = crate::clock::now();
-    let Ok(update) = wire::read_update(message) else {
-        return (formerr(message), Outcome::Malformed);
-    };
-    let request = update.request.clone();
-    // TSIG first: nothing about the zone is told to a peer without a key.
-    let key = match verify(&ctx.transfers, message, &request, now) {
-        Ok(Some(key)) => key,
-        Ok(None) => {
-            tracing::info!(%peer, "an unsigned UPDATE refused: every UPDATE must be signed with a key of tsig_keys");
-            return (
-                short_answer(request, rcode::REFUSED, Signing::None, now),
-                Outcome::RefusedTsig,
-            );
-        }
-        Err((why, known)) => {
-            tracing::info!(%peer, ?why, "an UPDATE whose TSIG does not verify");
-            return (
-                short_answer(request, rcode::NOTAUTH, Signing::Refused(why, known), now),
-                Outcome::RefusedTsig,
-            );
+    let (update, key) = match authenticate(&ctx.transfers, message, now) {
+        Ok(authenticated) => authenticated,
+        Err(refused) => {
+            tracing::info!(%peer, outcome = refused.1.label(), "an UPDATE refused before its zone was read (unreadable, unsigned, or signed with no key of tsig_keys valid now)");
+            return refused;
         }
     };
+    let request = &update.request;
     let answer = |code: u8, outcome: Outcome| {
         (
             short_answer(request.clone(), code, Signing::Key(key.clone()), now),
             outcome,
         )
     };
-    if request.qtype != rtype::SOA || request.qclass != 1 {
-        return answer(rcode::FORMERR, Outcome::Malformed);
-    }
     let limit = ctx
         .transfers
         .zone(&request.qname)
@@ -214,15 +197,56 @@ async fn handle(ctx: &Ctx, limiter: &mut limit::Limiter, peer: IpAddr, message: 
     answer(code, outcome)
 }
 
-/// The zone `origin` names as served now, and its rules; NOTAUTH when it is not served
+/// An UPDATE read and its TSIG verified at `now` with a key of `transfers`: the update
+/// and the key. Nothing about any zone is told before this: unsigned → REFUSED, a MAC
+/// that does not verify → NOTAUTH with its TSIG error, unreadable or not SOA IN in the
+/// zone section → FORMERR (each the answer to send and its outcome).
+///
+/// # Errors
+/// The answer to send instead, and what it counts as.
+pub fn authenticate(
+    transfers: &Transfers,
+    message: &[u8],
+    now: u64,
+) -> Result<(wire::Update, crate::transfer::tsig::Key), (Vec<u8>, Outcome)> {
+    let Ok(update) = wire::read_update(message) else {
+        return Err((formerr(message), Outcome::Malformed));
+    };
+    let request = update.request.clone();
+    let key = match verify(transfers, message, &request, now) {
+        Ok(Some(key)) => key,
+        Ok(None) => {
+            return Err((
+                short_answer(request, rcode::REFUSED, Signing::None, now),
+                Outcome::RefusedTsig,
+            ))
+        }
+        Err((why, known)) => {
+            return Err((
+                short_answer(request, rcode::NOTAUTH, Signing::Refused(why, known), now),
+                Outcome::RefusedTsig,
+            ))
+        }
+    };
+    if request.qtype != rtype::SOA || request.qclass != 1 {
+        return Err((
+            short_answer(request, rcode::FORMERR, Signing::Key(key), now),
+            Outcome::Malformed,
+        ));
+    }
+    Ok((update, key))
+}
+
+/// The zone `origin` names in `snapshot`, and its rules; NOTAUTH when it is not there
 /// or has none.
-fn zone_and_rules(
-    state: &crate::state::State,
+///
+/// # Errors
+/// NOTAUTH and its outcome.
+pub fn zone_and_rules(
+    snapshot: &qdns_zone::Snapshot,
     origin: &[u8],
 ) -> Result<(qdns_zone::Zone, Vec<qdns_zone::update::Rule>), (u8, Outcome)> {
-    let zone = state
-        .served
-        .snapshot
+    let zone = snapshot
         .zones
         .iter()
         .find(|z| z.origin == origin)
@@ -246,7 +270,7 @@ fn change(
 ) -> (u8, Outcome) {
     let origin = &update.request.qname;
     let zone_text = qdns_zone::name::to_text(origin);
-    let (zone, rules) = match zone_and_rules(state, origin) {
+    let (zone, rules) = match zone_and_rules(&state.served.snapshot, origin) {
         Ok(found) => found,
         Err(refused) => return refused,
     };
