@@ -582,7 +582,10 @@ fn update_rules_load_and_bad_ones_name_their_key() {
     let limited = load(&rule(r#"["**"]"#, "[\"A\"]\nper_minute = 30")).unwrap();
     assert_eq!(limited.transfer.as_ref().unwrap().update[0].per_minute, Some(30));
     let zero = error(&rule(r#"["**"]"#, "[\"A\"]\nper_minute = 0"));
-    assert!(zero.contains("zone.update[0].per_minute") && zero.contains("refuse every UPDATE"), "{zero}");
+    assert!(
+        zero.contains("zone.update[0].per_minute") && zero.contains("refuse every UPDATE"),
+        "{zero}"
+    );
     for (names, types, key, says) in [
         (r#"["www."]"#, r#"["A"]"#, "zone.update[0].names", "relative"),
         (r#"["a b"]"#, r#"["A"]"#, "zone.update[0].names", "label"),
