@@ -377,6 +377,74 @@ fn every_refusal_is_counted_by_its_reason() {
     }
 }
 
+/// An UPDATE to a signed zone reaches the XDP program's answers, signed (SPEC §11: "in
+/// XDP too"): the edge in a namespace this test creates, XDP on its loopback, follows
+/// control's socket; `dig +dnssec` there gets the challenge's TXT with its RRSIG from the
+/// program (counted `answered_signed`), and www's signed answer is octet for octet the
+/// one from before the UPDATE.
+#[test]
+fn an_update_to_a_signed_zone_is_answered_signed_from_xdp() {
+    qdns_testkit::require_root("network namespaces, XDP");
+    let ns = qdns_testkit::netns::Netns::new("qdns-upd-xdp");
+    let mut location = Location::prepared();
+    let zone = zone().replacen("[zone]\n", "[zone]\ndnssec = true\n", 1);
+    std::fs::write(location.zones().join("dyn.example.toml"), zone).unwrap();
+    let transfer = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let metrics = format!("127.0.0.1:{}", free_port());
+    start_control(&mut location, transfer, &metrics);
+    location.start_edge_with(
+        &["ip", "netns", "exec", ns.name()],
+        &["--xdp", "lo", "--xdp-mode", "generic"],
+    );
+    location.edge.as_ref().unwrap().wait_for("snapshot applied");
+    let port = location.dns.unwrap().port().to_string();
+    let dig = |name: &str, qtype: &str| {
+        qdns_testkit::netns::run(&[
+            "ip",
+            "netns",
+            "exec",
+            ns.name(),
+            "dig",
+            "@127.0.0.1",
+            "-p",
+            &port,
+            "+dnssec",
+            "+norec",
+            "+noall",
+            "+answer",
+            "+time=1",
+            "+tries=2",
+            name,
+            qtype,
+        ])
+    };
+    let www = dig("www.dyn.example.", "A");
+    assert!(www.contains("RRSIG") && www.contains("192.0.2.1"), "{www}");
+    let challenge = "_acme-challenge.dyn.example.";
+    applied(
+        transfer,
+        ACME,
+        false,
+        &format!("update add {challenge} 60 TXT \"token-x\""),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = String::new();
+    while !(got.contains("\"token-x\"") && got.contains("RRSIG\tTXT")) {
+        assert!(Instant::now() < deadline, "the challenge, signed: {got}");
+        std::thread::sleep(Duration::from_millis(50));
+        got = dig(challenge, "TXT");
+    }
+    for _ in 0..5 {
+        assert_eq!(dig(challenge, "TXT"), got);
+    }
+    assert_eq!(dig("www.dyn.example.", "A"), www, "www's signed answer changed");
+    let edge = location.edge.as_mut().unwrap();
+    assert!(edge.term().success());
+    let detach = edge.seen("detaching XDP");
+    let signed = qdns_testkit::fixtures::logged_count(&detach, "answered_signed");
+    assert!(signed >= 7, "the XDP program gave the signed answers: {detach}");
+}
+
 /// A key's `per_minute`: ddns-key may make 3 UPDATEs a minute to dyn.example.; the
 /// fourth and fifth at once are refused (counted `rate_limited`, nothing of them kept),
 /// while acme-key, which has no limit, goes on.
