@@ -279,8 +279,27 @@ fn edge_is_statically_stable_without_control() {
     .unwrap();
     assert_eq!(
         msg.metadata.response_code,
-        ResponseCode::Refused,
-        "no data yet: refused, never a wrong answer"
+        ResponseCode::ServFail,
+        "no data yet: SERVFAIL (a resolver asks another server), never a wrong answer"
+    );
+    // And why, to a query with EDNS (RFC 8914 §4.15: 14, Not Ready).
+    let dns = loc.dns.unwrap();
+    let out = std::process::Command::new("dig")
+        .args([
+            &format!("@{}", dns.ip()),
+            "-p",
+            &dns.port().to_string(),
+            "+tries=1",
+            "+time=2",
+            "www.example.com.",
+            "A",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains("status: SERVFAIL") && out.contains("EDE: 14 (Not Ready)"),
+        "{out}"
     );
     // Control back (removing its stale socket): the edge catches up by itself.
     loc.start_control();

@@ -82,7 +82,7 @@ fn dig_sees_its_client_subnet_echoed_with_scope_zero() {
 }
 
 #[test]
-fn kdig_sees_nxdomain_refused_and_edns() {
+fn kdig_sees_nxdomain_refused_with_its_ede_and_edns() {
     let edge = Edge::start();
     let at = |addr: std::net::SocketAddr| vec![format!("@{}", addr.ip()), "-p".into(), addr.port().to_string()];
     for addr in edge.addrs() {
@@ -93,8 +93,12 @@ fn kdig_sees_nxdomain_refused_and_edns() {
         assert!(out.contains("Version: 0; flags: ; UDP size: 1232 B"), "{out}");
         assert!(out.contains("SOA"), "{out}");
         let mut args = at(addr);
-        args.extend(["www.example.org".into(), "A".into(), "+tcp".into()]);
+        args.extend(["www.example.org".into(), "A".into(), "+tcp".into(), "+edns".into()]);
         let out = run("kdig", &args);
-        assert!(out.contains("status: REFUSED;"), "{out}");
+        // With the Extended DNS Error knotd gives too (RFC 8914: 20, Not Authoritative).
+        assert!(
+            out.contains("status: REFUSED;") && out.contains("EDE: 20 (Not Authoritative)"),
+            "{out}"
+        );
     }
 }

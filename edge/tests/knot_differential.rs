@@ -464,21 +464,8 @@ fn allowed(probe: &Probe, ours: &Shape, knot: &Shape) -> Option<&'static str> {
     if ours == knot {
         return Some("identical");
     }
-    // REFUSED outside our zones: knotd adds an Extended DNS Error (RFC 8914 code 20,
-    // Not Authoritative), an optional option (RFC 8914 §3).
-    let ede = Some(15u16);
-    if ours.rcode == 5 && knot.rcode == 5 {
-        let strip = |s: &Shape| {
-            let mut s = s.clone();
-            if let Some(edns) = s.edns.as_mut() {
-                edns.3.retain(|&c| Some(c) != ede);
-            }
-            s
-        };
-        if strip(ours) == strip(knot) {
-            return Some("knotd adds an Extended DNS Error to REFUSED (RFC 8914, optional)");
-        }
-    }
+    // (REFUSED outside our zones carries EDE 20, Not Authoritative, in both: no
+    // allowance here.)
     // Both truncated: a client retries over TCP; what a TC response holds besides the
     // header is not specified (RFC 2181 §9).
     if ours.tc

@@ -57,6 +57,7 @@ impl Engine {
             compiled_at: std::time::SystemTime::now(),
             health_layout: health_layout(snapshot),
             changes: None,
+            ready: true,
         };
         for zone in &snapshot.zones {
             let text = || name::to_text(&zone.origin);

@@ -69,6 +69,9 @@ pub struct Engine {
     /// The names a snapshot delta changed, when this engine was compiled from one: what
     /// the XDP tables of the engine before it need patched (`crate::xdp::patch`).
     changes: Option<std::sync::Arc<Changes>>,
+    /// Compiled from a snapshot: `false` only for [`Engine::default`], the engine of an
+    /// edge that has none yet, which answers SERVFAIL with EDE 14 (Not Ready).
+    ready: bool,
 }
 
 /// The owner names whose record sets a snapshot delta changed (added, removed or
@@ -519,6 +522,7 @@ impl Default for Engine {
             compiled_at: std::time::SystemTime::now(),
             health_layout: 0,
             changes: None,
+            ready: false,
         }
     }
 }

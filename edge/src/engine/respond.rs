@@ -13,7 +13,7 @@ use super::{
 use crate::cookies::CookieEcho;
 use crate::wire::{
     builder::NameRef,
-    edns::{nsid_option_header, opt_record, Edns, OPT_LEN},
+    edns::{ede_option, nsid_option_header, opt_record, Edns, EDE_LEN, EDE_NOT_AUTHORITATIVE, EDE_NOT_READY, OPT_LEN},
     header::{self, HEADER_LEN},
     parse_query, rtype, Builder, Full, Query, Rcode, Reject,
 };
@@ -84,6 +84,8 @@ struct Resolution {
     rcode: Rcode,
     authoritative: bool,
     counts: Counts,
+    /// An Extended DNS Error's INFO-CODE for the OPT record (RFC 8914).
+    ede: Option<u16>,
 }
 
 /// The names whose addresses go in the additional section.
@@ -203,6 +205,16 @@ impl Engine {
             if edns.version > 0 {
                 return finish(b, base, Rcode::BadVers, Counts::default(), &opt, 0, query.qtype);
             }
+        }
+        if !self.ready {
+            // No snapshot yet (RFC 8914 §4.15): a resolver asks another server.
+            let opt = Opt {
+                ede: Some(EDE_NOT_READY),
+                ..opt
+            };
+            return finish(b, base, Rcode::ServFail, Counts::default(), &opt, 0, query.qtype);
+        }
+        if edns.is_some() {
             b.reserve(opt.len());
         }
         let members = std::cell::Cell::new(None);
@@ -222,8 +234,13 @@ impl Engine {
         };
         let resolved = self.resolve(&query, &mut b, &ctx);
         let fitted = resolved.is_ok();
-        let (flags, rcode, counts) = if let Ok(r) = resolved {
-            (base | if r.authoritative { header::AA } else { 0 }, r.rcode, r.counts)
+        let (flags, rcode, counts, ede) = if let Ok(r) = resolved {
+            (
+                base | if r.authoritative { header::AA } else { 0 },
+                r.rcode,
+                r.counts,
+                r.ede,
+            )
         } else {
             // Did not fit: header, question and OPT only, TC set (RFC 2181 §9). AA still
             // says whether we are the authority for the name (RFC 1035 §4.1.1):
@@ -234,27 +251,15 @@ impl Engine {
             } else {
                 0
             };
-            (base | header::TC | aa, Rcode::NoError, Counts::default())
+            (base | header::TC | aa, Rcode::NoError, Counts::default(), None)
         };
         b.release(opt.len());
+        // An error's EDE (only on answers without records: the room reserved for the
+        // OPT record is ample).
+        let opt = Opt { ede, ..opt };
         // A truncated response carries no member's records.
         let members = if fitted { members.get() } else { None };
-        // RFC 7871 §7.1.2: SOURCE 0 asked that no client address be used: scope 0. A
-        // SOURCE over the cap was decided by its first /24 or /56 only, so the echoed
-        // scope (which the resolver applies around the address it sent) says no more
-        // (a SCOPE over a SOURCE within the cap is RFC 7871 §7.2.1's "more bits would
-        // tell": the resolver caches at SOURCE).
-        let scope = match ecs {
-            Some(e) if e.source > 0 => {
-                let cap = qdns_zone::client::ecs_cap(e.family);
-                if e.source > cap {
-                    scope.get().min(cap)
-                } else {
-                    scope.get()
-                }
-            }
-            _ => 0,
-        };
+        let scope = echoed_scope(ecs, scope.get());
         let mut outcome = finish(b, flags, rcode, counts, &opt, scope, query.qtype)?;
         outcome.members = members;
         Some(outcome)
@@ -299,6 +304,7 @@ impl Engine {
             payload: self.max_udp_payload,
             nsid: self.nsid.as_deref().filter(|_| edns.is_some_and(|e| e.nsid)),
             cookie,
+            ede: None,
         }
     }
 
@@ -366,6 +372,7 @@ impl Engine {
             rcode: Rcode::Refused,
             authoritative: false,
             counts: Counts::default(),
+            ede: None,
         };
         if !rtype::answers_class(query.qclass) {
             return Ok(refused);
@@ -381,7 +388,11 @@ impl Engine {
             _ => {}
         }
         let Some(zone) = self.zone_for_type(&query.qname, query.qtype) else {
-            return Ok(refused);
+            // RFC 8914 §4.21 (as knotd answers): not a name of ours.
+            return Ok(Resolution {
+                ede: Some(EDE_NOT_AUTHORITATIVE),
+                ..refused
+            });
         };
         let mut counts = Counts::default();
         let mut current = ctx.question;
@@ -436,6 +447,7 @@ impl Engine {
                         rcode: Rcode::NxDomain,
                         authoritative: true,
                         counts,
+                        ede: None,
                     });
                 }
                 Found::Node(id) => id,
@@ -523,6 +535,7 @@ impl Engine {
             rcode: Rcode::NoError,
             authoritative: true,
             counts,
+            ede: None,
         })
     }
 }
@@ -566,6 +579,7 @@ fn referral(
             rcode: Rcode::ServFail,
             authoritative: false,
             counts,
+            ede: None,
         });
     };
     let owner = current.suffix(current.wire.len().saturating_sub(node.name.len()));
@@ -588,6 +602,7 @@ fn referral(
         rcode: Rcode::NoError,
         authoritative: false,
         counts,
+        ede: None,
     })
 }
 
@@ -869,6 +884,27 @@ fn put_additional(
     Ok(added)
 }
 
+/// The SCOPE PREFIX-LENGTH echoed for the query's Client Subnet `ecs` when the answer
+/// was decided at `scope` bits. RFC 7871 §7.1.2: SOURCE 0 asked that no client address
+/// be used: scope 0. A SOURCE over the cap was decided by its first /24 or /56 only, so
+/// the echoed scope (which the resolver applies around the address it sent) says no
+/// more (a SCOPE over a SOURCE within the cap is RFC 7871 §7.2.1's "more bits would
+/// tell": the resolver caches at SOURCE).
+#[inline]
+fn echoed_scope(ecs: Option<crate::wire::edns::ClientSubnet>, scope: u8) -> u8 {
+    match ecs {
+        Some(e) if e.source > 0 => {
+            let cap = qdns_zone::client::ecs_cap(e.family);
+            if e.source > cap {
+                scope.min(cap)
+            } else {
+                scope
+            }
+        }
+        _ => 0,
+    }
+}
+
 /// QR set; RD and CD copied from the query.
 fn response_flags(query_flags: u16) -> u16 {
     header::QR | (query_flags & (header::RD | header::CD))
@@ -886,6 +922,8 @@ struct Opt<'a> {
     nsid: Option<&'a [u8]>,
     /// The COOKIE option, when the query had one.
     cookie: Option<CookieEcho>,
+    /// An Extended DNS Error INFO-CODE (RFC 8914), last of the options.
+    ede: Option<u16>,
 }
 
 impl Opt<'_> {
@@ -896,6 +934,7 @@ impl Opt<'_> {
             + self.nsid.map_or(0, |id| 4 + id.len())
             + edns.ecs.map_or(0, |ecs| ecs.option_len())
             + self.cookie.map_or(0, |_| qdns_abi::cookie::ECHO_LEN)
+            + self.ede.map_or(0, |_| EDE_LEN)
     }
 }
 
@@ -936,6 +975,9 @@ fn finish(
         }
         if let Some(cookie) = opt.cookie {
             b.put(&cookie.octets()).ok()?;
+        }
+        if let Some(code) = opt.ede {
+            b.put(&ede_option(code)).ok()?;
         }
         additional += 1;
     }

@@ -335,3 +335,55 @@ fn health_layouts_match_when_only_records_change() {
     assert_ne!(before.health_layout(), fewer.health_layout());
     assert_ne!(Engine::default().health_layout(), before.health_layout());
 }
+
+/// The codes of the OPT record's options of `response`; `None` without one.
+fn option_codes(response: &[u8]) -> Option<Vec<u16>> {
+    let message = Message::from_vec(response).unwrap();
+    let edns = message.edns.as_ref()?;
+    Some(
+        edns.options()
+            .as_ref()
+            .iter()
+            .map(|(code, _)| u16::from(*code))
+            .collect(),
+    )
+}
+
+/// RFC 8914 Extended DNS Errors: an edge without a snapshot answers SERVFAIL with EDE
+/// 14 (Not Ready), a name in no zone REFUSED with EDE 20 (Not Authoritative) — each only
+/// to a query with EDNS; answers of our zones carry none.
+#[test]
+fn extended_dns_errors_say_not_ready_and_not_authoritative() {
+    let ask_edns = |engine: &Engine, name: &str, edns: bool| {
+        let mut query = Message::query();
+        query.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        if edns {
+            query.set_edns(hickory_proto::op::Edns::new());
+        }
+        let bytes = query.to_vec().unwrap();
+        let mut out = vec![0u8; 65_535];
+        let outcome = engine.respond(&bytes, &mut out, Transport::Udp).unwrap();
+        out.truncate(outcome.len);
+        out
+    };
+    let rcode = |response: &[u8]| Message::from_vec(response).unwrap().metadata.response_code;
+    let unready = Engine::default();
+    let answer = ask_edns(&unready, "www.t.example.", true);
+    assert_eq!(rcode(&answer), ResponseCode::ServFail);
+    // EDE last (ours is the only option here), INFO-CODE 14, no EXTRA-TEXT.
+    assert_eq!(option_codes(&answer), Some(vec![15]));
+    assert!(answer.ends_with(&[0, 15, 0, 2, 0, 14]));
+    let plain = ask_edns(&unready, "www.t.example.", false);
+    assert_eq!(rcode(&plain), ResponseCode::ServFail);
+    assert_eq!(option_codes(&plain), None);
+
+    let served = engine(&rrset("www", "A", &["192.0.2.1"]));
+    let outside = ask_edns(&served, "www.example.org.", true);
+    assert_eq!(rcode(&outside), ResponseCode::Refused);
+    assert_eq!(option_codes(&outside), Some(vec![15]));
+    assert!(outside.ends_with(&[0, 15, 0, 2, 0, 20]));
+    let inside = ask_edns(&served, "www.t.example.", true);
+    assert_eq!(rcode(&inside), ResponseCode::NoError);
+    assert_eq!(option_codes(&inside), Some(vec![]));
+    assert_eq!(option_codes(&ask_edns(&served, "www.example.org.", false)), None);
+}

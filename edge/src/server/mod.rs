@@ -288,7 +288,9 @@ fn initial_engine(config: &Config, version: u64) -> Result<Engine, ServerError> 
                     Engine::default()
                 }
                 None => {
-                    tracing::info!("no persisted snapshot; refusing queries until control sends one");
+                    tracing::info!(
+                        "no persisted snapshot; answering SERVFAIL (EDE 14, Not Ready) until control sends one"
+                    );
                     Engine::default()
                 }
             }

@@ -19,6 +19,23 @@ pub const OPTION_ECS: u16 = 8;
 /// The COOKIE option code (RFC 7873).
 pub const OPTION_COOKIE: u16 = qdns_abi::cookie::OPTION_COOKIE;
 
+/// The Extended DNS Error option code (RFC 8914).
+pub const OPTION_EDE: u16 = 15;
+/// Octets of an Extended DNS Error option without EXTRA-TEXT (ours carry none).
+pub const EDE_LEN: usize = 6;
+/// EDE INFO-CODE 14, Not Ready: the edge has no snapshot yet.
+pub const EDE_NOT_READY: u16 = 14;
+/// EDE INFO-CODE 20, Not Authoritative: the name is in no zone served here.
+pub const EDE_NOT_AUTHORITATIVE: u16 = 20;
+
+/// The Extended DNS Error option with INFO-CODE `code` and no EXTRA-TEXT.
+#[must_use]
+pub fn ede_option(code: u16) -> [u8; EDE_LEN] {
+    let [c0, c1] = OPTION_EDE.to_be_bytes();
+    let [i0, i1] = code.to_be_bytes();
+    [c0, c1, 0, 2, i0, i1]
+}
+
 /// A query's COOKIE option (RFC 7873 §4): the client cookie, and the server cookie when
 /// it is 16 octets (the only length ours have; any other is answered as none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
