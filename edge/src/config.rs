@@ -82,6 +82,14 @@ pub struct Settings {
     /// 128 octets. Unset: NSID requests are ignored like other options.
     #[arg(long, value_name = "ID", value_parser = parse_nsid)]
     pub nsid: Option<Arc<[u8]>>,
+    /// Query logs: send dnstap (`AUTH_QUERY` and `AUTH_RESPONSE` for every query answered
+    /// in user space) to this Frame Streams reader, `unix:PATH` or `tcp:HOST:PORT`.
+    #[arg(long, value_name = "unix:PATH|tcp:HOST:PORT", value_parser = crate::dnstap::Target::parse)]
+    pub dnstap: Option<crate::dnstap::Target>,
+    /// Prefix lengths client addresses are masked to in query logs, IPv4,IPv6 (32,128
+    /// keeps them whole).
+    #[arg(long, value_name = "V4,V6", default_value = "24,56", value_parser = crate::dnstap::Mask::parse)]
+    pub dnstap_mask: crate::dnstap::Mask,
     /// Seconds a TCP connection may stay idle.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = within(1u64, 3600).unit("s"))]
     pub tcp_idle_timeout: u64,

@@ -18,6 +18,7 @@
 pub mod answers;
 pub mod config;
 pub mod cookies;
+pub mod dnstap;
 pub mod engine;
 pub mod follow;
 pub mod memory;

@@ -38,6 +38,8 @@ pub struct Sources {
     pub ready: Arc<Readiness>,
     /// A follower's link and state-directory faults.
     pub link: Option<Arc<crate::follow::LinkStats>>,
+    /// Query logs, when on.
+    pub dnstap: Option<Arc<crate::dnstap::Tap>>,
 }
 
 fn label(pairs: &[(&str, &str)]) -> Labels {
@@ -169,6 +171,22 @@ pub fn render(sources: &Sources) -> String {
             "dnssec_unsigned_answers",
             "DO=1 answers of signed zones sent without an RRSIG since the served snapshot was applied (an answer control did not sign; validators fail it): alert above 0",
             unsigned,
+        );
+    }
+    if let Some(tap) = &sources.dnstap {
+        let dropped = Counters::default();
+        dropped.get_or_create(&label(&[("path", "user")])).inc_by(tap.dropped());
+        r.register(
+            "dnstap_dropped",
+            "Query-log events not sent: the writer's queue was full (the reader slow or away) or the connection failed under them; by path",
+            dropped,
+        );
+        let sent = Counters::default();
+        sent.get_or_create(&label(&[("path", "user")])).inc_by(tap.sent());
+        r.register(
+            "dnstap_sent",
+            "Query-log events (a query and its response) written to the dnstap reader, by path",
+            sent,
         );
     }
     let age = Gauge::<i64, std::sync::atomic::AtomicI64>::default();

@@ -145,8 +145,26 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
     let threads: usize = crews.iter().map(|(_, size)| size).sum();
     let worker_stats: Vec<Arc<WorkerStats>> = (0..=threads).map(|_| Arc::default()).collect();
     let limiter = config.rrl.map(|settings| Arc::new(rrl::Limiter::new(settings)));
+    let (tap, tap_thread) = match &config.settings.dnstap {
+        Some(target) => {
+            let identity = crate::dnstap::Identity {
+                identity: config
+                    .settings
+                    .nsid
+                    .as_deref()
+                    .map_or_else(|| qdns_listen::accounts::host_name("edge").into_bytes(), <[u8]>::to_vec),
+                mask: config.settings.dnstap_mask,
+            };
+            let (tap, thread) = crate::dnstap::start(target.clone(), identity, Arc::clone(&engine), Arc::clone(&stop))
+                .map_err(ServerError::Start)?;
+            tracing::info!(dnstap = %target, "query logs: dnstap to the reader");
+            (Some(tap), Some(thread))
+        }
+        None => (None, None),
+    };
     let mut udp_threads =
-        udp::spawn(crews, &engine, &worker_stats, limiter.as_ref(), &stop).map_err(ServerError::Start)?;
+        udp::spawn(crews, &engine, &worker_stats, limiter.as_ref(), tap.as_ref(), &stop).map_err(ServerError::Start)?;
+    udp_threads.extend(tap_thread);
     let xdp = match xdp {
         Some((program, installed)) => {
             let watcher = crate::xdp::watch::spawn(
@@ -191,6 +209,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             xdp: xdp.clone(),
             ready: Arc::clone(&readiness),
             link: matches!(config.source, Source::Control { .. }).then(|| Arc::clone(&link_stats)),
+            dnstap: tap.clone(),
         };
         tracing::info!(metrics = %addr, "serving metrics");
         tcp_tasks.spawn(crate::metrics::serve(listener, sources, shutdown.clone()));
@@ -201,6 +220,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
             Arc::clone(&engine),
             Arc::clone(&tcp_stats),
             limits,
+            tap.clone(),
             shutdown.clone(),
         ));
     }

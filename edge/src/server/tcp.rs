@@ -38,6 +38,7 @@ pub async fn serve(
     engine: Arc<ArcSwap<Engine>>,
     stats: Arc<WorkerStats>,
     limits: TcpLimits,
+    tap: Option<Arc<crate::dnstap::Tap>>,
     shutdown: CancellationToken,
 ) {
     let pool = Pool::new(Limits {
@@ -65,11 +66,12 @@ pub async fn serve(
         let engine = Arc::clone(&engine);
         let stats = Arc::clone(&stats);
         let shutdown = shutdown.clone();
+        let tap = tap.clone();
         connections.spawn(async move {
             let mut ticket = ticket;
             tokio::select! {
                 () = shutdown.cancelled() => {}
-                () = connection(stream, peer.ip(), &engine, &stats, limits.idle_timeout, &mut ticket) => {}
+                () = connection(stream, peer, &engine, &stats, limits.idle_timeout, &mut ticket, tap.as_deref()) => {}
             }
         });
         while connections.try_join_next().is_some() {}
@@ -80,12 +82,17 @@ pub async fn serve(
 /// Serves one connection: reads framed queries, writes framed responses in order.
 async fn connection(
     stream: TcpStream,
-    client: std::net::IpAddr,
+    peer: std::net::SocketAddr,
     engine: &ArcSwap<Engine>,
     stats: &WorkerStats,
     idle: Duration,
     ticket: &mut Ticket,
+    tap: Option<&crate::dnstap::Tap>,
 ) {
+    let client = peer.ip();
+    let local = stream
+        .local_addr()
+        .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
     let _ = stream.set_nodelay(true);
     let (read, write) = stream.into_split();
     let mut reader = BufReader::new(read);
@@ -111,6 +118,7 @@ async fn connection(
             }) => read,
         };
         let Ok(Ok(len)) = read else { break };
+        let received = tap.map(|_| std::time::SystemTime::now());
         ticket.set_evictable(false);
         if response.is_empty() {
             response.resize(MAX_MESSAGE + 2, 0);
@@ -121,6 +129,18 @@ async fn connection(
         stats.count(outcome);
         let Some(outcome) = outcome else { continue };
         framed.copy_from_slice(&(outcome.len as u16).to_be_bytes());
+        if let (Some(tap), Some(received)) = (tap, received) {
+            tap.log(crate::dnstap::Event {
+                query: query.get(..len).unwrap_or_default().into(),
+                response: body.get(..outcome.len).unwrap_or_default().into(),
+                client: peer,
+                server: local,
+                transport: Transport::Tcp,
+                received,
+                answered: std::time::SystemTime::now(),
+                members: outcome.members,
+            });
+        }
         // Flush once no further pipelined query is already buffered. A client that
         // stops reading gets the idle timeout here too.
         let flush = reader.buffer().is_empty();

@@ -155,6 +155,10 @@ pub struct Serving<'a> {
     pub limiter: Option<&'a Limiter>,
     /// Set at shutdown.
     pub stop: &'a AtomicBool,
+    /// Query logs, when on.
+    pub tap: Option<&'a crate::dnstap::Tap>,
+    /// The socket's address (the query logs' response address).
+    pub local: SocketAddr,
 }
 
 /// Where a crew's helpers sleep until their lead calls them. A call wakes one sleeping
@@ -228,10 +232,16 @@ impl Batch {
     /// Answers the `received` datagrams of the batch and sends the answers.
     fn answer(&mut self, fd: std::os::fd::RawFd, received: usize, serving: &Serving<'_>) {
         let Serving {
-            engine, stats, limiter, ..
+            engine,
+            stats,
+            limiter,
+            tap,
+            ..
         } = *serving;
         let engine = engine.load();
         let now = if limiter.is_some() { now_ns() } else { 0 };
+        // The batch's arrival, for the query logs (one clock read a batch).
+        let arrived = tap.map(|_| std::time::SystemTime::now());
         let mut to_send = 0;
         for i in 0..received.min(BATCH) {
             let hdr = self.io.recv_hdrs[i];
@@ -270,6 +280,18 @@ impl Batch {
                     }
                 }
             }
+            if let (Some(tap), Some(received), Some(client)) = (tap, arrived, peer_of(&io.addrs[i])) {
+                tap.log(crate::dnstap::Event {
+                    query: self.queries[i][..len].into(),
+                    response: self.responses[i][..outcome.len].into(),
+                    client,
+                    server: serving.local,
+                    transport: Transport::Udp,
+                    received,
+                    answered: std::time::SystemTime::now(),
+                    members: outcome.members,
+                });
+            }
             io.send_iov[to_send] = libc::iovec {
                 iov_base: self.responses[i].as_mut_ptr().cast(),
                 iov_len: outcome.len,
@@ -297,6 +319,18 @@ impl Batch {
             }
         }
     }
+}
+
+/// The address and port of a received datagram's sender.
+fn peer_of(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    let ip = client_of(addr)?;
+    let port = match i32::from(addr.ss_family) {
+        // SAFETY: the family says the storage holds a sockaddr_in.
+        libc::AF_INET => u16::from_be(unsafe { &*std::ptr::from_ref(addr).cast::<libc::sockaddr_in>() }.sin_port),
+        // SAFETY: the family says the storage holds a sockaddr_in6.
+        _ => u16::from_be(unsafe { &*std::ptr::from_ref(addr).cast::<libc::sockaddr_in6>() }.sin6_port),
+    };
+    Some(SocketAddr::new(ip, port))
 }
 
 /// The address of a received datagram's sender.
@@ -346,11 +380,17 @@ pub fn spawn(
     engine: &Arc<ArcSwap<Engine>>,
     stats: &[Arc<WorkerStats>],
     limiter: Option<&Arc<Limiter>>,
+    tap: Option<&Arc<crate::dnstap::Tap>>,
     stop: &Arc<AtomicBool>,
 ) -> io::Result<Vec<std::thread::JoinHandle<()>>> {
     let mut handles = Vec::new();
     let mut thread = 0;
     for (i, (socket, size)) in crews.into_iter().enumerate() {
+        let local = socket
+            .local_addr()
+            .ok()
+            .and_then(|addr| addr.as_socket())
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
         let socket = Arc::new(socket);
         let crew = Arc::new(Crew::default());
         for member in 0..size.max(1) {
@@ -359,6 +399,7 @@ pub fn spawn(
             let engine = Arc::clone(engine);
             let stop = Arc::clone(stop);
             let limiter = limiter.cloned();
+            let tap = tap.cloned();
             let stats = stats.get(thread % stats.len().max(1)).cloned().unwrap_or_default();
             thread += 1;
             handles.push(
@@ -370,6 +411,8 @@ pub fn spawn(
                             stats: &stats,
                             limiter: limiter.as_deref(),
                             stop: &stop,
+                            tap: tap.as_deref(),
+                            local,
                         };
                         if member == 0 {
                             lead(&socket, &crew, &serving);
