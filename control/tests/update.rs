@@ -361,6 +361,15 @@ fn every_refusal_is_counted_by_its_reason() {
     }
     let axfr = dig_from(None, "dyn.example.", "AXFR");
     assert!(axfr.contains("Transfer failed"), "{axfr}");
+    // dig asks with EDNS: the answers have an OPT record, and a refusal says why (RFC
+    // 8914: 18, Prohibited; a zone not served is refused alike, issue 53 §8).
+    let apex = dig_from(None, "dyn.example.", "SOA");
+    assert!(apex.contains("OPT PSEUDOSECTION") && !apex.contains("EDE"), "{apex}");
+    let refused = dig_from(None, "example.com.", "SOA");
+    assert!(
+        refused.contains("status: REFUSED") && refused.contains("EDE: 18 (Prohibited)"),
+        "{refused}"
+    );
     for (outcome, want) in [
         ("applied", 1),
         ("unchanged", 1),

@@ -170,6 +170,14 @@ impl Answer {
             wire::push_authority(&mut message, &record);
         }
         let first = !self.started;
+        if first && self.request.edns {
+            // The first message of the answer to an EDNS request has an OPT record
+            // (RFC 6891 §6.1.1, RFC 5936 §2.2.5); a refusal says why, as one reason for
+            // all (RFC 8914 §4.19, Prohibited: a zone not served is refused as one served
+            // to others, so that no one learns which zones are served, issue 53 §8).
+            let ede = (self.rcode == rcode::REFUSED).then_some(wire::EDE_PROHIBITED);
+            wire::push_opt(&mut message, ede);
+        }
         self.started = true;
         if let (Some(error), Some((tsig, _))) = (self.unsigned_error, &self.request.tsig) {
             tsig::append_unsigned(&mut message, tsig, self.now, error);
@@ -199,6 +207,7 @@ fn unreadable(message: &[u8], now: u64, limit: usize) -> Option<(Answer, Outcome
         qclass: 0,
         serial: None,
         tsig: None,
+        edns: false,
     };
     Some((
         Answer::new(bare, rcode::FORMERR, Vec::new(), now, limit),

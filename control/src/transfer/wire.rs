@@ -78,6 +78,8 @@ pub struct Request {
     pub serial: Option<u32>,
     /// The TSIG record and where it starts.
     pub tsig: Option<(Tsig, usize)>,
+    /// The request has an OPT record (EDNS): the answer has one too (RFC 6891 §6.1.1).
+    pub edns: bool,
 }
 
 /// Why a request cannot be read.
@@ -222,6 +224,7 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
     let records = usize::from(counts[1]) + usize::from(counts[2]) + usize::from(counts[3]);
     let mut serial = None;
     let mut tsig = None;
+    let mut edns = false;
     for i in 0..records {
         let start = r.pos;
         if tsig.is_some() {
@@ -237,6 +240,8 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
             let (_, serial_at) = read_name(msg, rname_at)?;
             let mut s = Reader { msg, pos: serial_at };
             serial = Some(s.u32()?);
+        } else if rt == rtype::OPT && i >= usize::from(counts[1]) + usize::from(counts[2]) {
+            edns = true;
         } else if rt == TYPE_TSIG {
             if i + 1 != records {
                 return Err(Malformed::Format);
@@ -254,6 +259,7 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
             qclass,
             serial,
             tsig,
+            edns,
         },
         (flags & 0xf) as u8,
     ))
@@ -467,6 +473,33 @@ pub fn answer_head(request: &Request, rcode: u8) -> Vec<u8> {
     out.extend_from_slice(&request.qtype.to_be_bytes());
     out.extend_from_slice(&request.qclass.to_be_bytes());
     out
+}
+
+/// The UDP payload size the listener's OPT record advertises.
+pub const OPT_PAYLOAD: u16 = 1232;
+/// EDE INFO-CODE 18, Prohibited (RFC 8914 §4.19).
+pub const EDE_PROHIBITED: u16 = 18;
+
+/// Appends an OPT record (EDNS version 0, no flags) to the additional section of
+/// `message`, with an Extended DNS Error option of INFO-CODE `ede` when given.
+pub fn push_opt(message: &mut Vec<u8>, ede: Option<u16>) {
+    message.push(0);
+    message.extend_from_slice(&rtype::OPT.to_be_bytes());
+    message.extend_from_slice(&OPT_PAYLOAD.to_be_bytes());
+    message.extend_from_slice(&0u32.to_be_bytes());
+    match ede {
+        Some(code) => {
+            message.extend_from_slice(&6u16.to_be_bytes());
+            message.extend_from_slice(&15u16.to_be_bytes());
+            message.extend_from_slice(&2u16.to_be_bytes());
+            message.extend_from_slice(&code.to_be_bytes());
+        }
+        None => message.extend_from_slice(&0u16.to_be_bytes()),
+    }
+    if message.len() >= 12 {
+        let count = u16::from_be_bytes([message[10], message[11]]).saturating_add(1);
+        message[10..12].copy_from_slice(&count.to_be_bytes());
+    }
 }
 
 /// Appends `record` (a whole RR in wire form) to the answer section.
