@@ -238,3 +238,47 @@ fn a_reader_that_stops_reading_costs_drops_not_answers() {
     assert_eq!(edge.stop().code(), Some(0));
     reader.term();
 }
+
+/// The mask changes without a restart (SIGHUP re-reads the `--config` file): a client
+/// at 127.0.0.77 logged as 127.0.0.0 under `24,56`, then whole under `32,128`.
+#[test]
+fn the_mask_changes_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (socket, file) = (dir.path().join("dnstap.sock"), dir.path().join("dnstap.fstrm"));
+    let mut reader = capture(&socket, &file);
+    let settings = dir.path().join("edge.toml");
+    std::fs::write(&settings, "dnstap_mask = \"24,56\"\n").unwrap();
+    let edge = Edge::start_with(
+        &example_zones(),
+        &[
+            "--dnstap",
+            &format!("unix:{}", socket.display()),
+            "--config",
+            settings.to_str().unwrap(),
+        ],
+    );
+    edge.wait_for_log("dnstap: connected to the reader", Duration::from_secs(10));
+    assert!(!dig(edge.v4, "127.0.0.77", false, "www.example.com", "A").is_empty());
+    std::fs::write(&settings, "dnstap_mask = \"32,128\"\n").unwrap();
+    edge.signal("HUP");
+    edge.wait_for_log("masked to new prefix lengths", Duration::from_secs(10));
+    assert!(!dig(edge.v4, "127.0.0.77", false, "www.example.com", "A").is_empty());
+    assert_eq!(edge.stop().code(), Some(0));
+    reader.term();
+    let out = Command::new("dnstap")
+        .arg("-r")
+        .arg(&file)
+        .arg("-j")
+        .output()
+        .expect("dnstap");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let clients: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["message"]["query_address"].to_string())
+        .collect();
+    assert_eq!(
+        clients,
+        ["\"127.0.0.0\"", "\"127.0.0.0\"", "\"127.0.0.77\"", "\"127.0.0.77\""],
+        "{text}"
+    );
+}

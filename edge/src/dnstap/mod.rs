@@ -20,7 +20,7 @@ use std::{
     net::{IpAddr, SocketAddr},
     path::PathBuf,
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering},
         mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender},
         Arc,
     },
@@ -157,9 +157,24 @@ pub struct Tap {
     dropped: AtomicU64,
     /// Events written to a reader.
     sent: AtomicU64,
+    /// The [`Mask`] in force (IPv4 length in the high octet), changed on SIGHUP.
+    mask: AtomicU16,
 }
 
 impl Tap {
+    /// The mask client addresses are given now.
+    #[must_use]
+    pub fn mask(&self) -> Mask {
+        let [v4, v6] = self.mask.load(Ordering::Relaxed).to_be_bytes();
+        Mask { v4, v6 }
+    }
+
+    /// Masks client addresses so from the next event the writer takes.
+    pub fn set_mask(&self, mask: Mask) {
+        self.mask
+            .store(u16::from_be_bytes([mask.v4, mask.v6]), Ordering::Relaxed);
+    }
+
     /// Hands `event` to the writer; never waits (a full queue drops it, counted).
     pub fn log(&self, event: Event) {
         if self.queue.try_send(event).is_err() {
@@ -185,7 +200,7 @@ impl Tap {
 pub struct Identity {
     /// `--nsid`'s value, else the host name.
     pub identity: Vec<u8>,
-    /// Client addresses are masked so.
+    /// Client addresses are masked so (at start; [`Tap::set_mask`] changes it).
     pub mask: Mask,
 }
 
@@ -205,7 +220,9 @@ pub fn start(
         queue,
         dropped: AtomicU64::new(0),
         sent: AtomicU64::new(0),
+        mask: AtomicU16::new(0),
     });
+    tap.set_mask(identity.mask);
     let writer = Writer {
         target,
         identity,
@@ -336,7 +353,7 @@ impl Writer {
         let policy = event
             .members
             .and_then(|members| self.sets.policy(&self.engine.load(), members));
-        for message in messages(event, &self.identity, policy) {
+        for message in messages(event, &self.identity.identity, self.tap.mask(), policy) {
             frames::data(out, &message.encode_to_vec())?;
         }
         Ok(())
@@ -350,7 +367,7 @@ fn epoch(at: SystemTime) -> (u64, u32) {
 }
 
 /// The `AUTH_QUERY` and `AUTH_RESPONSE` messages of `event`.
-fn messages(event: &Event, identity: &Identity, policy: Option<proto::Policy>) -> [proto::Dnstap; 2] {
+fn messages(event: &Event, identity: &[u8], mask: Mask, policy: Option<proto::Policy>) -> [proto::Dnstap; 2] {
     let family = if event.client.is_ipv4() {
         proto::SocketFamily::Inet
     } else {
@@ -366,7 +383,7 @@ fn messages(event: &Event, identity: &Identity, policy: Option<proto::Policy>) -
         r#type: proto::MessageType::AuthQuery as i32,
         socket_family: Some(family as i32),
         socket_protocol: Some(protocol as i32),
-        query_address: Some(identity.mask.apply(event.client.ip())),
+        query_address: Some(mask.apply(event.client.ip())),
         response_address: Some(match event.server.ip() {
             IpAddr::V4(v4) => v4.octets().to_vec(),
             IpAddr::V6(v6) => v6.octets().to_vec(),
@@ -394,7 +411,7 @@ fn messages(event: &Event, identity: &Identity, policy: Option<proto::Policy>) -
         ..base
     };
     [query, response].map(|message| proto::Dnstap {
-        identity: Some(identity.identity.clone()),
+        identity: Some(identity.to_vec()),
         version: Some(concat!("qdns ", env!("CARGO_PKG_VERSION")).as_bytes().to_vec()),
         extra: Some(b"path=user".to_vec()),
         r#type: proto::DnstapType::Message as i32,

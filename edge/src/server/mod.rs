@@ -255,7 +255,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Serv
         offer_takeover(path, replacing, handover, &shutdown)?;
     }
     tokio::spawn(announce_ready(Arc::clone(&engine), replacing, shutdown.clone()));
-    reload_on_hup(hup, &config, &engine, &version, &shutdown).await;
+    reload_on_hup(hup, &config, (&engine, tap.as_deref()), &version, &shutdown).await;
 
     stop.store(true, Ordering::Relaxed);
     while tcp_tasks.join_next().await.is_some() {}
@@ -458,7 +458,7 @@ async fn replace_on_usr2(mut usr2: tokio::signal::unix::Signal, shutdown: Cancel
 async fn reload_on_hup(
     hup: io::Result<tokio::signal::unix::Signal>,
     config: &Config,
-    engine: &ArcSwap<Engine>,
+    (engine, tap): (&ArcSwap<Engine>, Option<&crate::dnstap::Tap>),
     version: &AtomicU64,
     shutdown: &CancellationToken,
 ) {
@@ -475,6 +475,9 @@ async fn reload_on_hup(
             () = shutdown.cancelled() => return,
             _ = hup.recv() => {}
         }
+        if let Some(tap) = tap {
+            remask(tap);
+        }
         let Source::Zones(dir) = &config.source else {
             tracing::info!("SIGHUP ignored: zones come from control (use qdnsctl reload)");
             continue;
@@ -489,6 +492,25 @@ async fn reload_on_hup(
             }
             Err(err) => tracing::error!(%err, "reload rejected; the running zones keep serving"),
         }
+    }
+}
+
+/// The query logs' mask as the flags and `--config` file say now (SIGHUP: the file may
+/// have changed); the running one stays when they do not read.
+fn remask(tap: &crate::dnstap::Tap) {
+    use qdns_settings::Declared as _;
+    match crate::config::Settings::from_argv(std::env::args_os()) {
+        Ok(settings) if settings.dnstap_mask != tap.mask() => {
+            let mask = settings.dnstap_mask;
+            tap.set_mask(mask);
+            tracing::info!(
+                v4 = mask.v4,
+                v6 = mask.v6,
+                "query logs: client addresses masked to new prefix lengths"
+            );
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(%err, "SIGHUP: the settings do not read; the query logs' mask stays"),
     }
 }
 
