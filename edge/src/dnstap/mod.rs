@@ -40,6 +40,11 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Events written between two flushes at most.
 const FLUSH_EVERY: usize = 256;
+/// How long the writer lets events gather after a write before it takes the next ones:
+/// a worker's `try_send` wakes only a writer parked waiting, so at a moderate rate the
+/// writer wakes and writes once per batch rather than once per query (measured in
+/// docs/BENCHMARKS.md, "Query logs").
+const GATHER: Duration = Duration::from_millis(1);
 
 /// Where the reader listens: `unix:PATH` or `tcp:HOST:PORT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,6 +350,7 @@ impl Writer {
                 return Err(err);
             }
             self.tap.sent.fetch_add(written, Ordering::Relaxed);
+            std::thread::sleep(GATHER);
         }
     }
 
