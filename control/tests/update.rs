@@ -359,6 +359,16 @@ fn every_refusal_is_counted_by_its_reason() {
             "{below}"
         );
     }
+    // Unsigned over UDP: TC and no records (no amplifier for spoofed sources); dig asked
+    // again over TCP above.
+    let udp = Command::new("dig")
+        .args(["+norec", "+tries=1", "+time=2", "+ignore", "-b", "127.0.0.2", "-p"])
+        .arg(transfer.port().to_string())
+        .args(["@127.0.0.1", "dyn.example.", "SOA"])
+        .output()
+        .expect("dig");
+    let udp = String::from_utf8_lossy(&udp.stdout);
+    assert!(udp.contains(" tc;") && udp.contains("ANSWER: 0,"), "{udp}");
     let axfr = dig_from(None, "dyn.example.", "AXFR");
     assert!(axfr.contains("Transfer failed"), "{axfr}");
     // dig asks with EDNS: the answers have an OPT record, and a refusal says why (RFC

@@ -117,6 +117,8 @@ pub struct Answer {
     records: Records,
     /// Records for the first message's authority section (a NODATA answer's SOA).
     authority: Vec<Vec<u8>>,
+    /// TC set: the client asks again over TCP (no records).
+    truncated: bool,
     key: Option<Key>,
     /// The MAC the next message chains to (the request's first).
     prior: Option<Vec<u8>>,
@@ -135,6 +137,7 @@ impl Answer {
             rcode,
             records: Records { parts, part: 0, at: 0 },
             authority: Vec::new(),
+            truncated: false,
             key: None,
             prior: None,
             unsigned_error: None,
@@ -151,6 +154,9 @@ impl Answer {
             return None;
         }
         let mut message = wire::answer_head(&self.request, self.rcode);
+        if self.truncated {
+            message[2] |= 0x02;
+        }
         if self.started || self.request.qname_sent.is_empty() {
             // Later messages carry no question (RFC 5936 §2.2.1 allows either), nor
             // does the answer to a request that could not be read.
@@ -176,7 +182,7 @@ impl Answer {
             // all (RFC 8914 §4.19, Prohibited: a zone not served is refused as one served
             // to others, so that no one learns which zones are served, issue 53 §8).
             let ede = (self.rcode == rcode::REFUSED).then_some(wire::EDE_PROHIBITED);
-            wire::push_opt(&mut message, ede);
+            wire::push_opt(&mut message, ede, self.request.dnssec_ok);
         }
         self.started = true;
         if let (Some(error), Some((tsig, _))) = (self.unsigned_error, &self.request.tsig) {
@@ -208,6 +214,7 @@ fn unreadable(message: &[u8], now: u64, limit: usize) -> Option<(Answer, Outcome
         serial: None,
         tsig: None,
         edns: false,
+        dnssec_ok: false,
     };
     Some((
         Answer::new(bare, rcode::FORMERR, Vec::new(), now, limit),
@@ -268,25 +275,8 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
         let (answer, outcome) = refuse(request, rcode::NOTIMP, Outcome::RefusedOther);
         return Some((signed(answer), outcome));
     }
-    // SOA queries about a zone open to dynamic update are answered to anyone, signed or
-    // not: UPDATE clients find the zone to update so, each name up from the one they
-    // change (certbot signed, lego unsigned) until the answer is the zone's SOA. Below
-    // the apex the answer is "no SOA here" (NODATA, the SOA in authority; names are not
-    // looked up) and the client goes up a label.
-    if request.qtype == rtype::SOA && request.qclass == 1 {
-        if let Some(zone) = transfers
-            .enclosing(&request.qname)
-            .filter(|z| !z.settings.update.is_empty())
-        {
-            let answer = if zone.origin == request.qname {
-                Answer::new(request, rcode::NOERROR, vec![Part::Owned(zone.soa.clone())], now, limit)
-            } else {
-                let mut answer = Answer::new(request, rcode::NOERROR, Vec::new(), now, limit);
-                answer.authority.clone_from(&zone.soa);
-                answer
-            };
-            return Some((signed(answer), Outcome::Soa));
-        }
+    if let Some(answer) = update_zone_soa(transfers, &request, (tcp, key.is_some()), now, limit) {
+        return Some((signed(answer), Outcome::Soa));
     }
     // A zone not served is refused as one served but not to this peer is: NOTAUTH here
     // would tell anyone which zones are served (issue 53 §8).
@@ -323,6 +313,44 @@ pub fn respond(transfers: &Transfers, peer: IpAddr, message: &[u8], tcp: bool, n
         }
     };
     Some((signed(Answer::new(request, rcode::NOERROR, parts, now, limit)), outcome))
+}
+
+/// The answer to a SOA query about a zone open to dynamic update, which anyone gets,
+/// signed or not (`signed`: the request verified with a key): UPDATE clients find the
+/// zone to update so, each name up from the one they change (certbot signed, lego
+/// unsigned) until the answer is the zone's SOA. Below the apex the answer is "no SOA
+/// here" (NODATA, the SOA in authority; names are not looked up) and the client goes up
+/// a label. Unsigned over UDP the answer is TC without records, so the listener is no
+/// amplifier for spoofed sources (the SOA and its signatures are ten times the query):
+/// the client asks again over TCP (lego does). `None`: not such a query.
+fn update_zone_soa(
+    transfers: &Transfers,
+    request: &Request,
+    (tcp, signed): (bool, bool),
+    now: u64,
+    limit: usize,
+) -> Option<Answer> {
+    if request.qtype != rtype::SOA || request.qclass != 1 {
+        return None;
+    }
+    let zone = transfers
+        .enclosing(&request.qname)
+        .filter(|z| !z.settings.update.is_empty())?;
+    let mut answer = Answer::new(request.clone(), rcode::NOERROR, Vec::new(), now, limit);
+    if !tcp && !signed {
+        answer.truncated = true;
+    } else if zone.origin == request.qname {
+        answer = Answer::new(
+            request.clone(),
+            rcode::NOERROR,
+            vec![Part::Owned(zone.soa.clone())],
+            now,
+            limit,
+        );
+    } else {
+        answer.authority.clone_from(&zone.soa);
+    }
+    Some(answer)
 }
 
 /// How a one-message answer of [`short_answer`] is signed.

@@ -80,6 +80,8 @@ pub struct Request {
     pub tsig: Option<(Tsig, usize)>,
     /// The request has an OPT record (EDNS): the answer has one too (RFC 6891 §6.1.1).
     pub edns: bool,
+    /// Its DO bit, copied into the answer's OPT (RFC 3225 §3).
+    pub dnssec_ok: bool,
 }
 
 /// Why a request cannot be read.
@@ -225,13 +227,14 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
     let mut serial = None;
     let mut tsig = None;
     let mut edns = false;
+    let mut dnssec_ok = false;
     for i in 0..records {
         let start = r.pos;
         if tsig.is_some() {
             return Err(Malformed::Format);
         }
         let _owner = r.name()?;
-        let (rt, _class, _ttl, rdlen) = (r.u16()?, r.u16()?, r.u32()?, usize::from(r.u16()?));
+        let (rt, _class, ttl, rdlen) = (r.u16()?, r.u16()?, r.u32()?, usize::from(r.u16()?));
         let rdata_at = r.pos;
         r.bytes(rdlen)?;
         let in_authority = i >= usize::from(counts[1]) && i < usize::from(counts[1]) + usize::from(counts[2]);
@@ -242,6 +245,7 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
             serial = Some(s.u32()?);
         } else if rt == rtype::OPT && i >= usize::from(counts[1]) + usize::from(counts[2]) {
             edns = true;
+            dnssec_ok = ttl & 0x8000 != 0;
         } else if rt == TYPE_TSIG {
             if i + 1 != records {
                 return Err(Malformed::Format);
@@ -260,6 +264,7 @@ pub fn read_message(msg: &[u8], response: bool) -> Result<(Request, u8), Malform
             serial,
             tsig,
             edns,
+            dnssec_ok,
         },
         (flags & 0xf) as u8,
     ))
@@ -480,13 +485,13 @@ pub const OPT_PAYLOAD: u16 = 1232;
 /// EDE INFO-CODE 18, Prohibited (RFC 8914 §4.19).
 pub const EDE_PROHIBITED: u16 = 18;
 
-/// Appends an OPT record (EDNS version 0, no flags) to the additional section of
-/// `message`, with an Extended DNS Error option of INFO-CODE `ede` when given.
-pub fn push_opt(message: &mut Vec<u8>, ede: Option<u16>) {
+/// Appends an OPT record (EDNS version 0; DO as `dnssec_ok`) to the additional section
+/// of `message`, with an Extended DNS Error option of INFO-CODE `ede` when given.
+pub fn push_opt(message: &mut Vec<u8>, ede: Option<u16>, dnssec_ok: bool) {
     message.push(0);
     message.extend_from_slice(&rtype::OPT.to_be_bytes());
     message.extend_from_slice(&OPT_PAYLOAD.to_be_bytes());
-    message.extend_from_slice(&0u32.to_be_bytes());
+    message.extend_from_slice(&(if dnssec_ok { 0x8000u32 } else { 0 }).to_be_bytes());
     match ede {
         Some(code) => {
             message.extend_from_slice(&6u16.to_be_bytes());

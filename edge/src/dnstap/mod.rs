@@ -20,7 +20,7 @@ use std::{
     net::{IpAddr, SocketAddr},
     path::PathBuf,
     sync::{
-        atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering},
         mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender},
         Arc,
     },
@@ -34,6 +34,9 @@ use crate::{answers::AnsweredMembers, Engine, Transport};
 
 /// Events waiting for the writer at most.
 pub const QUEUE: usize = 16_384;
+/// Octets of queries and responses waiting for the writer at most (a TCP message may
+/// be 64 KiB: the event count alone does not bound the memory a stopped reader costs).
+pub const QUEUED_OCTETS: usize = 32 << 20;
 /// Longest a write to the reader may take before the connection is given up.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest the reader may take to answer READY (and STOP).
@@ -154,6 +157,13 @@ pub struct Event {
     pub members: Option<AnsweredMembers>,
 }
 
+impl Event {
+    /// The octets it holds (the budget [`QUEUED_OCTETS`] counts).
+    fn octets(&self) -> usize {
+        self.query.len() + self.response.len()
+    }
+}
+
 /// The answering threads' side: the queue and the counters.
 #[derive(Debug)]
 pub struct Tap {
@@ -162,6 +172,8 @@ pub struct Tap {
     dropped: AtomicU64,
     /// Events written to a reader.
     sent: AtomicU64,
+    /// Octets of the events queued now ([`QUEUED_OCTETS`] at most).
+    queued: AtomicUsize,
     /// The [`Mask`] in force (IPv4 length in the high octet), changed on SIGHUP.
     mask: AtomicU16,
 }
@@ -182,9 +194,21 @@ impl Tap {
 
     /// Hands `event` to the writer; never waits (a full queue drops it, counted).
     pub fn log(&self, event: Event) {
+        let octets = event.octets();
+        if self.queued.fetch_add(octets, Ordering::Relaxed) + octets > QUEUED_OCTETS {
+            self.queued.fetch_sub(octets, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if self.queue.try_send(event).is_err() {
+            self.queued.fetch_sub(octets, Ordering::Relaxed);
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The writer took `event` off the queue.
+    fn taken(&self, event: &Event) {
+        self.queued.fetch_sub(event.octets(), Ordering::Relaxed);
     }
 
     /// Events dropped so far (queue full, or lost with a connection).
@@ -225,6 +249,7 @@ pub fn start(
         queue,
         dropped: AtomicU64::new(0),
         sent: AtomicU64::new(0),
+        queued: AtomicUsize::new(0),
         mask: AtomicU16::new(0),
     });
     tap.set_mask(identity.mask);
@@ -263,9 +288,9 @@ impl Writer {
         while !self.stop.load(Ordering::Relaxed) {
             let mut stream = match self.connect() {
                 Ok(stream) => {
-                    tracing::info!(target = %self.target, "dnstap: connected to the reader");
-                    backoff = Duration::from_millis(100);
-                    said = false;
+                    if !said {
+                        tracing::info!(target = %self.target, "dnstap: connected to the reader");
+                    }
                     stream
                 }
                 Err(err) => {
@@ -278,13 +303,26 @@ impl Writer {
                     continue;
                 }
             };
+            let delivered = self.tap.sent();
             match self.pump(&mut stream, events) {
                 Ok(()) => {
                     frames::close(&mut stream);
                     return;
                 }
                 Err(err) => {
-                    tracing::warn!(target = %self.target, %err, "dnstap: the reader went away or stopped reading; connecting again");
+                    // A reader that took events had its outage start now; one that takes
+                    // the handshake and then fails is tried again no faster than one that
+                    // refuses (and warned about once).
+                    if self.tap.sent() > delivered {
+                        backoff = Duration::from_millis(100);
+                        said = false;
+                    }
+                    if !said {
+                        tracing::warn!(target = %self.target, %err, "dnstap: the reader went away or stopped reading; connecting again");
+                        said = true;
+                    }
+                    self.pause(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
         }
@@ -302,7 +340,11 @@ impl Writer {
     fn connect(&self) -> io::Result<Box<dyn Stream>> {
         let mut stream: Box<dyn Stream> = match &self.target {
             Target::Unix(path) => {
-                let stream = std::os::unix::net::UnixStream::connect(path)?;
+                // Not UnixStream::connect: it waits without end while a stopped reader's
+                // accept queue is full (each handshake that timed out leaves one there).
+                let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+                socket.connect_timeout(&socket2::SockAddr::unix(path)?, HANDSHAKE_TIMEOUT)?;
+                let stream = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(socket));
                 stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
                 stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
                 Box::new(stream)
@@ -336,6 +378,7 @@ impl Writer {
             let mut written = 0;
             let mut next = Some(first);
             while let Some(event) = next.take() {
+                self.tap.taken(&event);
                 if let Err(err) = self.write(&mut out, &event) {
                     self.tap.dropped.fetch_add(1 + written, Ordering::Relaxed);
                     return Err(err);
@@ -350,7 +393,9 @@ impl Writer {
                 return Err(err);
             }
             self.tap.sent.fetch_add(written, Ordering::Relaxed);
-            std::thread::sleep(GATHER);
+            if written < FLUSH_EVERY as u64 {
+                std::thread::sleep(GATHER);
+            }
         }
     }
 
